@@ -1,0 +1,52 @@
+"""Stable-Baselines3 model zip as a versioned catalog dataset.
+
+SB3's ``save``/``load`` reject fsspec file objects, so the zip is built in memory. Loading a zip
+unpickles code: only load models from sources you trust.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+from typing import Any
+
+from kedro.io.core import Version
+
+from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+
+
+def import_class(path: str) -> type:
+    module_name, _, class_name = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"model_class must be a dotted path like 'stable_baselines3.SAC', got {path!r}")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+class SB3ModelDataset(BytesVersionedDataset):
+    def __init__(
+        self,
+        filepath: str,
+        model_class: str = "stable_baselines3.SAC",
+        device: str = "auto",
+        version: Version | None = None,
+        credentials: dict[str, Any] | None = None,
+        fs_args: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(filepath, version, credentials, fs_args, metadata)
+        self._model_class_path = model_class
+        self._device = device
+
+    def to_bytes(self, data: Any) -> bytes:
+        buffer = io.BytesIO()
+        data.save(buffer)
+        return buffer.getvalue()
+
+    def from_bytes(self, raw: bytes) -> Any:
+        from trading_rl.agents.device import resolve_device
+
+        model_class = import_class(self._model_class_path)
+        return model_class.load(io.BytesIO(raw), device=resolve_device(self._device))
+
+    def _describe(self) -> dict[str, Any]:
+        return {**super()._describe(), "model_class": self._model_class_path}

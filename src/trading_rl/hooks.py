@@ -1,0 +1,76 @@
+"""Cross-cutting concerns: one seed drives everything, and every run records where it came from.
+
+``run_metadata`` (seed, config hash, git commit, save version) is injected into the catalog so that
+nodes storing a model can store it alongside, and it is set as MLflow tags on the active run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import subprocess
+from typing import Any
+
+import numpy as np
+from kedro.framework.hooks import hook_impl
+
+logger = logging.getLogger(__name__)
+
+
+def config_hash(parameters: dict[str, Any]) -> str:
+    """Stable short hash of the resolved parameters (key order does not matter)."""
+    payload = json.dumps(parameters, sort_keys=True, default=str).encode()
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class ReproducibilityHooks:
+    def __init__(self) -> None:
+        self._metadata: dict[str, Any] = {}
+        self._tagged = False
+
+    @hook_impl
+    def after_catalog_created(self, catalog, parameters, save_version) -> None:
+        if "seed" not in parameters:
+            raise ValueError("parameter 'seed' is missing from conf/*/parameters.yml")
+        seed = parameters["seed"]
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"parameter 'seed' must be an integer, got {seed!r}")
+        seed_everything(seed)
+        self._metadata = {
+            "seed": seed,
+            "config_hash": config_hash(parameters),
+            "git_commit": git_commit(),
+            "save_version": save_version,
+        }
+        self._tagged = False
+        catalog["run_metadata"] = self._metadata
+
+    @hook_impl
+    def before_node_run(self) -> None:
+        if self._tagged:
+            return
+        import mlflow
+
+        if mlflow.active_run() is not None:
+            mlflow.set_tags({f"trading_rl.{k}": str(v) for k, v in self._metadata.items()})
+            self._tagged = True

@@ -1,0 +1,17 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.env_construction import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.build_spec,
+                inputs=["prices", "scaled_features", "splits", "params:env_construction"],
+                outputs="env_spec",
+                name="build_env_spec",
+            ),
+            Node(nodes.check_env, inputs="env_spec", outputs="env_check_report", name="check_env"),
+        ]
+    )

@@ -1,0 +1,131 @@
+"""Thin nodes: select and validate symbols, then features, splits and scalers per symbol.
+
+Frames that hold several symbols are long: a ``timestamp`` index plus a ``symbol`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.data import load_prices, quality_report, validate_features, validate_prices
+from trading_rl.features import (
+    apply_scaler,
+    compute_features,
+    fit_scaler,
+    make_splits,
+    max_lookback,
+    split_frame,
+)
+
+KNOWN_SOURCES = ("packaged", "file")
+
+
+def _symbol_entries(params: dict[str, Any]) -> list[dict[str, Any]]:
+    entries = params.get("symbols")
+    if not entries:
+        raise ValueError("parameter 'feature_extraction.symbols' must list at least one symbol")
+    normalised = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, str):
+            entry = {"name": entry, "source": "packaged"}
+        if "name" not in entry:
+            raise ValueError(f"parameter 'feature_extraction.symbols[{i}]' has no 'name'")
+        source = entry.get("source", "packaged")
+        if source not in KNOWN_SOURCES:
+            raise ValueError(
+                f"parameter 'feature_extraction.symbols[{i}].source' is {source!r}; "
+                f"expected one of {KNOWN_SOURCES}"
+            )
+        normalised.append({"name": str(entry["name"]), "source": source})
+    names = [e["name"] for e in normalised]
+    if len(set(names)) != len(names):
+        raise ValueError(f"parameter 'feature_extraction.symbols' repeats a symbol: {names}")
+    return normalised
+
+
+def by_symbol(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Split a long frame into ``{symbol: frame without the symbol column}``."""
+    return {
+        str(symbol): part.drop(columns="symbol")
+        for symbol, part in frame.groupby("symbol", sort=False)
+    }
+
+
+def _long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(
+        [frame.assign(symbol=symbol) for symbol, frame in frames.items()], axis=0
+    )
+
+
+def load_and_validate_prices(
+    raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read every selected symbol and validate all of them before anything is returned.
+
+    Nothing is written unless every symbol passes, so a bad file never leaves half a run behind.
+    """
+    validated: dict[str, pd.DataFrame] = {}
+    reports: dict[str, Any] = {}
+    for entry in _symbol_entries(params):
+        name = entry["name"]
+        if entry["source"] == "file":
+            if name not in raw_price_files:
+                raise FileNotFoundError(
+                    f"symbol '{name}' has source 'file' but data/01_raw/prices/ has no "
+                    f"{name}.csv or {name}.parquet (found: {sorted(raw_price_files) or 'none'})"
+                )
+            raw = raw_price_files[name]()
+            source_name = f"data/01_raw/prices/{name}"
+        else:
+            raw = load_prices(name, source="packaged")
+            source_name = f"packaged:{name}"
+        frame = validate_prices(raw, name, min_rows=params.get("min_rows", 250), source_name=source_name)
+        validated[name] = frame
+        reports[name] = quality_report(frame, name)
+    return _long(validated), reports
+
+
+def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """Chronological splits per symbol, with a purge gap of the longest feature look-back."""
+    gap = max_lookback(params.get("features"))
+    return {
+        symbol: make_splits(frame.index, {**params["splits"], "gap_bars": gap})
+        for symbol, frame in by_symbol(prices).items()
+    }
+
+
+def build_features(
+    prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
+) -> pd.DataFrame:
+    """Causal features per symbol; GARCH is fitted on that symbol's training split only."""
+    frames = {}
+    for symbol, frame in by_symbol(prices).items():
+        feature_params = dict(params.get("features") or {})
+        garch = dict(feature_params.get("garch") or {})
+        garch["fit_end"] = splits[symbol]["train"]["end"]
+        feature_params["garch"] = garch
+        features = compute_features(frame, feature_params).dropna(how="any")
+        frames[symbol] = validate_features(features, f"features[{symbol}]")
+    return _long(frames)
+
+
+def fit_scalers(
+    features: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    """Scalers fitted on each symbol's training rows only (no statistics from the future)."""
+    scaler_params = params.get("scaler") or {}
+    return {
+        symbol: fit_scaler(split_frame(frame, splits[symbol], "train"), **scaler_params)
+        for symbol, frame in by_symbol(features).items()
+    }
+
+
+def scale_features(features: pd.DataFrame, scalers: dict[str, Any]) -> pd.DataFrame:
+    frames = {
+        symbol: validate_features(apply_scaler(frame, scalers[symbol]), f"scaled_features[{symbol}]")
+        for symbol, frame in by_symbol(features).items()
+    }
+    return _long(frames)

@@ -1,0 +1,40 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.feature_extraction import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.load_and_validate_prices,
+                inputs=["raw_price_files", "params:feature_extraction"],
+                outputs=["prices", "price_quality_report"],
+                name="load_and_validate_prices",
+            ),
+            Node(
+                nodes.define_splits,
+                inputs=["prices", "params:feature_extraction"],
+                outputs="splits",
+                name="define_splits",
+            ),
+            Node(
+                nodes.build_features,
+                inputs=["prices", "splits", "params:feature_extraction"],
+                outputs="features",
+                name="build_features",
+            ),
+            Node(
+                nodes.fit_scalers,
+                inputs=["features", "splits", "params:feature_extraction"],
+                outputs="scalers",
+                name="fit_scalers",
+            ),
+            Node(
+                nodes.scale_features,
+                inputs=["features", "scalers"],
+                outputs="scaled_features",
+                name="scale_features",
+            ),
+        ]
+    )

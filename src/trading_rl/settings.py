@@ -1,0 +1,10 @@
+"""Kedro project settings."""
+
+from trading_rl.hooks import ReproducibilityHooks
+
+HOOKS = (ReproducibilityHooks(),)
+
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+}
