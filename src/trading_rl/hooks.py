@@ -50,6 +50,7 @@ class ReproducibilityHooks:
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters, save_version) -> None:
+        parameters = parameters["parameters"]  # Kedro passes {"parameters": ..., "params:<key>": ...}
         if "seed" not in parameters:
             raise ValueError("parameter 'seed' is missing from conf/*/parameters.yml")
         seed = parameters["seed"]

@@ -1,0 +1,26 @@
+"""Market data: loading (packaged indexes or users' files), pandera validation and quality facts."""
+
+from trading_rl.data.quality import infer_periods_per_year, quality_report
+from trading_rl.data.schemas import (
+    FeatureSchema,
+    FeatureValidationError,
+    PriceSchema,
+    PriceValidationError,
+    validate_features,
+    validate_prices,
+)
+from trading_rl.data.sources import PACKAGED_SYMBOLS, PriceDataError, load_prices
+
+__all__ = [
+    "PACKAGED_SYMBOLS",
+    "FeatureSchema",
+    "FeatureValidationError",
+    "PriceDataError",
+    "PriceSchema",
+    "PriceValidationError",
+    "infer_periods_per_year",
+    "load_prices",
+    "quality_report",
+    "validate_features",
+    "validate_prices",
+]

@@ -1,0 +1,118 @@
+"""Reference strategies every report compares an agent with, run through the same env and costs.
+
+- ``buy_and_hold``: action +1 at every step. With the env's position cap (``max_position_pct``,
+  15% by default) this is a *capped* long: it buys up to the cap on the first step and tops the
+  position back up to the cap whenever a fall leaves room for at least ``min_trade_value``.
+- ``buy_and_hold_full`` (metrics only, no rollout): the instrument's own close-to-close returns over
+  the episode's bars, fully invested, no cap and no costs — the market line.
+- ``cash``: action 0, never trades.
+- ``random``: actions uniform on the action space, from a generator seeded per call.
+- ``sma_crossover``: +1 while the fast SMA of closes is above the slow one, else -1 (0 while the
+  slow SMA has too few bars). Decided at the env's current bar from closes up to that bar only.
+
+The policies read ``bar_index``, ``close_prices``, ``episode_bounds`` and ``config`` of the
+unwrapped env (``trading_rl.envs.TradingEnvBase``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
+
+from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
+from trading_rl.evaluation.rollout import Policy, run_episode
+
+BASELINE_NAMES = ("buy_and_hold", "cash", "random", "sma_crossover")
+
+
+def constant_policy(action: float, action_space: gym.spaces.Box) -> Policy:
+    """Always the same action (shaped and typed like the action space)."""
+    fixed = np.full(action_space.shape, action, dtype=action_space.dtype)
+    return lambda observation: fixed.copy()
+
+
+def random_policy(action_space: gym.spaces.Box, seed: int | None) -> Policy:
+    """Uniform actions on the box from a private generator: the same seed gives the same actions,
+    whatever else draws random numbers in between."""
+    rng = np.random.default_rng(seed)
+    low, high = action_space.low.astype(np.float64), action_space.high.astype(np.float64)
+    return lambda observation: rng.uniform(low, high).astype(action_space.dtype)
+
+
+def simple_moving_average(close: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean of the last ``window`` closes at each bar, NaN for the first ``window - 1``."""
+    close = np.asarray(close, dtype=np.float64)
+    sma = np.full(close.shape, np.nan)
+    if close.size >= window:
+        sma[window - 1 :] = sliding_window_view(close, window).mean(axis=1)
+    return sma
+
+
+def sma_crossover_signal(close: np.ndarray, fast: int = 20, slow: int = 50) -> np.ndarray:
+    """Action per bar: +1 where SMA(fast) > SMA(slow), -1 where not, 0 before SMA(slow) exists.
+
+    Entry ``t`` depends on ``close[: t + 1]`` only.
+    """
+    if not 1 <= fast < slow:
+        raise ValueError(f"need 1 <= fast < slow, got fast={fast}, slow={slow}")
+    fast_sma, slow_sma = simple_moving_average(close, fast), simple_moving_average(close, slow)
+    signal = np.where(fast_sma > slow_sma, 1.0, -1.0)
+    signal[np.isnan(slow_sma)] = 0.0
+    return signal
+
+
+def sma_crossover_policy(close: np.ndarray, bar_index: Callable[[], int], fast: int = 20, slow: int = 50) -> Policy:
+    """Look up the crossover signal at the bar the env is deciding on (``bar_index()``)."""
+    signal = sma_crossover_signal(close, fast, slow).astype(np.float32)
+    return lambda observation: signal[bar_index()].reshape(1)
+
+
+def baseline_policies(env: gym.Env, seed: int | None, fast: int = 20, slow: int = 50) -> dict[str, Policy]:
+    """The baseline policies bound to ``env`` (the SMA policy follows that env's current bar)."""
+    base = env.unwrapped
+    return {
+        "buy_and_hold": constant_policy(1.0, env.action_space),
+        "cash": constant_policy(0.0, env.action_space),
+        "random": random_policy(env.action_space, seed),
+        "sma_crossover": sma_crossover_policy(base.close_prices, lambda: base.bar_index, fast, slow),
+    }
+
+
+def run_baselines(
+    make_env: Callable[[], gym.Env], seed: int = 0, fast: int = 20, slow: int = 50
+) -> dict[str, pd.DataFrame]:
+    """One rollout per baseline, each on a fresh env from ``make_env`` reset with ``seed``."""
+    rollouts = {}
+    for name in BASELINE_NAMES:
+        env = make_env()
+        rollouts[name] = run_episode(env, baseline_policies(env, seed, fast, slow)[name], seed=seed)
+    return rollouts
+
+
+def market_returns(env: gym.Env, seed: int = 0) -> np.ndarray:
+    """Close-to-close returns over the bars of the episode ``env`` runs after ``reset(seed)``: the
+    steps' equity is marked at ``close[start + 1] .. close[end]`` from ``close[start]``."""
+    base = env.unwrapped
+    env.reset(seed=seed)
+    start, end = base.episode_bounds
+    closes = base.close_prices[start : end + 1]
+    return closes[1:] / closes[:-1] - 1.0
+
+
+def evaluate_baselines(
+    make_env: Callable[[], gym.Env], periods_per_year: float, seed: int = 0, fast: int = 20, slow: int = 50
+) -> dict[str, dict]:
+    """Metrics (``compute_metrics``) of every baseline plus ``buy_and_hold_full`` (price returns only:
+    the return/risk keys of ``return_metrics``, no trade or action keys)."""
+    reference_env = make_env()
+    hold_threshold = reference_env.unwrapped.config.hold_threshold
+    results = {
+        name: compute_metrics(rollout, periods_per_year, hold_threshold)
+        for name, rollout in run_baselines(make_env, seed, fast, slow).items()
+    }
+    results["buy_and_hold_full"] = json_ready(return_metrics(market_returns(reference_env, seed), periods_per_year))
+    return results

@@ -1,0 +1,86 @@
+"""One evaluation report shape for every trained agent: metrics next to baselines, plus collapse.
+
+The agent runs twice over the same split: deterministically (what would be traded) and
+stochastically (what the policy explores). Collapse gates look at both, because a deterministic
+policy can collapse onto one action while its sampling still looks diverse, and vice versa.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.metrics import compute_metrics
+from trading_rl.evaluation.rollout import Policy, run_episode
+from trading_rl.monitoring.collapse import action_stats, collapse_report
+
+
+def evaluate_policy(
+    name: str,
+    deterministic_policy: Policy,
+    stochastic_policy: Policy,
+    make_env: Callable[[], gym.Env],
+    periods_per_year: float,
+    seed: int,
+    thresholds: dict[str, float] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return ``(evaluation_report, collapse_report)`` for one agent on ``make_env``'s split."""
+    hold_threshold = make_env().unwrapped.config.hold_threshold
+    rollouts = {
+        "deterministic": run_episode(make_env(), deterministic_policy, seed=seed),
+        "stochastic": run_episode(make_env(), stochastic_policy, seed=seed),
+    }
+    agent_metrics = compute_metrics(rollouts["deterministic"], periods_per_year, hold_threshold)
+    collapse = {
+        mode: collapse_report(
+            action_stats(
+                rollout["action_raw"].to_numpy(), rollout["action_type"].to_numpy(), hold_threshold
+            ),
+            thresholds,
+        )
+        for mode, rollout in rollouts.items()
+    }
+    evaluation = {
+        "agent": name,
+        "n_steps": int(len(rollouts["deterministic"])),
+        "start": str(rollouts["deterministic"]["timestamp"].iloc[0]),
+        "end": str(rollouts["deterministic"]["timestamp"].iloc[-1]),
+        "metrics": agent_metrics,
+        "stochastic_metrics": compute_metrics(rollouts["stochastic"], periods_per_year, hold_threshold),
+        "baselines": evaluate_baselines(make_env, periods_per_year, seed=seed),
+    }
+    collapse_summary = {
+        "agent": name,
+        "collapsed": any(report["collapsed"] for report in collapse.values()),
+        **collapse,
+    }
+    return evaluation, collapse_summary
+
+
+def flat_metrics(report: dict[str, Any], prefix: str) -> dict[str, float]:
+    """Numeric top-level metrics of an evaluation report as ``{prefix}/{name}: value`` (for MLflow)."""
+    flat = {}
+    for key, value in report["metrics"].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[f"{prefix}/{key}"] = float(value)
+    for baseline, metrics in report["baselines"].items():
+        for key in ("sharpe", "total_return", "max_drawdown"):
+            value = metrics.get(key)
+            if isinstance(value, (int, float)):
+                flat[f"{prefix}/baseline_{baseline}/{key}"] = float(value)
+    return flat
+
+
+def metrics_history(history: list[dict[str, Any]], step_key: str = "timestep") -> dict[str, list[dict]]:
+    """Per-evaluation training history as kedro-mlflow's metrics-history format."""
+    series: dict[str, list[dict]] = {}
+    for entry in history:
+        step = int(entry[step_key])
+        for key, value in entry.items():
+            if key == step_key or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            series.setdefault(key, []).append({"step": step, "value": float(value)})
+    return series

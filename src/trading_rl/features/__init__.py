@@ -1,0 +1,18 @@
+"""Causal features, chronological splits and train-only scaling for the trading environments."""
+
+from trading_rl.features.garch import fit_garch, garch_volatility
+from trading_rl.features.indicators import DEFAULT_FEATURE_PARAMS, compute_features, max_lookback
+from trading_rl.features.scaling import apply_scaler, fit_scaler
+from trading_rl.features.splits import make_splits, split_frame
+
+__all__ = [
+    "DEFAULT_FEATURE_PARAMS",
+    "apply_scaler",
+    "compute_features",
+    "fit_garch",
+    "fit_scaler",
+    "garch_volatility",
+    "make_splits",
+    "max_lookback",
+    "split_frame",
+]

@@ -1,0 +1,336 @@
+"""Causal, scale-free features from OHLCV bars.
+
+Every feature at row ``t`` uses bars ``<= t`` only, and every recursion (EMA, Wilder smoothing,
+GARCH) starts at a fixed point (the first bar), so no value depends on how many bars follow it:
+``compute_features(prices.iloc[:t + 1])`` equals ``compute_features(prices).iloc[:t + 1]``.
+Features are returns, ratios to price, oscillators or z-scores, so one scaler serves every symbol.
+
+The *look-back* of a feature is the number of bars before ``t`` it reaches (EMA and Wilder averages
+are counted by their window). A feature is NaN on its first look-back rows; every feature is
+defined from row ``max_lookback(params)`` on, which is also the purge gap between splits.
+
+``params`` (all keys optional; defaults in ``DEFAULT_FEATURE_PARAMS``; unknown keys are errors):
+
+- ``return_horizons`` [1, 5, 20]: ``ret_h`` simple and ``logret_h`` log return over ``h`` bars.
+- ``sma_windows`` [10, 50]: ``sma_ratio_n`` = close / SMA(n) - 1.
+- ``ema_windows`` [12, 26]: ``ema_ratio_n`` = close / EMA(n) - 1 (EMA with ``alpha = 2 / (n + 1)``).
+- ``rsi_window`` 14: ``rsi_n``, Wilder's RSI in [0, 100].
+- ``macd`` {fast: 12, slow: 26, signal: 9}: ``macd``, ``macd_signal``, ``macd_hist``, each / close.
+- ``bollinger`` {window: 20, num_std: 2.0}: ``bb_percent_b`` and ``bb_bandwidth`` (band width over
+  SMA), with the population standard deviation.
+- ``atr_window`` 14: ``atr_ratio_n`` = Wilder's average true range / close.
+- ``vol_windows`` [20, 60]: ``realized_vol_n`` = sample std of 1-bar log returns (per bar).
+- ``volume_z_window`` 20: ``volume_z_n`` = (volume - rolling mean) / rolling std (0 when flat).
+- ``drawdown_window`` 60: ``drawdown_n`` = close / rolling max close - 1.
+- ``garch`` {params: None, fit_end: None, fit_bars: 1000}: ``garch_vol``, the GARCH(1,1) one-step
+  forecast made at ``t`` (see ``garch.py``). Its parameters are ``params`` when given (a dict from
+  ``fit_garch``), else fitted on the bars up to ``fit_end``, else on the first ``fit_bars`` bars:
+  fit on the training split only. ``garch: null`` leaves the feature out.
+- ``calendar`` true: ``dow_sin``/``dow_cos`` for daily or finer bars, ``hour_sin``/``hour_cos`` for
+  intraday bars (decided by the median bar spacing); nothing for weekly or coarser bars.
+
+Always present: ``hl_range`` = (high - low) / close and ``co_return`` = close / open - 1.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.features.garch import (
+    GARCH_PARAM_NAMES,
+    MIN_FIT_OBSERVATIONS,
+    fit_garch,
+    garch_volatility,
+)
+from trading_rl.features.splits import bars_through, check_time_index
+
+PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+
+DEFAULT_FEATURE_PARAMS: dict = {
+    "return_horizons": [1, 5, 20],
+    "sma_windows": [10, 50],
+    "ema_windows": [12, 26],
+    "rsi_window": 14,
+    "macd": {"fast": 12, "slow": 26, "signal": 9},
+    "bollinger": {"window": 20, "num_std": 2.0},
+    "atr_window": 14,
+    "vol_windows": [20, 60],
+    "volume_z_window": 20,
+    "drawdown_window": 60,
+    "garch": {"params": None, "fit_end": None, "fit_bars": 1000},
+    "calendar": True,
+}
+_NESTED_KEYS = ("macd", "bollinger", "garch")
+_WINDOW_LIST_KEYS = {"return_horizons": 1, "sma_windows": 2, "ema_windows": 2, "vol_windows": 2}
+_WINDOW_KEYS = ("rsi_window", "atr_window", "volume_z_window", "drawdown_window")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_window(key: str, value, minimum: int = 2) -> int:
+    if not _is_int(value) or value < minimum:
+        raise ValueError(f"feature parameter {key} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _overlay_defaults(params: dict | None) -> dict:
+    """Defaults overlaid with ``params``, nested mappings key by key; unknown keys are errors."""
+    resolved = copy.deepcopy(DEFAULT_FEATURE_PARAMS)
+    for key, value in (params or {}).items():
+        if key not in DEFAULT_FEATURE_PARAMS:
+            raise ValueError(
+                f"unknown feature parameter {key!r}; known: {sorted(DEFAULT_FEATURE_PARAMS)}"
+            )
+        if key not in _NESTED_KEYS or (key == "garch" and value is None):
+            resolved[key] = value
+            continue
+        if not isinstance(value, dict):
+            raise ValueError(f"feature parameter {key} must be a mapping, got {value!r}")
+        unknown = sorted(set(value) - set(DEFAULT_FEATURE_PARAMS[key]))
+        if unknown:
+            raise ValueError(
+                f"unknown feature parameter {key}.{unknown[0]}; "
+                f"known: {sorted(DEFAULT_FEATURE_PARAMS[key])}"
+            )
+        resolved[key].update(value)
+    return resolved
+
+
+def resolve_feature_params(params: dict | None) -> dict:
+    """Defaults overlaid with ``params`` and validated; every error names the offending key."""
+    resolved = _overlay_defaults(params)
+    for key, minimum in _WINDOW_LIST_KEYS.items():
+        windows = resolved[key]
+        if not isinstance(windows, (list, tuple)):
+            raise ValueError(f"feature parameter {key} must be a list, got {windows!r}")
+        resolved[key] = [_check_window(key, window, minimum) for window in windows]
+        if len(set(resolved[key])) != len(resolved[key]):
+            raise ValueError(f"feature parameter {key} has duplicates: {windows!r}")
+    for key in _WINDOW_KEYS:
+        resolved[key] = _check_window(key, resolved[key])
+    resolved["macd"] = {
+        name: _check_window(f"macd.{name}", window) for name, window in resolved["macd"].items()
+    }
+    if resolved["macd"]["fast"] >= resolved["macd"]["slow"]:
+        raise ValueError(f"feature parameter macd.fast must be < macd.slow, got {resolved['macd']}")
+    bands = resolved["bollinger"]
+    bands["window"] = _check_window("bollinger.window", bands["window"])
+    if isinstance(bands["num_std"], bool) or not isinstance(bands["num_std"], (int, float)):
+        raise ValueError(f"feature parameter bollinger.num_std must be a number > 0, got {bands}")
+    if bands["num_std"] <= 0:
+        raise ValueError(f"feature parameter bollinger.num_std must be > 0, got {bands}")
+    garch = resolved["garch"]
+    if garch is not None:
+        garch["fit_bars"] = _check_window("garch.fit_bars", garch["fit_bars"], minimum=100)
+        given = garch["params"]
+        if given is not None and not set(GARCH_PARAM_NAMES) <= set(given):
+            missing = sorted(set(GARCH_PARAM_NAMES) - set(given))
+            raise ValueError(f"feature parameter garch.params lacks {missing}")
+    if not isinstance(resolved["calendar"], bool):
+        raise ValueError(
+            f"feature parameter calendar must be true or false, got {resolved['calendar']!r}"
+        )
+    return resolved
+
+
+def _lookbacks(p: dict) -> dict[str, int]:
+    """Feature name -> look-back in bars, in output column order (calendar columns excluded)."""
+    macd = p["macd"]
+    lookbacks: dict[str, int] = {}
+    for horizon in p["return_horizons"]:
+        lookbacks[f"ret_{horizon}"] = horizon
+        lookbacks[f"logret_{horizon}"] = horizon
+    for window in p["sma_windows"]:
+        lookbacks[f"sma_ratio_{window}"] = window - 1
+    for window in p["ema_windows"]:
+        lookbacks[f"ema_ratio_{window}"] = window - 1
+    lookbacks[f"rsi_{p['rsi_window']}"] = p["rsi_window"]
+    lookbacks["macd"] = macd["slow"] - 1
+    lookbacks["macd_signal"] = macd["slow"] - 1 + macd["signal"] - 1
+    lookbacks["macd_hist"] = lookbacks["macd_signal"]
+    lookbacks["bb_percent_b"] = p["bollinger"]["window"] - 1
+    lookbacks["bb_bandwidth"] = p["bollinger"]["window"] - 1
+    lookbacks[f"atr_ratio_{p['atr_window']}"] = p["atr_window"]
+    for window in p["vol_windows"]:
+        lookbacks[f"realized_vol_{window}"] = window
+    lookbacks[f"volume_z_{p['volume_z_window']}"] = p["volume_z_window"] - 1
+    lookbacks[f"drawdown_{p['drawdown_window']}"] = p["drawdown_window"] - 1
+    lookbacks["hl_range"] = 0
+    lookbacks["co_return"] = 0
+    if p["garch"] is not None:
+        lookbacks["garch_vol"] = 1
+    return lookbacks
+
+
+def max_lookback(params: dict | None = None) -> int:
+    """Longest look-back (bars before ``t``) of any configured feature: warm-up and purge gap."""
+    return max(_lookbacks(resolve_feature_params(params)).values())
+
+
+def ema(values: pd.Series, window: int) -> pd.Series:
+    """EMA with ``alpha = 2 / (window + 1)`` seeded with the first value (prefix-invariant)."""
+    return values.ewm(span=window, adjust=False).mean()
+
+
+def wilder_average(values: pd.Series, window: int) -> pd.Series:
+    """Wilder's smoothing: seeded with the mean of the first ``window`` values, then
+    ``avg_t = avg_{t-1} + (x_t - avg_{t-1}) / window``. NaN before the seed."""
+    valid = np.flatnonzero(values.notna().to_numpy())
+    seeded = pd.Series(np.nan, index=values.index)
+    if valid.size < window:
+        return seeded
+    seed_row = int(valid[0]) + window - 1
+    seeded.iloc[seed_row] = values.iloc[valid[0] : seed_row + 1].mean()
+    seeded.iloc[seed_row + 1 :] = values.iloc[seed_row + 1 :]
+    return seeded.ewm(alpha=1.0 / window, adjust=False).mean()
+
+
+def rsi(close: pd.Series, window: int) -> pd.Series:
+    """Wilder's RSI in [0, 100]: 100 * avg gain / (avg gain + avg loss); 50 when flat."""
+    change = close.diff()
+    average_gain = wilder_average(change.clip(lower=0.0), window)
+    average_loss = wilder_average((-change).clip(lower=0.0), window)
+    total = average_gain + average_loss
+    return (100.0 * average_gain / total.where(total > 0)).mask(total == 0, 50.0)
+
+
+def true_range(high: pd.Series, low: pd.Series, close: pd.Series) -> pd.Series:
+    """Largest of high-low and the gaps to the previous close; NaN on the first bar."""
+    previous_close = close.shift(1)
+    ranges = pd.concat(
+        [high - low, (high - previous_close).abs(), (low - previous_close).abs()], axis=1
+    )
+    return ranges.max(axis=1, skipna=False)
+
+
+def macd(close: pd.Series, fast: int, slow: int, signal: int) -> pd.DataFrame:
+    """MACD line, signal and histogram divided by close (scale-free)."""
+    line = ema(close, fast) - ema(close, slow)
+    signal_line = ema(line, signal)
+    return pd.DataFrame(
+        {
+            "macd": line / close,
+            "macd_signal": signal_line / close,
+            "macd_hist": (line - signal_line) / close,
+        }
+    )
+
+
+def bollinger(close: pd.Series, window: int, num_std: float) -> pd.DataFrame:
+    """%B (position of close inside the bands; 0.5 when the bands collapse) and bandwidth."""
+    rolling = close.rolling(window)
+    middle = rolling.mean()
+    width = 2.0 * num_std * rolling.std(ddof=0)
+    lower = middle - width / 2.0
+    percent_b = ((close - lower) / width.where(width > 0)).mask(width == 0, 0.5)
+    return pd.DataFrame({"bb_percent_b": percent_b, "bb_bandwidth": width / middle})
+
+
+def rolling_zscore(values: pd.Series, window: int) -> pd.Series:
+    """(x - rolling mean) / rolling population std, 0 where the window is flat."""
+    rolling = values.rolling(window)
+    spread = rolling.std(ddof=0)
+    return ((values - rolling.mean()) / spread.where(spread > 0)).mask(spread == 0, 0.0)
+
+
+def calendar_features(index: pd.DatetimeIndex) -> pd.DataFrame:
+    """Cyclical time-of-week (and time-of-day for intraday bars) encodings."""
+    spacing = (
+        pd.Timedelta(np.median(np.diff(index.asi8))) if len(index) > 1 else pd.Timedelta(days=1)
+    )
+    columns: dict[str, np.ndarray] = {}
+    if spacing < pd.Timedelta(days=7):
+        day_angle = 2.0 * np.pi * index.dayofweek.to_numpy() / 7.0
+        columns["dow_sin"], columns["dow_cos"] = np.sin(day_angle), np.cos(day_angle)
+    if spacing < pd.Timedelta(days=1):
+        hours = index.hour.to_numpy() + index.minute.to_numpy() / 60.0
+        hour_angle = 2.0 * np.pi * hours / 24.0
+        columns["hour_sin"], columns["hour_cos"] = np.sin(hour_angle), np.cos(hour_angle)
+    return pd.DataFrame(columns, index=index, dtype=np.float64)
+
+
+def _check_prices(prices: pd.DataFrame) -> pd.DataFrame:
+    missing = [column for column in PRICE_COLUMNS if column not in prices.columns]
+    if missing:
+        raise ValueError(f"prices lack column(s) {missing}; need {list(PRICE_COLUMNS)}")
+    check_time_index(prices.index, "prices index")
+    ohlcv = prices[list(PRICE_COLUMNS)].astype(np.float64)
+    values = ohlcv.to_numpy()
+    for problem, bad in (
+        ("is not finite", ~np.isfinite(values)),
+        ("must be > 0 (returns are logs of price ratios)", values[:, :4] <= 0),
+    ):
+        if bad.any():
+            row, column = np.argwhere(bad)[0]
+            raise ValueError(
+                f"prices column {PRICE_COLUMNS[column]} {problem} at {prices.index[row]}"
+            )
+    return ohlcv
+
+
+def _garch_params(log_returns: pd.Series, garch: dict) -> dict:
+    """GARCH parameters as configured: given, fitted through ``fit_end`` or on ``fit_bars`` bars."""
+    if garch["params"] is not None:
+        return garch["params"]
+    if garch["fit_end"] is not None:
+        fit_rows = bars_through(log_returns.index, garch["fit_end"], "garch.fit_end")
+        if fit_rows <= MIN_FIT_OBSERVATIONS:
+            raise ValueError(
+                f"garch.fit_end={garch['fit_end']!r} leaves {fit_rows} bars to fit GARCH on; "
+                f"need more than {MIN_FIT_OBSERVATIONS}"
+            )
+    else:
+        fit_rows = garch["fit_bars"]
+        if len(log_returns) < fit_rows:
+            raise ValueError(
+                f"prices hold {len(log_returns)} bars, fewer than garch.fit_bars={fit_rows}; "
+                "pass garch.params or garch.fit_end so the fit stays on past bars"
+            )
+    return fit_garch(log_returns.iloc[:fit_rows])
+
+
+def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
+    """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows."""
+    p = resolve_feature_params(params)
+    ohlcv = _check_prices(prices)
+    open_, high, low, close, volume = (ohlcv[column] for column in PRICE_COLUMNS)
+    log_close = np.log(close)
+    log_return = log_close.diff()
+
+    columns: dict[str, pd.Series] = {}
+    for horizon in p["return_horizons"]:
+        columns[f"ret_{horizon}"] = close.pct_change(horizon)
+        columns[f"logret_{horizon}"] = log_close.diff(horizon)
+    for window in p["sma_windows"]:
+        columns[f"sma_ratio_{window}"] = close / close.rolling(window).mean() - 1.0
+    for window in p["ema_windows"]:
+        columns[f"ema_ratio_{window}"] = close / ema(close, window) - 1.0
+    columns[f"rsi_{p['rsi_window']}"] = rsi(close, p["rsi_window"])
+    columns.update(macd(close, **p["macd"]).items())
+    columns.update(bollinger(close, **p["bollinger"]).items())
+    columns[f"atr_ratio_{p['atr_window']}"] = (
+        wilder_average(true_range(high, low, close), p["atr_window"]) / close
+    )
+    for window in p["vol_windows"]:
+        columns[f"realized_vol_{window}"] = log_return.rolling(window).std()
+    columns[f"volume_z_{p['volume_z_window']}"] = rolling_zscore(volume, p["volume_z_window"])
+    drawdown_window = p["drawdown_window"]
+    columns[f"drawdown_{drawdown_window}"] = close / close.rolling(drawdown_window).max() - 1.0
+    columns["hl_range"] = (high - low) / close
+    columns["co_return"] = close / open_ - 1.0
+    if p["garch"] is not None:
+        columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, p["garch"]))
+
+    lookbacks = _lookbacks(p)
+    warm_up = np.arange(len(close))[:, None] < np.array(list(lookbacks.values()))[None, :]
+    features = pd.DataFrame(
+        {name: columns[name].to_numpy(np.float64) for name in lookbacks}, index=prices.index
+    ).mask(warm_up)
+    if p["calendar"]:
+        features = features.join(calendar_features(prices.index))
+    return features

@@ -1,0 +1,63 @@
+"""Thin nodes around ``trading_rl.agents`` and ``trading_rl.evaluation``.
+
+The one deliberate side effect is the rolling resume checkpoint under ``resume_dir``: a killed
+training run must be able to continue, which a catalog dataset (written only at node end) cannot do.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from trading_rl.agents import build_agent, train_agent
+from trading_rl.envs import EnvSpec
+from trading_rl.evaluation.report import evaluate_policy, flat_metrics, metrics_history
+from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.monitoring.collapse import enforce
+
+
+def train_sac_icm(
+    env_spec: EnvSpec, params: dict[str, Any], seed: int, run_metadata: dict[str, Any]
+) -> tuple[Any, Any, list[dict], dict[str, list[dict]]]:
+    """Train on random episodes of the training split, evaluating on ``evaluation_split``."""
+    agent_params = params["agent"]
+    eval_split = params["evaluation_split"]
+    model = build_agent(env_spec.make_env("train", seed=seed), agent_params, seed=seed, device=params["device"])
+    outcome = train_agent(
+        model,
+        partial(env_spec.make_env, eval_split),
+        agent_params,
+        work_dir=f"{params['resume_dir']}/{env_spec.symbol}",
+        periods_per_year=env_spec.periods_per_year,
+        progress_bar=bool(params.get("progress_bar", False)),
+    )
+    metadata = {**run_metadata, "symbol": env_spec.symbol, "best_timestep": outcome.best_timestep}
+    for trained in (outcome.model, outcome.best_model):
+        trained.trading_rl_metadata = metadata
+    return outcome.model, outcome.best_model, outcome.history, metrics_history(outcome.history)
+
+
+def evaluate_sac_icm(
+    model: Any, env_spec: EnvSpec, params: dict[str, Any], seed: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict]]:
+    """Evaluate the final model next to the baselines; optionally fail the run on collapse."""
+    collapse = dict(params["agent"].get("collapse") or {})
+    fail_on_collapse = bool(collapse.pop("fail_on_collapse", False))
+    thresholds = {k: collapse[k] for k in ("dominance_max", "entropy_min", "trade_rate_min") if k in collapse}
+    evaluation, collapse_summary = evaluate_policy(
+        "sac_icm",
+        policy_from_sb3(model, deterministic=True),
+        policy_from_sb3(model, deterministic=False),
+        partial(env_spec.make_env, params["evaluation_split"]),
+        env_spec.periods_per_year,
+        seed=seed,
+        thresholds=thresholds,
+    )
+    evaluation["split"] = params["evaluation_split"]
+    evaluation["model_metadata"] = getattr(model, "trading_rl_metadata", {})
+    enforce(collapse_summary["deterministic"], fail_on_collapse)
+    metrics = {
+        key: {"value": value, "step": 0}
+        for key, value in flat_metrics(evaluation, "sac_icm_eval").items()
+    }
+    return evaluation, collapse_summary, metrics

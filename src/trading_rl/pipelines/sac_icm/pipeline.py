@@ -1,0 +1,27 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.sac_icm import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.train_sac_icm,
+                inputs=["env_spec", "params:sac_icm", "params:seed", "run_metadata"],
+                outputs=[
+                    "sac_icm_model",
+                    "sac_icm_best_model",
+                    "sac_icm_training_history",
+                    "sac_icm_training_metrics",
+                ],
+                name="train_sac_icm",
+            ),
+            Node(
+                nodes.evaluate_sac_icm,
+                inputs=["sac_icm_model", "env_spec", "params:sac_icm", "params:seed"],
+                outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_eval_metrics"],
+                name="evaluate_sac_icm",
+            ),
+        ]
+    )

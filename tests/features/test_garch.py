@@ -1,0 +1,106 @@
+"""GARCH(1,1): the numpy recursion against arch's, and where compute_features gets parameters."""
+
+import numpy as np
+import pytest
+from arch import arch_model
+from arch.univariate import GARCH
+
+from trading_rl.features import compute_features, fit_garch, garch_volatility
+
+FIT_BARS = 1000
+
+
+@pytest.fixture(scope="module")
+def fit_window_returns(sp500_prices):
+    return np.log(sp500_prices["close"]).diff().iloc[:FIT_BARS]
+
+
+@pytest.fixture(scope="module")
+def arch_result(fit_window_returns):
+    model = arch_model(100.0 * fit_window_returns.dropna(), mean="Constant", vol="GARCH", p=1, q=1)
+    return model.fit(disp="off")
+
+
+def test_fit_garch_returns_plain_floats_matching_arch(fit_window_returns, arch_result):
+    params = fit_garch(fit_window_returns)
+    assert set(params) == {"mu", "omega", "alpha", "beta"}
+    assert all(type(value) is float for value in params.values())
+    expected = arch_result.params
+    np.testing.assert_allclose(
+        [params["mu"], params["omega"], params["alpha"], params["beta"]],
+        [expected["mu"], expected["omega"], expected["alpha[1]"], expected["beta[1]"]],
+        rtol=1e-6,
+    )
+    assert 0 < params["alpha"] + params["beta"] < 1
+
+
+def test_recursion_matches_arch_conditional_volatility(fit_window_returns, arch_result):
+    """Row t holds arch's sigma for t+1; the start values differ, and that difference dies out."""
+    params = fit_garch(fit_window_returns)
+    ours = 100.0 * garch_volatility(fit_window_returns, params).to_numpy()
+    arch_sigma = arch_result.conditional_volatility.to_numpy()  # arch_sigma[k] belongs to row k+1
+    burn_in = 250  # beta ** 250 < 1e-12
+    np.testing.assert_allclose(ours[1 + burn_in : -1], arch_sigma[burn_in + 1 :], rtol=1e-6)
+    assert np.isnan(ours[0])
+
+
+def test_recursion_matches_arch_from_the_first_bar_with_the_same_start(fit_window_returns):
+    """Started from our start value (unconditional variance), arch's recursion agrees exactly."""
+    params = fit_garch(fit_window_returns)
+    residuals = 100.0 * fit_window_returns.dropna().to_numpy() - params["mu"]
+    unconditional = params["omega"] / (1.0 - params["alpha"] - params["beta"])
+    process = GARCH()
+    sigma2 = np.zeros_like(residuals)
+    process.compute_variance(
+        np.array([params["omega"], params["alpha"], params["beta"]]),
+        residuals,
+        sigma2,
+        unconditional,
+        process.variance_bounds(residuals),
+    )
+    ours = 100.0 * garch_volatility(fit_window_returns, params).to_numpy()
+    np.testing.assert_allclose(ours[1:-1], np.sqrt(sigma2[1:]), rtol=1e-12)
+
+
+def test_value_at_t_uses_the_return_at_t_and_nothing_later(fit_window_returns):
+    params = fit_garch(fit_window_returns)
+    base = garch_volatility(fit_window_returns, params)
+    shocked_returns = fit_window_returns.copy()
+    shocked_returns.iloc[500] += 0.05
+    shocked = garch_volatility(shocked_returns, params)
+    np.testing.assert_array_equal(base.iloc[:500], shocked.iloc[:500])
+    assert shocked.iloc[500] > base.iloc[500]
+
+
+def test_compute_features_fits_garch_on_the_configured_rows(sp500_prices):
+    log_returns = np.log(sp500_prices["close"]).diff()
+    through_2002 = compute_features(sp500_prices, {"garch": {"fit_end": "2002-12-31"}})["garch_vol"]
+    expected = garch_volatility(
+        log_returns, fit_garch(log_returns[log_returns.index <= "2002-12-31"])
+    )
+    np.testing.assert_allclose(through_2002.to_numpy()[1:], expected.to_numpy()[1:], rtol=1e-12)
+
+    default = compute_features(sp500_prices)["garch_vol"]
+    expected = garch_volatility(log_returns, fit_garch(log_returns.iloc[:FIT_BARS]))
+    np.testing.assert_allclose(default.to_numpy()[1:], expected.to_numpy()[1:], rtol=1e-12)
+
+
+def test_short_history_without_garch_params_is_refused(sp500_prices):
+    with pytest.raises(ValueError, match="garch.fit_bars"):
+        compute_features(sp500_prices.iloc[:500])
+    assert "garch_vol" not in compute_features(sp500_prices.iloc[:500], {"garch": None})
+    with pytest.raises(ValueError, match="garch.fit_end"):
+        compute_features(sp500_prices, {"garch": {"fit_end": "1999-02-01"}})
+
+
+def test_bad_garch_inputs_are_refused(fit_window_returns):
+    with pytest.raises(ValueError, match="omega"):
+        garch_volatility(fit_window_returns, {"mu": 0.0, "alpha": 0.1, "beta": 0.8})
+    with pytest.raises(ValueError, match="alpha \\+ beta < 1"):
+        garch_volatility(fit_window_returns, {"mu": 0.0, "omega": 0.1, "alpha": 0.3, "beta": 0.7})
+    with pytest.raises(ValueError, match="at least"):
+        fit_garch(fit_window_returns.iloc[:50])
+    gappy = fit_window_returns.copy()
+    gappy.iloc[300] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        fit_garch(gappy)
