@@ -1,0 +1,351 @@
+"""Single-instrument trading env with a continuous action in [-1, 1] (see ``docs/env.md``).
+
+Timing: the observation at bar ``t`` holds features of bars ``<= t`` and the portfolio marked at
+``close[t]``; the action decided on it fills at ``open[t+1]`` (or ``close[t]`` with
+``fill="close"``, for comparison only); the step then marks the portfolio at ``close[t+1]``. The
+reward is ``log(equity[t+1] / equity[t])``, costs included, so an episode's rewards sum to the log of
+its net return.
+
+Everything the step needs is precomputed in ``__init__`` (price lists, the float32 windows of
+features), so ``step`` does no pandas work and only a handful of small allocations.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
+
+from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
+from trading_rl.envs.portfolio import HOLD, Portfolio
+
+FILL_MODES = ("next_open", "close")
+PRICE_COLUMNS = ("open", "high", "low", "close")
+
+# Writes the five float32 state values (STATE_FIELDS order) into an observation's buffer.
+_pack_state = struct.Struct(f"={len(STATE_FIELDS)}f").pack_into
+
+# A terminal step whose equity hits zero or below still needs a finite reward: use this fraction of
+# the initial cash as the floor of the final equity.
+_EQUITY_FLOOR_FRACTION = 1e-9
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Validated env configuration; ``EnvConfig.from_mapping`` rejects unknown keys by name."""
+
+    initial_cash: float = 100_000.0
+    window_size: int = 10
+    commission_rate: float = 0.0002
+    slippage_rate: float = 0.0001
+    hold_threshold: float = 0.1
+    smoothing_window: int = 3
+    max_position_pct: float = 0.15
+    min_trade_value: float = 25.0
+    allow_short: bool = False
+    episode_length: int = 500
+    random_start: bool = True
+    evaluation: bool = False
+    fill: str = "next_open"
+    periods_per_year: float = 252.0
+
+    @classmethod
+    def from_mapping(cls, config: dict[str, Any] | None = None) -> "EnvConfig":
+        config = dict(config or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(config) - set(known))
+        if unknown:
+            raise ValueError(f"unknown env config key(s) {unknown}; known keys: {known}")
+        return cls(**config)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __post_init__(self) -> None:
+        for name in ("window_size", "smoothing_window", "episode_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"env config '{name}' must be an integer >= 1, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name in ("allow_short", "random_start", "evaluation"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"env config '{name}' must be true or false, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
+        # name: (interval as written in errors, check)
+        intervals = {
+            "initial_cash": ("(0, inf)", lambda v: v > 0),
+            "commission_rate": ("[0, 1)", lambda v: 0 <= v < 1),
+            "slippage_rate": ("[0, 1)", lambda v: 0 <= v < 1),
+            "hold_threshold": ("[0, 1)", lambda v: 0 <= v < 1),
+            "max_position_pct": ("(0, 1]", lambda v: 0 < v <= 1),
+            "min_trade_value": ("[0, inf)", lambda v: v >= 0),
+            "periods_per_year": ("(0, inf)", lambda v: v > 0),
+        }
+        for name, (interval, inside) in intervals.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(f"env config '{name}' must be a number, got {value!r}")
+            if not (math.isfinite(value) and inside(value)):
+                raise ValueError(f"env config '{name}' must lie in {interval}, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.fill not in FILL_MODES:
+            raise ValueError(f"env config 'fill' must be one of {FILL_MODES}, got {self.fill!r}")
+
+
+def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int) -> None:
+    if not isinstance(prices, pd.DataFrame) or not isinstance(features, pd.DataFrame):
+        raise ValueError("prices and features must be pandas DataFrames")
+    missing = [column for column in ("open", "close") if column not in prices.columns]
+    if missing:
+        raise ValueError(f"prices lack column(s) {missing}; expected lower-case {PRICE_COLUMNS}")
+    if not prices.index.equals(features.index):
+        raise ValueError(
+            f"prices and features must share the same index: prices has {len(prices)} rows "
+            f"({prices.index[:1].tolist()}..{prices.index[-1:].tolist()}), features has "
+            f"{len(features)} rows ({features.index[:1].tolist()}..{features.index[-1:].tolist()})"
+        )
+    if features.shape[1] == 0:
+        raise ValueError("features has no columns")
+    values = features.to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        columns = [str(c) for c, flag in zip(features.columns, bad.any(axis=0)) if flag]
+        first_row = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise ValueError(
+            f"features contain NaN/inf in column(s) {columns}, first at {features.index[first_row]}; "
+            "drop warm-up rows before building the env"
+        )
+    for column in ("open", "close"):
+        column_values = prices[column].to_numpy(dtype=np.float64)
+        if not (np.isfinite(column_values).all() and (column_values > 0).all()):
+            raise ValueError(f"prices column '{column}' must be finite and > 0")
+    if len(prices) < window_size + 1:
+        raise ValueError(
+            f"env config 'window_size'={window_size} needs at least {window_size + 1} bars, "
+            f"the data has {len(prices)}"
+        )
+
+
+class TradingEnvBase(gym.Env):
+    """Episode handling, observation and accounting shared by the continuous, discrete and hybrid envs.
+
+    Subclasses only decode their action into a raw signal in [-1, 1] and call :meth:`_act`.
+    """
+
+    metadata = {"render_modes": []}
+
+    #: EMA weight of the newest raw action; ``None`` means ``2 / (smoothing_window + 1)``.
+    smoothing_alpha: float | None = None
+
+    def __init__(self, prices: pd.DataFrame, features: pd.DataFrame, **config: Any):
+        super().__init__()
+        self.config = EnvConfig.from_mapping(config)
+        cfg = self.config
+        _check_frames(prices, features, cfg.window_size)
+
+        self.feature_columns = [str(c) for c in features.columns]
+        self.layout = ObservationLayout(self.feature_columns, cfg.window_size)
+        self.n_bars = len(prices)
+        self.first_tradable_bar = cfg.window_size - 1
+        self.periods_per_year = cfg.periods_per_year
+
+        self.open_prices = prices["open"].to_numpy(dtype=np.float64).copy()
+        self.close_prices = prices["close"].to_numpy(dtype=np.float64).copy()
+        fill_prices = self.open_prices[1:] if cfg.fill == "next_open" else self.close_prices[:-1]
+        # Plain Python lists: indexing them yields Python floats, the fastest scalars to compute with.
+        self._fill_price_list = fill_prices.tolist()
+        self._close_list = self.close_prices.tolist()
+        self._timestamp_list = list(prices.index)
+
+        feature_matrix = np.ascontiguousarray(features.to_numpy(dtype=np.float32))
+        window_dim = cfg.window_size * len(self.feature_columns)
+        windows = sliding_window_view(feature_matrix, cfg.window_size, axis=0)  # (n-w+1, F, w)
+        # One ready-made observation row per bar (state block left at zero): a step copies its row
+        # and writes five state values. Rows before the first tradable bar are never used.
+        self._obs_rows = np.zeros((self.n_bars, self.layout.dim), dtype=np.float32)
+        self._obs_rows[self.first_tradable_bar :, :window_dim] = windows.transpose(0, 2, 1).reshape(
+            -1, window_dim
+        )
+        # Views of the rows in a list: a list lookup is cheaper than numpy's indexing in step().
+        self._obs_row_list = list(self._obs_rows)
+        self._state_offset = window_dim
+        self._state_byte_offset = window_dim * np.dtype(np.float32).itemsize
+
+        # Any finite float32: scaled features have no natural bound, and infinite bounds only
+        # trigger checker warnings.
+        bound = np.finfo(np.float32).max
+        self.observation_space = gym.spaces.Box(-bound, bound, shape=(self.layout.dim,), dtype=np.float32)
+        alpha = self.smoothing_alpha
+        self._alpha = 2.0 / (cfg.smoothing_window + 1.0) if alpha is None else float(alpha)
+        self._inv_episode_length = 1.0 / cfg.episode_length
+        self._portfolio = Portfolio(
+            initial_cash=cfg.initial_cash,
+            commission_rate=cfg.commission_rate,
+            slippage_rate=cfg.slippage_rate,
+            hold_threshold=cfg.hold_threshold,
+            max_position_pct=cfg.max_position_pct,
+            min_trade_value=cfg.min_trade_value,
+            allow_short=cfg.allow_short,
+        )
+        self._start = self._t = self._end = self.first_tradable_bar
+        self._obs = None
+
+    @property
+    def bar_index(self) -> int:
+        """Bar of the latest observation; the next action is decided at its close."""
+        return self._t
+
+    @property
+    def episode_bounds(self) -> tuple[int, int]:
+        """First and last bar of the current episode (set by ``reset``)."""
+        return self._start, self._end
+
+    def _draw_episode_bounds(self) -> tuple[int, int]:
+        cfg = self.config
+        first, last = self.first_tradable_bar, self.n_bars - 1
+        if cfg.evaluation:
+            return first, last
+        start = first
+        latest_start = last - cfg.episode_length
+        if cfg.random_start and latest_start > first:
+            start = int(self.np_random.integers(first, latest_start + 1))
+        return start, min(start + cfg.episode_length, last)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._start, self._end = self._draw_episode_bounds()
+        self._t = self._start
+        self._portfolio.reset()
+        self._equity = self._portfolio.cash
+        self._smoothed = 0.0
+        self._steps = 0
+        self._time_in_position = 0
+        obs = self._obs_rows[self._t].copy()
+        obs[self._state_offset + STATE_FIELDS.index("cash_fraction")] = 1.0
+        self._obs = obs
+        info = {
+            "equity": self._equity,
+            "cash": self._equity,
+            "position": 0.0,
+            "position_value": 0.0,
+            "fees": 0.0,
+            "total_fees": 0.0,
+            "trade_value": 0.0,
+            "trade_units": 0.0,
+            "fill_price": 0.0,
+            "action_raw": 0.0,
+            "action_smoothed": 0.0,
+            "action_type": HOLD,
+            "skipped": None,
+            "timestamp": self._timestamp_list[self._t],
+            "bar_index": self._t,
+            "step": 0,
+        }
+        return obs, info
+
+    def _act(self, raw: float):
+        """One step for raw signal ``raw``: smooth, trade at the fill price, advance, mark, observe."""
+        t = self._t
+        if t >= self._end:
+            raise RuntimeError("the episode is over; call reset() before step()")
+        if raw > 1.0:
+            raw = 1.0
+        elif raw < -1.0:
+            raw = -1.0
+        elif raw != raw:
+            raise ValueError("action is NaN")
+        steps = self._steps
+        if steps:
+            alpha = self._alpha
+            smoothed = alpha * raw + (1.0 - alpha) * self._smoothed
+        else:
+            smoothed = raw
+
+        portfolio = self._portfolio
+        units_before = portfolio.units
+        action_type, trade_units, fill_price, fee, skipped = portfolio.execute(
+            smoothed, self._fill_price_list[t]
+        )
+        t += 1
+        close = self._close_list[t]
+        units = portfolio.units
+        cash = portfolio.cash
+        position_value = units * close
+        equity = cash + position_value
+        if equity > 0.0:
+            reward = math.log(equity / self._equity)
+            terminated = False
+            inverse_equity = 1.0 / equity
+        else:
+            reward = math.log(_EQUITY_FLOOR_FRACTION * portfolio.initial_cash / self._equity)
+            terminated = True
+            inverse_equity = 0.0
+
+        if units == 0.0:
+            time_in_position = 0
+        elif units * units_before > 0.0:
+            time_in_position = self._time_in_position + 1
+        else:
+            time_in_position = 1
+        steps += 1
+
+        obs = self._obs_row_list[t].copy()
+        time_fraction = time_in_position * self._inv_episode_length
+        state = (
+            position_value * inverse_equity,
+            portfolio.unrealized_pnl(close),
+            cash * inverse_equity,
+            time_fraction if time_fraction < 1.0 else 1.0,
+            smoothed,
+        )
+        try:
+            _pack_state(obs, self._state_byte_offset, *state)  # one call instead of five setitems
+        except OverflowError:  # beyond float32 range: let numpy store it as +-inf
+            obs[self._state_offset :] = state
+
+        self._t = t
+        self._equity = equity
+        self._smoothed = smoothed
+        self._steps = steps
+        self._time_in_position = time_in_position
+        self._obs = obs
+        info = {
+            "equity": equity,
+            "cash": cash,
+            "position": units,
+            "position_value": position_value,
+            "fees": fee,
+            "total_fees": portfolio.total_fees,
+            "trade_value": trade_units * fill_price,
+            "trade_units": trade_units,
+            "fill_price": fill_price,
+            "action_raw": raw,
+            "action_smoothed": smoothed,
+            "action_type": action_type,
+            "skipped": skipped,
+            "timestamp": self._timestamp_list[t],
+            "bar_index": t,
+            "step": steps,
+        }
+        return obs, reward, terminated, t >= self._end, info
+
+
+class ContinuousTradingEnv(TradingEnvBase):
+    """Action ``Box(-1, 1, (1,))``: smoothed by an EMA, then traded by the portfolio's rule."""
+
+    def __init__(self, prices: pd.DataFrame, features: pd.DataFrame, **config: Any):
+        super().__init__(prices, features, **config)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+
+    def step(self, action):
+        try:
+            raw = action.item()  # the usual (1,) float32 array; raises for more than one value
+        except AttributeError:  # a plain number or a sequence
+            raw = np.asarray(action, dtype=np.float64).item()
+        return self._act(raw)

@@ -1,0 +1,145 @@
+"""Everything needed to rebuild the trading envs of one symbol for any split, as one picklable object.
+
+The catalog stores an ``EnvSpec``; training, evaluation and export phases rebuild identical envs
+from it without re-running the feature pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
+from trading_rl.envs.discrete import DiscreteTradingEnv
+from trading_rl.envs.hybrid import HybridTradingEnv
+from trading_rl.envs.layout import ObservationLayout
+
+ENV_KINDS: dict[str, type[TradingEnvBase]] = {
+    "continuous": ContinuousTradingEnv,
+    "discrete": DiscreteTradingEnv,
+    "hybrid": HybridTradingEnv,
+}
+
+
+@dataclass
+class EnvSpec:
+    """Prices and scaled features per split (each with ``window_size - 1`` context rows in front)."""
+
+    symbol: str
+    config: dict[str, Any]
+    prices: dict[str, pd.DataFrame]
+    features: dict[str, pd.DataFrame]
+    periods_per_year: float
+    feature_columns: list[str]
+    splits: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> ObservationLayout:
+        return ObservationLayout(self.feature_columns, EnvConfig.from_mapping(self.config).window_size)
+
+    def make_env(
+        self,
+        split: str = "train",
+        kind: str = "continuous",
+        evaluation: bool | None = None,
+        seed: int | None = None,
+        **overrides: Any,
+    ) -> TradingEnvBase:
+        """A fresh env on ``split``; evaluation (deterministic, whole split) defaults to ``split != "train"``.
+
+        ``seed`` seeds the env's episode starts (via a first ``reset``) and its action space.
+        """
+        if split not in self.prices:
+            raise ValueError(f"unknown split {split!r}; this spec has {sorted(self.prices)}")
+        if kind not in ENV_KINDS:
+            raise ValueError(f"unknown env kind {kind!r}; known: {sorted(ENV_KINDS)}")
+        config = {**self.config, **overrides}
+        config["evaluation"] = (split != "train") if evaluation is None else bool(evaluation)
+        env = ENV_KINDS[kind](self.prices[split], self.features[split], **config)
+        if seed is not None:
+            env.reset(seed=seed)
+            env.action_space.seed(seed)
+        return env
+
+
+def _first_finite_row(features: pd.DataFrame) -> int:
+    finite_rows = np.isfinite(features.to_numpy(dtype=np.float64)).all(axis=1)
+    if not finite_rows.any():
+        raise ValueError("scaled features have no row without NaN/inf")
+    first = int(np.argmax(finite_rows))
+    later_bad = ~finite_rows[first:]
+    if later_bad.any():
+        row = first + int(np.argmax(later_bad))
+        columns = [str(c) for c in features.columns[~np.isfinite(features.iloc[row].to_numpy(dtype=np.float64))]]
+        raise ValueError(
+            f"scaled features have NaN/inf after the warm-up, at {features.index[row]} in {columns}"
+        )
+    return first
+
+
+def build_env_spec(
+    symbol: str,
+    prices: pd.DataFrame,
+    scaled_features: pd.DataFrame,
+    splits: Mapping[str, Any],
+    config: Mapping[str, Any] | None = None,
+    periods_per_year: float = 252.0,
+) -> EnvSpec:
+    """Cut prices and features per split, with ``window_size - 1`` context bars before each start.
+
+    ``splits`` maps split names to ``{"start": iso, "end": iso, ...}`` (inclusive); other entries
+    (such as ``gap_bars``) are ignored. Leading warm-up rows of ``scaled_features`` with NaN are
+    dropped; prices are taken on the features' timestamps. A split left with fewer than two bars to
+    trade on (one step) is an error naming it.
+    """
+    env_config = EnvConfig.from_mapping({**dict(config or {}), "periods_per_year": periods_per_year})
+    window_size = env_config.window_size
+    missing = [c for c in ("open", "close") if c not in prices.columns]
+    if missing:
+        raise ValueError(f"prices for {symbol} lack column(s) {missing}; expected lower-case {PRICE_COLUMNS}")
+    features = scaled_features.iloc[_first_finite_row(scaled_features) :]
+    absent = features.index.difference(prices.index)
+    if len(absent):
+        raise ValueError(
+            f"{len(absent)} feature timestamps of {symbol} have no price bar, first {absent[0]}"
+        )
+    price_columns = [c for c in (*PRICE_COLUMNS, "volume") if c in prices.columns]
+    aligned_prices = prices.loc[features.index, price_columns]
+
+    split_ranges = {
+        name: dict(bounds)
+        for name, bounds in splits.items()
+        if isinstance(bounds, Mapping) and "start" in bounds and "end" in bounds
+    }
+    if not split_ranges:
+        raise ValueError("splits define no split with 'start' and 'end'")
+    index = features.index
+    prices_by_split: dict[str, pd.DataFrame] = {}
+    features_by_split: dict[str, pd.DataFrame] = {}
+    for name, bounds in split_ranges.items():
+        start = int(index.searchsorted(pd.Timestamp(bounds["start"]), side="left"))
+        stop = int(index.searchsorted(pd.Timestamp(bounds["end"]), side="right"))
+        first = max(start - (window_size - 1), 0)
+        tradable = stop - max(start, first + window_size - 1)
+        if tradable < 2:
+            raise ValueError(
+                f"split '{name}' ({bounds['start']} .. {bounds['end']}) leaves {max(tradable, 0)} "
+                f"tradable bar(s) after dropping NaN warm-up rows (window_size={window_size}); "
+                "it needs at least 2"
+            )
+        prices_by_split[name] = aligned_prices.iloc[first:stop].copy()
+        features_by_split[name] = features.iloc[first:stop].copy()
+
+    return EnvSpec(
+        symbol=str(symbol),
+        config=env_config.to_dict(),
+        prices=prices_by_split,
+        features=features_by_split,
+        periods_per_year=float(periods_per_year),
+        feature_columns=[str(c) for c in features.columns],
+        splits=split_ranges,
+    )

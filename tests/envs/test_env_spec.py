@@ -1,0 +1,150 @@
+"""EnvSpec construction, pickling, split coverage and the env check report."""
+
+import json
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from arch.data import sp500
+
+from trading_rl.envs import (
+    ContinuousTradingEnv,
+    DiscreteTradingEnv,
+    EnvSpec,
+    HybridTradingEnv,
+    build_env_spec,
+    env_check_report,
+)
+
+SPLITS = {
+    "train": {"start": "2010-01-01", "end": "2014-12-31", "n_bars": 0},
+    "validation": {"start": "2015-01-01", "end": "2016-06-30"},
+    "test": {"start": "2016-07-01", "end": "2018-12-31"},
+    "gap_bars": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def market():
+    raw = sp500.load()
+    prices = raw.loc["2009-06-01":].rename(columns=str.lower)
+    prices = prices.rename(columns={"adj close": "adj_close"})
+    log_close = np.log(prices["close"])
+    features = pd.DataFrame(
+        {"ret_1": log_close.diff(), "ret_20": log_close.diff(20), "vol_20": log_close.diff().rolling(20).std()},
+        index=prices.index,
+    )
+    scaled = (features - features.mean()) / features.std()  # NaN warm-up rows stay in
+    return prices, scaled
+
+
+@pytest.fixture(scope="module")
+def spec(market):
+    prices, scaled = market
+    return build_env_spec("sp500", prices, scaled, SPLITS, {"episode_length": 100}, 252.0)
+
+
+def test_each_split_starts_trading_on_its_first_bar(spec, market):
+    prices, _ = market
+    assert spec.feature_columns == ["ret_1", "ret_20", "vol_20"]
+    assert spec.config["periods_per_year"] == 252.0 and spec.config["episode_length"] == 100
+    assert list(spec.prices["train"].columns) == ["open", "high", "low", "close", "volume"]
+    for name in ("train", "validation", "test"):
+        frame = spec.prices[name]
+        assert frame.index.equals(spec.features[name].index)
+        assert not spec.features[name].isna().any().any()
+        in_split = prices.loc[SPLITS[name]["start"] : SPLITS[name]["end"]].index
+        assert frame.index[-1] == in_split[-1]
+        assert frame.index[9] == in_split[0]  # window_size - 1 = 9 context rows before the start
+        assert frame.index[0] < pd.Timestamp(SPLITS[name]["start"])
+        env = spec.make_env(name, evaluation=True)
+        _, info = env.reset()
+        assert info["timestamp"] == in_split[0]
+
+
+def test_warm_up_rows_are_dropped_and_short_splits_are_named(market):
+    prices, scaled = market
+    early = {"train": {"start": "2009-06-01", "end": "2009-07-31"}, "test": SPLITS["test"]}
+    spec = build_env_spec("sp500", prices, scaled, early, {}, 252.0)
+    first_finite = scaled.dropna().index[0]
+    assert spec.features["train"].index[0] == first_finite  # no context exists before the data
+    too_short = {"train": {"start": "2009-06-01", "end": "2009-07-08"}, "test": SPLITS["test"]}
+    with pytest.raises(ValueError, match="split 'train'"):
+        build_env_spec("sp500", prices, scaled, too_short, {}, 252.0)
+    holed = scaled.copy()
+    holed.iloc[300, 0] = np.nan
+    with pytest.raises(ValueError, match="ret_1"):
+        build_env_spec("sp500", prices, holed, SPLITS, {}, 252.0)
+    with pytest.raises(ValueError, match="smoothing"):
+        build_env_spec("sp500", prices, scaled, SPLITS, {"smoothing": 3}, 252.0)
+
+
+def test_make_env_kinds_defaults_and_overrides(spec):
+    assert isinstance(spec.make_env(), ContinuousTradingEnv)
+    assert isinstance(spec.make_env("test", kind="discrete"), DiscreteTradingEnv)
+    assert isinstance(spec.make_env("test", kind="hybrid"), HybridTradingEnv)
+    assert spec.make_env("train").config.evaluation is False
+    assert spec.make_env("validation").config.evaluation is True
+    assert spec.make_env("validation", evaluation=False).config.evaluation is False
+    assert spec.make_env("train", allow_short=True).config.allow_short is True
+    with pytest.raises(ValueError, match="episode_len"):
+        spec.make_env("train", episode_len=5)
+    with pytest.raises(ValueError, match="unknown split"):
+        spec.make_env("holdout")
+    with pytest.raises(ValueError, match="unknown env kind"):
+        spec.make_env(kind="options")
+    first = spec.make_env("train", seed=5)
+    second = spec.make_env("train", seed=5)
+    assert [first.reset()[1]["bar_index"] for _ in range(3)] == [second.reset()[1]["bar_index"] for _ in range(3)]
+
+
+def rollout_equities(env):
+    _, info = env.reset()
+    equities, step, done = [info["equity"]], 0, False
+    while not done:
+        _, _, terminated, truncated, info = env.step(np.array([np.sin(step * 0.4)], dtype=np.float32))
+        equities.append(info["equity"])
+        step += 1
+        done = terminated or truncated
+    return equities
+
+
+def test_spec_pickles_round_trip_and_rebuilds_identical_envs(spec):
+    restored = pickle.loads(pickle.dumps(spec))
+    assert isinstance(restored, EnvSpec)
+    assert restored.splits == spec.splits and restored.config == spec.config
+    for name in spec.prices:
+        pd.testing.assert_frame_equal(restored.prices[name], spec.prices[name])
+        pd.testing.assert_frame_equal(restored.features[name], spec.features[name])
+    original = rollout_equities(spec.make_env("test"))
+    assert rollout_equities(restored.make_env("test")) == original
+    in_test = spec.prices["test"].loc[SPLITS["test"]["start"] :]
+    assert len(original) == len(in_test)  # one equity per split bar: the whole split is covered
+
+
+def test_env_check_report_passes_and_is_json(spec):
+    report = env_check_report(spec)
+    json.dumps(report)
+    assert report["passed"], report
+    for kind in ("continuous", "discrete", "hybrid"):
+        for checker in ("gymnasium", "sb3"):
+            result = report["checks"][kind][checker]
+            assert result["passed"] and result["message"] == "", (kind, checker, result)
+            assert result["warnings"] == [], (kind, checker, result)
+    assert report["obs_dim"] == 10 * 3 + 5
+    assert "feature:vol_20" in report["layout_names"] and "cash_fraction" in report["layout_names"]
+    for split, rollout in report["rollouts"].items():
+        assert rollout["passed"] and rollout["steps"] == rollout["expected_steps"], split
+        assert rollout["trades"] > 0 and rollout["reward_identity_error"] < 1e-9
+
+
+def test_env_check_report_records_a_failing_checker(spec, monkeypatch):
+    def broken_step(self, action):
+        raise RuntimeError("broken step")
+
+    monkeypatch.setattr(HybridTradingEnv, "step", broken_step)
+    report = env_check_report(spec)
+    assert report["passed"] is False
+    assert "broken step" in report["checks"]["hybrid"]["gymnasium"]["message"]
+    assert report["checks"]["continuous"]["gymnasium"]["passed"]

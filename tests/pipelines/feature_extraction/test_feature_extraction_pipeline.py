@@ -1,0 +1,156 @@
+"""feature_extraction end to end: a Kedro session on a project copy, and bad raw files at node level."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from trading_rl.data import PriceValidationError, load_prices
+from trading_rl.datasets import RawPriceFilesDataset
+from trading_rl.features import max_lookback
+from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices
+from trading_rl.pipeline_registry import register_pipelines
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _latest(project: Path, relative: str) -> Path:
+    versions = sorted((project / relative).iterdir())
+    assert versions, f"no version of {relative}"
+    return versions[-1] / Path(relative).name
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_registry_has_foundation_pipelines():
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(PROJECT_ROOT)
+    pipelines = register_pipelines()
+    assert {"feature_extraction", "env_construction", "__default__"} <= set(pipelines)
+    default_nodes = {n.name for n in pipelines["__default__"].nodes}
+    assert {"load_and_validate_prices", "build_env_spec", "check_env"} <= default_nodes
+
+
+def test_session_writes_versioned_causal_outputs(foundation_project):
+    features = pd.read_parquet(_latest(foundation_project, "data/04_feature/features.parquet"))
+    scaled = pd.read_parquet(_latest(foundation_project, "data/05_model_input/scaled_features.parquet"))
+    splits = yaml.safe_load(_latest(foundation_project, "data/05_model_input/splits.json").read_text())
+    assert set(features["symbol"]) == {"sp500"}
+    assert features.shape[1] - 1 >= 20
+    assert np.isfinite(scaled.drop(columns="symbol").to_numpy()).all()
+    assert splits["sp500"]["gap_bars"] == max_lookback({})
+    train_end = pd.Timestamp(splits["sp500"]["train"]["end"])
+    validation_start = pd.Timestamp(splits["sp500"]["validation"]["start"])
+    prices = load_prices("sp500")
+    bars_between = ((prices.index > train_end) & (prices.index < validation_start)).sum()
+    assert bars_between == max_lookback({})
+    report = yaml.safe_load(_latest(foundation_project, "data/08_reporting/env_check_report.json").read_text())
+    assert report["passed"] is True
+
+
+def _write(path: Path, frame: pd.DataFrame) -> Path:
+    frame.to_csv(path, index_label="Date")
+    return path
+
+
+def _good_frame(n: int = 300) -> pd.DataFrame:
+    return load_prices("sp500").iloc[:n].rename(columns=str.title)
+
+
+def _bad_files(folder: Path) -> dict[str, tuple[Path, str]]:
+    """case -> (file, text the error must contain)."""
+    cases: dict[str, tuple[Path, str]] = {}
+    frame = _good_frame()
+    nan = frame.copy()
+    nan.iloc[10, nan.columns.get_loc("Close")] = np.nan
+    cases["nan_price"] = (_write(folder / "NANP.csv", nan), "close")
+    negative = frame.copy()
+    negative.iloc[12, negative.columns.get_loc("Open")] = -5.0
+    cases["negative_price"] = (_write(folder / "NEG.csv", negative), "open")
+    high_low = frame.copy()
+    high_low.iloc[20, high_low.columns.get_loc("High")] = high_low.iloc[20]["Low"] - 1
+    cases["high_below_low"] = (_write(folder / "HILO.csv", high_low), "high")
+    duplicate = pd.concat([frame.iloc[:50], frame.iloc[49:]])
+    cases["duplicate_timestamp"] = (_write(folder / "DUP.csv", duplicate), "timestamp")
+    unsorted = frame.iloc[np.r_[0:30, 31, 30, 32:len(frame)]]
+    cases["unsorted"] = (_write(folder / "UNSORTED.csv", unsorted), "timestamp")
+    cases["missing_column"] = (_write(folder / "NOVOL.csv", frame.drop(columns="Volume")), "volume")
+    text = frame.astype({"Close": object})
+    text.iloc[5, text.columns.get_loc("Close")] = "abc"
+    cases["non_numeric"] = (_write(folder / "TEXT.csv", text), "close")
+    empty = folder / "EMPTY.csv"
+    empty.write_bytes(b"")
+    cases["empty_file"] = (empty, "EMPTY")
+    cases["three_rows"] = (_write(folder / "SHORT.csv", frame.iloc[:3]), "SHORT")
+    return cases
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "nan_price",
+        "negative_price",
+        "high_below_low",
+        "duplicate_timestamp",
+        "unsorted",
+        "missing_column",
+        "non_numeric",
+        "empty_file",
+        "three_rows",
+    ],
+)
+def test_bad_raw_file_stops_with_named_error_and_file_untouched(tmp_path, case):
+    folder = tmp_path / "prices"
+    folder.mkdir()
+    cases = _bad_files(folder)
+    path, expected = cases[case]
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    symbol = path.stem
+    with pytest.raises(ValueError) as error:
+        load_and_validate_prices(
+            RawPriceFilesDataset(str(folder)).load(),
+            {"symbols": [{"name": "sp500", "source": "packaged"}, {"name": symbol, "source": "file"}]},
+        )
+    message = str(error.value)
+    assert symbol in message
+    assert expected.lower() in message.lower()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.slow
+def test_bad_input_session_writes_nothing(tmp_path, project_copy, kedro_run):
+    """A failing run on a project with earlier outputs leaves every saved file as it was."""
+    project = project_copy(tmp_path / "project")
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        kedro_run(project, ["feature_extraction", "env_construction"])
+        before = _snapshot(project / "data")
+        bad = _good_frame()
+        bad.iloc[40, bad.columns.get_loc("Low")] = bad.iloc[40]["High"] * 1.1
+        _write(project / "data/01_raw/prices/BAD.csv", bad)
+        raw_before = hashlib.sha256((project / "data/01_raw/prices/BAD.csv").read_bytes()).hexdigest()
+        (project / "conf/local/parameters_feature_extraction.yml").write_text(
+            "feature_extraction:\n  symbols:\n    - {name: BAD, source: file}\n"
+        )
+        with pytest.raises(PriceValidationError, match="BAD"):
+            kedro_run(project, ["feature_extraction", "env_construction"], env="local")
+        after = _snapshot(project / "data")
+        after.pop("01_raw/prices/BAD.csv")
+        assert after == before
+        assert hashlib.sha256((project / "data/01_raw/prices/BAD.csv").read_bytes()).hexdigest() == raw_before
+    finally:
+        os.chdir(cwd)

@@ -1,0 +1,52 @@
+"""sac_icm in a Kedro session (ci budgets) on top of the foundation outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trading_rl.agents import SACWithICM
+from trading_rl.datasets import SB3ModelDataset
+
+
+def _latest(project: Path, relative: str) -> Path:
+    return sorted((project / relative).iterdir())[-1] / Path(relative).name
+
+
+@pytest.mark.slow
+def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, kedro_run):
+    cwd = os.getcwd()
+    os.chdir(foundation_project)
+    try:
+        kedro_run(foundation_project, ["sac_icm"])
+    finally:
+        os.chdir(cwd)
+
+    model_path = _latest(foundation_project, "data/06_models/sac_icm_model.zip")
+    model = SB3ModelDataset(str(model_path), model_class="trading_rl.agents.sac_icm.SACWithICM", device="cpu").load()
+    assert isinstance(model, SACWithICM) and model.icm is not None
+    metadata = model.trading_rl_metadata
+    assert {"seed", "config_hash", "git_commit", "symbol"} <= set(metadata)
+
+    spec = pickle.loads(_latest(foundation_project, "data/05_model_input/env_spec.pkl").read_bytes())
+    env = spec.make_env("validation")
+    obs, _ = env.reset(seed=0)
+    batch = np.stack([obs] * 4)
+    reloaded = SB3ModelDataset(str(model_path), model_class="trading_rl.agents.sac_icm.SACWithICM", device="cpu").load()
+    np.testing.assert_array_equal(model.predict(batch, deterministic=True)[0], reloaded.predict(batch, deterministic=True)[0])
+
+    report = json.loads(_latest(foundation_project, "data/08_reporting/sac_icm_evaluation_report.json").read_text())
+    assert report["split"] == "validation"
+    assert {"buy_and_hold", "cash", "random", "sma_crossover"} <= set(report["baselines"])
+    assert report["baselines"]["cash"]["total_return"] == 0.0
+    assert report["n_steps"] == spec.splits["validation"]["n_bars"] - 1
+    collapse = json.loads(_latest(foundation_project, "data/08_reporting/sac_icm_collapse_report.json").read_text())
+    assert {g["gate"] for g in collapse["deterministic"]["gates"]} == {"dominance", "entropy", "trade_rate"}
+    history = json.loads(_latest(foundation_project, "data/07_model_output/sac_icm_training_history.json").read_text())
+    assert history[-1]["timestep"] >= 400
+    assert not (foundation_project / "data/06_models/resume/sac_icm/sp500/resume_checkpoint.pkl").exists()
