@@ -76,3 +76,9 @@ def project_copy():
 def kedro_run():
     """Factory fixture: ``kedro_run(project, [pipelines], env="ci")`` runs a session there."""
     return run_session
+
+
+def pytest_configure(config):
+    import torch
+
+    torch.set_num_threads(1)  # as the project's default `torch_threads: 1`; tests share 2 cores

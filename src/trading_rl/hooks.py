@@ -43,6 +43,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def set_torch_threads(threads: int | None) -> None:
+    import torch
+
+    if threads is None:
+        return
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"parameter 'torch_threads' must be a positive integer or null, got {threads!r}")
+    torch.set_num_threads(threads)
+
+
 class ReproducibilityHooks:
     def __init__(self) -> None:
         self._metadata: dict[str, Any] = {}
@@ -57,6 +67,7 @@ class ReproducibilityHooks:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"parameter 'seed' must be an integer, got {seed!r}")
         seed_everything(seed)
+        set_torch_threads(parameters.get("torch_threads"))
         self._metadata = {
             "seed": seed,
             "config_hash": config_hash(parameters),
