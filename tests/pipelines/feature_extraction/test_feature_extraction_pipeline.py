@@ -57,6 +57,9 @@ def test_session_writes_versioned_causal_outputs(foundation_project):
     prices = load_prices("sp500")
     bars_between = ((prices.index > train_end) & (prices.index < validation_start)).sum()
     assert bars_between == max_lookback({})
+    feature_params = yaml.safe_load(_latest(foundation_project, "data/06_models/feature_params.json").read_text())
+    garch = feature_params["sp500"]["garch"]["params"]
+    assert 0 < garch["alpha"] + garch["beta"] < 1  # fitted, stationary
     report = yaml.safe_load(_latest(foundation_project, "data/08_reporting/env_check_report.json").read_text())
     assert report["passed"] is True
 

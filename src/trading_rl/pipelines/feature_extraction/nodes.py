@@ -8,17 +8,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from trading_rl.data import load_prices, quality_report, validate_features, validate_prices
 from trading_rl.features import (
     apply_scaler,
     compute_features,
+    fit_garch,
     fit_scaler,
     make_splits,
     max_lookback,
     split_frame,
 )
+from trading_rl.features.indicators import resolve_feature_params
 
 KNOWN_SOURCES = ("packaged", "file")
 
@@ -97,17 +100,29 @@ def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any
     }
 
 
-def build_features(
+def fit_feature_params(
     prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
-) -> pd.DataFrame:
-    """Causal features per symbol; GARCH is fitted on that symbol's training split only."""
+) -> dict[str, Any]:
+    """Resolved feature parameters per symbol, with GARCH(1,1) fitted on the training split only.
+
+    Stored as a dataset so that inference and walk-forward rebuild exactly the same features.
+    """
+    fitted = {}
+    for symbol, frame in by_symbol(prices).items():
+        resolved = resolve_feature_params(params.get("features"))
+        if resolved["garch"] is not None:
+            train = split_frame(frame, splits[symbol], "train")
+            log_returns = np.log(train["close"]).diff().dropna()
+            resolved["garch"] = {**resolved["garch"], "params": fit_garch(log_returns), "fit_end": None}
+        fitted[symbol] = resolved
+    return fitted
+
+
+def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.DataFrame:
+    """Causal features per symbol, warm-up rows dropped, checked by the feature schema."""
     frames = {}
     for symbol, frame in by_symbol(prices).items():
-        feature_params = dict(params.get("features") or {})
-        garch = dict(feature_params.get("garch") or {})
-        garch["fit_end"] = splits[symbol]["train"]["end"]
-        feature_params["garch"] = garch
-        features = compute_features(frame, feature_params).dropna(how="any")
+        features = compute_features(frame, feature_params[symbol]).dropna(how="any")
         frames[symbol] = validate_features(features, f"features[{symbol}]")
     return _long(frames)
 

@@ -19,8 +19,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="define_splits",
             ),
             Node(
-                nodes.build_features,
+                nodes.fit_feature_params,
                 inputs=["prices", "splits", "params:feature_extraction"],
+                outputs="feature_params",
+                name="fit_feature_params",
+            ),
+            Node(
+                nodes.build_features,
+                inputs=["prices", "feature_params"],
                 outputs="features",
                 name="build_features",
             ),
