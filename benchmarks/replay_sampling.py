@@ -1,0 +1,100 @@
+"""Time to sample a batch from SB3's HerReplayBuffer vs its plain ReplayBuffer, in one run.
+
+Both buffers hold the same number of transitions of the options/HER phase's shape (observation =
+env observation + option one-hot; HER adds the achieved/desired goal), in episodes of
+``episode_length`` steps. HER uses the phase's settings (future strategy, 4 sampled goals) and
+recomputes rewards through the goal view's vectorised ``compute_reward``.
+
+    python benchmarks/replay_sampling.py [--transitions 100000] [--batch 256] [--repeats 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+from stable_baselines3 import HerReplayBuffer
+from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from trading_rl.agents.her import goal_view, replay_buffer_kwargs, resolve_her_params
+from trading_rl.agents.hierarchical import augmented_space
+from trading_rl.agents.options import OPTION_NAMES
+from trading_rl.data import load_prices
+from trading_rl.envs import build_env_spec
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+
+
+def _goal_vec_env(her: dict):
+    prices = load_prices("sp500").iloc[:1200]
+    features = compute_features(prices, {"garch": None}).dropna()
+    splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
+    scaler = fit_scaler(features.loc[: splits["train"]["end"]])
+    spec = build_env_spec("sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0)
+    return DummyVecEnv([lambda: goal_view(spec.make_env("train"), her)])
+
+
+def _fill(buffer, transitions: int, episode_length: int, make_obs, rng) -> None:
+    for step in range(transitions):
+        done = np.array([(step + 1) % episode_length == 0])
+        buffer.add(make_obs(rng), make_obs(rng), rng.uniform(-1, 1, (1, 1)), rng.normal(size=1), done, [{}])
+
+
+def _time_sampling(buffer, batch: int, repeats: int) -> list[float]:
+    for _ in range(10):
+        buffer.sample(batch)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        buffer.sample(batch)
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transitions", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--episode-length", type=int, default=500)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    np.random.seed(0)
+    rng = np.random.default_rng(0)
+
+    her = resolve_her_params({})
+    venv = _goal_vec_env(her)
+    dict_space = augmented_space(venv.observation_space, len(OPTION_NAMES))
+    box_space = dict_space["observation"]
+    dim = box_space.shape[0]
+
+    her_buffer = HerReplayBuffer(
+        args.transitions, dict_space, venv.action_space, env=venv, **replay_buffer_kwargs(her)
+    )
+    plain_buffer = ReplayBuffer(args.transitions, box_space, venv.action_space)
+
+    def dict_obs(rng):
+        return {
+            "observation": rng.normal(size=(1, dim)).astype(np.float32),
+            "achieved_goal": rng.normal(0, 0.02, (1, 1)).astype(np.float32),
+            "desired_goal": rng.normal(0, 0.02, (1, 1)).astype(np.float32),
+        }
+
+    _fill(her_buffer, args.transitions, args.episode_length, dict_obs, rng)
+    _fill(plain_buffer, args.transitions, args.episode_length, lambda r: r.normal(size=(1, dim)).astype(np.float32), rng)
+
+    her_ms = statistics.median(_time_sampling(her_buffer, args.batch, args.repeats))
+    plain_ms = statistics.median(_time_sampling(plain_buffer, args.batch, args.repeats))
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)")
+    print(f"transitions {args.transitions}, batch {args.batch}, obs dim {dim}, median of {args.repeats} samples")
+    print(f"HerReplayBuffer (future, k=4): {her_ms:.3f} ms")
+    print(f"ReplayBuffer                 : {plain_ms:.3f} ms")
+    print(f"ratio HER / plain            : {her_ms / plain_ms:.2f}x (target <= 3x; gate < 10 ms)")
+
+
+if __name__ == "__main__":
+    main()

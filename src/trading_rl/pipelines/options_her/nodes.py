@@ -1,0 +1,74 @@
+"""Thin nodes around ``trading_rl.agents.hierarchical``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trading_rl.agents.device import resolve_device
+from trading_rl.agents.her import relabelled_fraction
+from trading_rl.agents.hierarchical import (
+    HierarchicalAgent,
+    evaluate_from_spec,
+    option_gates,
+    resolve_phase_params,
+    train_from_spec,
+)
+
+
+def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
+    """Train the hierarchical agent; returns the model, the monitoring history (for MLflow and the
+    report) and the option statistics of the whole training run."""
+    resolved = resolve_phase_params(params)
+    agent, history, training_stats = train_from_spec(
+        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"])
+    )
+    metrics = {
+        f"options_her/{key}": [{"step": int(row["step"]), "value": float(row[key])} for row in history if key in row]
+        for key in sorted({key for row in history for key in row} - {"step"})
+    }
+    return agent, metrics, {"history": history, "option_stats": training_stats}
+
+
+def evaluate_options_her(
+    agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict[str, Any], seed: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Option-usage report (training and evaluation, with the seeds' gates), HER report and the
+    validation evaluation next to the baselines. ``gates.fail_on_gate`` fails the run on a gate."""
+    resolved = resolve_phase_params(params)
+    evaluation = evaluate_from_spec(agent, env_spec, params, seed)
+    gates = resolved["gates"]
+    usage_report: dict[str, Any] = {"options_enabled": agent.uses_options}
+    if agent.uses_options:
+        training_gates = option_gates(training["option_stats"], gates)
+        usage_report.update(
+            training=training["option_stats"],
+            training_gates=training_gates,
+            passed=all(row["passed"] for row in training_gates),
+            evaluation=evaluation["option_stats"],
+            evaluation_option_share=evaluation["option_share"],
+            final_controller={
+                key: value for key, value in (training["history"][-1] if training["history"] else {}).items()
+                if key.startswith("controller_") or key == "temperature"
+            },
+        )
+        if gates["fail_on_gate"] and not usage_report["passed"]:
+            failed = [row["gate"] for row in training_gates if not row["passed"]]
+            raise ValueError(f"option gates failed: {failed} (set options_her.gates.fail_on_gate: false to report only)")
+    her = resolved["her"]
+    her_report = {
+        "enabled": agent.her is not None,
+        "replay_buffer": "stable_baselines3.HerReplayBuffer" if agent.her is not None else "stable_baselines3 ReplayBuffer",
+        "goal_selection_strategy": her["goal_selection_strategy"],
+        "n_sampled_goal": her["n_sampled_goal"],
+        "relabelled_fraction": relabelled_fraction(her["n_sampled_goal"]),
+        "goal_range": [her["goal_low"], her["goal_high"]],
+        "tolerance": her["tolerance"],
+        "reward_distance": her["reward_distance"],
+        **evaluation["goals"],
+    }
+    evaluation_report = {
+        "split": evaluation["split"],
+        "agent": evaluation["metrics"],
+        "baselines": evaluation["baselines"],
+    }
+    return usage_report, her_report, evaluation_report

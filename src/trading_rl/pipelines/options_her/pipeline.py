@@ -1,0 +1,22 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.options_her import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.train_options_her,
+                inputs=["env_spec", "sac_icm_model", "params:options_her", "params:seed"],
+                outputs=["options_her_model", "options_her_metrics", "options_her_training"],
+                name="train_options_her",
+            ),
+            Node(
+                nodes.evaluate_options_her,
+                inputs=["options_her_model", "env_spec", "options_her_training", "params:options_her", "params:seed"],
+                outputs=["option_usage_report", "her_report", "options_her_evaluation"],
+                name="evaluate_options_her",
+            ),
+        ]
+    )
