@@ -1,0 +1,35 @@
+"""Discrete → continuous checkpoint migration: read legacy PPO zips safely, build the SAC, validate."""
+
+from trading_rl.migration.checkpoints import (
+    CheckpointError,
+    DiscreteCheckpoint,
+    build_migrated_sac,
+    discrete_policy_from_checkpoint,
+    fine_tune_migrated,
+    hidden_weight_differences,
+    inspect_discrete_checkpoint,
+    layer_mapping,
+    sb3_zip_bytes,
+    sha256_hex,
+    validate_migrated_model,
+)
+from trading_rl.migration.comparison import compare_checkpoint, diversity_gate, evaluate_agent
+from trading_rl.migration.discrete_baseline import train_discrete_baseline
+
+__all__ = [
+    "CheckpointError",
+    "DiscreteCheckpoint",
+    "build_migrated_sac",
+    "compare_checkpoint",
+    "discrete_policy_from_checkpoint",
+    "diversity_gate",
+    "evaluate_agent",
+    "fine_tune_migrated",
+    "hidden_weight_differences",
+    "inspect_discrete_checkpoint",
+    "layer_mapping",
+    "sb3_zip_bytes",
+    "sha256_hex",
+    "train_discrete_baseline",
+    "validate_migrated_model",
+]

@@ -1,0 +1,423 @@
+"""Discrete SB3 PPO checkpoint → continuous SB3 SAC agent, without unpickling the source.
+
+An SB3 zip holds ``data`` (JSON, some entries cloudpickled and base64-encoded), ``policy.pth``
+(a torch state dict) and other members. Loading it with ``PPO.load`` unpickles code from the file, so
+a legacy checkpoint is read here member by member: the zip is parsed, ``policy.pth`` goes through
+``torch.load(..., weights_only=True)`` (plain tensors only), ``data`` is read as JSON, and the one
+pickled entry needed to recognise the algorithm (the policy class) is disassembled with
+``pickletools`` — its opcodes are listed, never executed.
+
+The migrated agent is an SB3 SAC whose actor ``latent_pi`` has the discrete policy network's hidden
+sizes and activation; its Linear layers receive the PPO ``mlp_extractor.policy_net`` weights exactly.
+The 7-way ``action_net`` is dropped: SAC gets a new 1-d mean head (orthogonal, gain 0.01, zero bias)
+so the migrated agent starts close to "hold" instead of inheriting a collapsed preference, and a
+log-std head with small weights and a configurable bias. SAC squashes the mean with tanh. Critics
+are fresh: the PPO value net estimates state values, SAC needs action values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import pickletools
+import re
+import zipfile
+from base64 import b64decode
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO, SAC
+from torch import nn
+
+PPO_POLICY_CLASS = "stable_baselines3.common.policies.ActorCriticPolicy"
+# Hyperparameters only PPO stores; A2C shares the policy class but has neither.
+PPO_ONLY_KEYS = ("clip_range", "n_epochs")
+ALGORITHM_BY_POLICY_MODULE = {
+    "stable_baselines3.dqn.policies": "DQN",
+    "stable_baselines3.sac.policies": "SAC",
+    "stable_baselines3.td3.policies": "TD3",
+    "stable_baselines3.ddpg.policies": "DDPG",
+}
+POLICY_NET_PREFIX = "mlp_extractor.policy_net."
+VALUE_NET_PREFIX = "mlp_extractor.value_net."
+SAC_LATENT_PREFIX = "actor.latent_pi."
+REQUIRED_MEMBERS = ("data", "policy.pth")
+# PPO's default activation (``ActorCriticPolicy``) when ``policy_kwargs`` does not name one.
+DEFAULT_PPO_ACTIVATION = "Tanh"
+_ACTIVATION_REPR = re.compile(r"^<class 'torch\.nn\.modules\.activation\.(\w+)'>$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be migrated; the message names the file and what does not match."""
+
+
+@dataclass(frozen=True)
+class DiscreteCheckpoint:
+    """What a legacy PPO zip holds, read without unpickling."""
+
+    source_name: str
+    sha256: str
+    observation_dim: int
+    n_actions: int
+    hidden_sizes: tuple[int, ...]
+    activation: str
+    state_dict: dict[str, torch.Tensor]
+    sb3_version: str
+
+    @property
+    def policy_layer_keys(self) -> list[str]:
+        """``mlp_extractor.policy_net.<i>`` prefixes of the hidden Linear layers, input first."""
+        return _layer_prefixes(self.state_dict, POLICY_NET_PREFIX)
+
+    @property
+    def activation_fn(self) -> type[nn.Module]:
+        return getattr(nn, self.activation)
+
+
+def sha256_hex(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _layer_prefixes(state_dict: dict[str, torch.Tensor], prefix: str) -> list[str]:
+    """``<prefix><i>`` for every Sequential index ``i`` with parameters, in layer order."""
+    indices = sorted({int(key[len(prefix):].split(".")[0]) for key in state_dict if key.startswith(prefix)})
+    return [f"{prefix}{i}" for i in indices]
+
+
+def _pickled_global(entry: Any) -> str | None:
+    """``module.Name`` of the class a base64 cloudpickle entry refers to, read from its opcodes only."""
+    if not isinstance(entry, dict) or ":serialized:" not in entry:
+        return None
+    strings: list[str] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(b64decode(entry[":serialized:"])):
+            if opcode.name == "GLOBAL":
+                return str(arg).replace(" ", ".")
+            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                return f"{strings[-2]}.{strings[-1]}"
+            if isinstance(arg, str):
+                strings.append(arg)
+    except Exception:  # malformed base64 or opcodes raise various errors; the class is unreadable
+        return None
+    return None
+
+
+def _readable_int(value: Any) -> int | None:
+    """SB3 writes numpy scalars of a pickled space as their ``str``; plain JSON ints pass through."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _activation_name(policy_kwargs: Any, fail) -> str:
+    if not isinstance(policy_kwargs, dict) or "activation_fn" not in policy_kwargs:
+        return DEFAULT_PPO_ACTIVATION
+    match = _ACTIVATION_REPR.match(str(policy_kwargs["activation_fn"]))
+    activation = getattr(nn, match.group(1), None) if match else None
+    if not (isinstance(activation, type) and issubclass(activation, nn.Module)):
+        fail(f"unsupported activation_fn {policy_kwargs['activation_fn']!r}; expected a torch.nn activation")
+    return match.group(1)
+
+
+def _declared_policy_arch(policy_kwargs: Any) -> list[int] | None:
+    net_arch = policy_kwargs.get("net_arch") if isinstance(policy_kwargs, dict) else None
+    if isinstance(net_arch, dict) and isinstance(net_arch.get("pi"), list):
+        return [int(size) for size in net_arch["pi"]]
+    if isinstance(net_arch, list) and all(isinstance(size, int) for size in net_arch):
+        return list(net_arch)
+    return None
+
+
+def _read_members(raw: bytes, fail) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(raw))
+    except zipfile.BadZipFile as exc:
+        fail(f"not a readable zip archive ({exc}); the file is corrupt or truncated")
+    with archive:
+        missing = [name for name in REQUIRED_MEMBERS if name not in archive.namelist()]
+        if missing:
+            fail(f"zip lacks member(s) {missing}: not a Stable-Baselines3 checkpoint")
+        try:
+            damaged = archive.testzip()
+            data_text = archive.read("data")
+            policy_bytes = archive.read("policy.pth")
+            version = (
+                archive.read("_stable_baselines3_version").decode().strip()
+                if "_stable_baselines3_version" in archive.namelist()
+                else "unknown"
+            )
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            fail(f"zip member could not be read ({exc}); the file is corrupt or truncated")
+        if damaged is not None:
+            fail(f"zip member {damaged!r} fails its CRC check; the file is corrupt")
+    try:
+        data = json.loads(data_text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"member 'data' is not valid JSON ({exc})")
+    try:
+        state_dict = torch.load(io.BytesIO(policy_bytes), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for malformed or non-tensor payloads
+        fail(f"member 'policy.pth' is not a plain tensor state dict ({type(exc).__name__}: {exc})")
+    if not isinstance(data, dict) or not isinstance(state_dict, dict):
+        fail("members 'data'/'policy.pth' do not hold the expected mappings")
+    return data, state_dict, version
+
+
+def _check_algorithm(data: dict[str, Any], fail) -> None:
+    policy_class = _pickled_global(data.get("policy_class"))
+    if policy_class != PPO_POLICY_CLASS:
+        module = policy_class.rpartition(".")[0] if policy_class else ""
+        algorithm = ALGORITHM_BY_POLICY_MODULE.get(module, "unknown algorithm")
+        fail(
+            f"expected a PPO checkpoint with policy {PPO_POLICY_CLASS}, found policy class "
+            f"{policy_class or 'unreadable'} ({algorithm})"
+        )
+    if not all(key in data for key in PPO_ONLY_KEYS):
+        fail(f"actor-critic checkpoint without PPO's {list(PPO_ONLY_KEYS)}: not PPO (A2C?)")
+
+
+def inspect_discrete_checkpoint(
+    raw: bytes,
+    source_name: str,
+    expected_observation_dim: int | None = None,
+    expected_hidden_sizes: list[int] | tuple[int, ...] | None = None,
+    expected_n_actions: int | None = 7,
+) -> DiscreteCheckpoint:
+    """Parse and check a PPO zip; raise :class:`CheckpointError` naming ``source_name`` on any mismatch.
+
+    Hidden sizes come from the checkpoint's tensors; ``expected_*`` (``None``: accept any) compare
+    them, the observation dimension and the number of actions with what the caller needs.
+    """
+
+    def fail(reason: str):
+        raise CheckpointError(f"checkpoint '{source_name}': {reason}")
+
+    data, state_dict, version = _read_members(raw, fail)
+    _check_algorithm(data, fail)
+
+    action_space = data.get("action_space", {})
+    if "Discrete" not in str(action_space.get(":type:", "")):
+        fail(f"action space is {action_space.get(':type:', 'unknown')}, expected gymnasium Discrete")
+    observation_space = data.get("observation_space", {})
+    shape = observation_space.get("_shape")
+    if "Box" not in str(observation_space.get(":type:", "")) or not isinstance(shape, list) or len(shape) != 1:
+        fail(f"observation space must be a 1-d Box, found {observation_space.get(':type:')} shape {shape}")
+
+    allowed = (POLICY_NET_PREFIX, VALUE_NET_PREFIX, "action_net.", "value_net.")
+    unexpected = sorted(key for key in state_dict if not key.startswith(allowed))
+    if unexpected:
+        fail(f"policy has parameters outside an MLP actor-critic (custom feature extractor?): {unexpected[:4]}")
+    prefixes = _layer_prefixes(state_dict, POLICY_NET_PREFIX)
+    if not prefixes or "action_net.weight" not in state_dict:
+        fail("policy.pth has no mlp_extractor.policy_net layers or no action_net")
+
+    observation_dim = int(shape[0])
+    previous = observation_dim
+    hidden_sizes = []
+    for prefix in prefixes:
+        weight, bias = state_dict.get(f"{prefix}.weight"), state_dict.get(f"{prefix}.bias")
+        if weight is None or bias is None or weight.ndim != 2 or bias.shape != (weight.shape[0],):
+            fail(f"{prefix} is not a Linear layer with weight and bias")
+        if weight.shape[1] != previous:
+            fail(f"{prefix}.weight takes {weight.shape[1]} inputs, expected {previous}")
+        hidden_sizes.append(int(weight.shape[0]))
+        previous = int(weight.shape[0])
+    action_weight = state_dict["action_net.weight"]
+    n_actions = int(action_weight.shape[0])
+    declared_n = _readable_int(action_space.get("n"))
+    if action_weight.shape[1] != previous or declared_n != n_actions:
+        fail(f"action_net {tuple(action_weight.shape)} does not match the action space (n={declared_n})")
+    declared_arch = _declared_policy_arch(data.get("policy_kwargs"))
+    if declared_arch is not None and declared_arch != hidden_sizes:
+        fail(f"policy_kwargs declare hidden sizes {declared_arch} but the tensors have {hidden_sizes}")
+
+    if expected_observation_dim is not None and observation_dim != expected_observation_dim:
+        fail(f"observation dimension {observation_dim}, but the environment has {expected_observation_dim}")
+    if expected_hidden_sizes is not None and hidden_sizes != [int(s) for s in expected_hidden_sizes]:
+        fail(f"hidden sizes {hidden_sizes}, expected {list(expected_hidden_sizes)}")
+    if expected_n_actions is not None and n_actions != expected_n_actions:
+        fail(f"{n_actions} discrete actions, expected {expected_n_actions}")
+
+    return DiscreteCheckpoint(
+        source_name=source_name,
+        sha256=sha256_hex(raw),
+        observation_dim=observation_dim,
+        n_actions=n_actions,
+        hidden_sizes=tuple(hidden_sizes),
+        activation=_activation_name(data.get("policy_kwargs"), fail),
+        state_dict=state_dict,
+        sb3_version=version,
+    )
+
+
+def sb3_zip_bytes(model) -> bytes:
+    """The SB3 zip of ``model``, built in memory."""
+    buffer = io.BytesIO()
+    model.save(buffer)
+    return buffer.getvalue()
+
+
+def discrete_policy_from_checkpoint(checkpoint: DiscreteCheckpoint, env, device: str = "cpu") -> PPO:
+    """A PPO on ``env`` carrying the checkpoint's policy tensors: evaluates a legacy policy unpickled."""
+    model = PPO(
+        "MlpPolicy",
+        env,
+        policy_kwargs=dict(
+            net_arch=dict(pi=list(checkpoint.hidden_sizes), vf=_value_sizes(checkpoint)),
+            activation_fn=checkpoint.activation_fn,
+        ),
+        device=device,
+    )
+    model.policy.load_state_dict(checkpoint.state_dict, strict=True)
+    return model
+
+
+def _value_sizes(checkpoint: DiscreteCheckpoint) -> list[int]:
+    return [
+        int(checkpoint.state_dict[f"{prefix}.weight"].shape[0])
+        for prefix in _layer_prefixes(checkpoint.state_dict, VALUE_NET_PREFIX)
+    ]
+
+
+def layer_mapping(checkpoint: DiscreteCheckpoint) -> dict[str, str]:
+    """Source parameter name → migrated parameter name (input layer first)."""
+    mapping = {}
+    for position, prefix in enumerate(checkpoint.policy_layer_keys):
+        for part in ("weight", "bias"):
+            mapping[f"{prefix}.{part}"] = f"{SAC_LATENT_PREFIX}{2 * position}.{part}"
+    return mapping
+
+
+def build_migrated_sac(
+    checkpoint: DiscreteCheckpoint,
+    env,
+    *,
+    critic_hidden_sizes: list[int] | tuple[int, ...] = (256, 256),
+    head_gain: float = 0.01,
+    log_std_init: float = -0.5,
+    seed: int | None = None,
+    device: str = "cpu",
+    sac_kwargs: dict[str, Any] | None = None,
+    run_metadata: dict[str, Any] | None = None,
+) -> SAC:
+    """SAC on continuous ``env`` whose actor hidden layers are the checkpoint's, copied exactly.
+
+    The model carries ``migration_metadata`` (a JSON-ready dict); SB3 saves it in the zip's
+    ``data`` JSON and restores it on load.
+    """
+    if tuple(env.observation_space.shape) != (checkpoint.observation_dim,):
+        raise CheckpointError(
+            f"checkpoint '{checkpoint.source_name}': observation dimension {checkpoint.observation_dim}, "
+            f"but the environment has {env.observation_space.shape}"
+        )
+    model = SAC(
+        "MlpPolicy",
+        env,
+        policy_kwargs=dict(
+            net_arch=dict(pi=list(checkpoint.hidden_sizes), qf=list(critic_hidden_sizes)),
+            activation_fn=checkpoint.activation_fn,
+        ),
+        seed=seed,
+        device=device,
+        **(sac_kwargs or {}),
+    )
+    actor = model.policy.actor
+    mapping = layer_mapping(checkpoint)
+    migrated_params = dict(model.policy.named_parameters())
+    with torch.no_grad():
+        for source, target in mapping.items():
+            migrated_params[target].copy_(checkpoint.state_dict[source])
+        nn.init.orthogonal_(actor.mu.weight, gain=head_gain)
+        nn.init.zeros_(actor.mu.bias)
+        nn.init.orthogonal_(actor.log_std.weight, gain=head_gain)
+        nn.init.constant_(actor.log_std.bias, log_std_init)
+    model.migration_metadata = {
+        "source_file": checkpoint.source_name,
+        "source_sha256": checkpoint.sha256,
+        "source_algorithm": "PPO",
+        "source_sb3_version": checkpoint.sb3_version,
+        "migrated_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "layer_mapping": mapping,
+        "hidden_sizes": list(checkpoint.hidden_sizes),
+        "activation": checkpoint.activation,
+        "observation_dim": checkpoint.observation_dim,
+        "source_action_space": f"Discrete({checkpoint.n_actions})",
+        "action_space": "Box(-1.0, 1.0, (1,)), tanh-squashed Gaussian (SAC)",
+        "new_heads": {"mu": f"orthogonal gain {head_gain}, zero bias",
+                      "log_std": f"orthogonal gain {head_gain}, bias {log_std_init}"},
+        "critics": f"fresh, hidden sizes {list(critic_hidden_sizes)}",
+        "run": dict(run_metadata or {}),
+    }
+    return model
+
+
+def hidden_weight_differences(checkpoint: DiscreteCheckpoint, model: SAC) -> dict[str, float]:
+    """Max absolute difference per mapped parameter between the source and ``model``."""
+    params = dict(model.policy.named_parameters())
+    return {
+        target: float((params[target].detach().cpu() - checkpoint.state_dict[source]).abs().max())
+        for source, target in layer_mapping(checkpoint).items()
+    }
+
+
+def validate_migrated_model(
+    checkpoint: DiscreteCheckpoint,
+    model: SAC,
+    n_observations: int = 1000,
+    seed: int = 0,
+    observation_scale: float = 3.0,
+) -> dict[str, Any]:
+    """Hard checks of a migration; ``passed`` is their conjunction.
+
+    Reloads the model from its own in-memory zip on CPU (a file this process just wrote, so
+    unpickling it is safe) and feeds ``n_observations`` random observations through it,
+    deterministic and stochastic. They are drawn from N(0, ``observation_scale``²), clipped to the
+    observation space: scaled features live in a few units, whereas the trading env's space admits
+    any finite float32, whose extremes would only overflow the first layer.
+    """
+    before = hidden_weight_differences(checkpoint, model)
+    reloaded = SAC.load(io.BytesIO(sb3_zip_bytes(model)), device="cpu")
+    after = hidden_weight_differences(checkpoint, reloaded)
+    space = reloaded.observation_space
+    draws = np.random.default_rng(seed).normal(0.0, observation_scale, (n_observations, *space.shape))
+    observations = np.clip(draws, space.low, space.high).astype(space.dtype)
+    deterministic, _ = reloaded.predict(observations, deterministic=True)
+    stochastic, _ = reloaded.predict(observations, deterministic=False)
+    actions = np.concatenate([deterministic, stochastic])
+    checks = {
+        "hidden_weights_max_abs_diff": max(before.values()),
+        "hidden_weights_identical": max(before.values()) == 0.0,
+        "reloads_in_sb3": reloaded.migration_metadata == model.migration_metadata,
+        "reloaded_weights_identical": max(after.values()) == 0.0,
+        "n_random_observations": int(n_observations),
+        "actions_shape_ok": deterministic.shape == (n_observations, 1),
+        "actions_min": float(actions.min()),
+        "actions_max": float(actions.max()),
+        "actions_within_bounds": bool(np.isfinite(actions).all() and actions.min() >= -1.0 and actions.max() <= 1.0),
+        "cpu_inference": reloaded.policy.device.type == "cpu",
+    }
+    checks["passed"] = all(
+        checks[key]
+        for key in ("hidden_weights_identical", "reloads_in_sb3", "reloaded_weights_identical",
+                    "actions_shape_ok", "actions_within_bounds", "cpu_inference")
+    )
+    return checks
+
+
+def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu") -> SAC:
+    """A copy of ``model`` trained ``total_timesteps`` more steps on ``env``; ``model`` is unchanged.
+
+    The copy comes from the model's own in-memory zip (written by this process, safe to unpickle)
+    and records the fine-tune in its ``migration_metadata``.
+    """
+    if total_timesteps < 1:
+        raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
+    tuned = SAC.load(io.BytesIO(sb3_zip_bytes(model)), env=env, device=device)
+    tuned.learn(total_timesteps=total_timesteps)
+    tuned.migration_metadata = {**model.migration_metadata, "fine_tune_timesteps": int(total_timesteps)}
+    return tuned

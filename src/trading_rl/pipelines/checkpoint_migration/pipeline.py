@@ -1,0 +1,53 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.checkpoint_migration import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.check_and_back_up_legacy_checkpoints,
+                inputs=["legacy_checkpoints", "env_spec", "params:checkpoint_migration"],
+                outputs="legacy_checkpoint_backups",
+                name="check_and_back_up_legacy_checkpoints",
+            ),
+            Node(
+                nodes.provide_discrete_checkpoints,
+                inputs=["legacy_checkpoint_backups", "env_spec", "params:checkpoint_migration", "params:seed"],
+                outputs="discrete_checkpoints",
+                name="provide_discrete_checkpoints",
+            ),
+            Node(
+                nodes.migrate_checkpoints,
+                inputs=[
+                    "discrete_checkpoints",
+                    "env_spec",
+                    "params:checkpoint_migration",
+                    "params:seed",
+                    "run_metadata",
+                ],
+                outputs=["migrated_models", "migration_report"],
+                name="migrate_checkpoints",
+            ),
+            Node(
+                nodes.fine_tune_models,
+                inputs=["migrated_models", "env_spec", "params:checkpoint_migration", "params:seed"],
+                outputs="fine_tuned_models",
+                name="fine_tune_migrated_models",
+            ),
+            Node(
+                nodes.compare_discrete_and_continuous,
+                inputs=[
+                    "discrete_checkpoints",
+                    "migrated_models",
+                    "fine_tuned_models",
+                    "env_spec",
+                    "params:checkpoint_migration",
+                    "params:seed",
+                ],
+                outputs="migration_comparison",
+                name="compare_discrete_and_continuous",
+            ),
+        ]
+    )
