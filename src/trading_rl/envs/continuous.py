@@ -132,6 +132,31 @@ def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int
         )
 
 
+def smooth_action(raw: float, previous: float | None, alpha: float) -> float:
+    """The env's action smoothing: an EMA of clipped raw actions, the first decision unsmoothed."""
+    if previous is None:
+        return raw
+    return alpha * raw + (1.0 - alpha) * previous
+
+
+def portfolio_state(
+    portfolio: Portfolio, close: float, time_in_position: int, episode_length: int, last_action: float
+) -> tuple[float, float, float, float, float]:
+    """The observation's state block (``STATE_FIELDS`` order) for ``portfolio`` marked at ``close``."""
+    cash = portfolio.cash
+    position_value = portfolio.units * close
+    equity = cash + position_value
+    inverse_equity = 1.0 / equity if equity > 0.0 else 0.0
+    time_fraction = time_in_position / episode_length
+    return (
+        position_value * inverse_equity,
+        portfolio.unrealized_pnl(close),
+        cash * inverse_equity,
+        time_fraction if time_fraction < 1.0 else 1.0,
+        last_action,
+    )
+
+
 class TradingEnvBase(gym.Env):
     """Episode handling, observation and accounting shared by the continuous, discrete and hybrid envs.
 
@@ -183,7 +208,7 @@ class TradingEnvBase(gym.Env):
         self.observation_space = gym.spaces.Box(-bound, bound, shape=(self.layout.dim,), dtype=np.float32)
         alpha = self.smoothing_alpha
         self._alpha = 2.0 / (cfg.smoothing_window + 1.0) if alpha is None else float(alpha)
-        self._inv_episode_length = 1.0 / cfg.episode_length
+        self._episode_length = cfg.episode_length
         self._portfolio = Portfolio(
             initial_cash=cfg.initial_cash,
             commission_rate=cfg.commission_rate,
@@ -261,11 +286,7 @@ class TradingEnvBase(gym.Env):
         elif raw != raw:
             raise ValueError("action is NaN")
         steps = self._steps
-        if steps:
-            alpha = self._alpha
-            smoothed = alpha * raw + (1.0 - alpha) * self._smoothed
-        else:
-            smoothed = raw
+        smoothed = smooth_action(raw, self._smoothed if steps else None, self._alpha)
 
         portfolio = self._portfolio
         units_before = portfolio.units
@@ -281,11 +302,9 @@ class TradingEnvBase(gym.Env):
         if equity > 0.0:
             reward = math.log(equity / self._equity)
             terminated = False
-            inverse_equity = 1.0 / equity
         else:
             reward = math.log(_EQUITY_FLOOR_FRACTION * portfolio.initial_cash / self._equity)
             terminated = True
-            inverse_equity = 0.0
 
         if units == 0.0:
             time_in_position = 0
@@ -296,14 +315,7 @@ class TradingEnvBase(gym.Env):
         steps += 1
 
         obs = self._obs_row_list[t].copy()
-        time_fraction = time_in_position * self._inv_episode_length
-        state = (
-            position_value * inverse_equity,
-            portfolio.unrealized_pnl(close),
-            cash * inverse_equity,
-            time_fraction if time_fraction < 1.0 else 1.0,
-            smoothed,
-        )
+        state = portfolio_state(portfolio, close, time_in_position, self._episode_length, smoothed)
         try:
             _pack_state(obs, self._state_byte_offset, *state)  # one call instead of five setitems
         except OverflowError:  # beyond float32 range: let numpy store it as +-inf

@@ -1,0 +1,122 @@
+"""A/B of the reward_shaper phase over seeds: shaped vs unshaped continuation of the same agent.
+
+Both variants continue the latest ``sac_icm_model`` for the same ``training.continue_timesteps`` of the
+chosen Kedro env's ``reward_shaper`` parameters: *shaped* collects rollouts, fits the weight network
+and Φ and trains on ``ShapedRewardWrapper``; *unshaped* trains on the env's own reward (curiosity mixing
+off in both, so only the reward differs). Each is evaluated on the validation split next to the
+baselines. Prints one row per variant × seed (action entropy, trade rate, validation Sharpe and max
+drawdown), the medians per variant, and writes everything as JSON to ``--out``.
+
+    python benchmarks/ab_reward_shaper.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_reward_shaper.json]
+
+Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and ``sac_icm_model``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+
+import pandas as pd
+
+
+def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) -> dict:
+    import torch
+
+    from trading_rl.agents.sac_icm import SACWithICM
+    from trading_rl.evaluation.report import evaluate_policy
+    from trading_rl.evaluation.rollout import policy_from_sb3
+    from trading_rl.rewards.phase import (
+        collect_rollouts,
+        continue_agent,
+        continue_training,
+        fit_reward_models,
+        resolve_phase_params,
+    )
+
+    torch.set_num_threads(1)
+    source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")
+    resolved = resolve_phase_params(params)
+    started = time.perf_counter()
+    gates_passed = None
+    with tempfile.TemporaryDirectory() as work_dir:
+        if shaped:
+            rollouts = collect_rollouts(source, spec, params, seed)
+            weights, potential, fit = fit_reward_models(rollouts, params, float(source.gamma), seed)
+            gates_passed = fit["weight_gates_passed"]
+            outcome, _, _ = continue_training(source, spec, weights, potential, params, seed, work_dir)
+        else:
+            outcome = continue_agent(source, spec, lambda _agent: spec.make_env("train", seed=seed), params, seed, work_dir)
+    evaluation, collapse = evaluate_policy(
+        "shaped" if shaped else "unshaped",
+        policy_from_sb3(outcome.model, deterministic=True),
+        policy_from_sb3(outcome.model, deterministic=False),
+        partial(spec.make_env, resolved["evaluation_split"]),
+        spec.periods_per_year,
+        seed=seed,
+    )
+    metrics = evaluation["metrics"]
+    return {
+        "variant": "shaped" if shaped else "unshaped",
+        "seed": seed,
+        "action_entropy": metrics["action_entropy"],
+        "trade_rate": metrics["n_trades"] / metrics["n_steps"],
+        "val_sharpe": metrics["sharpe"],
+        "val_max_drawdown": metrics["max_drawdown"],
+        "val_total_return": metrics["total_return"],
+        "stochastic_entropy": evaluation["stochastic_metrics"]["action_entropy"],
+        "collapsed_deterministic": collapse["deterministic"]["collapsed"],
+        "weight_gates_passed": gates_passed,
+        "train_seconds": time.perf_counter() - started,
+        "baselines": evaluation["baselines"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="base")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", default="ab_reward_shaper.json")
+    args = parser.parse_args()
+    os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(os.getcwd())
+    with KedroSession.create(env=args.env) as session:
+        context = session.load_context()
+        spec = context.catalog.load("env_spec")
+        source = context.catalog.load("sac_icm_model")
+        params = context.params["reward_shaper"]
+    buffer = io.BytesIO()
+    source.save(buffer)
+
+    jobs = [(shaped, seed) for shaped in (False, True) for seed in args.seeds]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_one, spec, buffer.getvalue(), params, shaped, seed) for shaped, seed in jobs]
+        rows = [future.result() for future in futures]
+
+    table = pd.DataFrame([{k: v for k, v in row.items() if k != "baselines"} for row in rows])
+    pd.set_option("display.width", 200)
+    print(table.to_string(index=False))
+    numeric = table.drop(columns=["seed", "collapsed_deterministic", "weight_gates_passed"])
+    print("\nmedian per variant:")
+    print(numeric.groupby("variant").median().to_string())
+    print("\nbaselines (validation split):")
+    for name, metrics in rows[0]["baselines"].items():
+        print(f"  {name:18s} sharpe={metrics.get('sharpe')} max_drawdown={metrics.get('max_drawdown')} "
+              f"total_return={metrics.get('total_return')}")
+    with open(args.out, "w") as handle:
+        json.dump({"env": args.env, "rows": rows}, handle, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Risk rules between the policy and the broker: every trade signal passes them or is blocked.
+
+Rules (each ``None`` switches it off):
+
+- ``min_confidence``: a trade needs ``|raw action| >= min_confidence``.
+- ``max_trades_per_day``: at most this many approved trades per calendar day of the bar timestamps.
+- ``max_position_pct``: a trade that increases exposure may not leave ``|position value| / equity``
+  above this (at the expected fill price).
+- ``daily_loss_limit``: no exposure-increasing trade once equity is this fraction below the day's
+  first equity.
+- ``max_drawdown``: no exposure-increasing trade once equity is this fraction below its peak.
+
+Trades that reduce exposure stay allowed under the position, loss and drawdown rules: blocking a
+sell while losing would only deepen the loss. Each blocked signal is logged with its rule and kept
+in ``Safeguards.blocked``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+MIN_CONFIDENCE = "min_confidence"
+MAX_TRADES_PER_DAY = "max_trades_per_day"
+MAX_POSITION_PCT = "max_position_pct"
+DAILY_LOSS_LIMIT = "daily_loss_limit"
+MAX_DRAWDOWN = "max_drawdown"
+
+
+@dataclass(frozen=True)
+class SafeguardConfig:
+    max_trades_per_day: int | None = 10
+    max_position_pct: float | None = 0.15
+    daily_loss_limit: float | None = 0.02
+    max_drawdown: float | None = 0.10
+    min_confidence: float | None = 0.0
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None = None) -> "SafeguardConfig":
+        values = dict(values or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown safeguard key(s) {unknown}; known: {known}")
+        return cls(**values)
+
+    def __post_init__(self) -> None:
+        limit = self.max_trades_per_day
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"safeguard 'max_trades_per_day' must be an integer >= 0 or null, got {limit!r}")
+        for name, upper in ((MAX_POSITION_PCT, None), (DAILY_LOSS_LIMIT, 1.0), (MAX_DRAWDOWN, 1.0),
+                            (MIN_CONFIDENCE, 1.0)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+                upper is not None and value > upper
+            ):
+                bound = "[0, 1]" if upper is not None else ">= 0"
+                raise ValueError(f"safeguard '{name}' must be a number in {bound} or null, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Safeguards:
+    """Stateful rule checker for one account: call :meth:`apply` on every signal, in time order."""
+
+    def __init__(self, config: SafeguardConfig | Mapping[str, Any] | None = None):
+        self.config = config if isinstance(config, SafeguardConfig) else SafeguardConfig.from_mapping(config)
+        self.blocked: list[dict[str, Any]] = []
+        self._day = None
+        self._day_start_equity = 0.0
+        self._trades_today = 0
+        self._peak_equity = 0.0
+
+    def _roll_day(self, timestamp: Any, equity: float) -> None:
+        day = pd.Timestamp(timestamp).date()
+        if day != self._day:
+            self._day, self._day_start_equity, self._trades_today = day, equity, 0
+        self._peak_equity = max(self._peak_equity, equity)
+
+    def _violated_rule(self, signal: Any, position: float) -> tuple[str, str] | None:
+        cfg = self.config
+        equity = signal.equity
+        if cfg.min_confidence is not None and abs(signal.raw_action) < cfg.min_confidence:
+            return MIN_CONFIDENCE, f"|raw action| {abs(signal.raw_action):.4f} < {cfg.min_confidence}"
+        if cfg.max_trades_per_day is not None and self._trades_today >= cfg.max_trades_per_day:
+            return MAX_TRADES_PER_DAY, f"{self._trades_today} trades already on {self._day}"
+        after = position + signal.units
+        if abs(after) <= abs(position) and after * position >= 0.0:
+            return None  # reduces exposure: the remaining rules never block it
+        if cfg.max_position_pct is not None:
+            fraction = abs(after) * signal.fill_price / equity if equity > 0 else float("inf")
+            if fraction > cfg.max_position_pct:
+                return MAX_POSITION_PCT, f"position would be {fraction:.4f} of equity > {cfg.max_position_pct}"
+        if cfg.daily_loss_limit is not None and self._day_start_equity > 0:
+            loss = 1.0 - equity / self._day_start_equity
+            if loss >= cfg.daily_loss_limit:
+                return DAILY_LOSS_LIMIT, f"down {loss:.4f} since the day's start >= {cfg.daily_loss_limit}"
+        if cfg.max_drawdown is not None and self._peak_equity > 0:
+            drawdown = 1.0 - equity / self._peak_equity
+            if drawdown >= cfg.max_drawdown:
+                return MAX_DRAWDOWN, f"drawdown {drawdown:.4f} >= {cfg.max_drawdown}"
+        return None
+
+    def apply(self, signal: Any, portfolio: Any) -> Any:
+        """``signal`` unchanged when every rule passes (and counted as a trade), else blocked.
+
+        ``portfolio`` is the ``PortfolioState`` the signal was computed for.
+        """
+        self._roll_day(signal.timestamp, signal.equity)
+        if not signal.trades:
+            return signal
+        violation = self._violated_rule(signal, portfolio.position)
+        if violation is None:
+            self._trades_today += 1
+            return signal
+        rule, reason = violation
+        record = {"timestamp": signal.timestamp, "rule": rule, "reason": reason, "kind": signal.kind,
+                  "units": signal.units, "raw_action": signal.raw_action}
+        self.blocked.append(record)
+        logger.warning("signal blocked by %s at %s: %s %.6g units (%s)", rule, signal.timestamp,
+                       signal.kind, signal.units, reason)
+        return signal.blocked(rule)

@@ -1,0 +1,39 @@
+"""Thin nodes around ``trading_rl.export``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trading_rl.envs import EnvSpec
+from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
+from trading_rl.export.safeguards import SafeguardConfig
+
+
+def export_agent(
+    model: Any,
+    env_spec: EnvSpec,
+    feature_params: dict[str, Any],
+    scalers: dict[str, Any],
+    params: dict[str, Any],
+    seed: int,
+) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
+    """ONNX actor, its parity + latency report, and everything ``SignalEngine`` needs besides it.
+
+    A parity failure raises, so no ONNX file that disagrees with the policy is ever saved.
+    """
+    symbol = env_spec.symbol
+    resolved = resolve_export_params(params)
+    safeguards = SafeguardConfig.from_mapping(params.get("safeguards")).to_dict()
+    parity_env = env_spec.make_env(resolved["parity"]["split"])
+    onnx_bytes, report = export_and_verify(model, parity_env, resolved, seed=seed)
+    report = {**report, "symbol": symbol, "parity_split": resolved["parity"]["split"],
+              "model_metadata": getattr(model, "trading_rl_metadata", {})}
+    inference_config = {
+        "symbol": symbol,
+        "feature_params": feature_params[symbol],
+        "scaler": scalers[symbol],
+        "env_config": env_spec.config,
+        "feature_columns": list(env_spec.feature_columns),
+        "safeguards": safeguards,
+    }
+    return onnx_bytes, report, inference_config

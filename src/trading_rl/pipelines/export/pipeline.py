@@ -1,0 +1,30 @@
+"""One export node per exported agent.
+
+Kedro wires nodes before it reads parameters, so the agents are a module constant rather than a
+parameter; to export another SB3 SAC agent, add its catalog name here (outputs follow the catalog
+patterns ``{agent}_onnx``, ``{agent}_export_report`` and ``{agent}_inference_config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.export import nodes
+
+EXPORTED_AGENTS = ("sac_icm_model",)
+
+
+def create_pipeline(agents: Sequence[str] = EXPORTED_AGENTS, **kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.export_agent,
+                inputs=[agent, "env_spec", "feature_params", "scalers", "params:export", "params:seed"],
+                outputs=[f"{agent}_onnx", f"{agent}_export_report", f"{agent}_inference_config"],
+                name=f"export_{agent}",
+            )
+            for agent in agents
+        ]
+    )

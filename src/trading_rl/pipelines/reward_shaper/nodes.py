@@ -1,0 +1,56 @@
+"""Thin nodes around ``trading_rl.rewards.phase``.
+
+The one deliberate side effect is the rolling resume checkpoint under ``resume_dir`` (as in
+``sac_icm``): a killed continuation must be able to pick up where it stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trading_rl.evaluation.report import flat_metrics, metrics_history
+from trading_rl.rewards.phase import (
+    collect_rollouts,
+    continue_training,
+    fit_reward_models,
+    resolve_phase_params,
+    shaping_report,
+)
+
+
+def collect_reward_rollouts(sac_icm_model, env_spec, params: dict[str, Any], seed: int) -> dict:
+    """Rollouts of the source agent on the training split with every objective recorded."""
+    return collect_rollouts(sac_icm_model, env_spec, params, seed)
+
+
+def fit_reward_shaper(rollouts: dict, sac_icm_model, params: dict[str, Any], seed: int):
+    """Objective-weight network and potential Φ (discounted with the agent's γ), plus their fit report."""
+    return fit_reward_models(rollouts, params, float(sac_icm_model.gamma), seed)
+
+
+def train_shaped_agent(
+    sac_icm_model, env_spec, weight_network, potential, params: dict[str, Any], seed: int, run_metadata: dict[str, Any]
+):
+    """Continue the source agent on the shaped reward; returns the model and its training record."""
+    outcome, reward_history, adaptation_history = continue_training(
+        sac_icm_model, env_spec, weight_network, potential, params, seed,
+        work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
+    )
+    outcome.model.trading_rl_metadata = {**run_metadata, "symbol": env_spec.symbol, "source": "sac_icm_model"}
+    training = {"history": outcome.history, "reward_history": reward_history, "adaptation_history": adaptation_history}
+    return outcome.model, training
+
+
+def report_reward_shaping(
+    shaped_model, sac_icm_model, env_spec, fit_report: dict, training: dict, params: dict[str, Any], seed: int
+) -> tuple[dict[str, Any], dict[str, list[dict]]]:
+    """Shaping report and the MLflow metric history (``reward/*`` per evaluation, validation metrics)."""
+    report = shaping_report(shaped_model, sac_icm_model, env_spec, fit_report, training, params, seed)
+    metrics = metrics_history(training["reward_history"])
+    evaluation = {"metrics": report["shaped_agent"]["metrics"], "baselines": report["baselines"]}
+    final_step = training["reward_history"][-1]["timestep"] if training["reward_history"] else 0
+    for key, value in flat_metrics(evaluation, "reward_shaper_eval").items():
+        metrics[key] = [{"step": int(final_step), "value": value}]
+    for row in report["weight_gates"]:
+        metrics[f"reward_shaper_gates/{row['gate']}"] = [{"step": int(final_step), "value": float(row["value"])}]
+    return report, metrics

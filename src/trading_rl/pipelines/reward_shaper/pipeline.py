@@ -1,0 +1,36 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.reward_shaper import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.collect_reward_rollouts,
+                inputs=["sac_icm_model", "env_spec", "params:reward_shaper", "params:seed"],
+                outputs="reward_shaper_rollouts",
+                name="collect_reward_rollouts",
+            ),
+            Node(
+                nodes.fit_reward_shaper,
+                inputs=["reward_shaper_rollouts", "sac_icm_model", "params:reward_shaper", "params:seed"],
+                outputs=["objective_weight_network", "potential_function", "reward_shaper_fit"],
+                name="fit_reward_shaper",
+            ),
+            Node(
+                nodes.train_shaped_agent,
+                inputs=["sac_icm_model", "env_spec", "objective_weight_network", "potential_function",
+                        "params:reward_shaper", "params:seed", "run_metadata"],
+                outputs=["reward_shaped_model", "reward_shaper_training"],
+                name="train_shaped_agent",
+            ),
+            Node(
+                nodes.report_reward_shaping,
+                inputs=["reward_shaped_model", "sac_icm_model", "env_spec", "reward_shaper_fit",
+                        "reward_shaper_training", "params:reward_shaper", "params:seed"],
+                outputs=["reward_shaping_report", "reward_shaper_metrics"],
+                name="report_reward_shaping",
+            ),
+        ]
+    )

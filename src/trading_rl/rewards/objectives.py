@@ -1,0 +1,288 @@
+"""The five reward objectives, computed causally from env transitions, vectorised over envs.
+
+Every objective is a function of the current transition and of a small per-env history kept in
+``ObjectiveTracker`` (arrays of shape ``(n_envs,)``), so one call scores a whole batch of envs and
+nothing ever looks at a later bar. Units: profit and risk are in percent of equity (``roi_scale``
+= 100); activity, timing and exploration are bounded scores. ``RewardShaper`` divides each by a
+scale fitted on rollouts, so the objective weights are comparable shares.
+
+- **profit** = ``roi_scale · (realised + unrealized_weight · Δunrealised) / equity_before``.
+  ``realised`` is the P&L of the units closed at this step, after the entry and exit costs (the
+  step a closing trade *realises* its profit, even though the position is then zero).
+  ``unrealised`` = position value − cost basis; its changes over a trade sum to zero once the trade
+  is closed, so they only move credit earlier. Linear in P&L on purpose: a convex ROI multiplier
+  (gains scaled up, losses scaled down) would pay for variance, i.e. for churning.
+- **risk** ≤ 0: ``−roi_scale · (max(0, drawdown − drawdown_threshold) + volatility_weight · σ +
+  exposure_weight · exposure + max(0, VaR95 − var_limit))`` with σ the EMA standard deviation of the
+  equity log return, exposure = |position value| / equity, VaR95 = 1.645·σ − μ (parametric, from the
+  same EMAs).
+- **activity**: the EMA trade rate (``diversity_window`` steps) against the band
+  ``target_frequency × band``: inside it ``+band_bonus`` plus ``diversity_bonus · min(1, std(actions)
+  / diversity_target)``; below it a passivity penalty up to ``−passive_penalty``; above it an
+  over-trading penalty up to ``−overtrade_penalty`` (and no diversity bonus), so churning never pays.
+- **timing**: scored only when the position is reduced or closed: for the closed fraction ``k`` of
+  the position, ``k · (entry_quality + exit_quality) / 2`` where both qualities lie in [−1, 1] and
+  compare the average entry price and the exit fill with the range of prices seen while the position
+  was open (buy low / sell high for a long, mirrored for a short) — known at the exit, so causal.
+- **exploration**: ``icm_weight · ICM intrinsic reward + novelty_weight · novelty`` with novelty =
+  ``min(1, sqrt(novelty_threshold / n))``, ``n`` the decayed visit count (``decay_rate`` per step) of
+  the state's cell (see ``RewardShaper``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+OBJECTIVES: tuple[str, ...] = ("profit", "risk", "activity", "timing", "exploration")
+PROFIT, RISK, ACTIVITY, TIMING, EXPLORATION = range(len(OBJECTIVES))
+
+# One-sided 95% quantile of the standard normal, for the parametric VaR.
+_Z95 = 1.6448536269514722
+
+DEFAULT_OBJECTIVE_PARAMS: dict[str, dict[str, Any]] = {
+    "profit": {"roi_scale": 100.0, "unrealized_weight": 0.3},
+    "risk": {
+        "drawdown_threshold": 0.05,
+        "var_limit": 0.02,
+        "volatility_window": 20,
+        "volatility_weight": 1.0,
+        "exposure_weight": 0.01,
+    },
+    "activity": {
+        "target_frequency": 0.1,
+        "band": [0.5, 2.0],
+        "diversity_window": 50,
+        "diversity_target": 0.3,
+        "band_bonus": 0.05,
+        "diversity_bonus": 0.05,
+        "passive_penalty": 0.1,
+        "overtrade_penalty": 1.0,
+    },
+    "timing": {},
+    "exploration": {
+        "icm_weight": 0.5,
+        "novelty_weight": 0.5,
+        "novelty_threshold": 10,
+        "decay_rate": 0.999,
+        "novelty_bins": {
+            "position_fraction": [-0.1, -0.01, 0.01, 0.1],
+            "feature:ret_20": [-1.0, 0.0, 1.0],
+            "feature:realized_vol_20": [-1.0, 0.0, 1.0],
+        },
+    },
+}
+
+
+def resolve_objective_params(params: dict | None) -> dict[str, dict[str, Any]]:
+    """Defaults overlaid with ``params``; unknown objectives or keys raise ``ValueError`` naming them."""
+    resolved = copy.deepcopy(DEFAULT_OBJECTIVE_PARAMS)
+    for name, values in (params or {}).items():
+        if name not in resolved:
+            raise ValueError(f"unknown objective '{name}'; expected one of {list(OBJECTIVES)}")
+        unknown = sorted(set(values or {}) - set(resolved[name]))
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {unknown} of objective '{name}'; expected {sorted(resolved[name])}")
+        resolved[name].update(values or {})
+    low, high = resolved["activity"]["band"]
+    if not 0.0 < low <= 1.0 <= high:
+        raise ValueError(f"objective activity.band must be [low <= 1, high >= 1] around the target, got {[low, high]}")
+    if not 0.0 < resolved["exploration"]["decay_rate"] <= 1.0:
+        raise ValueError("objective exploration.decay_rate must lie in (0, 1]")
+    return resolved
+
+
+@dataclass
+class Transitions:
+    """One env step of ``n`` envs, as the env's ``info`` reports it after the step (arrays ``(n,)``).
+
+    ``trade_units`` is signed (+ bought, − sold), ``fees`` the commission of this step's fill,
+    ``action`` the policy's raw action, ``intrinsic`` the ICM reward and ``cell`` the novelty cell of
+    the new state (both supplied by the shaper; zeros when unused).
+    """
+
+    equity: np.ndarray
+    position: np.ndarray
+    position_value: np.ndarray
+    trade_units: np.ndarray
+    fill_price: np.ndarray
+    fees: np.ndarray
+    action: np.ndarray
+    intrinsic: np.ndarray
+    cell: np.ndarray
+
+    @classmethod
+    def from_infos(cls, infos: list[dict], actions, intrinsic=None, cells=None) -> "Transitions":
+        n = len(infos)
+        get = lambda key: np.fromiter((info[key] for info in infos), dtype=np.float64, count=n)  # noqa: E731
+        return cls(
+            equity=get("equity"),
+            position=get("position"),
+            position_value=get("position_value"),
+            trade_units=get("trade_units"),
+            fill_price=get("fill_price"),
+            fees=get("fees"),
+            action=np.asarray(actions, dtype=np.float64).reshape(n),
+            intrinsic=np.zeros(n) if intrinsic is None else np.asarray(intrinsic, dtype=np.float64).reshape(n),
+            cell=np.zeros(n, dtype=np.int64) if cells is None else np.asarray(cells, dtype=np.int64).reshape(n),
+        )
+
+
+class ObjectiveTracker:
+    """Per-env history (cost basis, equity peak, EMAs, holding-period price range, visit counts) and
+    the five objectives of each step. ``reset(rows, equity)`` starts new episodes for those envs."""
+
+    def __init__(self, n_envs: int, params: dict | None = None, n_cells: int = 1) -> None:
+        self.params = resolve_objective_params(params)
+        self.n_envs = int(n_envs)
+        p = self.params
+        self._vol_alpha = 2.0 / (int(p["risk"]["volatility_window"]) + 1.0)
+        self._rate_alpha = 1.0 / int(p["activity"]["diversity_window"])
+        low, high = p["activity"]["band"]
+        target = float(p["activity"]["target_frequency"])
+        self._band = (target * low, min(target * high, 1.0))
+        self.visit_counts = np.zeros(max(int(n_cells), 1), dtype=np.float64)
+        n = self.n_envs
+        for name in ("equity", "peak", "units", "basis", "unrealized", "entry_price", "low", "high",
+                     "ret_mean", "ret_var", "trade_rate", "action_mean", "action_var"):
+            setattr(self, name, np.zeros(n, dtype=np.float64))
+        self.reset(np.arange(n), np.ones(n))
+
+    def reset(self, rows, equity) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        equity = np.broadcast_to(np.asarray(equity, dtype=np.float64), rows.shape)
+        self.equity[rows] = equity
+        self.peak[rows] = equity
+        for name in ("units", "basis", "unrealized", "entry_price", "low", "high", "ret_mean", "ret_var",
+                     "action_mean", "action_var"):
+            getattr(self, name)[rows] = 0.0
+        # Start inside the band: a new episode is neither passive nor over-trading yet.
+        self.trade_rate[rows] = self.params["activity"]["target_frequency"]
+
+    def step(self, t: Transitions) -> np.ndarray:
+        """Objective values ``(n_envs, 5)`` of this step (columns in ``OBJECTIVES`` order)."""
+        out = np.empty((self.n_envs, len(OBJECTIVES)), dtype=np.float64)
+        equity_before = self.equity
+        realised, closed_fraction, exit_quality = self._account(t)
+        out[:, PROFIT] = self._profit(realised, t, equity_before)
+        out[:, TIMING] = closed_fraction * exit_quality
+        out[:, RISK] = self._risk(t, equity_before)
+        out[:, ACTIVITY] = self._activity(t)
+        out[:, EXPLORATION] = self._exploration(t)
+        self.equity = t.equity.copy()
+        return out
+
+    # ---- accounting: cost basis, realised P&L, holding-period range ---------------------------
+    def _account(self, t: Transitions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        units_before, basis = self.units, self.basis
+        traded = t.trade_units
+        reducing = (traded != 0.0) & (units_before != 0.0) & (np.sign(traded) != np.sign(units_before))
+        closed_units = np.where(reducing, np.minimum(np.abs(traded), np.abs(units_before)), 0.0)
+        safe_before = np.where(units_before != 0.0, np.abs(units_before), 1.0)
+        closed_fraction = closed_units / safe_before
+        share = np.where(traded != 0.0, closed_units / np.where(traded != 0.0, np.abs(traded), 1.0), 0.0)
+        # Cash flow of the closing part (its share of the fee included) minus its share of the basis.
+        closing_flow = -(np.sign(traded) * closed_units * t.fill_price + share * t.fees)
+        realised = np.where(reducing, closing_flow - closed_fraction * basis, 0.0)
+
+        # Quality of entry and exit against the prices seen while the position was open.
+        exit_price = t.fill_price
+        low = np.where(reducing, np.minimum(self.low, exit_price), self.low)
+        high = np.where(reducing, np.maximum(self.high, exit_price), self.high)
+        span = high - low
+        safe_span = np.where(span > 0.0, span, 1.0)
+        long_side = units_before > 0.0
+        entry_rank = np.where(long_side, high - self.entry_price, self.entry_price - low) / safe_span
+        exit_rank = np.where(long_side, exit_price - low, high - exit_price) / safe_span
+        quality = np.where(span > 0.0, (entry_rank + exit_rank) - 1.0, 0.0)  # mean of 2·rank − 1
+
+        # New basis and average entry price.
+        opening_units = np.abs(traded) - closed_units
+        opening_flow = np.sign(traded) * opening_units * t.fill_price + (1.0 - share) * t.fees
+        remaining = basis * (1.0 - closed_fraction)
+        new_basis = np.where(traded != 0.0, remaining + np.where(opening_units > 0.0, opening_flow, 0.0), basis)
+        flat = t.position == 0.0
+        new_basis = np.where(flat, 0.0, new_basis)
+        held_before = np.where(reducing, np.abs(units_before) - closed_units, np.abs(units_before))
+        opened = opening_units > 0.0
+        weighted = held_before * self.entry_price + opening_units * t.fill_price
+        new_entry = np.where(opened, weighted / np.where(opened, held_before + opening_units, 1.0), self.entry_price)
+        new_entry = np.where(flat, 0.0, new_entry)
+
+        close = np.where(flat, 0.0, t.position_value / np.where(flat, 1.0, t.position))
+        fresh = opened & (held_before == 0.0)
+        range_low = np.where(fresh, np.minimum(t.fill_price, close), np.minimum(np.minimum(low, close), np.where(opened, t.fill_price, np.inf)))
+        range_high = np.where(fresh, np.maximum(t.fill_price, close), np.maximum(np.maximum(high, close), np.where(opened, t.fill_price, -np.inf)))
+        self.low = np.where(flat, 0.0, range_low)
+        self.high = np.where(flat, 0.0, range_high)
+        self.units = t.position.copy()
+        self.basis = new_basis
+        self.entry_price = new_entry
+        return realised, closed_fraction, quality
+
+    def _profit(self, realised: np.ndarray, t: Transitions, equity_before: np.ndarray) -> np.ndarray:
+        p = self.params["profit"]
+        unrealized = t.position_value - self.basis
+        change = unrealized - self.unrealized
+        self.unrealized = unrealized
+        return p["roi_scale"] * (realised + p["unrealized_weight"] * change) / equity_before
+
+    def _risk(self, t: Transitions, equity_before: np.ndarray) -> np.ndarray:
+        p = self.params["risk"]
+        log_return = np.log(np.maximum(t.equity, 1e-12) / equity_before)
+        alpha = self._vol_alpha
+        delta = log_return - self.ret_mean
+        self.ret_mean = self.ret_mean + alpha * delta
+        self.ret_var = (1.0 - alpha) * (self.ret_var + alpha * delta * delta)
+        sigma = np.sqrt(self.ret_var)
+        self.peak = np.maximum(self.peak, t.equity)
+        drawdown = 1.0 - t.equity / self.peak
+        exposure = np.abs(t.position_value) / np.maximum(t.equity, 1e-12)
+        value_at_risk = _Z95 * sigma - self.ret_mean
+        penalty = (
+            np.maximum(drawdown - p["drawdown_threshold"], 0.0)
+            + p["volatility_weight"] * sigma
+            + p["exposure_weight"] * exposure
+            + np.maximum(value_at_risk - p["var_limit"], 0.0)
+        )
+        return -self.params["profit"]["roi_scale"] * penalty
+
+    def _activity(self, t: Transitions) -> np.ndarray:
+        p = self.params["activity"]
+        alpha = self._rate_alpha
+        traded = (t.trade_units != 0.0).astype(np.float64)
+        self.trade_rate = self.trade_rate + alpha * (traded - self.trade_rate)
+        delta = t.action - self.action_mean
+        self.action_mean = self.action_mean + alpha * delta
+        self.action_var = (1.0 - alpha) * (self.action_var + alpha * delta * delta)
+        low, high = self._band
+        rate = self.trade_rate
+        diversity = np.minimum(np.sqrt(self.action_var) / p["diversity_target"], 1.0)
+        in_band = p["band_bonus"] + p["diversity_bonus"] * diversity
+        passive = -p["passive_penalty"] * (low - rate) / low
+        overtrading = -p["overtrade_penalty"] * (rate - high) / max(1.0 - high, 1e-12)
+        return np.where(rate < low, passive, np.where(rate > high, overtrading, in_band))
+
+    def _exploration(self, t: Transitions) -> np.ndarray:
+        p = self.params["exploration"]
+        counts = self.visit_counts
+        counts *= p["decay_rate"]
+        np.add.at(counts, t.cell, 1.0)
+        novelty = np.minimum(np.sqrt(p["novelty_threshold"] / counts[t.cell]), 1.0)
+        return p["icm_weight"] * t.intrinsic + p["novelty_weight"] * novelty
+
+
+def novelty_cells(values: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    """Cell index of each row of ``values`` ``(n, k)`` on a grid with per-column bin ``edges``."""
+    cell = np.zeros(values.shape[0], dtype=np.int64)
+    for column, column_edges in enumerate(edges):
+        cell = cell * (len(column_edges) + 1) + np.searchsorted(column_edges, values[:, column], side="right")
+    return cell
+
+
+def n_novelty_cells(edges: list[np.ndarray]) -> int:
+    return int(math.prod(len(e) + 1 for e in edges))

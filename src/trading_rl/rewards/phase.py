@@ -1,0 +1,250 @@
+"""The reward_shaper phase on an env spec: rollouts, weight network and Φ, continued training, report.
+
+The shaped agent is the ``sac_icm`` SAC+ICM model, continued on the shaped reward. The options_her
+agent is not the one shaped: its low-level SAC learns, with HER, from goal rewards that
+``HerReplayBuffer`` recomputes for the relabelled 80% of every batch — a shaped env reward would
+not reach those samples — and its stored model carries no replay or controller-training state to
+continue from. The flat SAC sees the env's own observation, so the wrapper applies unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from trading_rl.agents.training import train_agent
+from trading_rl.evaluation.report import evaluate_policy
+from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.rewards.objectives import OBJECTIVES, resolve_objective_params
+from trading_rl.rewards.potential import DEFAULT_POTENTIAL_TRAINING, discounted_returns, train_potential
+from trading_rl.rewards.shaper import DEFAULT_ADAPTATION, RewardShaper, ShapedRewardWrapper, context_indices
+from trading_rl.rewards.weights import (
+    DEFAULT_INITIAL_WEIGHTS,
+    DEFAULT_WEIGHT_GATES,
+    DEFAULT_WEIGHT_TRAINING,
+    forward_risk_adjusted_return,
+    initial_weight_vector,
+    train_weight_network,
+    weight_gates,
+)
+
+DEFAULT_PHASE_PARAMS: dict[str, Any] = {
+    "device": "auto",
+    "evaluation_split": "validation",
+    "resume_dir": "data/06_models/resume/reward_shaper",
+    "rollouts": {"steps": 4000, "deterministic": False},
+    "objectives": {},
+    "weight_network": {"initial_weights": DEFAULT_INITIAL_WEIGHTS, **DEFAULT_WEIGHT_TRAINING},
+    "potential": DEFAULT_POTENTIAL_TRAINING,
+    "shaping": DEFAULT_ADAPTATION,
+    "training": {"continue_timesteps": 5000, "learning_starts": 500, "eval_freq": 2500, "log_interval": 10},
+    "gates": {**DEFAULT_WEIGHT_GATES, "fail_on_gate": False},
+}
+
+
+def resolve_phase_params(params: dict | None) -> dict[str, Any]:
+    """Defaults overlaid with ``params``; an unknown section or key raises ``ValueError`` naming it."""
+    resolved = copy.deepcopy(DEFAULT_PHASE_PARAMS)
+    for section, values in (params or {}).items():
+        if section not in resolved:
+            raise ValueError(f"unknown reward_shaper parameter '{section}'; expected one of {sorted(resolved)}")
+        if isinstance(resolved[section], dict) and section != "objectives":
+            unknown = sorted(set(values or {}) - set(resolved[section]))
+            if unknown:
+                raise ValueError(f"unknown reward_shaper.{section} parameter(s) {unknown}; expected {sorted(resolved[section])}")
+            resolved[section].update(values or {})
+        else:
+            resolved[section] = values
+    resolved["objectives"] = resolve_objective_params(resolved["objectives"])
+    initial_weight_vector(resolved["weight_network"]["initial_weights"])
+    return resolved
+
+
+def make_shaper(env, resolved: dict, model, weight_network=None, potential=None) -> RewardShaper:
+    """A one-env shaper for ``env`` with the phase's settings and a frozen copy of ``model``'s ICM."""
+    return RewardShaper(
+        env.unwrapped.layout,
+        1,
+        resolved["objectives"],
+        weight_network,
+        potential,
+        icm=getattr(model, "icm", None),
+        gamma=float(model.gamma),
+        adaptation=resolved["shaping"],
+        periods_per_year=env.unwrapped.config.periods_per_year,
+        initial_weights=resolved["weight_network"]["initial_weights"],
+    )
+
+
+def collect_rollouts(model, env_spec, params: dict | None, seed: int) -> dict[str, np.ndarray]:
+    """Run ``model``'s policy on random training episodes through the prior shaper and keep per step:
+    the networks' context of the state, the raw objectives, the env reward, terminal and
+    episode-end flags and the episode id."""
+    resolved = resolve_phase_params(params)
+    base_env = env_spec.make_env("train")
+    env = ShapedRewardWrapper(base_env, make_shaper(base_env, resolved, model))
+    index = context_indices(env.unwrapped.layout)
+    deterministic = bool(resolved["rollouts"]["deterministic"])
+    steps = int(resolved["rollouts"]["steps"])
+    model.set_random_seed(seed)
+    columns: dict[str, list] = {key: [] for key in ("context", "components", "base_reward", "terminated", "episode_end", "episode")}
+    obs, _ = env.reset(seed=seed)
+    episode = 0
+    for _ in range(steps):
+        action, _ = model.predict(obs, deterministic=deterministic)
+        next_obs, _, terminated, truncated, info = env.step(action)
+        columns["context"].append(obs[index])
+        columns["components"].append(info["reward_components"])
+        columns["base_reward"].append(info["base_reward"])
+        columns["terminated"].append(terminated)
+        columns["episode_end"].append(terminated or truncated)
+        columns["episode"].append(episode)
+        obs = next_obs
+        if terminated or truncated:
+            obs, _ = env.reset()
+            episode += 1
+    columns["episode_end"][-1] = True
+    return {key: np.asarray(values) for key, values in columns.items()}
+
+
+def fit_reward_models(rollouts: dict[str, np.ndarray], params: dict | None, gamma: float, seed: int):
+    """Weight network on forward risk-adjusted returns, then Φ on Monte Carlo returns of the weighted
+    objectives under it. Returns ``(weight_network, potential, fit_report)``."""
+    resolved = resolve_phase_params(params)
+    weight_params = dict(resolved["weight_network"])
+    initial_weights = weight_params.pop("initial_weights")
+    contexts = rollouts["context"].astype(np.float64)
+    target = forward_risk_adjusted_return(rollouts["base_reward"], rollouts["episode"], int(weight_params["horizon"]))
+    weight_network, weight_history = train_weight_network(
+        contexts, rollouts["components"], target, weight_params, initial_weights, seed
+    )
+    with th.no_grad():
+        weights = weight_network(th.as_tensor(contexts, dtype=th.float32)).double().numpy()
+    scale = weight_network.component_scale.double().numpy()
+    weighted = weights * rollouts["components"] / scale
+    objective_reward = weighted.sum(axis=1)
+    returns = discounted_returns(objective_reward, rollouts["episode_end"], gamma)
+    potential, potential_history = train_potential(contexts, returns, resolved["potential"], seed)
+    mean_history = [[row[f"weight_{name}"] for name in OBJECTIVES] for row in weight_history]
+    gates = weight_gates(weights, mean_history, resolved["gates"])
+    abs_weighted = np.abs(weighted).mean(axis=0)
+    report = {
+        "rollout_steps": int(len(contexts)),
+        "rollout_episodes": int(np.unique(rollouts["episode"]).size),
+        "component_scale": dict(zip(OBJECTIVES, scale.tolist())),
+        "components": {
+            name: {
+                "raw_mean": float(rollouts["components"][:, i].mean()),
+                "scaled_mean": float((rollouts["components"][:, i] / scale[i]).mean()),
+                "share": float(abs_weighted[i] / abs_weighted.sum()) if abs_weighted.sum() > 0 else 0.0,
+                "mean_weight": float(weights[:, i].mean()),
+            }
+            for i, name in enumerate(OBJECTIVES)
+        },
+        "weight_training": weight_history,
+        "weight_gates": gates,
+        "weight_gates_passed": all(row["passed"] for row in gates),
+        "potential_training": potential_history,
+        "gamma": float(gamma),
+    }
+    return weight_network, potential, report
+
+
+def continue_agent(model, env_spec, make_train_env, params: dict | None, seed: int, work_dir: str, metrics_callback=None):
+    """Continue a copy of ``model`` for ``training.continue_timesteps`` steps on
+    ``make_train_env(agent)`` — the env built for the copy, shaped or not — and return the
+    ``TrainingOutcome``.
+
+    The agent's own curiosity mixing is switched off (extrinsic weight 1, intrinsic 0; its ICM keeps
+    training): with shaping the exploration objective already carries the ICM reward, and the
+    unshaped comparison must differ only in the reward. Evaluation and collapse monitoring run on the
+    unshaped evaluation split (``train_agent``).
+    """
+    resolved = resolve_phase_params(params)
+    buffer = io.BytesIO()
+    model.save(buffer)
+    buffer.seek(0)
+    agent = type(model).load(buffer, device=model.device)
+    agent.set_env(make_train_env(agent))
+    agent.set_random_seed(seed)
+    if getattr(agent, "icm", None) is not None:
+        agent.extrinsic_weight, agent.intrinsic_weight = 1.0, 0.0
+    training = resolved["training"]
+    agent.learning_starts = agent.num_timesteps + int(training["learning_starts"])
+    return train_agent(
+        agent,
+        partial(env_spec.make_env, resolved["evaluation_split"]),
+        {
+            "training": {
+                "total_timesteps": agent.num_timesteps + int(training["continue_timesteps"]),
+                "eval_freq": int(training["eval_freq"]),
+                "eval_episodes": 1,
+                "resume_every": int(training["eval_freq"]),
+                "log_interval": int(training["log_interval"]),
+                "best_metric": "sharpe",
+            }
+        },
+        work_dir,
+        env_spec.periods_per_year,
+        metrics_callback=metrics_callback,
+    )
+
+
+def continue_training(model, env_spec, weight_network, potential, params: dict | None, seed: int, work_dir: str):
+    """``continue_agent`` on ``ShapedRewardWrapper`` over the training split. Returns
+    ``(outcome, reward_history, adaptation_history)``; the shaper's statistics are taken at every
+    evaluation."""
+    resolved = resolve_phase_params(params)
+    shapers: list[RewardShaper] = []
+    reward_history: list[dict[str, float]] = []
+
+    def make_train_env(agent):
+        env = env_spec.make_env("train", seed=seed)
+        shapers.append(make_shaper(env, resolved, agent, weight_network, potential))
+        return ShapedRewardWrapper(env, shapers[-1])
+
+    def record(_metrics: dict, step: int) -> None:
+        reward_history.append({"timestep": step, **shapers[-1].pop_stats()})
+
+    outcome = continue_agent(model, env_spec, make_train_env, params, seed, work_dir, record)
+    return outcome, reward_history, shapers[-1].adaptation_history
+
+
+def shaping_report(shaped_model, source_model, env_spec, fit_report: dict, training: dict, params: dict | None, seed: int) -> dict[str, Any]:
+    """Validation metrics of the shaped and the source agent next to the baselines, the shaper's
+    statistics (components, shares, weights, shaping term, β) and the weight gates."""
+    resolved = resolve_phase_params(params)
+    split = resolved["evaluation_split"]
+    evaluations = {}
+    for name, model in (("shaped", shaped_model), ("source", source_model)):
+        evaluation, collapse = evaluate_policy(
+            name,
+            policy_from_sb3(model, deterministic=True),
+            policy_from_sb3(model, deterministic=False),
+            partial(env_spec.make_env, split),
+            env_spec.periods_per_year,
+            seed=seed,
+        )
+        evaluations[name] = {"metrics": evaluation["metrics"], "stochastic_metrics": evaluation["stochastic_metrics"],
+                             "collapse": collapse, "baselines": evaluation["baselines"]}
+    report = {
+        "split": split,
+        "shaped_agent": {k: v for k, v in evaluations["shaped"].items() if k != "baselines"},
+        "source_agent": {k: v for k, v in evaluations["source"].items() if k != "baselines"},
+        "baselines": evaluations["shaped"]["baselines"],
+        "objectives": resolved["objectives"],
+        **fit_report,
+        "training_reward": training["reward_history"],
+        "shaping_weight": {"initial": float(resolved["shaping"]["initial_weight"]), "history": training["adaptation_history"]},
+        "training_evaluations": training["history"],
+        "passed": fit_report["weight_gates_passed"],
+    }
+    if resolved["gates"]["fail_on_gate"] and not report["passed"]:
+        failed = [row["gate"] for row in fit_report["weight_gates"] if not row["passed"]]
+        raise ValueError(f"reward shaper weight gates failed: {failed} (set reward_shaper.gates.fail_on_gate: false to report only)")
+    return report

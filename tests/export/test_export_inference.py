@@ -1,0 +1,112 @@
+"""SignalEngine: the env's observation and decisions from raw bars, and clear errors on bad input."""
+
+import numpy as np
+import pytest
+
+from trading_rl.export import PortfolioState, SignalEngine, inference_session
+
+
+@pytest.fixture(scope="module")
+def engine(export_setup, onnx_bytes):
+    spec = export_setup.spec
+    return SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler, spec.config,
+                        spec.feature_columns)
+
+
+def _next_state(state, info):
+    """The account after a step, from the env's info; the average entry price and the time in
+    position are recomputed here from the fills (the env does not report them)."""
+    units_before, units = state.position, info["position"]
+    entry = state.entry_price
+    if units == 0.0:
+        entry = 0.0
+    elif info["trade_units"] > 0.0:
+        entry = (units_before * entry + info["trade_units"] * info["fill_price"]) / units
+    if units == 0.0:
+        time_in_position = 0
+    elif units * units_before > 0.0:
+        time_in_position = state.time_in_position + 1
+    else:
+        time_in_position = 1
+    return PortfolioState(info["cash"], units, entry, time_in_position, info["action_smoothed"])
+
+
+@pytest.mark.slow
+def test_signals_equal_the_env_driven_by_the_onnx_policy_over_the_validation_split(export_setup, engine, onnx_bytes):
+    spec = export_setup.spec
+    env = spec.make_env("validation")
+    session = inference_session(onnx_bytes)
+    observation, info = env.reset()
+    state = PortfolioState(cash=info["cash"])
+    kinds, trades = set(), 0
+    done, steps = False, 0
+    while not done:
+        t = env.bar_index
+        bars = export_setup.prices.loc[: spec.prices["validation"].index[t]]
+        np.testing.assert_array_equal(engine.observation(bars, state), observation)
+        signal = engine.signal(bars, state, reference_price=env.open_prices[t + 1])
+        (action,) = session.run(["action"], {"observation": observation[None, :]})
+        observation, _, terminated, truncated, info = env.step(action[0])
+        done = terminated or truncated
+        assert signal.raw_action == info["action_raw"]
+        assert signal.smoothed_action == info["action_smoothed"]
+        assert (signal.kind, signal.skipped) == (info["action_type"], info["skipped"])
+        assert signal.units == info["trade_units"]
+        assert signal.fill_price == info["fill_price"]
+        kinds.add(signal.kind)
+        trades += signal.trades
+        state = _next_state(state, info)
+        steps += 1
+    assert steps == len(spec.prices["validation"]) - spec.layout.window_size
+    # The comparison went through holds, buys, sells and fills (entry price, time in position).
+    assert kinds == {"hold", "buy", "sell"} and trades >= 5
+
+
+def test_first_decision_is_not_smoothed_and_later_ones_are(export_setup, engine):
+    bars = export_setup.prices
+    first = engine.signal(bars, {"cash": 1e5})
+    assert first.smoothed_action == first.raw_action
+    later = engine.signal(bars, {"cash": 1e5, "last_action": 0.5})
+    alpha = 2.0 / (export_setup.spec.config["smoothing_window"] + 1.0)
+    assert later.smoothed_action == pytest.approx(alpha * later.raw_action + (1 - alpha) * 0.5)
+
+
+def test_engine_loads_the_model_from_a_path(export_setup, engine, onnx_bytes, tmp_path):
+    path = tmp_path / "actor.onnx"
+    path.write_bytes(onnx_bytes)
+    spec = export_setup.spec
+    from_path = SignalEngine(path, export_setup.feature_params, export_setup.scaler, spec.config, spec.feature_columns)
+    state = {"cash": 5e4, "position": 20.0, "entry_price": 2600.0, "time_in_position": 7, "last_action": -0.4}
+    assert from_path.signal(export_setup.prices, state) == engine.signal(export_setup.prices, state)
+
+
+def test_too_few_bars_is_a_missing_bars_error(export_setup, engine):
+    bars = export_setup.prices.iloc[: engine.min_bars - 1]
+    with pytest.raises(ValueError, match=f"missing bars: {engine.min_bars - 1} given.*at least {engine.min_bars}"):
+        engine.signal(bars, {"cash": 1e5})
+
+
+def test_nan_in_bars_names_column_and_timestamp(export_setup, engine):
+    bars = export_setup.prices.copy()
+    bars.iloc[-3, bars.columns.get_loc("close")] = np.nan
+    with pytest.raises(ValueError, match=rf"NaN/inf in column\(s\) \['close'\].*{bars.index[-3]}"):
+        engine.signal(bars, {"cash": 1e5})
+
+
+def test_wrong_feature_count_is_named(export_setup, engine, onnx_bytes):
+    spec = export_setup.spec
+    with pytest.raises(ValueError, match="wrong feature count: feature_params produce 24 columns"):
+        SignalEngine(onnx_bytes, {**export_setup.feature_params, "calendar": False}, export_setup.scaler,
+                     spec.config, spec.feature_columns).signal(export_setup.prices, {"cash": 1e5})
+    with pytest.raises(ValueError, match="wrong feature count: the ONNX model takes observations of 109"):
+        SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler,
+                     {**spec.config, "window_size": 5}, spec.feature_columns)
+    with pytest.raises(ValueError, match=r"wrong feature count: observation has shape \(108,\)"):
+        engine.action(np.zeros(108, dtype=np.float32))
+
+
+def test_bad_portfolio_is_named(export_setup, engine):
+    with pytest.raises(ValueError, match="unknown portfolio key"):
+        engine.signal(export_setup.prices, {"cash": 1e5, "units": 3})
+    with pytest.raises(ValueError, match="'cash' must be finite"):
+        engine.signal(export_setup.prices, {"cash": float("nan")})

@@ -1,0 +1,65 @@
+"""The export pipeline on an in-memory catalog with a tiny trained SACWithICM."""
+
+import json
+
+import onnx
+import pytest
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+
+from trading_rl.export import PortfolioState, Safeguards, SignalEngine
+from trading_rl.pipelines.export import create_pipeline
+
+PARAMS = {
+    "parity": {"split": "validation", "n_observations": 1000, "max_real": 100, "tolerance": 1e-5},
+    "latency": {"repeats": 100, "warmup": 10, "intra_op_threads": 1},
+    "safeguards": {"max_trades_per_day": 3, "min_confidence": 0.2},
+}
+
+
+def _catalog(setup, params):
+    return DataCatalog(
+        {
+            "sac_icm_model": MemoryDataset(setup.model, copy_mode="assign"),
+            "env_spec": MemoryDataset(setup.spec, copy_mode="assign"),
+            "feature_params": MemoryDataset({"sp500": setup.feature_params}),
+            "scalers": MemoryDataset({"sp500": setup.scaler}),
+            "params:export": MemoryDataset(params),
+            "params:seed": MemoryDataset(7),
+        }
+    )
+
+
+@pytest.mark.slow
+def test_pipeline_writes_onnx_report_and_a_working_inference_config(export_pipeline_setup):
+    setup = export_pipeline_setup
+    outputs = SequentialRunner().run(create_pipeline(agents=["sac_icm_model"]), _catalog(setup, PARAMS))
+    onnx_bytes = outputs["sac_icm_model_onnx"].load()
+    report = outputs["sac_icm_model_export_report"].load()
+    config = outputs["sac_icm_model_inference_config"].load()
+
+    onnx.checker.check_model(onnx.load_model_from_string(onnx_bytes))
+    json.dumps(report), json.dumps(config)  # both are JSON datasets in the catalog
+    assert report["symbol"] == "sp500" and report["parity_split"] == "validation"
+    assert report["parity"]["passed"] and report["parity"]["n_observations"] == 1000
+    assert report["parity"]["n_real"] == 63 and report["parity"]["max_abs_diff"] <= 1e-5  # whole split
+    assert report["latency"]["onnxruntime"]["repeats"] == 100
+
+    engine = SignalEngine.from_inference_config(onnx_bytes, config, safeguards=Safeguards(config["safeguards"]))
+    assert engine.safeguards.config.max_trades_per_day == 3
+    observation = engine.observation(setup.prices, PortfolioState(cash=1e5))
+    expected, _ = setup.model.predict(observation, deterministic=True)
+    assert engine.action(observation) == pytest.approx(float(expected[0]), abs=1e-5)
+
+
+def test_bad_parameters_fail_before_anything_is_written(export_pipeline_setup):
+    bad = {**PARAMS, "safeguards": {"max_trade_per_day": 3}}
+    with pytest.raises(ValueError, match="unknown safeguard key"):
+        SequentialRunner().run(create_pipeline(agents=["sac_icm_model"]), _catalog(export_pipeline_setup, bad))
+
+
+def test_registered_pipeline_exports_each_listed_agent():
+    pipeline = create_pipeline(agents=["sac_icm_model", "other_model"])
+    assert {node.name for node in pipeline.nodes} == {"export_sac_icm_model", "export_other_model"}
+    assert {"other_model_onnx", "other_model_export_report", "other_model_inference_config"} <= pipeline.outputs()
+    assert [node.name for node in create_pipeline().nodes] == ["export_sac_icm_model"]

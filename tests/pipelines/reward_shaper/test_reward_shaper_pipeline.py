@@ -1,0 +1,95 @@
+"""The reward_shaper pipeline on an in-memory catalog with a tiny budget, and its datasets."""
+
+import pytest
+import torch
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+
+from trading_rl.agents.sac_icm import SACWithICM, build_agent
+from trading_rl.data import load_prices
+from trading_rl.datasets.torch_module import TorchModuleDataset
+from trading_rl.envs import build_env_spec
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.pipelines.reward_shaper import create_pipeline
+from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
+from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
+
+PARAMS = {
+    "device": "cpu",
+    "rollouts": {"steps": 160},
+    "weight_network": {"hidden_dim": 16, "epochs": 6, "batch_size": 32},
+    "potential": {"hidden_dim": 16, "epochs": 3, "batch_size": 32},
+    "shaping": {"adapt_every": 40, "window": 40},
+    "training": {"continue_timesteps": 120, "learning_starts": 40, "eval_freq": 60},
+}
+
+
+class KeptDataset(MemoryDataset):
+    """Keeps its data after the runner releases it, so the test can read intermediate outputs."""
+
+    def _release(self) -> None:
+        pass
+
+
+def _spec():
+    prices = load_prices("sp500").iloc[:700]
+    features = compute_features(prices, {"garch": None}).dropna()
+    splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
+    scaler = fit_scaler(features.loc[: splits["train"]["end"]])
+    return build_env_spec("sp500", prices.loc[features.index], apply_scaler(features, scaler), splits,
+                          {"episode_length": 80}, 252.0)
+
+
+@pytest.mark.slow
+def test_pipeline_shapes_and_reports(tmp_path):
+    spec = _spec()
+    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]},
+                                                  "icm": {"feature_dim": 8, "hidden_dim": 16}}, seed=0, device="cpu")
+    catalog = DataCatalog(
+        {
+            "env_spec": MemoryDataset(spec),
+            "sac_icm_model": MemoryDataset(source, copy_mode="assign"),
+            "params:reward_shaper": MemoryDataset({**PARAMS, "resume_dir": str(tmp_path / "resume")}),
+            "params:seed": MemoryDataset(5),
+            "run_metadata": MemoryDataset({"seed": 5}),
+        }
+    )
+    for name in ("objective_weight_network", "potential_function", "reward_shaper_fit", "reward_shaped_model",
+                 "reward_shaper_training", "reward_shaping_report", "reward_shaper_metrics", "reward_shaper_rollouts"):
+        catalog[name] = KeptDataset(copy_mode="assign")
+    SequentialRunner().run(create_pipeline(), catalog)
+
+    shaped = catalog.load("reward_shaped_model")
+    assert isinstance(shaped, SACWithICM) and shaped.num_timesteps == 120
+    assert source.num_timesteps == 0, "the source model must not be trained in place"
+    report = catalog.load("reward_shaping_report")
+    assert {row["gate"] for row in report["weight_gates"]} == {"max_weight", "weight_entropy", "weight_stability"}
+    assert {"buy_and_hold", "cash"} <= set(report["baselines"])
+    assert "sharpe" in report["shaped_agent"]["metrics"] and "sharpe" in report["source_agent"]["metrics"]
+    assert [row["timestep"] for row in report["training_reward"]] == [60, 120]
+    metrics = catalog.load("reward_shaper_metrics")
+    for name in OBJECTIVES:
+        for key in (f"reward/{name}_component", f"reward/{name}_share", f"reward/weight_{name}"):
+            assert [point["step"] for point in metrics[key]] == [60, 120], key
+    shares = [metrics[f"reward/{name}_share"][-1]["value"] for name in OBJECTIVES]
+    assert sum(shares) == pytest.approx(1.0)
+    assert "reward/shaping_term" in metrics and "reward_shaper_eval/total_return" in metrics
+
+    failing = {**PARAMS, "gates": {"fail_on_gate": True, "min_entropy": 5.0}}
+    _, _, failing_fit = fit_reward_shaper(catalog.load("reward_shaper_rollouts"), source, failing, 5)
+    assert not failing_fit["weight_gates_passed"]
+    with pytest.raises(ValueError, match="weight gates failed"):
+        report_reward_shaping(shaped, source, spec, failing_fit, catalog.load("reward_shaper_training"), failing, 5)
+
+
+@pytest.mark.parametrize("module", [ObjectiveWeightNetwork(7, 16), PotentialNetwork(7, 16)])
+def test_torch_module_dataset_round_trip(tmp_path, module):
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(torch.randn_like(parameter))
+    dataset = TorchModuleDataset(str(tmp_path / "module.pt"), f"{type(module).__module__}.{type(module).__name__}")
+    dataset.save(module)
+    loaded = dataset.load()
+    x = torch.randn(4, 7)
+    assert type(loaded) is type(module) and not loaded.training
+    assert torch.equal(loaded(x), module.eval()(x))
