@@ -1,0 +1,27 @@
+"""Agents: SAC with an Intrinsic Curiosity Module, its training loop and device selection."""
+
+from trading_rl.agents.device import resolve_device
+from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, RunningMeanStd
+from trading_rl.agents.sac_icm import (
+    DEFAULT_PARAMS,
+    SACWithICM,
+    TrainingDivergedError,
+    build_agent,
+    resolve_params,
+)
+from trading_rl.agents.training import RESUME_CHECKPOINT, TrainingOutcome, train_agent
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "RESUME_CHECKPOINT",
+    "ICMConfig",
+    "IntrinsicCuriosityModule",
+    "RunningMeanStd",
+    "SACWithICM",
+    "TrainingDivergedError",
+    "TrainingOutcome",
+    "build_agent",
+    "resolve_device",
+    "resolve_params",
+    "train_agent",
+]

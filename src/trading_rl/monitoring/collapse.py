@@ -1,0 +1,167 @@
+"""Action-collapse statistics, gates and a training callback that watches for collapse.
+
+A collapsed trading agent shows one action taking nearly every step, low action entropy and almost
+no trades. The statistics use ``evaluation.actions`` buckets so the callback, the evaluation report
+and the gate report all count the same way. Gate defaults are the seeds' monitor thresholds:
+dominance at most 0.6, entropy at least 0.3 nats, trades on at least 5% of steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from trading_rl.evaluation.actions import ACTION_BUCKETS, action_histogram, bucketize, histogram_entropy, longest_run
+
+DEFAULT_THRESHOLDS: dict[str, float] = {"dominance_max": 0.6, "entropy_min": 0.3, "trade_rate_min": 0.05}
+
+# gate name -> (statistic, threshold key, comparison that passes)
+_GATES: dict[str, tuple[str, str, str]] = {
+    "dominance": ("dominance", "dominance_max", "<="),
+    "entropy": ("entropy", "entropy_min", ">="),
+    "trade_rate": ("trade_rate", "trade_rate_min", ">="),
+}
+
+# ``action_type`` labels that mean no order was filled.
+NO_TRADE_LABELS = frozenset({"hold"})
+
+
+class CollapseError(RuntimeError):
+    """The agent's actions collapsed and the run is configured to fail on it."""
+
+
+def _trade_flags(actions: np.ndarray, action_types, hold_threshold: float) -> np.ndarray:
+    if action_types is None:
+        return np.abs(actions) > hold_threshold
+    types = np.asarray(action_types).reshape(-1)
+    if types.shape != actions.shape:
+        raise ValueError(f"action_types has {types.size} entries for {actions.size} actions")
+    if types.dtype.kind == "b":
+        return types
+    return ~np.isin(np.char.lower(types.astype(str)), list(NO_TRADE_LABELS))
+
+
+def action_stats(actions, action_types=None, hold_threshold: float = 0.1) -> dict[str, float]:
+    """Collapse statistics of a sequence of scalar actions in [-1, 1].
+
+    ``action_types`` is either boolean trade flags per step or the env's ``action_type`` labels
+    (``"hold"`` is no trade); without it a step trades when ``|a| > hold_threshold``.
+    Returns ``dominance`` (largest bucket share), ``entropy`` (nats over the buckets),
+    ``trade_rate``, ``hold_share``, ``longest_run`` (steps in the same bucket back to back),
+    ``n_actions`` and ``share_<bucket>`` for every bucket; all zeros for no actions.
+    """
+    a = np.asarray(actions, dtype=np.float64).reshape(-1)
+    shares = action_histogram(a, hold_threshold=hold_threshold)
+    trades = _trade_flags(a, action_types, hold_threshold)
+    n = a.size
+    stats = {
+        "dominance": max(shares.values()),
+        "entropy": histogram_entropy(shares),
+        "trade_rate": float(trades.mean()) if n else 0.0,
+        "hold_share": shares["hold"],
+        "longest_run": float(longest_run(bucketize(a, hold_threshold=hold_threshold))),
+        "n_actions": float(n),
+    }
+    stats.update({f"share_{bucket}": shares[bucket] for bucket in ACTION_BUCKETS})
+    return stats
+
+
+def merge_thresholds(thresholds: dict | None) -> dict[str, float]:
+    """Defaults overlaid with ``thresholds``; an unknown key raises ``ValueError`` naming it."""
+    merged = dict(DEFAULT_THRESHOLDS)
+    for key, value in (thresholds or {}).items():
+        if key not in DEFAULT_THRESHOLDS:
+            raise ValueError(f"unknown collapse threshold '{key}'; expected one of {sorted(DEFAULT_THRESHOLDS)}")
+        merged[key] = float(value)
+    return merged
+
+
+def collapse_report(stats: dict, thresholds: dict | None = None) -> dict:
+    """Each gate with its value, threshold, passing comparison and verdict, plus ``collapsed``
+    (any gate failed). A NaN value fails its gate. Unknown threshold keys raise ``ValueError``."""
+    merged = merge_thresholds(thresholds)
+    gates = []
+    for gate, (stat, threshold_key, comparison) in _GATES.items():
+        value = float(stats[stat])
+        threshold = merged[threshold_key]
+        passed = math.isfinite(value) and (value <= threshold if comparison == "<=" else value >= threshold)
+        gates.append(
+            {"gate": gate, "value": value, "threshold": threshold, "comparison": comparison, "passed": bool(passed)}
+        )
+    return {"gates": gates, "collapsed": not all(g["passed"] for g in gates)}
+
+
+def enforce(report: dict, fail_on_collapse: bool) -> None:
+    """Raise ``CollapseError`` listing the failing gates when collapsed and configured to fail."""
+    if not (fail_on_collapse and report["collapsed"]):
+        return
+    failing = "; ".join(
+        f"{g['gate']} {g['value']:.4g} (needs {g['comparison']} {g['threshold']:.4g})"
+        for g in report["gates"]
+        if not g["passed"]
+    )
+    raise CollapseError(f"action collapse detected: {failing}")
+
+
+class CollapseMonitorCallback(BaseCallback):
+    """Keeps the last ``window`` stochastic training actions and, every ``check_freq`` steps, logs
+    their collapse statistics to the SB3 logger (``collapse/*``) and appends them to ``history``.
+
+    A step counts as a trade when the env's ``info`` reports a non-zero ``trade_value``; envs
+    without it fall back to ``|a| > hold_threshold``. Assumes one action dimension.
+    """
+
+    def __init__(
+        self,
+        window: int = 1000,
+        check_freq: int = 1000,
+        hold_threshold: float = 0.1,
+        thresholds: dict | None = None,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(verbose)
+        if window < 1 or check_freq < 1:
+            raise ValueError(f"window and check_freq must be >= 1, got {window}, {check_freq}")
+        self.window = int(window)
+        self.check_freq = int(check_freq)
+        self.hold_threshold = float(hold_threshold)
+        self.thresholds = merge_thresholds(thresholds)
+        self.history: list[dict] = []
+        self._actions = np.zeros(self.window, dtype=np.float64)
+        self._trades = np.zeros(self.window, dtype=bool)
+        self._count = 0
+
+    def _record(self, actions: np.ndarray, trades: np.ndarray) -> None:
+        positions = (self._count + np.arange(actions.size)) % self.window
+        self._actions[positions] = actions
+        self._trades[positions] = trades
+        self._count += actions.size
+
+    def current_stats(self) -> dict[str, float]:
+        """Statistics of the actions currently in the window, in the order they were taken."""
+        filled = min(self._count, self.window)
+        if self._count > self.window:
+            # Restore chronological order so ``longest_run`` sees consecutive steps.
+            order = (self._count + np.arange(self.window)) % self.window
+        else:
+            order = np.arange(filled)
+        return action_stats(self._actions[order], self._trades[order], self.hold_threshold)
+
+    def _on_step(self) -> bool:
+        actions = np.asarray(self.locals["actions"], dtype=np.float64).reshape(-1)
+        infos = self.locals.get("infos") or []
+        if len(infos) == actions.size and all("trade_value" in info for info in infos):
+            trades = np.array([float(info["trade_value"]) != 0.0 for info in infos])
+        else:
+            trades = np.abs(actions) > self.hold_threshold
+        self._record(actions, trades)
+        if self.n_calls % self.check_freq == 0:
+            stats = self.current_stats()
+            report = collapse_report(stats, self.thresholds)
+            for key, value in stats.items():
+                self.logger.record(f"collapse/{key}", value)
+            self.logger.record("collapse/collapsed", float(report["collapsed"]))
+            self.history.append({"timestep": self.num_timesteps, **stats, "collapsed": report["collapsed"]})
+        return True

@@ -1,0 +1,153 @@
+import copy
+
+import numpy as np
+import pytest
+import torch as th
+from sac_icm_toy import ToyTradingEnv, toy_agent, toy_params
+from stable_baselines3 import SAC
+from stable_baselines3.common.running_mean_std import RunningMeanStd as SB3RunningMeanStd
+
+from trading_rl.agents import SACWithICM, TrainingDivergedError, build_agent, resolve_params
+from trading_rl.agents.sac_icm import sac_kwargs
+
+PROBE_OBS = np.random.default_rng(7).normal(size=(16, 4)).astype(np.float32)
+
+
+def _sample(model, seed: int, batch_size: int = 32):
+    """The same replay batch for a given seed (SB3 samples indices with ``np.random``)."""
+    np.random.seed(seed)
+    return model.replay_buffer.sample(batch_size)
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"sac": {"learnin_rate": 1e-3}}, "sac_icm.sac.learnin_rate"),
+        ({"icm": {"etaa": 0.1}}, "sac_icm.icm.etaa"),
+        ({"polcy": {}}, "sac_icm.polcy"),
+        ({"policy": {"activation": "swish"}}, "sac_icm.policy.activation"),
+    ],
+)
+def test_unknown_or_invalid_parameters_are_rejected_by_name(params, named):
+    with pytest.raises(ValueError, match=named.replace(".", r"\.")):
+        resolve_params(params)
+    with pytest.raises(ValueError, match=named.replace(".", r"\.")):
+        build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
+
+
+def test_build_agent_applies_the_parameters():
+    model, _ = toy_agent(seed=3)
+    assert isinstance(model, SACWithICM)
+    assert (model.batch_size, model.learning_starts, model.seed) == (32, 32, 3)
+    linear = [m for m in model.actor.latent_pi if isinstance(m, th.nn.Linear)]
+    assert [m.out_features for m in linear] == [32, 32]
+    assert model.icm.config.feature_dim == 16 and model.icm_warmup_steps == 60
+    assert (model.extrinsic_weight, model.intrinsic_weight) == (0.9, 0.1)
+    off, _ = toy_agent(icm=False)
+    assert off.icm is None
+
+
+def test_rewards_are_untouched_before_warmup_and_mixed_after_it():
+    model, _ = toy_agent()
+    model.learn(50)
+    assert model.num_timesteps < model.icm_warmup_steps
+    stored = _sample(model, seed=0)
+    before_update = copy.deepcopy(model.icm.state_dict())
+    sampled = model.curious_batch(_sample(model, seed=0))
+    assert th.equal(sampled.rewards, stored.rewards)
+    assert any(not th.equal(v, model.icm.state_dict()[k]) for k, v in before_update.items())
+
+    model.num_timesteps = model.icm_warmup_steps
+    reference_icm = copy.deepcopy(model.icm)
+    batch = _sample(model, seed=1)
+    with th.no_grad():
+        phi = reference_icm.encoder(batch.observations)
+        predicted = reference_icm.forward_model(th.cat([phi, batch.actions], dim=1))
+        raw = 0.01 * 0.5 * ((predicted - reference_icm.encoder(batch.next_observations)) ** 2).sum(dim=1)
+    stats = SB3RunningMeanStd(shape=())
+    stats.mean = float(reference_icm.reward_stats.mean)
+    stats.var = float(reference_icm.reward_stats.var)
+    stats.count = float(reference_icm.reward_stats.count)
+    stats.update(raw.double().numpy())
+    intrinsic = np.clip((raw.double().numpy() - stats.mean) / np.sqrt(stats.var + 1e-8), -5, 5)
+    extrinsic = batch.rewards.double().numpy().reshape(-1)
+    extrinsic_stats = SB3RunningMeanStd(shape=())
+    extrinsic_stats.mean = float(reference_icm.extrinsic_stats.mean)
+    extrinsic_stats.var = float(reference_icm.extrinsic_stats.var)
+    extrinsic_stats.count = float(reference_icm.extrinsic_stats.count)
+    extrinsic_stats.update(extrinsic)
+    intrinsic = intrinsic * np.sqrt(extrinsic_stats.var)  # on the extrinsic reward's scale
+    expected = 0.9 * extrinsic + 0.1 * intrinsic
+
+    mixed = model.curious_batch(_sample(model, seed=1))
+    np.testing.assert_allclose(mixed.rewards.numpy().reshape(-1), expected, rtol=1e-5, atol=1e-6)
+    for field in ("observations", "actions", "next_observations", "dones"):
+        assert th.equal(getattr(mixed, field), getattr(batch, field))
+    # The ICM trained on exactly this batch: one update of the copy lands on the same weights.
+    reference_icm.update(batch.observations, batch.actions, batch.next_observations)
+    for name, value in reference_icm.state_dict().items():
+        if not name.startswith(("reward_stats.", "extrinsic_stats.")):
+            assert th.allclose(value, model.icm.state_dict()[name]), name
+
+
+def test_icm_train_freq_updates_every_kth_batch():
+    params = toy_params()
+    params["icm"]["train_freq"] = 2
+    model = build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
+    model.learn(40)
+    changed = []
+    for seed in range(4):
+        before = [p.detach().clone() for p in model.icm.parameters()]
+        calls = model.icm_batches
+        model.curious_batch(_sample(model, seed))
+        changed.append((calls % 2 == 0, any(not th.equal(p, b) for p, b in zip(model.icm.parameters(), before))))
+    assert all(expected == observed for expected, observed in changed)
+
+
+def test_icm_off_trains_exactly_like_plain_sb3_sac():
+    params = toy_params(icm=False)
+    # Build and train one after the other: SB3 seeds the global RNGs at construction.
+    ours = build_agent(ToyTradingEnv(), params, seed=5, device="cpu").learn(100)
+    plain = SAC("MlpPolicy", ToyTradingEnv(), **sac_kwargs(params), seed=5, device="cpu").learn(100)
+    np.testing.assert_array_equal(ours.predict(PROBE_OBS, deterministic=True)[0], plain.predict(PROBE_OBS, deterministic=True)[0])
+    np.testing.assert_array_equal(ours.replay_buffer.rewards, plain.replay_buffer.rewards)
+
+
+def test_save_and_load_restore_policy_and_icm_state(tmp_path):
+    model, _ = toy_agent(seed=1)
+    model.learn(100)
+    model.save(tmp_path / "agent.zip")
+    loaded = SACWithICM.load(tmp_path / "agent.zip", device="cpu")
+
+    np.testing.assert_array_equal(
+        loaded.predict(PROBE_OBS, deterministic=True)[0], model.predict(PROBE_OBS, deterministic=True)[0]
+    )
+    original_state, loaded_state = model.icm.state_dict(), loaded.icm.state_dict()
+    assert original_state.keys() == loaded_state.keys()
+    assert all(th.equal(original_state[k], loaded_state[k]) for k in original_state)
+    assert int(loaded.icm.reward_stats.count) > 32  # the running statistics came back, not fresh ones
+    assert loaded.icm.optimizer.state_dict()["state"].keys() == model.icm.optimizer.state_dict()["state"].keys()
+    assert loaded.icm.config == model.icm.config
+    assert (loaded.icm_warmup_steps, loaded.intrinsic_weight, loaded.icm_batches) == (
+        model.icm_warmup_steps, model.intrinsic_weight, model.icm_batches
+    )
+    loaded.replay_buffer = model.replay_buffer
+    loaded.num_timesteps = model.num_timesteps
+    a, b = model.curious_batch(_sample(model, 3)), loaded.curious_batch(_sample(model, 3))
+    assert th.equal(a.rewards, b.rewards)
+
+
+def test_nan_reward_raises_training_diverged_naming_loss_and_timestep():
+    model, _ = toy_agent(nan_reward_after=40)
+    with pytest.raises(TrainingDivergedError, match=r"timestep \d+: non-finite .*critic_loss=nan"):
+        model.learn(200)
+    assert model.num_timesteps < 200
+
+
+def test_nan_in_icm_raises_training_diverged_naming_the_icm_loss():
+    model, _ = toy_agent()
+    with th.no_grad():
+        model.icm.encoder[0].weight[0, 0] = float("nan")
+    with pytest.raises(TrainingDivergedError, match=r"timestep 33: non-finite icm_forward_loss=nan"):
+        model.learn(100)
+
