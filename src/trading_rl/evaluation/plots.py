@@ -1,0 +1,98 @@
+"""The validation plots people look at: out-of-sample equity against buy-and-hold, the spread of
+fold Sharpe ratios, action histograms and regime-shaded prices. Each function returns a matplotlib
+``Figure`` (the Kedro layer saves it); nothing is shown or written here."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from trading_rl.evaluation.actions import ACTION_BUCKETS
+from trading_rl.evaluation.regimes import REGIMES
+
+REGIME_COLOURS = {"bull": "#2ca02c", "bear": "#d62728", "sideways": "#7f7f7f", "high_volatility": "#ff7f0e"}
+REFERENCE_LINES = ("buy_and_hold", "buy_and_hold_full")
+
+
+def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
+    """Stitched test-window equity per symbol: every agent seed (thin) and buy-and-hold (thick)."""
+    symbols = list(dict.fromkeys(stitched["symbol"]))
+    fig, axes = plt.subplots(len(symbols), 1, figsize=(11, 3.5 * len(symbols)), squeeze=False)
+    for ax, symbol in zip(axes[:, 0], symbols):
+        data = stitched[stitched["symbol"] == symbol]
+        agents = data[data["kind"] == "agent"]
+        colours = dict(zip(dict.fromkeys(agents["agent"]), plt.cm.tab10.colors))
+        for (agent, seed), curve in agents.groupby(["agent", "seed"], sort=False):
+            ax.plot(curve["timestamp"], curve["equity"], color=colours[agent], lw=0.9, alpha=0.7,
+                    label=agent if seed == agents[agents["agent"] == agent]["seed"].min() else None)
+        for name, style in zip(REFERENCE_LINES, ("-", "--")):
+            curve = data[data["agent"] == name]
+            if not curve.empty:
+                ax.plot(curve["timestamp"], curve["equity"], color="black", ls=style, lw=1.6, label=name)
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_title(f"{symbol}: stitched out-of-sample equity (growth of 1)")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def fold_sharpe_distribution(folds: pd.DataFrame) -> Figure:
+    """Sharpe of every walk-forward window per agent and baseline (box + points): the spread, not
+    the best seed."""
+    names = list(dict.fromkeys(folds["agent"]))
+    data = [pd.to_numeric(folds.loc[folds["agent"] == name, "sharpe"], errors="coerce").dropna() for name in names]
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4))
+    ax.boxplot([values.to_numpy() for values in data], tick_labels=names, showfliers=False)
+    rng = np.random.default_rng(0)
+    for position, values in enumerate(data, start=1):
+        ax.scatter(position + rng.uniform(-0.15, 0.15, len(values)), values, s=12, alpha=0.6)
+    ax.axhline(0.0, color="grey", lw=0.6)
+    ax.set_ylabel("annualised Sharpe per test window")
+    ax.set_title("Walk-forward Sharpe per window (all folds, seeds and symbols)")
+    ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    return fig
+
+
+def action_histograms(folds: pd.DataFrame) -> Figure:
+    """Mean share of steps per action bucket for every agent (and the trading baselines)."""
+    columns = [f"action_share_{bucket}" for bucket in ACTION_BUCKETS]
+    rows = folds.dropna(subset=columns)
+    shares = rows.groupby("agent", sort=False)[columns].mean()
+    fig, ax = plt.subplots(figsize=(10, 4))
+    width = 0.8 / max(len(shares), 1)
+    x = np.arange(len(ACTION_BUCKETS))
+    for i, (name, values) in enumerate(shares.iterrows()):
+        ax.bar(x + i * width - 0.4 + width / 2, values.to_numpy(), width, label=name)
+    ax.axhline(0.6, color="red", ls="--", lw=0.8, label="dominance gate (60%)")
+    ax.set_xticks(x, ACTION_BUCKETS)
+    ax.set_ylabel("share of test steps")
+    ax.set_title("Action histogram on walk-forward test windows")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def regime_shaded_prices(close: pd.Series, labels: pd.Series, title: str) -> Figure:
+    """Close prices with each bar's background coloured by its (causal) regime label."""
+    fig, ax = plt.subplots(figsize=(11, 4))
+    ax.plot(close.index, close.to_numpy(), color="black", lw=0.9)
+    values = labels.reindex(close.index).to_numpy(dtype=object)
+    change = np.flatnonzero(values[1:] != values[:-1]) + 1
+    starts = np.concatenate(([0], change))
+    stops = np.concatenate((change, [len(values)]))
+    index = close.index
+    for start, stop in zip(starts, stops):
+        regime = values[start]
+        if regime in REGIME_COLOURS:
+            right = index[stop] if stop < len(index) else index[-1]
+            ax.axvspan(index[start], right, color=REGIME_COLOURS[regime], alpha=0.18, lw=0)
+    ax.legend(
+        handles=[Patch(color=REGIME_COLOURS[r], alpha=0.35, label=r) for r in REGIMES], loc="upper left", fontsize=8
+    )
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

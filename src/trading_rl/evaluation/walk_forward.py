@@ -1,0 +1,479 @@
+"""Walk-forward validation: rolling train/test windows, retrained or fine-tuned agents, several seeds.
+
+A backtest on one split tells little: one period, one seed, and every choice made while looking at
+it. Walk-forward slides a training window and the test window after it through the history, trains
+an agent per window (from scratch every ``retrain_frequency`` windows, fine-tuned from the previous
+window's agent in between), and only ever scores an agent on bars after everything it learned from.
+
+Leakage guards, each of which a test checks:
+
+- ``gap_bars`` bars (purge + embargo) separate a training window from its test window; they must be
+  at least the longest feature look-back, so no test-window feature reaches back into training bars
+  (features are causal, so no training feature reaches forward either). The config is rejected,
+  naming the key, when the gap is smaller.
+- Features are recomputed per fold with every fitted statistic (GARCH parameters, the scaler) fitted
+  on that fold's training window only.
+- The training env holds the training window (plus ``window_size - 1`` context bars before it); the
+  test env the test window (plus context bars, which lie in the gap). Test bars are never stepped on
+  during training.
+
+Windows are anchored at the end of the data: the last test window ends on the last bar, earlier ones
+step back by ``step`` bars, so a rerun after new data validates the most recent period.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.evaluation.baselines import market_returns, run_baselines
+from trading_rl.evaluation.metrics import (
+    compute_metrics,
+    deflated_sharpe_ratio,
+    json_ready,
+    probabilistic_sharpe_ratio,
+    return_metrics,
+    sharpe_ratio,
+)
+from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, max_lookback
+
+PARAMS_PREFIX = "walk_forward"
+
+DEFAULT_WALK_FORWARD_PARAMS: dict[str, Any] = {
+    "symbols": None,
+    "train_length": 1000,
+    "test_length": 250,
+    "step": 250,
+    "gap_bars": None,
+    "max_folds": None,
+    "retrain_frequency": 1,
+    "seeds": 3,
+    "agents": ["sac_icm"],
+    "timesteps": 5000,
+    "finetune_timesteps": 1000,
+    "agent_overrides": {},
+    "device": "auto",
+}
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One walk-forward window as half-open bar positions ``[start, stop)`` into a symbol's bars."""
+
+    index: int
+    train_start: int
+    train_stop: int
+    test_start: int
+    test_stop: int
+    retrain: bool
+
+
+def _positive_int(params: Mapping[str, Any], key: str, minimum: int = 1) -> int:
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params: Mapping[str, Any] | None) -> dict:
+    """Defaults overlaid with ``params``, validated; errors name the offending key.
+
+    ``gap_bars: null`` means the longest feature look-back; a smaller explicit gap is an error
+    because test features would then reach back into training bars.
+    """
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(DEFAULT_WALK_FORWARD_PARAMS))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_WALK_FORWARD_PARAMS)}"
+        )
+    resolved = {**DEFAULT_WALK_FORWARD_PARAMS, **params}
+    for key in ("train_length", "test_length", "step", "retrain_frequency", "seeds", "timesteps"):
+        resolved[key] = _positive_int(resolved, key)
+    resolved["finetune_timesteps"] = _positive_int(resolved, "finetune_timesteps", minimum=0)
+    if resolved["max_folds"] is not None:
+        resolved["max_folds"] = _positive_int(resolved, "max_folds")
+    lookback = max_lookback(dict(feature_params.get("features") or {}) if feature_params else None)
+    if resolved["gap_bars"] is None:
+        resolved["gap_bars"] = lookback
+    gap = _positive_int(resolved, "gap_bars", minimum=0)
+    if gap < lookback:
+        raise ValueError(
+            f"parameter '{PARAMS_PREFIX}.gap_bars' is {gap}, smaller than the longest feature look-back "
+            f"({lookback} bars): test features would reach back into training bars"
+        )
+    agents = resolved["agents"]
+    if isinstance(agents, str) or not agents:
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.agents' must be a non-empty list, got {agents!r}")
+    unknown_agents = [name for name in agents if name not in AGENT_TRAINERS]
+    if unknown_agents:
+        raise ValueError(
+            f"parameter '{PARAMS_PREFIX}.agents' lists unknown agent(s) {unknown_agents}; "
+            f"known: {sorted(AGENT_TRAINERS)}"
+        )
+    if len(set(agents)) != len(agents):
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.agents' repeats an agent: {agents}")
+    return resolved
+
+
+def make_folds(
+    n_bars: int,
+    train_length: int,
+    test_length: int,
+    step: int,
+    gap_bars: int,
+    retrain_frequency: int = 1,
+    max_folds: int | None = None,
+) -> list[Fold]:
+    """Rolling windows anchored at the last bar, in chronological order.
+
+    Fold ``k`` (counted back from the end) tests on ``[n - k·step - test_length, n - k·step)`` and
+    trains on the ``train_length`` bars ending ``gap_bars`` before that. Only windows whose training
+    start is ``>= 0`` are kept; ``max_folds`` keeps the most recent ones. The first kept fold always
+    retrains; later ones retrain every ``retrain_frequency`` folds and fine-tune otherwise.
+    """
+    windows = []
+    k = 0
+    while max_folds is None or k < max_folds:
+        test_stop = n_bars - k * step
+        test_start = test_stop - test_length
+        train_stop = test_start - gap_bars
+        train_start = train_stop - train_length
+        if train_start < 0:
+            break
+        windows.append((train_start, train_stop, test_start, test_stop))
+        k += 1
+    if not windows:
+        raise ValueError(
+            f"no walk-forward window fits in {n_bars} bars: need train_length ({train_length}) + "
+            f"gap_bars ({gap_bars}) + test_length ({test_length}) bars"
+        )
+    windows.reverse()
+    return [
+        Fold(i, *bounds, retrain=(i % retrain_frequency == 0)) for i, bounds in enumerate(windows)
+    ]
+
+
+def fold_splits(index: pd.DatetimeIndex, fold: Fold) -> dict[str, Any]:
+    """The fold as a splits dict (inclusive ISO bounds) for ``build_env_spec``."""
+
+    def bounds(start: int, stop: int) -> dict[str, Any]:
+        return {"start": index[start].isoformat(), "end": index[stop - 1].isoformat(), "n_bars": stop - start}
+
+    return {
+        "train": bounds(fold.train_start, fold.train_stop),
+        "test": bounds(fold.test_start, fold.test_stop),
+        "gap_bars": fold.test_start - fold.train_stop,
+    }
+
+
+def tradable_index(prices: pd.DataFrame, feature_params: Mapping[str, Any] | None) -> pd.DatetimeIndex:
+    """Bars on which every feature is defined (the first ``max_lookback`` bars are warm-up)."""
+    return prices.index[max_lookback(dict(feature_params.get("features") or {}) if feature_params else None) :]
+
+
+def fold_env_spec(
+    symbol: str,
+    prices: pd.DataFrame,
+    fold: Fold,
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: float,
+) -> EnvSpec:
+    """Env spec of one fold: features up to the test end, GARCH and scaler fitted on the fold's
+    training window only."""
+    feature_params = dict(feature_params or {})
+    index = tradable_index(prices, feature_params)
+    splits = fold_splits(index, fold)
+    train_end = pd.Timestamp(splits["train"]["end"])
+    features_config = dict(feature_params.get("features") or {})
+    if features_config.get("garch", {}) is not None:
+        features_config["garch"] = {**(features_config.get("garch") or {}), "fit_end": splits["train"]["end"]}
+    history = prices.loc[: pd.Timestamp(splits["test"]["end"])]
+    features = compute_features(history, features_config).loc[index[0] :]
+    train_rows = features.loc[pd.Timestamp(splits["train"]["start"]) : train_end]
+    scaler = fit_scaler(train_rows, **(feature_params.get("scaler") or {}))
+    return build_env_spec(
+        symbol=symbol,
+        prices=history,
+        scaled_features=apply_scaler(features, scaler),
+        splits=splits,
+        config=dict(env_config),
+        periods_per_year=periods_per_year,
+    )
+
+
+# ---------------------------------------------------------------- agents
+
+
+Trainer = Callable[[EnvSpec, Mapping[str, Any], int, int, Any, str], Any]
+
+
+def train_sac(
+    spec: EnvSpec,
+    agent_params: Mapping[str, Any],
+    seed: int,
+    timesteps: int,
+    model: Any = None,
+    device: str = "auto",
+    icm: bool = True,
+) -> Any:
+    """Train SAC(+ICM) on the fold's training window; with ``model`` given, fine-tune it instead
+    (continue training on the new window, keeping its replay buffer and step count)."""
+    from trading_rl.agents import build_agent
+
+    env = spec.make_env("train", seed=seed)
+    if model is None:
+        params = {section: dict(values) for section, values in dict(agent_params or {}).items()}
+        params["icm"] = {**params.get("icm", {}), "enabled": icm}
+        model = build_agent(env, params, seed=seed, device=device)
+        model.learn(total_timesteps=timesteps)
+    else:
+        model.set_env(env)
+        model.learn(total_timesteps=timesteps, reset_num_timesteps=False)
+    return model
+
+
+def _train_sac_icm(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    return train_sac(spec, agent_params, seed, timesteps, model, device, icm=True)
+
+
+def _train_plain_sac(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    return train_sac(spec, agent_params, seed, timesteps, model, device, icm=False)
+
+
+# name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> SB3 model.
+# Another phase's agent joins walk-forward by registering its trainer here and listing its name in
+# ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
+AGENT_TRAINERS: dict[str, Trainer] = {"sac_icm": _train_sac_icm, "sac": _train_plain_sac}
+
+# Agents that share another agent's parameter section ("sac" is SAC+ICM with the ICM switched off).
+AGENT_PARAMS_SOURCE: dict[str, str] = {"sac": "sac_icm"}
+
+
+# ---------------------------------------------------------------- running
+
+
+MARKET = "buy_and_hold_full"
+
+
+def trial_seed(*keys: int) -> int:
+    """Independent, reproducible seed from non-negative integer keys (base seed, role, indices)."""
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0] % (2**31 - 1))
+
+
+def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            **labels,
+            "timestamp": pd.to_datetime(rollout["timestamp"]).to_numpy(),
+            "return": rollout["return"].to_numpy(dtype=np.float64),
+            "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
+        }
+    )
+
+
+def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFrame:
+    """The market line (fully invested, no cap, no costs) on the same steps as ``rollout``."""
+    returns = market_returns(spec.make_env("test", evaluation=True), seed)
+    return rollout.assign(**{"return": returns, "action_raw": np.nan})
+
+
+def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Agent parameters with ``walk_forward.agent_overrides`` applied section by section (walk-forward
+    trains many short runs, so e.g. ``learning_starts`` and ``buffer_size`` usually differ)."""
+    merged = {section: dict(values) for section, values in dict(agent_params or {}).items()}
+    for section, values in dict(overrides or {}).items():
+        if not isinstance(values, Mapping):
+            raise ValueError(f"parameter '{PARAMS_PREFIX}.agent_overrides.{section}' must be a mapping, got {values!r}")
+        merged[section] = {**merged.get(section, {}), **values}
+    return merged
+
+
+@dataclass
+class WalkForwardResult:
+    """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
+    ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action)."""
+
+    folds: pd.DataFrame
+    returns: pd.DataFrame
+
+
+def run_walk_forward(
+    prices: Mapping[str, pd.DataFrame],
+    params: Mapping[str, Any],
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: Mapping[str, float],
+    agent_params: Mapping[str, Mapping[str, Any]],
+    seed: int,
+) -> WalkForwardResult:
+    """Every symbol × fold × agent × seed, plus the baselines per fold, scored on the test window.
+
+    ``prices``: ``{symbol: OHLCV frame}``. Baselines (``evaluation.baselines``) run through the same
+    test env, with the same costs, as the agents; ``buy_and_hold_full`` is the uncapped, cost-free
+    market line (return metrics only).
+    """
+    config = resolve_walk_forward_params(params, feature_params)
+    hold_threshold = float(env_config.get("hold_threshold", 0.1))
+    symbols = config["symbols"] or list(prices)
+    missing = [symbol for symbol in symbols if symbol not in prices]
+    if missing:
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
+    rows: list[dict[str, Any]] = []
+    steps: list[pd.DataFrame] = []
+    for symbol in symbols:
+        symbol_prices = prices[symbol]
+        index = tradable_index(symbol_prices, feature_params)
+        folds = make_folds(
+            len(index),
+            config["train_length"],
+            config["test_length"],
+            config["step"],
+            config["gap_bars"],
+            config["retrain_frequency"],
+            config["max_folds"],
+        )
+        specs = [
+            fold_env_spec(symbol, symbol_prices, fold, feature_params, env_config, periods_per_year[symbol])
+            for fold in folds
+        ]
+        ppy = periods_per_year[symbol]
+
+        def record(
+            fold: Fold, spec: EnvSpec, labels: dict[str, Any], rollout: pd.DataFrame, market: bool = False
+        ) -> None:
+            window = {
+                "symbol": symbol,
+                "fold": fold.index,
+                "train_start": spec.splits["train"]["start"],
+                "train_end": spec.splits["train"]["end"],
+                "test_start": spec.splits["test"]["start"],
+                "test_end": spec.splits["test"]["end"],
+                "retrained": fold.retrain,
+            }
+            metrics = (
+                json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
+                if market
+                else compute_metrics(rollout, ppy, hold_threshold)
+            )
+            rows.append({**window, **labels, **metrics})
+            steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
+
+        for fold, spec in zip(folds, specs):
+            fold_seed = trial_seed(seed, 0, fold.index)
+            rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=fold_seed)
+            for name, rollout in rollouts.items():
+                record(fold, spec, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
+            market = _market_rows(spec, fold_seed, rollouts["cash"])
+            record(fold, spec, {"kind": "baseline", "agent": MARKET, "seed": -1}, market, market=True)
+
+        for agent_index, agent in enumerate(config["agents"]):
+            trainer = AGENT_TRAINERS[agent]
+            section = _with_overrides(
+                agent_params.get(AGENT_PARAMS_SOURCE.get(agent, agent), {}), config["agent_overrides"]
+            )
+            for seed_index in range(config["seeds"]):
+                chain_seed = trial_seed(seed, 1, agent_index, seed_index)
+                model = None
+                for fold, spec in zip(folds, specs):
+                    if fold.retrain or model is None:
+                        model = trainer(spec, section, chain_seed, config["timesteps"], None, config["device"])
+                    elif config["finetune_timesteps"] > 0:
+                        model = trainer(
+                            spec, section, chain_seed, config["finetune_timesteps"], model, config["device"]
+                        )
+                    env = spec.make_env("test", evaluation=True)
+                    rollout = run_episode(env, policy_from_sb3(model), seed=chain_seed)
+                    record(fold, spec, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
+    return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True))
+
+
+# ---------------------------------------------------------------- summaries
+
+
+def stitch_out_of_sample(returns: pd.DataFrame) -> pd.DataFrame:
+    """One out-of-sample return series per symbol × agent × seed: the folds' test steps in time
+    order, where overlapping test windows (``step < test_length``) keep the earlier fold's steps
+    only up to the later fold's first test step. Adds ``equity`` (growth of 1)."""
+    keys = ["symbol", "kind", "agent", "seed"]
+    parts = []
+    for _, group in returns.groupby(keys, sort=False):
+        group = group.sort_values(["fold", "timestamp"])
+        next_start = group.groupby("fold")["timestamp"].min().shift(-1)
+        cutoff = group["fold"].map(next_start)
+        kept = group[cutoff.isna() | (group["timestamp"] < cutoff)].sort_values("timestamp")
+        parts.append(kept.assign(equity=np.cumprod(1.0 + kept["return"].to_numpy())))
+    return pd.concat(parts, ignore_index=True)
+
+
+SUMMARY_METRICS = (
+    "sharpe",
+    "total_return",
+    "max_drawdown",
+    "win_rate",
+    "action_entropy",
+    "hold_share",
+    "n_trades",
+    "turnover",
+)
+
+
+def _quartiles(values: pd.Series) -> dict[str, float | None]:
+    finite = values.astype(float).replace([np.inf, -np.inf], np.nan).dropna()
+    if finite.empty:
+        return {"median": None, "q25": None, "q75": None, "iqr": None, "n": 0}
+    # + 0.0 turns -0.0 (e.g. the entropy of a single bucket) into 0.0.
+    q25, median, q75 = np.quantile(finite.to_numpy(), [0.25, 0.5, 0.75]) + 0.0
+    return {"median": float(median), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25), "n": int(finite.size)}
+
+
+def summarise(folds: pd.DataFrame, returns: pd.DataFrame) -> dict[str, Any]:
+    """Median and inter-quartile range across seeds and folds (never the best seed) per symbol ×
+    agent, the share of windows with a positive Sharpe, and PSR/DSR of the stitched curves.
+
+    DSR counts every trial honestly: ``n_trials`` is the number of fold × seed × agent
+    configurations run for the symbol, and their per-period Sharpe ratios set the bar that the best
+    of them would reach by luck (baselines are not selected among trials: no DSR). A trial with an undefined Sharpe (flat equity: it never traded)
+    counts as Sharpe 0 rather than being dropped. PSR and DSR are computed per seed's stitched curve
+    and reported as the median over seeds.
+    """
+    stitched = stitch_out_of_sample(returns)
+    summary: dict[str, Any] = {}
+    for symbol, symbol_folds in folds.groupby("symbol", sort=False):
+        symbol_steps = returns[returns["symbol"] == symbol]
+        trial_sharpes = [
+            sharpe_ratio(group["return"].to_numpy(), periods_per_year=1)
+            for _, group in symbol_steps[symbol_steps["kind"] == "agent"].groupby(["agent", "seed", "fold"])
+        ]
+        trial_sharpes = [value if math.isfinite(value) else 0.0 for value in trial_sharpes]
+        entries = {}
+        for (kind, agent), rows in symbol_folds.groupby(["kind", "agent"], sort=False):
+            sharpe = rows["sharpe"].astype(float)
+            curves = stitched[(stitched["symbol"] == symbol) & (stitched["agent"] == agent)]
+            psr, dsr = [], []
+            for _, curve in curves.groupby("seed"):
+                r = curve["return"].to_numpy()
+                psr.append(probabilistic_sharpe_ratio(r))
+                if kind == "agent" and len(trial_sharpes) >= 2:
+                    dsr.append(deflated_sharpe_ratio(r, trial_sharpes))
+            entries[agent] = {
+                "kind": kind,
+                "n_windows": int(len(rows)),
+                "positive_sharpe_share": float((sharpe.fillna(-np.inf) > 0).mean()),
+                "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
+                "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
+                "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
+                "stitched_total_return_median": _quartiles(
+                    curves.groupby("seed")["equity"].last() - 1.0
+                )["median"],
+            }
+        summary[symbol] = {"n_trials": len(trial_sharpes), "agents": entries}
+    return summary

@@ -1,0 +1,39 @@
+"""Thin nodes around ``trading_rl.evaluation.gates`` and ``comparison``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.evaluation.comparison import compare_reports
+from trading_rl.evaluation.gates import gate_values, raise_on_failure, validation_report
+
+
+def build_validation_report(
+    folds: pd.DataFrame,
+    returns: pd.DataFrame,
+    summary: dict[str, Any],
+    regimes: pd.DataFrame,
+    params: dict[str, Any],
+    run_metadata: dict[str, Any],
+) -> dict[str, Any]:
+    """Every gate with value, threshold, comparison and pass/fail, plus flat metrics and provenance."""
+    values = gate_values(folds, regimes, params["primary_agent"], returns)
+    return validation_report(values, params["gates"], summary, regimes, run_metadata)
+
+
+def compare_with_previous(
+    report: dict[str, Any], previous_report: dict[str, Any] | None, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Gates that flipped and metrics that moved beyond tolerance since the previous report."""
+    comparison = params.get("comparison") or {}
+    return compare_reports(
+        report, previous_report, float(comparison.get("tolerance", 0.05)), comparison.get("tolerances")
+    )
+
+
+def enforce_gates(report: dict[str, Any], comparison: dict[str, Any], params: dict[str, Any]) -> None:
+    """Fail the run after both reports are saved, when ``fail_on_gate_failure`` asks for it."""
+    if params.get("fail_on_gate_failure", False):
+        raise_on_failure(report)

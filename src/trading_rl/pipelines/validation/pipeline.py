@@ -1,0 +1,41 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.regime_validation import create_pipeline as regime_validation
+from trading_rl.pipelines.validation import nodes
+from trading_rl.pipelines.walk_forward import create_pipeline as walk_forward
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return (
+        walk_forward()
+        + regime_validation()
+        + Pipeline(
+            [
+                Node(
+                    nodes.build_validation_report,
+                    inputs=[
+                        "walk_forward_folds",
+                        "walk_forward_returns",
+                        "walk_forward_summary",
+                        "regime_metrics",
+                        "params:validation",
+                        "run_metadata",
+                    ],
+                    outputs="validation_report",
+                    name="build_validation_report",
+                ),
+                Node(
+                    nodes.compare_with_previous,
+                    inputs=["validation_report", "previous_validation_report", "params:validation"],
+                    outputs="validation_comparison",
+                    name="compare_with_previous_validation",
+                ),
+                Node(
+                    nodes.enforce_gates,
+                    inputs=["validation_report", "validation_comparison", "params:validation"],
+                    outputs=None,
+                    name="enforce_validation_gates",
+                ),
+            ]
+        )
+    )

@@ -1,0 +1,42 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.walk_forward import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.walk_forward,
+                inputs=[
+                    "prices",
+                    "params:walk_forward",
+                    "params:feature_extraction",
+                    "params:env_construction",
+                    "params:sac_icm.agent",
+                    "params:seed",
+                ],
+                outputs=["walk_forward_folds", "walk_forward_returns"],
+                name="walk_forward",
+            ),
+            Node(
+                nodes.summarise_walk_forward,
+                inputs=["walk_forward_folds", "walk_forward_returns"],
+                outputs=["walk_forward_summary", "walk_forward_equity"],
+                name="summarise_walk_forward",
+            ),
+            Node(
+                nodes.plot_walk_forward,
+                inputs=["walk_forward_folds", "walk_forward_equity"],
+                outputs=[
+                    "walk_forward_equity_plot",
+                    "walk_forward_sharpe_plot",
+                    "walk_forward_actions_plot",
+                    "walk_forward_equity_plot_mlflow",
+                    "walk_forward_sharpe_plot_mlflow",
+                    "walk_forward_actions_plot_mlflow",
+                ],
+                name="plot_walk_forward",
+            ),
+        ]
+    )

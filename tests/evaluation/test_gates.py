@@ -1,0 +1,140 @@
+"""Gate report (value, threshold, pass/fail) and the comparison with the previous validation run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trading_rl.evaluation.actions import ACTION_BUCKETS
+from trading_rl.evaluation.comparison import compare_reports
+from trading_rl.evaluation.gates import (
+    GateFailure,
+    evaluate_gates,
+    gate_values,
+    option_statistics,
+    raise_on_failure,
+    validation_report,
+)
+
+GATES = {
+    "positive_sharpe_windows": {"metric": "positive_sharpe_window_share", "comparison": ">=", "threshold": 0.7},
+    "profitable_regimes": {"metric": "profitable_regimes", "comparison": ">=", "threshold": 3},
+    "max_drawdown": {"metric": "max_drawdown_median", "comparison": "<", "threshold": 0.15},
+    "action_dominance": {"metric": "max_action_share_median", "comparison": "<=", "threshold": 0.6},
+    "option_usage": {"metric": "option_min_usage", "comparison": ">=", "threshold": 0.1, "optional": True},
+}
+
+
+def fold_table(sharpes, drawdowns, dominant_share=0.4) -> pd.DataFrame:
+    rest = (1.0 - dominant_share) / (len(ACTION_BUCKETS) - 1)
+    rows = []
+    for i, (sharpe, drawdown) in enumerate(zip(sharpes, drawdowns)):
+        row = {"symbol": "X", "kind": "agent", "agent": "sac_icm", "seed": i % 3, "fold": i // 3,
+               "sharpe": sharpe, "max_drawdown": -drawdown, "win_rate": 0.5, "action_entropy": 1.0,
+               "n_trades": 10, "n_steps": 100}
+        row.update({f"action_share_{b}": (dominant_share if b == "hold" else rest) for b in ACTION_BUCKETS})
+        rows.append(row)
+    rows.append({**rows[0], "kind": "baseline", "agent": "buy_and_hold", "sharpe": 9.0})  # must not count
+    return pd.DataFrame(rows)
+
+
+def regime_table(returns: dict[str, float]) -> pd.DataFrame:
+    rows = [{"symbol": "X", "model": "sac_icm", "regime": r, "total_return": v, "sharpe": 1.0} for r, v in returns.items()]
+    rows.append({"symbol": "X", "model": "sac_icm", "regime": "all", "total_return": 0.5, "sharpe": 1.0})
+    rows.append({"symbol": "X", "model": "cash", "regime": "bull", "total_return": 0.0, "sharpe": None})
+    return pd.DataFrame(rows)
+
+
+GOOD_REGIMES = {"bull": 0.1, "bear": 0.02, "sideways": 0.01, "high_volatility": -0.05}
+
+
+def test_values_pool_the_primary_agents_windows_only():
+    folds = fold_table([1.0, 0.5, -0.2, 0.3, np.nan, 2.0], [0.05, 0.1, 0.2, 0.08, 0.01, 0.12])
+    values = gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")
+    assert values["positive_sharpe_window_share"] == pytest.approx(4 / 6)  # undefined Sharpe is not positive
+    assert values["sharpe_median"] == pytest.approx(np.median([1.0, 0.5, -0.2, 0.3, 2.0]))
+    assert values["max_drawdown_median"] == pytest.approx(np.median([0.05, 0.1, 0.2, 0.08, 0.01, 0.12]))
+    assert values["profitable_regimes"] == 3
+    assert values["max_action_share_median"] == pytest.approx(0.4)
+    assert values["trade_rate_median"] == pytest.approx(0.1)
+    assert "option_min_usage" not in values
+    with pytest.raises(ValueError, match="primary_agent"):
+        gate_values(folds, regime_table(GOOD_REGIMES), "nobody")
+
+
+def test_report_passes_when_every_gate_passes_and_skips_optional_gates_without_a_metric():
+    values = gate_values(fold_table([1.0] * 6, [0.05] * 6), regime_table(GOOD_REGIMES), "sac_icm")
+    report = evaluate_gates(values, GATES)
+    assert report["passed"] and report["failed"] == []
+    assert report["gates"]["option_usage"]["status"] == "skipped"
+    entry = report["gates"]["max_drawdown"]
+    assert entry == {"metric": "max_drawdown_median", "value": pytest.approx(0.05), "comparison": "<",
+                     "threshold": 0.15, "passed": True, "status": "pass"}
+
+
+@pytest.mark.parametrize(
+    "sharpes, drawdowns, regimes, dominant, failing",
+    [
+        ([1.0, 1.0, 1.0, -1.0, -1.0, 1.0], [0.05] * 6, GOOD_REGIMES, 0.4, "positive_sharpe_windows"),  # 4/6 < 0.7
+        ([1.0] * 6, [0.2] * 6, GOOD_REGIMES, 0.4, "max_drawdown"),
+        ([1.0] * 6, [0.05] * 6, {**GOOD_REGIMES, "sideways": -0.01}, 0.4, "profitable_regimes"),
+        ([1.0] * 6, [0.05] * 6, GOOD_REGIMES, 0.61, "action_dominance"),
+    ],
+)
+def test_report_fails_when_one_gate_fails(sharpes, drawdowns, regimes, dominant, failing):
+    values = gate_values(fold_table(sharpes, drawdowns, dominant), regime_table(regimes), "sac_icm")
+    report = evaluate_gates(values, GATES)
+    assert not report["passed"]
+    assert report["failed"] == [failing]
+    assert report["gates"][failing]["passed"] is False
+    with pytest.raises(GateFailure, match=failing):
+        raise_on_failure(report)
+
+
+def test_an_undefined_value_fails_rather_than_passes():
+    report = evaluate_gates({"max_drawdown_median": None}, {"max_drawdown": GATES["max_drawdown"]})
+    assert not report["passed"] and report["gates"]["max_drawdown"]["status"] == "fail"
+    report = evaluate_gates({}, {"max_drawdown": GATES["max_drawdown"]})  # missing, not optional
+    assert not report["passed"]
+
+
+def test_bad_gate_config_is_named():
+    with pytest.raises(ValueError, match=r"validation\.gates\.g\.comparison"):
+        evaluate_gates({"m": 1.0}, {"g": {"metric": "m", "comparison": "=>", "threshold": 1}})
+
+
+def test_option_statistics_by_hand():
+    stats = option_statistics(np.array([0, 0, 0, 1, 1, 0, 2, 2, 2, 2]))
+    assert stats["option_min_usage"] == pytest.approx(0.2)  # option 1: 2 of 10 steps
+    assert stats["option_mean_duration"] == pytest.approx(10 / 4)  # runs 3, 2, 1, 4
+
+
+def _report(sharpes, drawdowns, regimes=GOOD_REGIMES):
+    folds = fold_table(sharpes, drawdowns)
+    values = gate_values(folds, regime_table(regimes), "sac_icm")
+    summary = {"X": {"n_trials": 6, "agents": {}}}
+    return validation_report(values, GATES, summary, regime_table(regimes), {"save_version": "v"})
+
+
+def test_comparison_detects_a_flipped_gate_and_moved_metrics():
+    before = _report([1.0] * 6, [0.05] * 6)
+    after = _report([1.0] * 6, [0.2] * 6)
+    comparison = compare_reports(after, before, tolerance=0.05)
+    assert comparison["has_previous"] and comparison["passed_before"] and not comparison["passed_now"]
+    assert [flip["gate"] for flip in comparison["gates_flipped"]] == ["max_drawdown"]
+    assert comparison["gates_flipped"][0]["before"] == "pass" and comparison["gates_flipped"][0]["now"] == "fail"
+    moved = {entry["metric"]: entry for entry in comparison["metrics_moved"]}
+    assert set(moved) == {"gate/max_drawdown_median"}
+    assert moved["gate/max_drawdown_median"]["change"] == pytest.approx(0.15)
+
+
+def test_comparison_respects_tolerances_and_handles_the_first_run():
+    before = _report([1.0] * 6, [0.05] * 6)
+    after = _report([1.0] * 6, [0.09] * 6)
+    assert compare_reports(after, before, tolerance=0.05)["metrics_moved"] == []
+    tight = compare_reports(after, before, tolerance=0.05, tolerances={"gate/max_drawdown_median": 0.01})
+    assert [entry["metric"] for entry in tight["metrics_moved"]] == ["gate/max_drawdown_median"]
+    assert compare_reports(before, before)["gates_flipped"] == []
+    first = compare_reports(after, None)
+    assert first["has_previous"] is False and first["gates_flipped"] == [] and first["metrics_moved"] == []

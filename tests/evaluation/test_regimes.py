@@ -1,0 +1,111 @@
+"""Causal regime labels and per-regime metrics that add up to the whole."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trading_rl.evaluation.regimes import REGIMES, UNLABELLED, label_regimes, regime_metrics, step_regimes
+
+SMALL = {"trend_window": 10, "vol_window": 5, "vol_lookback": 30, "vol_quantile": 0.8, "trend_threshold": 0.5}
+
+
+def regime_walk(seed: int = 0) -> pd.Series:
+    """A price path with a rally, a slide, a flat stretch and a volatile burst."""
+    rng = np.random.default_rng(seed)
+    drift = np.r_[np.full(120, 0.004), np.full(120, -0.004), np.zeros(120), np.zeros(60)]
+    noise = np.r_[np.full(360, 0.005), np.full(60, 0.03)]
+    close = 100 * np.exp(np.cumsum(drift + noise * rng.standard_normal(drift.size)))
+    return pd.Series(close, index=pd.bdate_range("2015-01-01", periods=close.size, name="timestamp"))
+
+
+def test_labels_follow_the_rules_on_a_path_with_known_phases():
+    labels = label_regimes(regime_walk(), SMALL)
+    assert labels.iloc[:30].isna().all()  # warm-up: vol_window + vol_lookback bars
+    assert set(labels.dropna()) <= set(REGIMES)
+    assert labels.iloc[60:120].value_counts().idxmax() == "bull"
+    assert labels.iloc[180:240].value_counts().idxmax() == "bear"
+    assert labels.iloc[300:360].value_counts().idxmax() == "sideways"
+    # The burst is "high" against the last vol_lookback bars until it fills their top quantile.
+    assert (labels.iloc[361:366] == "high_volatility").all()
+
+
+def test_labels_match_a_hand_computation_of_the_rules():
+    close = regime_walk(3)
+    labels = label_regimes(close, SMALL)
+    log_close = np.log(close.to_numpy())
+    returns = np.diff(log_close)
+    for t in range(40, close.size, 17):
+        vol = np.std(returns[t - 5 : t], ddof=1)  # returns ending at bar t
+        past_vols = [np.std(returns[s - 5 : s], ddof=1) for s in range(t - 29, t + 1)]
+        trend = (log_close[t] - log_close[t - 10]) / (vol * math.sqrt(10))
+        if vol > np.quantile(past_vols, 0.8):
+            expected = "high_volatility"
+        elif trend > 0.5:
+            expected = "bull"
+        elif trend < -0.5:
+            expected = "bear"
+        else:
+            expected = "sideways"
+        assert labels.iloc[t] == expected, t
+
+
+@pytest.mark.parametrize("cut", [45, 130, 250, 371, 419])
+def test_labels_are_causal_prefix_invariant(cut):
+    close = regime_walk(1)
+    full = label_regimes(close, SMALL)
+    prefix = label_regimes(close.iloc[:cut], SMALL)
+    pd.testing.assert_series_equal(prefix, full.iloc[:cut])
+
+
+def test_labels_do_not_change_when_the_future_changes():
+    close = regime_walk(2)
+    changed = close.copy()
+    changed.iloc[200:] *= np.exp(np.linspace(0, -1, close.size - 200))
+    pd.testing.assert_series_equal(label_regimes(close, SMALL).iloc[:200], label_regimes(changed, SMALL).iloc[:200])
+
+
+def test_unknown_parameter_is_named():
+    with pytest.raises(ValueError, match=r"regime_validation\.regimes\.vol_windw"):
+        label_regimes(regime_walk(), {"vol_windw": 5})
+
+
+def _rollout(close: pd.Series, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    steps = close.index[1:]
+    return pd.DataFrame(
+        {
+            "timestamp": steps,
+            "return": rng.normal(0.0, 0.01, steps.size),
+            "action_raw": rng.uniform(-1, 1, steps.size),
+            "trade_value": np.where(rng.uniform(size=steps.size) < 0.3, 100.0, 0.0),
+        }
+    )
+
+
+def test_per_regime_log_returns_add_up_to_the_whole():
+    close = regime_walk(4)
+    labels = label_regimes(close, SMALL)
+    rollout = _rollout(close, 0)
+    table = regime_metrics(rollout, labels, periods_per_year=252).set_index("regime")
+    parts = table.drop(index="all")
+    assert parts["n_steps"].sum() == len(rollout) == table.loc["all", "n_steps"]
+    assert parts["log_return"].sum() == pytest.approx(np.log1p(rollout["return"]).sum(), abs=1e-12)
+    assert table.loc["all", "total_return"] == pytest.approx(np.prod(1 + rollout["return"]) - 1)
+    assert np.prod(1 + parts["total_return"]) == pytest.approx(1 + table.loc["all", "total_return"])
+    assert parts["n_trades"].sum() == table.loc["all", "n_trades"]
+    assert UNLABELLED in parts.index  # warm-up steps are kept, not dropped
+
+
+def test_a_step_is_attributed_to_the_regime_known_when_it_was_decided():
+    index = pd.bdate_range("2020-01-01", periods=4)
+    labels = pd.Series(["bull", "bear", "sideways", "high_volatility"], index=index)
+    # A step marked at bar t was decided at bar t-1's close.
+    np.testing.assert_array_equal(step_regimes(index[1:], labels), ["bull", "bear", "sideways"])
+    rollout = pd.DataFrame({"timestamp": index[1:], "return": [0.01, -0.02, 0.03], "action_raw": [0.5, -0.5, 0.0]})
+    table = regime_metrics(rollout, labels, 252).set_index("regime")
+    assert table.loc["bull", "total_return"] == pytest.approx(0.01)
+    assert table.loc["bear", "total_return"] == pytest.approx(-0.02)

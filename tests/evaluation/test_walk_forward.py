@@ -1,0 +1,182 @@
+"""Walk-forward windows, leakage guards, stitching and the honest summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trading_rl.evaluation import walk_forward as wf
+from trading_rl.features import compute_features, fit_scaler, max_lookback
+
+NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
+
+
+def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0002, 0.01, n_bars)))
+    open_ = np.r_[100.0, close[:-1]] * np.exp(rng.normal(0.0, 0.002, n_bars))
+    high = np.maximum(open_, close) * (1.0 + rng.uniform(0.0, 0.005, n_bars))
+    low = np.minimum(open_, close) * (1.0 - rng.uniform(0.0, 0.005, n_bars))
+    volume = rng.uniform(1e6, 2e6, n_bars)
+    index = pd.bdate_range("2010-01-04", periods=n_bars, name="timestamp")
+    return pd.DataFrame({"open": open_, "high": high, "low": low, "close": close, "volume": volume}, index=index)
+
+
+@pytest.mark.parametrize(
+    "n_bars, train, test, step, gap, every, max_folds",
+    [(1000, 300, 100, 100, 60, 1, None), (1000, 250, 120, 80, 61, 3, None), (777, 200, 50, 70, 0, 2, 4)],
+)
+def test_folds_never_let_test_bars_or_the_gap_into_training(n_bars, train, test, step, gap, every, max_folds):
+    folds = wf.make_folds(n_bars, train, test, step, gap, every, max_folds)
+    assert folds[-1].test_stop == n_bars  # anchored at the newest bar
+    if max_folds is not None:
+        assert len(folds) == max_folds
+    for fold in folds:
+        train_bars = set(range(fold.train_start, fold.train_stop))
+        forbidden = set(range(fold.train_stop, fold.test_stop))  # gap (purge + embargo) and test
+        assert fold.train_start >= 0 and len(train_bars) == train
+        assert fold.test_stop - fold.test_start == test
+        assert fold.test_start - fold.train_stop == gap
+        assert not train_bars & forbidden
+        assert fold.retrain == (fold.index % every == 0)
+    starts = [fold.test_start for fold in folds]
+    assert starts == sorted(starts) and np.all(np.diff(starts) == step)
+    # A rolling window one more step back would start before bar 0 (or max_folds cut it).
+    if max_folds is None:
+        assert folds[0].train_start - step < 0
+
+
+def test_no_fold_fits_is_an_error_that_says_what_is_needed():
+    with pytest.raises(ValueError, match="train_length"):
+        wf.make_folds(100, 80, 30, 10, 5)
+
+
+def test_gap_smaller_than_the_feature_lookback_is_rejected_by_key():
+    lookback = max_lookback(NO_GARCH["features"])
+    with pytest.raises(ValueError, match=r"walk_forward\.gap_bars"):
+        wf.resolve_walk_forward_params({"gap_bars": lookback - 1}, NO_GARCH)
+    assert wf.resolve_walk_forward_params({"gap_bars": None}, NO_GARCH)["gap_bars"] == lookback
+    with pytest.raises(ValueError, match=r"walk_forward\.agents"):
+        wf.resolve_walk_forward_params({"agents": ["nope"]}, NO_GARCH)
+    with pytest.raises(ValueError, match=r"walk_forward\.trian_length"):
+        wf.resolve_walk_forward_params({"trian_length": 10}, NO_GARCH)
+
+
+@pytest.mark.parametrize("feature_params", [NO_GARCH, {"features": {}, "scaler": {"method": "standard"}}])
+def test_fold_training_data_ignores_everything_after_the_training_window(feature_params):
+    """Rewriting the gap and test bars (and beyond) must not change one number the agent trains on,
+    and the scaler must be the one fitted on the training window alone."""
+    prices = synthetic_prices(900, seed=1)
+    index = wf.tradable_index(prices, feature_params)
+    fold = wf.make_folds(len(index), 400, 100, 100, wf.resolve_walk_forward_params({}, feature_params)["gap_bars"])[0]
+    config = {"window_size": 5}
+    spec = wf.fold_env_spec("X", prices, fold, feature_params, config, 252.0)
+
+    train_end = index[fold.train_stop - 1]
+    changed = prices.copy()
+    future = changed.index > train_end
+    changed.loc[future, ["open", "high", "low", "close"]] *= np.linspace(0.5, 2.0, future.sum())[:, None]
+    changed.loc[future, "volume"] *= 3.0
+    other = wf.fold_env_spec("X", changed, fold, feature_params, config, 252.0)
+
+    assert spec.prices["train"].index.max() == train_end
+    assert spec.prices["test"].index[config["window_size"] - 1] == index[fold.test_start]
+    pd.testing.assert_frame_equal(spec.prices["train"], other.prices["train"])
+    pd.testing.assert_frame_equal(spec.features["train"], other.features["train"])
+
+    # Independent reference: features of the training window from its own history only.
+    features_config = dict(feature_params["features"])
+    if features_config.get("garch", {}) is not None:
+        features_config["garch"] = {"fit_end": train_end.isoformat()}
+    history = compute_features(prices.loc[:train_end], features_config)
+    train_rows = history.loc[index[fold.train_start] : train_end]
+    scaler = fit_scaler(train_rows, **feature_params["scaler"])
+    expected = ((train_rows - pd.Series(scaler["center"])) / pd.Series(scaler["scale"])).clip(-5, 5)
+    pd.testing.assert_frame_equal(
+        spec.features["train"].loc[index[fold.train_start] :], expected[spec.features["train"].columns], check_freq=False
+    )
+
+
+class ConstantModel:
+    """Stands in for an SB3 model: always the same action; remembers how it was trained."""
+
+    def __init__(self, action: float, history: list) -> None:
+        self.action = action
+        self.history = history
+
+    def predict(self, observation, deterministic=True):
+        return np.array([self.action], dtype=np.float32), None
+
+
+def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkeypatch):
+    calls = []
+
+    def trainer(spec, params, seed, timesteps, model=None, device="auto"):
+        calls.append((spec.splits["train"]["end"], seed, timesteps, model is not None))
+        if model is None:
+            return ConstantModel(0.5 if params["tag"]["marker"] == "A" else -0.5, [timesteps])
+        model.history.append(timesteps)
+        return model
+
+    monkeypatch.setitem(wf.AGENT_TRAINERS, "fake", trainer)
+    prices = {"X": synthetic_prices(800, seed=2), "Y": synthetic_prices(700, seed=3)}
+    params = {
+        "train_length": 250, "test_length": 80, "step": 80, "max_folds": 3, "retrain_frequency": 2,
+        "seeds": 2, "agents": ["fake"], "timesteps": 7, "finetune_timesteps": 3,
+    }
+    result = wf.run_walk_forward(prices, params, NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"fake": {"tag": {"marker": "A"}}}, 0)
+
+    folds = result.folds
+    agents = folds[folds["kind"] == "agent"]
+    assert len(agents) == 2 * 3 * 2  # symbols × folds × seeds
+    assert set(folds.loc[folds["kind"] == "baseline", "agent"]) == {"buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
+    # fold 0 trains from scratch, fold 1 fine-tunes it, fold 2 retrains: per chain 7, 3, 7.
+    assert [c[2] for c in calls] == [7, 3, 7] * 4
+    assert [c[3] for c in calls] == [False, True, False] * 4
+    # Test windows of a symbol do not overlap and start after their training window plus the gap.
+    for _, rows in agents.groupby(["symbol", "seed"]):
+        assert (pd.to_datetime(rows["test_start"]) > pd.to_datetime(rows["train_end"])).all()
+    # Every test step is recorded and matches the table's step count.
+    counts = result.returns.groupby(["symbol", "fold", "kind", "agent", "seed"]).size()
+    merged = folds.set_index(["symbol", "fold", "kind", "agent", "seed"])["n_steps"]
+    assert (counts.sort_index() == merged.sort_index()).all()
+
+
+def test_stitching_keeps_each_step_once_and_compounds():
+    rows = []
+    for fold, start in enumerate(["2020-01-01", "2020-01-03"]):  # overlapping 3-day windows
+        for i, timestamp in enumerate(pd.date_range(start, periods=3)):
+            rows.append({"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": fold,
+                         "timestamp": timestamp, "return": 0.01 * (fold + 1) * (i + 1), "action_raw": 0.0})
+    stitched = wf.stitch_out_of_sample(pd.DataFrame(rows))
+    assert list(stitched["timestamp"]) == list(pd.date_range("2020-01-01", periods=5))
+    expected_returns = [0.01, 0.02, 0.02, 0.04, 0.06]  # fold 0 until fold 1 starts, then fold 1
+    np.testing.assert_allclose(stitched["return"], expected_returns)
+    np.testing.assert_allclose(stitched["equity"].iloc[-1], np.prod(1 + np.array(expected_returns)))
+
+
+def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
+    rng = np.random.default_rng(0)
+    folds, steps = [], []
+    for agent in ("a", "b"):
+        for seed in range(3):
+            for fold in range(4):
+                returns = rng.normal(0.001 * seed, 0.01, 50)
+                sharpe = returns.mean() / returns.std(ddof=1) * np.sqrt(252)
+                folds.append({"symbol": "X", "kind": "agent", "agent": agent, "seed": seed, "fold": fold,
+                              "sharpe": sharpe, "total_return": np.prod(1 + returns) - 1})
+                steps += [{"symbol": "X", "kind": "agent", "agent": agent, "seed": seed, "fold": fold,
+                           "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=50 * fold + i),
+                           "return": r, "action_raw": 0.0} for i, r in enumerate(returns)]
+    folds, steps = pd.DataFrame(folds), pd.DataFrame(steps)
+    summary = wf.summarise(folds, steps)["X"]
+    assert summary["n_trials"] == 2 * 3 * 4
+    a = folds[folds["agent"] == "a"]["sharpe"]
+    stats = summary["agents"]["a"]["metrics"]["sharpe"]
+    assert stats["median"] == pytest.approx(np.median(a))
+    assert stats["iqr"] == pytest.approx(np.quantile(a, 0.75) - np.quantile(a, 0.25))
+    assert stats["median"] < a.max()
+    assert summary["agents"]["a"]["positive_sharpe_share"] == pytest.approx((a > 0).mean())
+    # DSR deflates: the bar is the luckiest of 24 trials, so it is below the plain PSR.
+    assert summary["agents"]["a"]["dsr_median"] < summary["agents"]["a"]["psr_median"]

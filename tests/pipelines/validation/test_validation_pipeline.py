@@ -1,0 +1,54 @@
+"""The validation pipeline on a tiny synthetic market, through the project's own catalog entries
+(files redirected to tmp_path): outputs are versioned, and a rerun after new data appends a version
+and compares itself with the previous one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from kedro.runner import SequentialRunner
+from validation_fixtures import catalog_for, market
+
+from trading_rl.pipelines.validation import create_pipeline
+
+
+def versions(root: Path, relative: str) -> list[str]:
+    return sorted(path.name for path in (root / relative).iterdir())
+
+
+@pytest.mark.slow
+def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_run(tmp_path):
+    first, second = "2030-01-01T00.00.00.000Z", "2030-01-02T00.00.00.000Z"
+    SequentialRunner().run(create_pipeline(), catalog_for(tmp_path, market(900), first))
+    report_path = "data/08_reporting/validation/validation_report.json"
+    first_report = (tmp_path / report_path / first / "validation_report.json").read_text()
+    first_folds = pd.read_csv(tmp_path / "data/08_reporting/walk_forward/folds.csv" / first / "folds.csv")
+
+    SequentialRunner().run(create_pipeline(), catalog_for(tmp_path, market(960), second))
+
+    for relative in (report_path, "data/08_reporting/validation/validation_comparison.json",
+                     "data/08_reporting/walk_forward/folds.csv", "data/08_reporting/walk_forward/equity.png",
+                     "data/08_reporting/regimes/regime_metrics.csv", "data/08_reporting/regimes/regime_prices.png"):
+        assert versions(tmp_path, relative) == [first, second], relative
+    assert (tmp_path / report_path / first / "validation_report.json").read_text() == first_report  # untouched
+
+    report = json.loads((tmp_path / report_path / second / "validation_report.json").read_text())
+    assert set(report["gates"]) >= {"positive_sharpe_windows", "profitable_regimes", "sharpe", "max_drawdown",
+                                    "win_rate", "action_entropy", "action_dominance", "trade_frequency"}
+    for gate in report["gates"].values():
+        assert {"value", "threshold", "comparison", "passed", "status"} <= set(gate)
+    assert report["passed"] == (not report["failed"])
+
+    comparison_path = tmp_path / "data/08_reporting/validation/validation_comparison.json"
+    assert json.loads((comparison_path / first / "validation_comparison.json").read_text())["has_previous"] is False
+    comparison = json.loads((comparison_path / second / "validation_comparison.json").read_text())
+    assert comparison["has_previous"] is True and comparison["previous_run"]["save_version"] == first
+
+    # The new bars moved the windows: the latest test window ends on the newest bar.
+    folds = pd.read_csv(tmp_path / "data/08_reporting/walk_forward/folds.csv" / second / "folds.csv")
+    assert pd.Timestamp(folds["test_end"].max()) == market(960).index[-1]
+    assert pd.Timestamp(folds["test_end"].max()) > pd.Timestamp(first_folds["test_end"].max())
+    assert set(folds["agent"]) == {"sac_icm", "buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}

@@ -1,0 +1,69 @@
+"""Shared by the validation pipeline and notebook tests: a tiny synthetic market, an env spec and
+model on it, and the project's validation catalog with its files redirected under a root folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from kedro.io import DataCatalog
+
+from trading_rl.agents import build_agent
+from trading_rl.envs import build_env_spec
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
+AGENT = {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000}, "policy": {"net_arch": [16, 16]},
+         "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16}}
+PARAMS = {
+    "seed": 7,
+    "feature_extraction": FEATURES,
+    "env_construction": {"symbol": "X", "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
+    "sac_icm": {"agent": AGENT},
+    "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
+                     "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu"},
+    "regime_validation": {"split": "test", "regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
+}
+
+
+def market(n_bars: int) -> pd.DataFrame:
+    rng = np.random.default_rng(11)  # same generator: a longer market extends the shorter one
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, 2000)))[:n_bars]
+    open_ = np.r_[100.0, close[:-1]]
+    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
+    frame = pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002,
+                          "low": np.minimum(open_, close) * 0.998, "close": close, "volume": 1e6}, index=index)
+    return frame.assign(symbol="X")
+
+
+def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCatalog:
+    config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_validation.yml").read_text())
+    config = {name: entry for name, entry in config.items() if not name.endswith("_mlflow")}
+    for entry in config.values():
+        entry["filepath"] = str(root / entry["filepath"])
+    catalog = DataCatalog.from_config(config, save_version=save_version)
+
+    frame = prices.drop(columns="symbol")
+    features = compute_features(frame, FEATURES["features"]).dropna()
+    splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2, "gap_bars": 60})
+    scaler = fit_scaler(features.loc[: splits["train"]["end"]], **FEATURES["scaler"])
+    spec = build_env_spec("X", frame, apply_scaler(features, scaler), splits, PARAMS["env_construction"]["env"], 252.0)
+    model = build_agent(spec.make_env("train", seed=0), AGENT, seed=0, device="cpu")
+    model.learn(40)
+
+    catalog["prices"] = prices
+    catalog["env_spec"] = spec
+    catalog["sac_icm_model"] = model
+    catalog["run_metadata"] = {"seed": 7, "save_version": save_version}
+    for name in ("walk_forward_equity_plot_mlflow", "walk_forward_sharpe_plot_mlflow",
+                 "walk_forward_actions_plot_mlflow", "regime_prices_plot_mlflow"):
+        catalog[name] = None
+    parameters = {**PARAMS, "validation": yaml.safe_load(
+        (PROJECT_ROOT / "conf/base/parameters_validation.yml").read_text())["validation"]}
+    for key, value in parameters.items():
+        catalog[f"params:{key}"] = value
+    catalog["params:sac_icm.agent"] = AGENT
+    return catalog
