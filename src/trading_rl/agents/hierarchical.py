@@ -40,6 +40,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 from trading_rl.agents.controller import ControllerConfig, OptionLearner
 from trading_rl.agents.her import goal_view, replay_buffer_kwargs
 from trading_rl.agents.options import OPTION_NAMES, WAIT, TradingOptions
+from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
 
 # ---------------------------------------------------------------------------------------------
 # observation plumbing
@@ -303,17 +304,8 @@ def warm_start(source_policy: th.nn.Module, target_policy: th.nn.Module, obs_col
 # the agent
 
 
-DEFAULT_SAC_PARAMS: dict[str, Any] = {
-    "learning_rate": 3e-4,
-    "buffer_size": 100_000,
-    "learning_starts": 1000,
-    "batch_size": 256,
-    "tau": 0.005,
-    "gamma": 0.99,
-    "train_freq": 1,
-    "gradient_steps": 1,
-    "ent_coef": "auto",
-}
+# The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
+DEFAULT_SAC_PARAMS: dict[str, Any] = dict(SAC_ICM_DEFAULT_PARAMS["sac"])
 
 
 @dataclass

@@ -118,8 +118,9 @@ class IntrinsicCuriosityModule(nn.Module):
         self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         """Per-sample forward error ``0.5·||φ̂(s') − φ(s')||²`` plus the two feature batches."""
-        phi = self.encoder(observations.flatten(1).float())
-        phi_next = self.encoder(next_observations.flatten(1).float())
+        # One encoder pass over both batches: one larger matrix product instead of two.
+        both = th.cat([observations.flatten(1), next_observations.flatten(1)]).float()
+        phi, phi_next = self.encoder(both).chunk(2)
         predicted_next = self.forward_model(th.cat([phi, actions.flatten(1).float()], dim=1))
         error = 0.5 * (predicted_next - phi_next).square().sum(dim=1)
         return error, phi, phi_next
