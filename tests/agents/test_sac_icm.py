@@ -151,3 +151,30 @@ def test_nan_in_icm_raises_training_diverged_naming_the_icm_loss():
     with pytest.raises(TrainingDivergedError, match=r"timestep 33: non-finite icm_forward_loss=nan"):
         model.learn(100)
 
+
+
+def test_reward_scale_multiplies_what_the_learner_sees_only():
+    params = toy_params(icm=False)
+    params["reward"] = {"scale": 50.0}
+    model = build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
+    assert model.reward_scale == 50.0
+    model.learn(80)
+    stored = _sample(model, seed=3)
+    seen = model.learner_batch(_sample(model, seed=3))
+    np.testing.assert_allclose(seen.rewards.numpy(), 50.0 * stored.rewards.numpy(), rtol=1e-6)
+    assert th.equal(seen.observations, stored.observations)
+    with pytest.raises(ValueError, match="sac_icm.reward.scale"):
+        build_agent(ToyTradingEnv(), {**params, "reward": {"scale": 0.0}}, seed=0, device="cpu")
+
+
+def test_reward_scale_applies_before_curiosity_mixing():
+    scaled_params = toy_params()
+    scaled_params["reward"] = {"scale": 10.0}
+    model = build_agent(ToyTradingEnv(), scaled_params, seed=0, device="cpu")
+    model.learn(80)
+    model.num_timesteps = model.icm_warmup_steps
+    reference = copy.deepcopy(model)
+    stored = _sample(model, seed=5)
+    expected = reference.curious_batch(stored._replace(rewards=stored.rewards * 10.0))
+    mixed = model.learner_batch(_sample(model, seed=5))
+    np.testing.assert_allclose(mixed.rewards.numpy(), expected.rewards.numpy(), rtol=1e-5, atol=1e-7)

@@ -43,6 +43,10 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
         "target_update_interval": 1,
     },
     "policy": {"net_arch": [256, 256, 128], "activation": "relu"},
+    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
+    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
+    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
+    "reward": {"scale": 1.0},
     "icm": {
         "enabled": True,
         "eta": 0.01,
@@ -128,7 +132,7 @@ class _CuriousSampler:
         self._agent = agent
 
     def sample(self, batch_size: int, env=None) -> ReplayBufferSamples:
-        return self._agent.curious_batch(self._buffer.sample(batch_size, env=env))
+        return self._agent.learner_batch(self._buffer.sample(batch_size, env=env))
 
 
 class SACWithICM(SAC):
@@ -147,6 +151,7 @@ class SACWithICM(SAC):
         extrinsic_weight: float = 0.9,
         intrinsic_weight: float = 0.1,
         icm_warmup_steps: int = 1000,
+        reward_scale: float = 1.0,
         **kwargs,
     ) -> None:
         # Set before SAC.__init__, which builds the model (and so the ICM) through _setup_model.
@@ -154,6 +159,9 @@ class SACWithICM(SAC):
         self.extrinsic_weight = float(extrinsic_weight)
         self.intrinsic_weight = float(intrinsic_weight)
         self.icm_warmup_steps = int(icm_warmup_steps)
+        if not reward_scale > 0:
+            raise ValueError(f"parameter 'sac_icm.reward.scale' must be > 0, got {reward_scale}")
+        self.reward_scale = float(reward_scale)
         # Batches seen by the ICM; a plain int (saved with the model) so ``icm.train_freq`` survives
         # save/load without a device round trip per batch.
         self.icm_batches = 0
@@ -198,6 +206,12 @@ class SACWithICM(SAC):
                 "the weights after this update are not trustworthy"
             )
 
+    def learner_batch(self, batch: ReplayBufferSamples) -> ReplayBufferSamples:
+        """What SAC's update sees: the stored reward times ``reward_scale``, plus curiosity."""
+        if self.reward_scale != 1.0:
+            batch = batch._replace(rewards=batch.rewards * self.reward_scale)
+        return batch if self.icm is None else self.curious_batch(batch)
+
     def curious_batch(self, batch: ReplayBufferSamples) -> ReplayBufferSamples:
         """Intrinsic reward from the ICM as it is, one ICM update on the batch (every
         ``icm.train_freq``-th call), and the mixed reward once the warm-up is over."""
@@ -233,7 +247,7 @@ class SACWithICM(SAC):
         return batch._replace(rewards=weighted_extrinsic + weighted_intrinsic)
 
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
-        if self.icm is None:
+        if self.icm is None and self.reward_scale == 1.0:
             super().train(gradient_steps, batch_size)
         else:
             buffer = self.replay_buffer
@@ -266,12 +280,14 @@ def build_agent(env, params: dict | None, seed: int, device: str = "auto") -> SA
     The result is always a ``SACWithICM`` so one class loads every sac_icm checkpoint; with the ICM
     off it trains exactly like SB3's ``SAC`` with the same seed.
     """
-    icm_params = dict(resolve_params(params)["icm"])
+    resolved = resolve_params(params)
+    icm_params = dict(resolved["icm"])
     enabled = bool(icm_params.pop("enabled"))
     mixing = {
         "extrinsic_weight": icm_params.pop("extrinsic_weight"),
         "intrinsic_weight": icm_params.pop("intrinsic_weight"),
         "icm_warmup_steps": icm_params.pop("warmup_steps"),
+        "reward_scale": resolved["reward"]["scale"],
     }
     return SACWithICM(
         "MlpPolicy",

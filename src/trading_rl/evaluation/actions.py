@@ -43,7 +43,8 @@ def histogram_entropy(shares) -> float:
     """Shannon entropy in nats of a share vector (0 for a single bucket, ln 5 ≈ 1.609 for uniform)."""
     p = np.asarray(list(shares.values()) if isinstance(shares, dict) else shares, dtype=np.float64)
     p = p[p > 0]
-    return float(-(p * np.log(p)).sum()) if p.size else 0.0
+    # ``+ 0.0`` turns the -0.0 of a single bucket into 0.0 (reports would print "-0.0").
+    return float(-(p * np.log(p)).sum()) + 0.0 if p.size else 0.0
 
 
 def longest_run(labels) -> int:
