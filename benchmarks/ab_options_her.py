@@ -4,24 +4,19 @@ Every variant warm-starts from the same SAC+ICM model and trains with the same b
 ``options_her`` parameters of the chosen Kedro env), then is evaluated on the validation split next
 to the baselines. Prints one row per variant × seed and the median per variant.
 
-    python benchmarks/ab_options_her.py [--env base] [--seeds 0 1 2]
+    python benchmarks/ab_options_her.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_options_her.json]
+                                        [--inputs DIR | --dump-inputs DIR]
 
 Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and
-``sac_icm_model`` from the catalog).
+``sac_icm_model`` from the catalog), or ``--inputs DIR`` written by ``--dump-inputs DIR``.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import os
+import io
 
-import pandas as pd
-import torch
-from kedro.framework.session import KedroSession
-from kedro.framework.startup import bootstrap_project
-
-from trading_rl.agents.hierarchical import evaluate_from_spec, option_gates, train_from_spec
+from ab_common import load_inputs, parse_args, report, run_all
 
 VARIANTS = {
     "options+HER": {"options": True, "her": True},
@@ -38,48 +33,39 @@ def _variant_params(params: dict, options: bool, her: bool) -> dict:
     return variant
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="base")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
-    os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
-    torch.set_num_threads(1)
-    bootstrap_project(os.getcwd())
-    with KedroSession.create(env=args.env) as session:
-        context = session.load_context()
-        spec = context.catalog.load("env_spec")
-        source = context.catalog.load("sac_icm_model")
-        params = context.params["options_her"]
+def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> dict:
+    import torch
 
-    rows, baselines = [], None
-    for name, flags in VARIANTS.items():
-        variant = _variant_params(params, **flags)
-        for seed in args.seeds:
-            agent, _, stats = train_from_spec(spec, source, variant, seed, device="cpu")
-            result = evaluate_from_spec(agent, spec, variant, seed)
-            baselines = baselines or result["baselines"]
-            share = result["option_share"] or {}
-            gates = option_gates(stats) if stats else []
-            rows.append(
-                {
-                    "variant": name,
-                    "seed": seed,
-                    "val_sharpe": result["metrics"]["sharpe"],
-                    "val_total_return": result["metrics"]["total_return"],
-                    "goal_achievement": result["goals"]["goal_achievement_rate"],
-                    "target_reached": result["goals"]["target_reached_rate"],
-                    "max_option_share_eval": max(share.values()) if share else None,
-                    "options_used_eval": sum(v > 0 for v in share.values()) if share else None,
-                    "option_gates_passed_train": f"{sum(g['passed'] for g in gates)}/{len(gates)}" if gates else None,
-                }
-            )
-            print(rows[-1], flush=True)
-    table = pd.DataFrame(rows)
-    pd.set_option("display.width", 200)
-    print(table.to_string(index=False))
-    print(table.groupby("variant")[["val_sharpe", "val_total_return", "goal_achievement", "target_reached"]].median())
-    print(pd.DataFrame({k: {"sharpe": v.get("sharpe"), "total_return": v.get("total_return")} for k, v in baselines.items()}).T)
+    from trading_rl.agents.hierarchical import evaluate_from_spec, option_gates, train_from_spec
+    from trading_rl.agents.sac_icm import SACWithICM
+
+    torch.set_num_threads(1)
+    source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")
+    variant = _variant_params(params["options_her"], **VARIANTS[name])
+    agent, _, stats = train_from_spec(spec, source, variant, seed, device="cpu")
+    result = evaluate_from_spec(agent, spec, variant, seed)
+    share = result["option_share"] or {}
+    gates = option_gates(stats) if stats else []
+    return {
+        "variant": name,
+        "seed": seed,
+        "val_sharpe": result["metrics"]["sharpe"],
+        "val_total_return": result["metrics"]["total_return"],
+        "action_entropy": result["metrics"]["action_entropy"],
+        "goal_achievement": result["goals"]["goal_achievement_rate"],
+        "target_reached": result["goals"]["target_reached_rate"],
+        "max_option_share_eval": max(share.values()) if share else None,
+        "options_used_eval": sum(v > 0 for v in share.values()) if share else None,
+        "option_gates_passed_train": f"{sum(g['passed'] for g in gates)}/{len(gates)}" if gates else None,
+        "baselines": result["baselines"],
+    }
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0], "ab_options_her.json")
+    spec, params, source = load_inputs(args)
+    jobs = [(spec, source, params, name, seed) for name in VARIANTS for seed in args.seeds]
+    report(run_all(run_one, jobs, args.jobs, args.out), args, non_numeric=("option_gates_passed_train",))
 
 
 if __name__ == "__main__":

@@ -9,21 +9,18 @@ drawdown), the medians per variant, and writes everything as JSON to ``--out``.
 
     python benchmarks/ab_reward_shaper.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_reward_shaper.json]
 
-Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and ``sac_icm_model``).
+Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and ``sac_icm_model``),
+or ``--inputs DIR`` written by ``--dump-inputs DIR``.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
-import os
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
-import pandas as pd
+from ab_common import load_inputs, parse_args, report, run_all
 
 
 def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) -> dict:
@@ -42,6 +39,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
 
     torch.set_num_threads(1)
     source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")
+    params = params["reward_shaper"]
     resolved = resolve_phase_params(params)
     started = time.perf_counter()
     gates_passed = None
@@ -79,43 +77,11 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="base")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", default="ab_reward_shaper.json")
-    args = parser.parse_args()
-    os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
-
-    from kedro.framework.session import KedroSession
-    from kedro.framework.startup import bootstrap_project
-
-    bootstrap_project(os.getcwd())
-    with KedroSession.create(env=args.env) as session:
-        context = session.load_context()
-        spec = context.catalog.load("env_spec")
-        source = context.catalog.load("sac_icm_model")
-        params = context.params["reward_shaper"]
-    buffer = io.BytesIO()
-    source.save(buffer)
-
-    jobs = [(shaped, seed) for shaped in (False, True) for seed in args.seeds]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, spec, buffer.getvalue(), params, shaped, seed) for shaped, seed in jobs]
-        rows = [future.result() for future in futures]
-
-    table = pd.DataFrame([{k: v for k, v in row.items() if k != "baselines"} for row in rows])
-    pd.set_option("display.width", 200)
-    print(table.to_string(index=False))
-    numeric = table.drop(columns=["seed", "collapsed_deterministic", "weight_gates_passed"])
-    print("\nmedian per variant:")
-    print(numeric.groupby("variant").median().to_string())
-    print("\nbaselines (validation split):")
-    for name, metrics in rows[0]["baselines"].items():
-        print(f"  {name:18s} sharpe={metrics.get('sharpe')} max_drawdown={metrics.get('max_drawdown')} "
-              f"total_return={metrics.get('total_return')}")
-    with open(args.out, "w") as handle:
-        json.dump({"env": args.env, "rows": rows}, handle, indent=2, default=str)
+    args = parse_args(__doc__.splitlines()[0], "ab_reward_shaper.json")
+    spec, params, source = load_inputs(args)
+    jobs = [(spec, source, params, shaped, seed) for shaped in (False, True) for seed in args.seeds]
+    rows = run_all(run_one, jobs, args.jobs, args.out)
+    report(rows, args, non_numeric=("collapsed_deterministic", "weight_gates_passed"))
 
 
 if __name__ == "__main__":

@@ -6,25 +6,22 @@ baselines (same env, same costs). Prints one row per variant × seed, the median
 writes everything as JSON to ``--out``.
 
     python benchmarks/ab_sac_icm.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_sac_icm.json]
+                                    [--inputs DIR | --dump-inputs DIR]
 
-Needs a finished ``kedro run --pipelines feature_extraction,env_construction``.
+Needs a finished ``kedro run --pipelines feature_extraction,env_construction`` (or ``--inputs``).
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
-import os
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
-import pandas as pd
+from ab_common import load_inputs, parse_args, report, run_all
 
 
-def run_one(spec, params: dict, icm: bool, seed: int, device: str) -> dict:
+def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
     import torch
 
     from trading_rl.agents import build_agent, train_agent
@@ -32,10 +29,10 @@ def run_one(spec, params: dict, icm: bool, seed: int, device: str) -> dict:
     from trading_rl.evaluation.rollout import policy_from_sb3
 
     torch.set_num_threads(1)
-    agent_params = copy.deepcopy(params["agent"])
+    agent_params = copy.deepcopy(params["sac_icm"]["agent"])
     agent_params.setdefault("icm", {})["enabled"] = icm
     started = time.perf_counter()
-    model = build_agent(spec.make_env("train", seed=seed), agent_params, seed=seed, device=device)
+    model = build_agent(spec.make_env("train", seed=seed), agent_params, seed=seed, device="cpu")
     with tempfile.TemporaryDirectory() as work_dir:
         outcome = train_agent(
             model, partial(spec.make_env, "validation"), agent_params, work_dir, spec.periods_per_year
@@ -66,41 +63,10 @@ def run_one(spec, params: dict, icm: bool, seed: int, device: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="base")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", default="ab_sac_icm.json")
-    args = parser.parse_args()
-    os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
-
-    from kedro.framework.session import KedroSession
-    from kedro.framework.startup import bootstrap_project
-
-    bootstrap_project(os.getcwd())
-    with KedroSession.create(env=args.env) as session:
-        context = session.load_context()
-        spec = context.catalog.load("env_spec")
-        params = context.params["sac_icm"]
-
-    jobs = [(icm, seed) for icm in (False, True) for seed in args.seeds]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, spec, params, icm, seed, args.device) for icm, seed in jobs]
-        rows = [future.result() for future in futures]
-
-    table = pd.DataFrame([{k: v for k, v in row.items() if k != "baselines"} for row in rows])
-    pd.set_option("display.width", 200)
-    print(table.to_string(index=False))
-    numeric = table.drop(columns=["seed", "collapsed_deterministic"])
-    print("\nmedian per variant:")
-    print(numeric.groupby("variant").median().to_string())
-    baselines = rows[0]["baselines"]
-    print("\nbaselines (validation split):")
-    for name, metrics in baselines.items():
-        print(f"  {name:18s} sharpe={metrics.get('sharpe')} total_return={metrics.get('total_return')}")
-    with open(args.out, "w") as handle:
-        json.dump({"env": args.env, "rows": rows}, handle, indent=2, default=str)
+    args = parse_args(__doc__.splitlines()[0], "ab_sac_icm.json")
+    spec, params, _ = load_inputs(args)
+    jobs = [(spec, params, icm, seed) for icm in (False, True) for seed in args.seeds]
+    report(run_all(run_one, jobs, args.jobs, args.out), args, non_numeric=("collapsed_deterministic",))
 
 
 if __name__ == "__main__":

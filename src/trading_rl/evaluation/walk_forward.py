@@ -24,12 +24,13 @@ step back by ``step`` bars, so a rerun after new data validates the most recent 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import market_returns, run_baselines
@@ -43,6 +44,7 @@ from trading_rl.evaluation.metrics import (
 )
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, max_lookback
+from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
 
@@ -249,13 +251,45 @@ def _train_plain_sac(spec, agent_params, seed, timesteps, model=None, device="au
     return train_sac(spec, agent_params, seed, timesteps, model, device, icm=False)
 
 
-# name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> SB3 model.
-# Another phase's agent joins walk-forward by registering its trainer here and listing its name in
-# ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
-AGENT_TRAINERS: dict[str, Trainer] = {"sac_icm": _train_sac_icm, "sac": _train_plain_sac}
+def _train_vtrace(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    """IMPALA-style V-trace actor-learner with ``timesteps`` env steps over all its actors. The
+    actors run inside this process (the same numbers as Ray actors): a walk-forward task is already
+    one unit of parallelism, and Ray actors started from inside a task could wait forever for CPUs
+    that the other tasks hold."""
+    from trading_rl.agents import resolve_device
+    from trading_rl.algorithms.actor_learner import VTraceAgent, train_vtrace
+
+    params = {**dict(agent_params or {}), "total_timesteps": timesteps}
+    init_model = model.model if model is not None else None
+    policy, _ = train_vtrace(spec, params, seed, backend="local", device=resolve_device(device), init_model=init_model)
+    return VTraceAgent(policy, seed)
+
+
+def _train_es(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    """Evolution strategy; its budget is ``es.generations`` (a population per generation, not env
+    steps), for a fresh run and for fine-tuning from the previous window's parameters alike. The
+    population is scored in this process (same numbers as a process pool; see ``_train_vtrace``)."""
+    from trading_rl.algorithms.es import train_es_agent
+
+    return train_es_agent(spec, agent_params, seed, model, num_workers=1)
+
+
+# name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
+# ``predict``. Another phase's agent joins walk-forward by registering its trainer here and listing
+# its name in ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
+AGENT_TRAINERS: dict[str, Trainer] = {
+    "sac_icm": _train_sac_icm,
+    "sac": _train_plain_sac,
+    "vtrace": _train_vtrace,
+    "es": _train_es,
+}
 
 # Agents that share another agent's parameter section ("sac" is SAC+ICM with the ICM switched off).
 AGENT_PARAMS_SOURCE: dict[str, str] = {"sac": "sac_icm"}
+
+# Parameter sections that ``walk_forward.agent_overrides`` (sections of the sac_icm schema: ``sac``,
+# ``icm``, ...) applies to; other agents (vtrace, es) have flat parameters of their own.
+OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 
 
 # ---------------------------------------------------------------- running
@@ -306,6 +340,61 @@ class WalkForwardResult:
     returns: pd.DataFrame
 
 
+def retrain_groups(folds: Sequence[Fold]) -> list[list[Fold]]:
+    """Consecutive folds that share one agent: a retrain fold and the fine-tuned folds after it.
+
+    Groups are independent of each other (a retrain starts from scratch with the chain's seed), so
+    they may run in parallel; the folds inside a group may not (each fine-tunes the previous one).
+    """
+    groups: list[list[Fold]] = []
+    for fold in folds:
+        if fold.retrain or not groups:
+            groups.append([])
+        groups[-1].append(fold)
+    return groups
+
+
+def prepare_fold(
+    symbol: str,
+    prices: pd.DataFrame,
+    fold: Fold,
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: float,
+    seed: int,
+) -> tuple[EnvSpec, dict[str, pd.DataFrame]]:
+    """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
+    spec = fold_env_spec(symbol, prices, fold, feature_params, env_config, periods_per_year)
+    fold_seed = trial_seed(seed, 0, fold.index)
+    rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=fold_seed)
+    rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])
+    return spec, rollouts
+
+
+def run_retrain_group(
+    trainer: Trainer,
+    specs: Sequence[EnvSpec],
+    retrains: Sequence[bool],
+    agent_params: Mapping[str, Any],
+    seed: int,
+    timesteps: int,
+    finetune_timesteps: int,
+    device: str,
+) -> list[pd.DataFrame]:
+    """A task: train on the group's first fold, fine-tune through the rest, and return each fold's
+    test rollout. Seeds Python, NumPy and torch first, so the result depends on the arguments only."""
+    set_random_seed(seed)
+    model = None
+    rollouts = []
+    for spec, retrain in zip(specs, retrains):
+        if retrain or model is None:
+            model = trainer(spec, agent_params, seed, timesteps, None, device)
+        elif finetune_timesteps > 0:
+            model = trainer(spec, agent_params, seed, finetune_timesteps, model, device)
+        rollouts.append(run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed))
+    return rollouts
+
+
 def run_walk_forward(
     prices: Mapping[str, pd.DataFrame],
     params: Mapping[str, Any],
@@ -314,26 +403,29 @@ def run_walk_forward(
     periods_per_year: Mapping[str, float],
     agent_params: Mapping[str, Mapping[str, Any]],
     seed: int,
+    executor: Executor | None = None,
 ) -> WalkForwardResult:
     """Every symbol × fold × agent × seed, plus the baselines per fold, scored on the test window.
 
     ``prices``: ``{symbol: OHLCV frame}``. Baselines (``evaluation.baselines``) run through the same
     test env, with the same costs, as the agents; ``buy_and_hold_full`` is the uncapped, cost-free
     market line (return metrics only).
+
+    Work runs on ``executor`` (default: in this process) in two waves of independent tasks: one
+    ``prepare_fold`` per symbol × fold, then one ``run_retrain_group`` per symbol × agent × seed ×
+    retrain group. Rows come out in the same order, with the same numbers, whatever the executor.
     """
+    executor = executor or SequentialExecutor()
     config = resolve_walk_forward_params(params, feature_params)
     hold_threshold = float(env_config.get("hold_threshold", 0.1))
     symbols = config["symbols"] or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
     if missing:
         raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
-    rows: list[dict[str, Any]] = []
-    steps: list[pd.DataFrame] = []
-    for symbol in symbols:
-        symbol_prices = prices[symbol]
-        index = tradable_index(symbol_prices, feature_params)
-        folds = make_folds(
-            len(index),
+
+    symbol_folds = {
+        symbol: make_folds(
+            len(tradable_index(prices[symbol], feature_params)),
             config["train_length"],
             config["test_length"],
             config["step"],
@@ -341,58 +433,86 @@ def run_walk_forward(
             config["retrain_frequency"],
             config["max_folds"],
         )
-        specs = [
-            fold_env_spec(symbol, symbol_prices, fold, feature_params, env_config, periods_per_year[symbol])
-            for fold in folds
-        ]
-        ppy = periods_per_year[symbol]
-
-        def record(
-            fold: Fold, spec: EnvSpec, labels: dict[str, Any], rollout: pd.DataFrame, market: bool = False
-        ) -> None:
-            window = {
+        for symbol in symbols
+    }
+    fold_keys = [(symbol, fold) for symbol in symbols for fold in symbol_folds[symbol]]
+    shared_prices = {symbol: executor.share(prices[symbol]) for symbol in symbols}
+    prepared = executor.map(
+        prepare_fold,
+        [
+            {
                 "symbol": symbol,
-                "fold": fold.index,
-                "train_start": spec.splits["train"]["start"],
-                "train_end": spec.splits["train"]["end"],
-                "test_start": spec.splits["test"]["start"],
-                "test_end": spec.splits["test"]["end"],
-                "retrained": fold.retrain,
+                "prices": shared_prices[symbol],
+                "fold": fold,
+                "feature_params": feature_params,
+                "env_config": env_config,
+                "periods_per_year": periods_per_year[symbol],
+                "seed": seed,
             }
-            metrics = (
-                json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
-                if market
-                else compute_metrics(rollout, ppy, hold_threshold)
-            )
-            rows.append({**window, **labels, **metrics})
-            steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
+            for symbol, fold in fold_keys
+        ],
+    )
+    specs = {(symbol, fold.index): spec for (symbol, fold), (spec, _) in zip(fold_keys, prepared)}
+    shared_specs = {key: executor.share(spec) for key, spec in specs.items()}
 
-        for fold, spec in zip(folds, specs):
-            fold_seed = trial_seed(seed, 0, fold.index)
-            rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=fold_seed)
-            for name, rollout in rollouts.items():
-                record(fold, spec, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
-            market = _market_rows(spec, fold_seed, rollouts["cash"])
-            record(fold, spec, {"kind": "baseline", "agent": MARKET, "seed": -1}, market, market=True)
-
+    group_tasks, group_keys = [], []
+    for symbol in symbols:
         for agent_index, agent in enumerate(config["agents"]):
-            trainer = AGENT_TRAINERS[agent]
-            section = _with_overrides(
-                agent_params.get(AGENT_PARAMS_SOURCE.get(agent, agent), {}), config["agent_overrides"]
-            )
+            source = AGENT_PARAMS_SOURCE.get(agent, agent)
+            section = agent_params.get(source, {})
+            if source in OVERRIDDEN_AGENT_PARAMS:
+                section = _with_overrides(section, config["agent_overrides"])
             for seed_index in range(config["seeds"]):
-                chain_seed = trial_seed(seed, 1, agent_index, seed_index)
-                model = None
-                for fold, spec in zip(folds, specs):
-                    if fold.retrain or model is None:
-                        model = trainer(spec, section, chain_seed, config["timesteps"], None, config["device"])
-                    elif config["finetune_timesteps"] > 0:
-                        model = trainer(
-                            spec, section, chain_seed, config["finetune_timesteps"], model, config["device"]
-                        )
-                    env = spec.make_env("test", evaluation=True)
-                    rollout = run_episode(env, policy_from_sb3(model), seed=chain_seed)
-                    record(fold, spec, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
+                for group in retrain_groups(symbol_folds[symbol]):
+                    group_keys.append((symbol, agent, seed_index, group))
+                    group_tasks.append(
+                        {
+                            "trainer": AGENT_TRAINERS[agent],
+                            "specs": [shared_specs[(symbol, fold.index)] for fold in group],
+                            "retrains": [fold.retrain for fold in group],
+                            "agent_params": section,
+                            "seed": trial_seed(seed, 1, agent_index, seed_index),
+                            "timesteps": config["timesteps"],
+                            "finetune_timesteps": config["finetune_timesteps"],
+                            "device": config["device"],
+                        }
+                    )
+    group_rollouts = executor.map(run_retrain_group, group_tasks)
+
+    rows: list[dict[str, Any]] = []
+    steps: list[pd.DataFrame] = []
+
+    def record(symbol: str, fold: Fold, labels: dict[str, Any], rollout: pd.DataFrame, market: bool = False) -> None:
+        spec = specs[(symbol, fold.index)]
+        ppy = periods_per_year[symbol]
+        window = {
+            "symbol": symbol,
+            "fold": fold.index,
+            "train_start": spec.splits["train"]["start"],
+            "train_end": spec.splits["train"]["end"],
+            "test_start": spec.splits["test"]["start"],
+            "test_end": spec.splits["test"]["end"],
+            "retrained": fold.retrain,
+        }
+        metrics = (
+            json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
+            if market
+            else compute_metrics(rollout, ppy, hold_threshold)
+        )
+        rows.append({**window, **labels, **metrics})
+        steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
+
+    agent_rollouts = {symbol: [] for symbol in symbols}
+    for (symbol, agent, seed_index, group), rollouts in zip(group_keys, group_rollouts):
+        agent_rollouts[symbol] += [(fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
+                                   for fold, rollout in zip(group, rollouts)]
+    baseline_rollouts = {symbol: [] for symbol in symbols}
+    for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
+        baseline_rollouts[symbol] += [(fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
+                                      for name, rollout in rollouts.items()]
+    for symbol in symbols:
+        for fold, labels, rollout in baseline_rollouts[symbol] + agent_rollouts[symbol]:
+            record(symbol, fold, labels, rollout, market=labels["agent"] == MARKET)
     return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True))
 
 

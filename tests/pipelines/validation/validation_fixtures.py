@@ -26,6 +26,7 @@ PARAMS = {
     "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
                      "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu"},
     "regime_validation": {"split": "test", "regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
+    "runtime": {"engine": "sequential"},
 }
 
 

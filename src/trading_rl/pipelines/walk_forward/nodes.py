@@ -11,6 +11,7 @@ from trading_rl.data import infer_periods_per_year
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
+from trading_rl.runtime import make_executor
 
 
 def walk_forward(
@@ -20,8 +21,10 @@ def walk_forward(
     env_params: dict[str, Any],
     sac_icm_agent_params: dict[str, Any],
     seed: int,
+    runtime_params: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-fold metrics table and every test step, for every symbol × fold × agent × seed."""
+    """Per-fold metrics table and every test step, for every symbol × fold × agent × seed, run on
+    the ``runtime.engine`` executor (same numbers either way)."""
     frames = by_symbol(prices)
     periods_per_year = {
         symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
@@ -35,6 +38,7 @@ def walk_forward(
         periods_per_year,
         {"sac_icm": sac_icm_agent_params},
         seed,
+        make_executor(runtime_params),
     )
     return result.folds, result.returns
 

@@ -15,6 +15,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:env_construction",
                     "params:sac_icm.agent",
                     "params:seed",
+                    "params:runtime",
                 ],
                 outputs=["walk_forward_folds", "walk_forward_returns"],
                 name="walk_forward",

@@ -1,0 +1,126 @@
+"""Shared plumbing of the A/B scripts: inputs from the catalog (or a dumped folder), parallel runs,
+the printed table and the JSON file.
+
+Inputs come from the latest catalog versions of ``env_spec`` and ``sac_icm_model`` and the resolved
+parameters of ``--env``. ``--dump-inputs DIR`` writes them to a folder (``env_spec.pkl``,
+``sac_icm_model.zip``, ``parameters.json``) and ``--inputs DIR`` reads them back, so the same runs
+can execute on a machine without the Kedro stack (e.g. a many-core box).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import pandas as pd
+
+
+def parse_args(description: str, default_out: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--env", default="base", help="Kedro config env whose parameters are used")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=1, help="parallel processes (1 torch thread each)")
+    parser.add_argument("--out", default=default_out)
+    parser.add_argument("--inputs", help="read inputs from this folder instead of the Kedro catalog")
+    parser.add_argument("--dump-inputs", help="write the catalog inputs to this folder and exit")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE",
+        help="override one parameter (YAML value), e.g. sac_icm.agent.reward.scale=100",
+    )
+    return parser.parse_args()
+
+
+def apply_overrides(params: dict, overrides: list[str]) -> dict:
+    """Set each ``dotted.key=value`` (value parsed as YAML) in a copy of ``params``."""
+    import copy
+
+    import yaml
+
+    params = copy.deepcopy(params)
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        if not sep:
+            raise SystemExit(f"--param needs KEY=VALUE, got {override!r}")
+        *parents, leaf = key.split(".")
+        node = params
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(raw)
+    return params
+
+
+def load_inputs(args: argparse.Namespace) -> tuple[object, dict, bytes | None]:
+    """``(env_spec, all parameters, sac_icm_model zip bytes or None)``."""
+    if args.inputs:
+        folder = Path(args.inputs)
+        spec = pickle.loads((folder / "env_spec.pkl").read_bytes())
+        params = json.loads((folder / "parameters.json").read_text())
+        model = folder / "sac_icm_model.zip"
+        return spec, apply_overrides(params, args.param), model.read_bytes() if model.exists() else None
+
+    os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+    import io
+
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(os.getcwd())
+    with KedroSession.create(env=args.env) as session:
+        context = session.load_context()
+        spec = context.catalog.load("env_spec")
+        params = context.params
+        source = None
+        if context.catalog.exists("sac_icm_model"):
+            buffer = io.BytesIO()
+            context.catalog.load("sac_icm_model").save(buffer)
+            source = buffer.getvalue()
+    if args.dump_inputs:
+        folder = Path(args.dump_inputs)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "env_spec.pkl").write_bytes(pickle.dumps(spec))
+        (folder / "parameters.json").write_text(json.dumps(params, default=str))
+        if source is not None:
+            (folder / "sac_icm_model.zip").write_bytes(source)
+        raise SystemExit(f"inputs written to {folder}")
+    return spec, apply_overrides(params, args.param), source
+
+
+def run_all(run_one: Callable[..., dict], jobs: list[tuple], n_jobs: int, out: str) -> list[dict]:
+    """``run_one(*job)`` for every job, ``n_jobs`` processes at a time; each finished row is appended
+    to ``<out>.partial.jsonl`` at once, so a run cut short still leaves its finished rows."""
+    partial_path = Path(f"{out}.partial.jsonl")
+    partial_path.unlink(missing_ok=True)
+    with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+        futures = {pool.submit(run_one, *job): index for index, job in enumerate(jobs)}
+        rows: list[dict | None] = [None] * len(jobs)
+        for future in as_completed(futures):
+            rows[futures[future]] = row = future.result()
+            with partial_path.open("a") as handle:
+                handle.write(json.dumps(row, default=str) + "\n")
+            print({k: v for k, v in row.items() if k != "baselines"}, flush=True)
+    return rows  # type: ignore[return-value]
+
+
+def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, ...] = ()) -> None:
+    """Print rows, medians per variant and the baselines; write everything to ``args.out``."""
+    table = pd.DataFrame([{k: v for k, v in row.items() if k != "baselines"} for row in rows])
+    pd.set_option("display.width", 220)
+    print(table.to_string(index=False))
+    numeric = table.drop(columns=["seed", *non_numeric]).apply(pd.to_numeric, errors="coerce").assign(
+        variant=table["variant"]
+    )
+    print("\nmedian per variant:")
+    print(numeric.groupby("variant").median().to_string())
+    print("\nbaselines (evaluation split):")
+    for name, metrics in rows[0]["baselines"].items():
+        print(
+            f"  {name:18s} sharpe={metrics.get('sharpe')} max_drawdown={metrics.get('max_drawdown')} "
+            f"total_return={metrics.get('total_return')}"
+        )
+    with open(args.out, "w") as handle:
+        json.dump({"env": args.env, "rows": rows}, handle, indent=2, default=str)

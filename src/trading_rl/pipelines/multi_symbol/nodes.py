@@ -1,0 +1,117 @@
+"""Thin nodes around ``trading_rl.runtime.symbols``; ``symbol`` and ``wired_symbols`` are bound when
+the pipeline is built (see ``pipeline.py``)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.agents import SACWithICM
+from trading_rl.envs import EnvSpec
+from trading_rl.pipelines.env_construction.nodes import build_spec
+from trading_rl.runtime import make_executor
+from trading_rl.runtime.symbols import (
+    SharedEncoder,
+    collect_observations,
+    fit_shared_encoder,
+    resolve_multi_symbol_params,
+    train_symbol_agent,
+)
+
+
+def _check_wiring(params: dict[str, Any], wired_symbols: list[str]) -> dict[str, Any]:
+    config = resolve_multi_symbol_params(params)
+    if config["symbols"] != wired_symbols:
+        raise ValueError(
+            f"parameter 'multi_symbol.symbols' resolved to {config['symbols']}, but the pipeline was wired for "
+            f"{wired_symbols} from conf/base/parameters_multi_symbol.yml when the registry was built; change the "
+            "symbols there (run-time overrides and other envs cannot add or remove namespaces)"
+        )
+    return config
+
+
+def build_symbol_spec(
+    prices: pd.DataFrame,
+    scaled_features: pd.DataFrame,
+    splits: dict[str, Any],
+    env_params: dict[str, Any],
+    params: dict[str, Any],
+    symbol: str,
+    wired_symbols: list[str],
+) -> EnvSpec:
+    """The ``env_construction`` spec of ``symbol`` (same env settings as the single-symbol phase)."""
+    _check_wiring(params, wired_symbols)
+    if symbol not in set(prices["symbol"]):
+        raise ValueError(
+            f"parameter 'multi_symbol.symbols' lists {symbol!r}, which is not among the extracted symbols "
+            f"{sorted(set(prices['symbol']))}: add it to feature_extraction.symbols"
+        )
+    return build_spec(prices, scaled_features, splits, {**env_params, "symbol": symbol})
+
+
+def fit_encoder(
+    prices: pd.DataFrame,
+    scaled_features: pd.DataFrame,
+    splits: dict[str, Any],
+    env_params: dict[str, Any],
+    params: dict[str, Any],
+    seed: int,
+    wired_symbols: list[str],
+) -> tuple[SharedEncoder, dict[str, Any]]:
+    """The frozen shared encoder, fitted on every symbol's training split, and its training report."""
+    config = _check_wiring(params, wired_symbols)["shared_encoder"]
+    specs = [
+        build_symbol_spec(prices, scaled_features, splits, env_params, params, symbol, wired_symbols)
+        for symbol in wired_symbols
+    ]
+    observations = collect_observations(specs, config["steps_per_symbol"], seed)
+    encoder, losses = fit_shared_encoder(observations, config, seed)
+    report = {
+        "symbols": wired_symbols,
+        "n_observations": int(len(observations)),
+        "obs_dim": encoder.config["obs_dim"],
+        "latent_dim": encoder.config["latent_dim"],
+        "reconstruction_loss": losses,
+    }
+    return encoder, report
+
+
+def train_symbol(
+    env_spec: EnvSpec,
+    sac_icm_params: dict[str, Any],
+    seed: int,
+    run_metadata: dict[str, Any],
+    runtime_params: dict[str, Any],
+    shared_encoder: SharedEncoder | None = None,
+) -> tuple[Any, Any, list[dict]]:
+    """Train the symbol's agent as one task on the ``runtime.engine`` executor (a Ray task with its
+    GPU share under ``ray``); final model, best model and training history."""
+    work_dir = Path(sac_icm_params["resume_dir"]).resolve() / "multi_symbol" / env_spec.symbol
+    executor = make_executor(runtime_params)
+    (result,) = executor.map(
+        train_symbol_agent,
+        [
+            {
+                "spec": env_spec,
+                "sac_icm_params": sac_icm_params,
+                "seed": seed,
+                "work_dir": str(work_dir),
+                "encoder": shared_encoder,
+            }
+        ],
+    )
+    metadata = {
+        **run_metadata,
+        "symbol": env_spec.symbol,
+        "best_timestep": result["best_timestep"],
+        "shared_encoder": shared_encoder is not None,
+    }
+    models = []
+    for key in ("model", "best_model"):
+        model = SACWithICM.load(io.BytesIO(result[key]), device="cpu")
+        model.trading_rl_metadata = metadata
+        models.append(model)
+    return models[0], models[1], result["history"]

@@ -1,0 +1,88 @@
+"""One namespace per symbol, wired from ``conf/base/parameters_multi_symbol.yml``.
+
+Kedro builds the pipeline registry before it resolves parameters, so the symbol list (and whether the
+shared encoder node exists) is read from that file here; adding a symbol is a change to that file
+(the symbol must also be in ``feature_extraction.symbols``). The nodes check at run time that the
+resolved ``multi_symbol.symbols`` still matches the wiring.
+"""
+
+from __future__ import annotations
+
+from functools import partial, update_wrapper
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.multi_symbol import nodes
+from trading_rl.runtime.symbols import resolve_multi_symbol_params
+
+WIRING_FILE = Path("conf") / "base" / "parameters_multi_symbol.yml"
+ENCODER = "multi_symbol_shared_encoder"
+
+
+def read_wiring(project_root: Path | None = None) -> dict[str, Any]:
+    """The validated ``multi_symbol`` section of ``conf/base`` under ``project_root`` (default: the
+    working directory, which is the project root for ``kedro`` commands)."""
+    path = (project_root or Path.cwd()) / WIRING_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: the multi_symbol pipeline builds one namespace per symbol listed under "
+            "'multi_symbol.symbols' there when the pipeline registry is built; run kedro from the project root"
+        )
+    return resolve_multi_symbol_params((yaml.safe_load(path.read_text()) or {}).get("multi_symbol"))
+
+
+def _bound(func, **kwargs):
+    """``func`` with ``kwargs`` fixed, keeping its name and docstring for Kedro and kedro-viz."""
+    return update_wrapper(partial(func, **kwargs), func)
+
+
+def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
+    wiring = read_wiring(project_root)
+    symbols = wiring["symbols"]
+    with_encoder = wiring["shared_encoder"]["enabled"]
+    shared_data = ["prices", "scaled_features", "splits"]
+    parameters = {"params:env_construction", "params:multi_symbol", "params:sac_icm", "params:seed", "params:runtime"}
+
+    encoder = Pipeline(
+        [
+            Node(
+                _bound(nodes.fit_encoder, wired_symbols=symbols),
+                inputs=[*shared_data, "params:env_construction", "params:multi_symbol", "params:seed"],
+                outputs=[ENCODER, "multi_symbol_encoder_report"],
+                name="fit_shared_encoder",
+            )
+        ]
+    )
+    per_symbol = [
+        Pipeline(
+            [
+                Node(
+                    _bound(nodes.build_symbol_spec, symbol=symbol, wired_symbols=symbols),
+                    inputs=[*shared_data, "params:env_construction", "params:multi_symbol"],
+                    outputs="env_spec",
+                    name="build_symbol_env_spec",
+                ),
+                Node(
+                    nodes.train_symbol,
+                    inputs=[
+                        "env_spec",
+                        "params:sac_icm",
+                        "params:seed",
+                        "run_metadata",
+                        "params:runtime",
+                        *([ENCODER] if with_encoder else []),
+                    ],
+                    outputs=["sac_icm_model", "sac_icm_best_model", "sac_icm_training_history"],
+                    name="train_symbol_agent",
+                ),
+            ],
+            namespace=symbol,
+            inputs={*shared_data, "run_metadata", *([ENCODER] if with_encoder else [])},
+            parameters=parameters,
+        )
+        for symbol in symbols
+    ]
+    return (encoder if with_encoder else Pipeline([])) + sum(per_symbol, Pipeline([]))

@@ -1,0 +1,165 @@
+"""Execution back-end: one list of independent tasks, run in a plain loop or as Ray tasks.
+
+Walk-forward (symbols × agents × seeds × retrain groups) and per-symbol training are many
+independent, CPU-bound jobs. The callers describe them once as ``fn`` + a list of keyword-argument
+dicts and hand them to an executor; ``runtime.engine`` picks the executor.
+
+Reproducibility contract (what makes both engines give identical numbers): ``fn`` is a module-level
+function of its arguments only and seeds every RNG it uses itself, and every task, on either engine,
+runs ``single_threaded``: one torch thread and one BLAS thread. Thread counts change the order of
+floating-point sums (NumPy's OpenBLAS splits a product differently over 2 threads than over 1), so
+without the limit a Ray worker (started with ``OMP_NUM_THREADS=1``) and the kedro process (all
+cores) would drift apart in the last bits, and the drift grows through training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+PARAMS_PREFIX = "runtime"
+ENGINES = ("sequential", "ray")
+DEFAULT_RUNTIME_PARAMS: dict[str, Any] = {
+    "engine": "sequential",
+    "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0},
+}
+
+
+class Executor(Protocol):
+    """``share`` a large input once, then ``map`` a function over keyword-argument dicts."""
+
+    def share(self, value: Any) -> Any: ...
+
+    def map(self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]]) -> list[Any]: ...
+
+
+def resolve_runtime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Defaults overlaid with ``params``, validated; errors name the offending key."""
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(DEFAULT_RUNTIME_PARAMS))
+    if unknown:
+        raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_RUNTIME_PARAMS)}")
+    ray_params = dict(params.get("ray") or {})
+    unknown = sorted(set(ray_params) - set(DEFAULT_RUNTIME_PARAMS["ray"]))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter '{PARAMS_PREFIX}.ray.{unknown[0]}'; known: {sorted(DEFAULT_RUNTIME_PARAMS['ray'])}"
+        )
+    resolved = {
+        "engine": params.get("engine", DEFAULT_RUNTIME_PARAMS["engine"]),
+        "ray": {**DEFAULT_RUNTIME_PARAMS["ray"], **ray_params},
+    }
+    if resolved["engine"] not in ENGINES:
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.engine' must be one of {list(ENGINES)}, got {resolved['engine']!r}")
+    num_cpus = resolved["ray"]["num_cpus"]
+    if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1):
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.ray.num_cpus' must be a positive integer or null, got {num_cpus!r}")
+    gpus = resolved["ray"]["num_gpus_per_task"]
+    # Ray accepts a fraction of one GPU or a whole number of GPUs per task.
+    if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or gpus < 0 or (gpus > 1 and gpus != int(gpus)):
+        raise ValueError(
+            f"parameter '{PARAMS_PREFIX}.ray.num_gpus_per_task' must be a fraction in [0, 1] or a whole "
+            f"number of GPUs, got {gpus!r}"
+        )
+    resolved["ray"]["num_gpus_per_task"] = float(gpus)
+    address = resolved["ray"]["address"]
+    if address is not None and not isinstance(address, str):
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.ray.address' must be a string or null, got {address!r}")
+    return resolved
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """One torch thread and one BLAS thread inside the block; the previous counts afterwards."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(torch_threads)
+
+
+class SequentialExecutor:
+    """The tasks one after another in this process."""
+
+    def share(self, value: Any) -> Any:
+        return value
+
+    def map(self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]]) -> list[Any]:
+        with single_threaded():
+            return [fn(**kwargs) for kwargs in kwargs_list]
+
+
+_RAY_INIT_LOCK = threading.Lock()
+
+
+def connect_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the cluster at ``address`` or start a local Ray with ``num_cpus`` CPUs, once per process.
+
+    A Ray session that is already up (started by an earlier node, a test fixture or the user) is
+    reused as it is; it ends with the process (Ray registers its own shutdown at exit), so several
+    nodes of one run, even concurrent ones under ``ThreadRunner``, share one session.
+    """
+    import ray
+
+    with _RAY_INIT_LOCK:
+        if ray.is_initialized():
+            return
+        if address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=True)
+        else:
+            ray.init(num_cpus=num_cpus, include_dashboard=False)
+        logger.info("Ray cluster resources: %s", ray.cluster_resources())
+
+
+def _resolve_shared(value: Any) -> Any:
+    """Fetch object-store references: Ray resolves a reference given directly as an argument, not
+    one inside a list, and a task often needs a list of shared inputs (e.g. a chain's fold specs)."""
+    import ray
+
+    if isinstance(value, list) and value and all(isinstance(item, ray.ObjectRef) for item in value):
+        return ray.get(value)
+    return value
+
+
+def _run_in_worker(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    with single_threaded():
+        return fn(**{key: _resolve_shared(value) for key, value in kwargs.items()})
+
+
+class RayExecutor:
+    """Every task a Ray task with one CPU and ``num_gpus_per_task`` of a GPU; results in input order."""
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, num_gpus_per_task: float = 0.0) -> None:
+        import ray
+
+        connect_ray(address, num_cpus)
+        self._remote = ray.remote(num_cpus=1, num_gpus=num_gpus_per_task)(_run_in_worker)
+
+    def share(self, value: Any) -> Any:
+        """Put ``value`` in the object store once; tasks receive it without another copy per task."""
+        import ray
+
+        return ray.put(value)
+
+    def map(self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]]) -> list[Any]:
+        import ray
+
+        return ray.get([self._remote.remote(fn, **kwargs) for kwargs in kwargs_list])
+
+
+def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
+    """The executor ``runtime.engine`` names (``sequential`` when ``runtime_params`` is empty)."""
+    config = resolve_runtime_params(runtime_params)
+    if config["engine"] == "sequential":
+        return SequentialExecutor()
+    return RayExecutor(**config["ray"])

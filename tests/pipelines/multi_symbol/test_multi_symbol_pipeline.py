@@ -1,0 +1,179 @@
+"""Many symbols: namespaces wired from the YAML, dataset factories, the frozen shared encoder inside
+each agent, and per-symbol training on Ray giving the sequential numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from kedro.io import DataCatalog
+from kedro.runner import SequentialRunner, ThreadRunner
+
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.pipelines.multi_symbol import create_pipeline, nodes
+from trading_rl.pipelines.multi_symbol.pipeline import ENCODER, WIRING_FILE
+from trading_rl.runtime.symbols import FrozenEncoderExtractor, SharedEncoder
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+FEATURES = {"garch": None}
+ENV = {"env": {"window_size": 5, "episode_length": 80}, "periods_per_year": 252}
+SAC_ICM = {
+    "device": "cpu", "evaluation_split": "validation", "resume_dir": "unused",
+    "agent": {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 500}, "policy": {"net_arch": [16]},
+              "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 8},
+              "training": {"total_timesteps": 80, "eval_freq": 40, "resume_every": 40}},
+}
+ENCODER_PARAMS = {"latent_dim": 6, "hidden_dim": 16, "steps_per_symbol": 120, "epochs": 5, "batch_size": 32}
+
+
+def write_wiring(root: Path, symbols, enabled: bool = True) -> Path:
+    path = root / WIRING_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"multi_symbol": {"symbols": symbols,
+                                                     "shared_encoder": {**ENCODER_PARAMS, "enabled": enabled}}}))
+    return root
+
+
+def market(symbol: str, seed: int, n_bars: int = 700) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
+    open_ = np.r_[100.0, close[:-1]]
+    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
+    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002, "low": np.minimum(open_, close) * 0.998,
+                         "close": close, "volume": 1e6}, index=index).assign(symbol=symbol)
+
+
+@pytest.fixture(scope="module")
+def shared_inputs():
+    """The feature_extraction outputs for two symbols, as the pipeline consumes them."""
+    prices, scaled, splits = [], [], {}
+    for seed, symbol in enumerate(["AAA", "BBB"]):
+        frame = market(symbol, seed)
+        features = compute_features(frame.drop(columns="symbol"), FEATURES).dropna()
+        splits[symbol] = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2, "gap_bars": 60})
+        scaler = fit_scaler(features.loc[: splits[symbol]["train"]["end"]])
+        prices.append(frame)
+        scaled.append(apply_scaler(features, scaler).assign(symbol=symbol))
+    return {"prices": pd.concat(prices), "scaled_features": pd.concat(scaled), "splits": splits}
+
+
+def test_namespaces_come_from_the_yaml_and_a_new_symbol_is_a_config_change(tmp_path):
+    pipeline = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"]))
+    assert {node.name for node in pipeline.nodes} == {
+        "fit_shared_encoder", "AAA.build_symbol_env_spec", "AAA.train_symbol_agent",
+        "BBB.build_symbol_env_spec", "BBB.train_symbol_agent"}
+    assert {"AAA.sac_icm_model", "BBB.sac_icm_best_model", ENCODER} <= pipeline.all_outputs()
+    assert {"prices", "scaled_features", "splits", "params:sac_icm", "params:runtime"} <= pipeline.inputs()
+
+    more = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB", "CCC"], enabled=False))
+    assert "CCC.train_symbol_agent" in {node.name for node in more.nodes}
+    assert ENCODER not in more.all_outputs() | more.inputs()  # no encoder: no encoder node or input
+    assert create_pipeline(PROJECT_ROOT).nodes  # the project's own file wires
+
+
+def test_missing_or_bad_wiring_fails_with_the_file_or_key_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="parameters_multi_symbol.yml"):
+        create_pipeline(tmp_path)
+    with pytest.raises(ValueError, match=r"multi_symbol\.symbols"):
+        create_pipeline(write_wiring(tmp_path, ["BRK.B"]))
+    with pytest.raises(ValueError, match=r"multi_symbol\.symbols"):
+        create_pipeline(write_wiring(tmp_path, ["AAA", "AAA"]))
+
+
+def test_dataset_factories_resolve_per_symbol():
+    config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_multi_symbol.yml").read_text())
+    catalog = DataCatalog.from_config(config)
+    for symbol in ("sp500", "XYZ_1"):
+        described = catalog.get(f"{symbol}.sac_icm_model")._describe()
+        assert f"multi_symbol/{symbol}/sac_icm_model.zip" in str(described["filepath"])
+    assert "{symbol}.env_spec" in catalog.config_resolver.list_patterns()
+
+
+def parameters(tmp_path: Path, engine: str = "sequential") -> dict:
+    return {"params:env_construction": ENV, "params:sac_icm": {**SAC_ICM, "resume_dir": str(tmp_path / "resume")},
+            "params:seed": 5, "params:runtime": {"engine": engine},
+            "params:multi_symbol": {"symbols": ["AAA", "BBB"], "shared_encoder": ENCODER_PARAMS},
+            "run_metadata": {"seed": 5}}
+
+
+@pytest.mark.slow
+def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_path, shared_inputs):
+    """Through the project's catalog entries (files under tmp_path): the SB3 zip carries the frozen
+    encoder, so a reloaded agent still holds the fitted weights."""
+    config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_multi_symbol.yml").read_text())
+    for entry in config.values():
+        entry["filepath"] = str(tmp_path / entry["filepath"])
+    catalog = DataCatalog.from_config(config)
+    for name, value in {**shared_inputs, **parameters(tmp_path)}.items():
+        catalog[name] = value
+    SequentialRunner().run(create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"])), catalog)
+
+    encoder = catalog.load(ENCODER)
+    report = catalog.load("multi_symbol_encoder_report")
+    assert report["n_observations"] == 2 * ENCODER_PARAMS["steps_per_symbol"]
+    assert report["reconstruction_loss"][-1] < report["reconstruction_loss"][0]
+    observations = torch.randn(4, encoder.config["obs_dim"])
+    for symbol in ("AAA", "BBB"):
+        model = catalog.load(f"{symbol}.sac_icm_model")
+        assert model.trading_rl_metadata["symbol"] == symbol and model.trading_rl_metadata["shared_encoder"]
+        assert model.num_timesteps == SAC_ICM["agent"]["training"]["total_timesteps"]
+        for net in (model.actor, model.critic, model.critic_target):
+            extractor = net.features_extractor
+            assert isinstance(extractor, FrozenEncoderExtractor)
+            # Training moved the heads, never the encoder: still the fitted weights.
+            for name, value in encoder.state_dict().items():
+                torch.testing.assert_close(extractor.encoder.state_dict()[name], value, rtol=0, atol=0)
+            torch.testing.assert_close(extractor(observations), encoder(observations), rtol=0, atol=0)
+            assert not list(extractor.parameters())  # nothing an optimiser could move
+    assert catalog.load("AAA.env_spec").symbol == "AAA"
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """A local 2-CPU Ray, or the one another test directory already started (reused, left running)."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_training_a_symbol_on_ray_gives_the_sequential_model(tmp_path, shared_inputs, ray_session):
+    params = parameters(tmp_path)
+    spec = nodes.build_symbol_spec(*shared_inputs.values(), ENV, params["params:multi_symbol"], "BBB", ["AAA", "BBB"])
+    encoder = SharedEncoder(spec.make_env("train").observation_space.shape[0], 16, 6)
+    results = {}
+    for engine in ("sequential", "ray"):
+        results[engine] = nodes.train_symbol(spec, params["params:sac_icm"], 5, {}, {"engine": engine}, encoder)
+    for sequential, on_ray in zip(results["sequential"][:2], results["ray"][:2]):
+        for name, value in sequential.policy.state_dict().items():
+            torch.testing.assert_close(on_ray.policy.state_dict()[name], value, rtol=0, atol=0)
+    # Training history, evaluations included (NaN where a metric is undefined, hence the frames).
+    pd.testing.assert_frame_equal(pd.DataFrame(results["ray"][2]), pd.DataFrame(results["sequential"][2]), check_exact=True)
+
+
+@pytest.mark.slow
+def test_symbols_train_concurrently_under_thread_runner_with_the_sequential_results(tmp_path, shared_inputs, ray_session):
+    """``--runner ThreadRunner --params runtime.engine=ray``: both symbols' trainings are Ray tasks
+    at once (one Ray session shared by the threads), and the models equal the sequential run's."""
+    config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_multi_symbol.yml").read_text())
+    pipeline = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"], enabled=False))
+    models = {}
+    for runner, engine in ((SequentialRunner(), "sequential"), (ThreadRunner(max_workers=2), "ray")):
+        entries = {name: {**entry, "filepath": str(tmp_path / engine / entry["filepath"])} for name, entry in config.items()}
+        catalog = DataCatalog.from_config(entries)
+        for name, value in {**shared_inputs, **parameters(tmp_path / engine, engine)}.items():
+            catalog[name] = value
+        runner.run(pipeline, catalog)
+        models[engine] = {symbol: catalog.load(f"{symbol}.sac_icm_model") for symbol in ("AAA", "BBB")}
+    for symbol in ("AAA", "BBB"):
+        expected = models["sequential"][symbol].policy.state_dict()
+        for name, value in models["ray"][symbol].policy.state_dict().items():
+            torch.testing.assert_close(value, expected[name], rtol=0, atol=0)

@@ -1,0 +1,74 @@
+"""The execution back-end: parameter validation, and both executors returning the same results in
+input order (Ray: the package's local 2-CPU session, see conftest)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import ray
+import torch
+from threadpoolctl import threadpool_info
+
+from trading_rl.runtime import RayExecutor, SequentialExecutor, make_executor, resolve_runtime_params
+
+
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"engine": "spark"}, r"runtime\.engine"),
+        ({"engin": "ray"}, r"runtime\.engin"),
+        ({"ray": {"num_cpu": 2}}, r"runtime\.ray\.num_cpu"),
+        ({"ray": {"num_cpus": 0}}, r"runtime\.ray\.num_cpus"),
+        ({"ray": {"num_gpus_per_task": 1.5}}, r"runtime\.ray\.num_gpus_per_task"),
+        ({"ray": {"num_gpus_per_task": -0.1}}, r"runtime\.ray\.num_gpus_per_task"),
+        ({"ray": {"address": 6379}}, r"runtime\.ray\.address"),
+    ],
+)
+def test_bad_runtime_parameters_are_rejected_by_key(params, key):
+    with pytest.raises(ValueError, match=key):
+        resolve_runtime_params(params)
+
+
+def test_defaults_and_accepted_gpu_shares():
+    assert resolve_runtime_params(None) == {
+        "engine": "sequential", "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0}
+    }
+    assert resolve_runtime_params({"ray": {"num_gpus_per_task": 0.25}})["ray"]["num_gpus_per_task"] == 0.25
+    assert resolve_runtime_params({"ray": {"num_gpus_per_task": 2}})["ray"]["num_gpus_per_task"] == 2.0
+    assert isinstance(make_executor({"engine": "sequential"}), SequentialExecutor)
+
+
+def test_ray_tasks_return_in_input_order_with_shared_inputs_resolved(ray_session):
+    executor = make_executor({"engine": "ray", "ray": {"num_cpus": 2}})
+    assert isinstance(executor, RayExecutor)
+    big = np.arange(100_000, dtype=np.float64)
+    shared = executor.share(big)
+    kwargs_list = [{"index": i, "values": shared, "parts": [shared, executor.share(i)]} for i in range(5)]
+    results = executor.map(dict, kwargs_list)  # dict(**kwargs) echoes what the task received
+    assert [result["index"] for result in results] == list(range(5))
+    for i, result in enumerate(results):
+        np.testing.assert_array_equal(result["values"], big)
+        np.testing.assert_array_equal(result["parts"][0], big)
+        assert result["parts"][1] == i
+    assert SequentialExecutor().map(dict, [{"index": 3}]) == [{"index": 3}]
+
+
+def thread_counts() -> tuple[int, int]:
+    """Torch threads and the most threads any loaded BLAS library would use."""
+    return torch.get_num_threads(), max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+
+
+def test_every_task_runs_single_threaded_on_both_engines(ray_session):
+    """One torch and one BLAS thread per task (multi-threaded sums change the last bits), and the
+    kedro process gets its own thread counts back after a sequential map."""
+    torch.set_num_threads(2)
+    try:
+        assert SequentialExecutor().map(thread_counts, [{}]) == [(1, 1)]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+    # Ray's workers cannot import this test module: send its functions by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    assert make_executor({"engine": "ray"}).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]
