@@ -48,7 +48,7 @@ def test_session_writes_versioned_causal_outputs(foundation_project):
     features = pd.read_parquet(_latest(foundation_project, "data/04_feature/features.parquet"))
     scaled = pd.read_parquet(_latest(foundation_project, "data/05_model_input/scaled_features.parquet"))
     splits = yaml.safe_load(_latest(foundation_project, "data/05_model_input/splits.json").read_text())
-    assert set(features["symbol"]) == {"sp500"}
+    assert set(features["symbol"]) == {"sp500", "nasdaq"}
     assert features.shape[1] - 1 >= 20
     assert np.isfinite(scaled.drop(columns="symbol").to_numpy()).all()
     assert splits["sp500"]["gap_bars"] == max_lookback({})

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from kedro.pipeline import Node, Pipeline
+from kedro.utils import find_kedro_project
 
 from trading_rl.pipelines.multi_symbol import nodes
 from trading_rl.runtime.symbols import resolve_multi_symbol_params
@@ -24,12 +25,13 @@ ENCODER = "multi_symbol_shared_encoder"
 
 def read_wiring(project_root: Path | None = None) -> dict[str, Any]:
     """The validated ``multi_symbol`` section of ``conf/base`` under ``project_root`` (default: the
-    working directory, which is the project root for ``kedro`` commands)."""
-    path = (project_root or Path.cwd()) / WIRING_FILE
+    Kedro project containing the working directory, so notebooks in ``notebooks/`` work too)."""
+    root = project_root or find_kedro_project(Path.cwd()) or Path.cwd()
+    path = root / WIRING_FILE
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} is missing: the multi_symbol pipeline builds one namespace per symbol listed under "
-            "'multi_symbol.symbols' there when the pipeline registry is built; run kedro from the project root"
+            "'multi_symbol.symbols' there when the pipeline registry is built; run kedro inside the project"
         )
     return resolve_multi_symbol_params((yaml.safe_load(path.read_text()) or {}).get("multi_symbol"))
 
