@@ -148,7 +148,7 @@ def test_trained_agent_predicts_clipped_actions_through_the_rollout_api(spec):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray")
+    import ray
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -128,7 +128,9 @@ WINDOW = 3
 
 @pytest.fixture(scope="module")
 def envs():
-    return pytest.importorskip("trading_rl.envs")
+    import trading_rl.envs
+
+    return trading_rl.envs
 
 
 def _frame(close, open_=None):

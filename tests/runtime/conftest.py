@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(scope="package")
 def ray_session():
     """A local 2-CPU Ray, or the one another test directory already started (reused, left running)."""
-    ray = pytest.importorskip("ray")
+    import ray
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False)

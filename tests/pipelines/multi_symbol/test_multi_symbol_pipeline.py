@@ -135,7 +135,7 @@ def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_p
 @pytest.fixture(scope="module")
 def ray_session():
     """A local 2-CPU Ray, or the one another test directory already started (reused, left running)."""
-    ray = pytest.importorskip("ray")
+    import ray
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False)
