@@ -138,3 +138,15 @@ def test_comparison_respects_tolerances_and_handles_the_first_run():
     assert compare_reports(before, before)["gates_flipped"] == []
     first = compare_reports(after, None)
     assert first["has_previous"] is False and first["gates_flipped"] == [] and first["metrics_moved"] == []
+
+
+def test_es_within_80_percent_of_sac_gate_uses_median_walk_forward_sharpe():
+    folds = fold_table([1.0, 1.0, 1.0], [0.05] * 3)
+    es_rows = folds[folds["kind"] == "agent"].assign(agent="es", sharpe=[0.7, 0.85, 0.9])
+    values = gate_values(pd.concat([folds, es_rows]), regime_table(GOOD_REGIMES), "sac_icm")
+    assert values["es_vs_sac_margin"] == pytest.approx(0.85 - 0.8)  # ES median 0.85 vs 80% of SAC's 1.0
+    gate = {"es_vs_sac": {"metric": "es_vs_sac_margin", "comparison": ">=", "threshold": 0.0, "optional": True}}
+    assert evaluate_gates(values, gate)["passed"]
+    weak = pd.concat([folds, es_rows.assign(sharpe=[0.1, 0.2, 0.3])])
+    assert not evaluate_gates(gate_values(weak, regime_table(GOOD_REGIMES), "sac_icm"), gate)["passed"]
+    assert "es_vs_sac_margin" not in gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")

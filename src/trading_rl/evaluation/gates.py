@@ -65,6 +65,15 @@ def gate_values(
         "max_action_share_median": _median(rows[bucket_columns].astype(float).max(axis=1)),
         "trade_rate_median": _median(rows["n_trades"].astype(float) / rows["n_steps"].astype(float)),
     }
+    es_rows = folds[(folds["kind"] == "agent") & (folds["agent"] == "es")]
+    if primary_agent != "es" and not es_rows.empty:
+        # The seeds' "ES within 80% of SAC" on median walk-forward Sharpe, as a margin (>= 0 passes).
+        from trading_rl.algorithms.es import es_vs_sac_gate
+
+        gate = es_vs_sac_gate(
+            {"sharpe": _median(pd.to_numeric(es_rows["sharpe"], errors="coerce"))}, {"sharpe": values["sharpe_median"]}
+        )
+        values["es_vs_sac_margin"] = None if gate["es"] is None or gate["threshold"] is None else gate["es"] - gate["threshold"]
     own = regimes[(regimes["model"] == primary_agent) & regimes["regime"].isin(REGIMES)]
     values["profitable_regimes"] = float((pd.to_numeric(own["total_return"], errors="coerce") > 0).sum())
     if returns is not None and "option" in returns:
