@@ -42,7 +42,17 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
     "weight_network": {"initial_weights": DEFAULT_INITIAL_WEIGHTS, **DEFAULT_WEIGHT_TRAINING},
     "potential": DEFAULT_POTENTIAL_TRAINING,
     "shaping": DEFAULT_ADAPTATION,
-    "training": {"continue_timesteps": 5000, "learning_starts": 500, "eval_freq": 2500, "log_interval": 10},
+    # shaped_reward_scale: the learner's reward scale while it trains on the shaped reward. The
+    # source agent's scale (sac_icm.agent.reward.scale, 100) is sized for raw daily P&L (~1e-4);
+    # shaped rewards are already O(1) (each objective over its typical size), and 100x that
+    # drowned SAC's entropy term and collapsed every shaped A/B run.
+    "training": {
+        "continue_timesteps": 5000,
+        "learning_starts": 500,
+        "eval_freq": 2500,
+        "log_interval": 10,
+        "shaped_reward_scale": 1.0,
+    },
     "gates": {**DEFAULT_WEIGHT_GATES, "fail_on_gate": False},
 }
 
@@ -155,7 +165,10 @@ def fit_reward_models(rollouts: dict[str, np.ndarray], params: dict | None, gamm
     return weight_network, potential, report
 
 
-def continue_agent(model, env_spec, make_train_env, params: dict | None, seed: int, work_dir: str, metrics_callback=None):
+def continue_agent(
+    model, env_spec, make_train_env, params: dict | None, seed: int, work_dir: str, metrics_callback=None,
+    reward_scale: float | None = None,
+):
     """Continue a copy of ``model`` for ``training.continue_timesteps`` steps on
     ``make_train_env(agent)`` — the env built for the copy, shaped or not — and return the
     ``TrainingOutcome``.
@@ -163,7 +176,8 @@ def continue_agent(model, env_spec, make_train_env, params: dict | None, seed: i
     The agent's own curiosity mixing is switched off (extrinsic weight 1, intrinsic 0; its ICM keeps
     training): with shaping the exploration objective already carries the ICM reward, and the
     unshaped comparison must differ only in the reward. Evaluation and collapse monitoring run on the
-    unshaped evaluation split (``train_agent``).
+    unshaped evaluation split (``train_agent``). ``reward_scale`` replaces the agent's learner reward
+    scale when given.
     """
     resolved = resolve_phase_params(params)
     buffer = io.BytesIO()
@@ -174,6 +188,8 @@ def continue_agent(model, env_spec, make_train_env, params: dict | None, seed: i
     agent.set_random_seed(seed)
     if getattr(agent, "icm", None) is not None:
         agent.extrinsic_weight, agent.intrinsic_weight = 1.0, 0.0
+    if reward_scale is not None:
+        agent.reward_scale = float(reward_scale)
     training = resolved["training"]
     agent.learning_starts = agent.num_timesteps + int(training["learning_starts"])
     return train_agent(
@@ -211,7 +227,10 @@ def continue_training(model, env_spec, weight_network, potential, params: dict |
     def record(_metrics: dict, step: int) -> None:
         reward_history.append({"timestep": step, **shapers[-1].pop_stats()})
 
-    outcome = continue_agent(model, env_spec, make_train_env, params, seed, work_dir, record)
+    outcome = continue_agent(
+        model, env_spec, make_train_env, params, seed, work_dir, record,
+        reward_scale=float(resolved["training"]["shaped_reward_scale"]),
+    )
     return outcome, reward_history, shapers[-1].adaptation_history
 
 

@@ -43,7 +43,7 @@ def _spec():
 @pytest.mark.slow
 def test_pipeline_shapes_and_reports(tmp_path):
     spec = _spec()
-    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]},
+    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}, "reward": {"scale": 100.0},
                                                   "icm": {"feature_dim": 8, "hidden_dim": 16}}, seed=0, device="cpu")
     catalog = DataCatalog(
         {
@@ -61,6 +61,8 @@ def test_pipeline_shapes_and_reports(tmp_path):
 
     shaped = catalog.load("reward_shaped_model")
     assert isinstance(shaped, SACWithICM) and shaped.num_timesteps == 120
+    # The shaped reward is O(1): the P&L-sized learner scale of the source must not apply to it.
+    assert (shaped.reward_scale, source.reward_scale) == (1.0, 100.0)
     assert source.num_timesteps == 0, "the source model must not be trained in place"
     report = catalog.load("reward_shaping_report")
     assert {row["gate"] for row in report["weight_gates"]} == {"max_weight", "weight_entropy", "weight_stability"}
