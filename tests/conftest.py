@@ -66,6 +66,19 @@ def foundation_project(tmp_path_factory) -> Path:
     return project
 
 
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local 2-CPU Ray for every test that needs it (starting Ray costs seconds)."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
 @pytest.fixture
 def project_copy():
     """Factory fixture: ``project_copy(path)`` makes a throw-away project copy there."""

@@ -146,14 +146,6 @@ def test_trained_agent_predicts_clipped_actions_through_the_rollout_api(spec):
     np.testing.assert_array_equal(single, np.clip(mean, -1, 1))
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 TRAJECTORY_FIELDS = (
     "observations",
     "actions",
@@ -166,18 +158,18 @@ TRAJECTORY_FIELDS = (
 
 
 @pytest.mark.slow
-def test_ray_and_in_process_actors_give_the_same_trajectories_and_training(spec, params, local_ray):
+def test_ray_and_in_process_actors_give_the_same_trajectories_and_training(spec, params, ray_session):
     model = make_model(spec, params)
     weights = al.policy_weights(model)
-    remote = local_ray.remote(num_cpus=1)(al.RolloutWorker).remote(spec, params, 11, 1)
+    remote = ray_session.remote(num_cpus=1)(al.RolloutWorker).remote(spec, params, 11, 1)
     local = al.RolloutWorker(spec, params, 11)
     for _ in range(2):  # the second rollout continues the env and noise stream of the first
-        from_ray = local_ray.get(remote.rollout.remote(weights))
+        from_ray = ray_session.get(remote.rollout.remote(weights))
         in_process = local.rollout(weights)
         for field in TRAJECTORY_FIELDS:
             np.testing.assert_array_equal(getattr(from_ray, field), getattr(in_process, field), err_msg=field)
         assert from_ray.episode_returns == in_process.episode_returns
-    local_ray.kill(remote)
+    ray_session.kill(remote)
 
     runs = {backend: al.train_vtrace(spec, SMALL, 5, num_workers=2, backend=backend) for backend in ("ray", "local")}
     (ray_model, ray_history), (local_model, local_history) = runs["ray"], runs["local"]

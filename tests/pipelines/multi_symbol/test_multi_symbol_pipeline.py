@@ -132,18 +132,6 @@ def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_p
     assert catalog.load("AAA.env_spec").symbol == "AAA"
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """A local 2-CPU Ray, or the one another test directory already started (reused, left running)."""
-    import ray
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
 @pytest.mark.slow
 def test_training_a_symbol_on_ray_gives_the_sequential_model(tmp_path, shared_inputs, ray_session):
     params = parameters(tmp_path)
