@@ -14,40 +14,15 @@ import json
 from pathlib import PurePosixPath
 from typing import Any
 
-import fsspec
-from kedro.io.core import (
-    AbstractVersionedDataset,
-    DatasetError,
-    Version,
-    VersionNotFoundError,
-    get_filepath_str,
-    get_protocol_and_path,
-)
+from kedro.io.core import DatasetError, VersionNotFoundError
+
+from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 
 
-class PreviousVersionJSONDataset(AbstractVersionedDataset[None, Any]):
-    def __init__(
-        self,
-        filepath: str,
-        version: Version | None = None,
-        credentials: dict[str, Any] | None = None,
-        fs_args: dict[str, Any] | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        protocol, path = get_protocol_and_path(filepath, version)
-        self._protocol = protocol
-        self._fs = fsspec.filesystem(protocol, **(credentials or {}), **(fs_args or {}))
-        self.metadata = metadata
-        super().__init__(
-            filepath=PurePosixPath(path),
-            version=version or Version(None, None),
-            exists_function=self._fs.exists,
-            glob_function=self._fs.glob,
-        )
-
+class PreviousVersionJSONDataset(BytesVersionedDataset):
     def previous_version(self) -> str | None:
         """The pinned load version, else the newest existing version before this run's."""
-        if self._version.load:
+        if self._version and self._version.load:
             return self._version.load
         current = self.resolve_save_version()
         try:
@@ -55,24 +30,20 @@ class PreviousVersionJSONDataset(AbstractVersionedDataset[None, Any]):
         except VersionNotFoundError:
             return None
         versions = [PurePosixPath(path).parent.name for path in paths]
-        earlier = [version for version in versions if version < current]
+        earlier = [version for version in versions if current is None or version < current]
         return max(earlier) if earlier else None
 
-    def load(self) -> Any:
+    def _get_load_path(self) -> PurePosixPath:
         version = self.previous_version()
         if version is None:
-            return None
-        load_path = get_filepath_str(self._get_versioned_path(version), self._protocol)
-        if not self._fs.exists(load_path):
-            raise DatasetError(f"version {version!r} of {self._filepath} does not exist")
-        with self._fs.open(load_path, "r") as handle:
-            return json.load(handle)
+            raise VersionNotFoundError(f"no version of {self._filepath} before this run")
+        return self._get_versioned_path(version)
+
+    def load(self) -> Any:
+        return super().load() if self.previous_version() is not None else None
+
+    def from_bytes(self, raw: bytes) -> Any:
+        return json.loads(raw)
 
     def save(self, data: Any) -> None:
         raise DatasetError(f"{self._filepath} is read through PreviousVersionJSONDataset and never written by it")
-
-    def _exists(self) -> bool:
-        return self.previous_version() is not None
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": self._filepath, "protocol": self._protocol, "version": self._version}
