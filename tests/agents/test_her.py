@@ -1,4 +1,4 @@
-"""HER on SB3's HerReplayBuffer: goal view, vectorised reward, relabelling within the episode."""
+"""HER: goal view, vectorised reward, relabelling within the episode, FastHerReplayBuffer sampling."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from options_her_env import small_spec
 from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from trading_rl.agents.her import goal_achievement, goal_view, relabelled_fraction, resolve_her_params
+from trading_rl.agents.her import FastHerReplayBuffer, goal_achievement, goal_view, relabelled_fraction, resolve_her_params
 from trading_rl.envs.goal import GoalConditionedView, goal_reward
 
 torch.set_num_threads(1)
@@ -46,23 +46,33 @@ def test_goal_view_tracks_return_and_keeps_base_reward():
     assert named["desired_goal"][0] == pytest.approx(0.042)
 
 
-def _filled_buffer(strategy: str, lengths=(7, 12, 5, 9)) -> HerReplayBuffer:
+def _filled_buffer(
+    strategy: str,
+    lengths=(7, 12, 5, 9),
+    buffer_class=FastHerReplayBuffer,
+    size: int = 500,
+    unfinished_last: bool = False,
+) -> HerReplayBuffer:
+    """Episodes of the given lengths (the last one left without its ``done`` if ``unfinished_last``);
+    ``observation`` carries ``(episode, step)`` and the achieved goal encodes both too."""
     spec = small_spec()
     venv = DummyVecEnv([lambda: goal_view(spec.make_env("train"), resolve_her_params({}))])
     space = venv.observation_space
-    buffer = HerReplayBuffer(
-        500, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy
+    buffer = buffer_class(
+        size, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy
     )
     obs_dim = space["observation"].shape[0]
     for episode, length in enumerate(lengths):
         for step in range(length):
             def goal_obs(k):
+                observation = np.full((1, obs_dim), episode, dtype=np.float32)
+                observation[0, 1] = step
                 return {
-                    "observation": np.full((1, obs_dim), episode, dtype=np.float32),
+                    "observation": observation,
                     "achieved_goal": np.array([[episode * EPISODE_WIDTH + k * EPISODE_STEP]], dtype=np.float32),
                     "desired_goal": np.array([[-9.0]], dtype=np.float32),  # never a real achieved goal
                 }
-            done = np.array([step == length - 1])
+            done = np.array([step == length - 1 and not (unfinished_last and episode == len(lengths) - 1)])
             buffer.add(goal_obs(step), goal_obs(step + 1), np.zeros((1, 1)), np.array([-5.0]), done, [{}])
     return buffer
 
@@ -73,10 +83,11 @@ def _decode(goal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return episode.astype(int), step.astype(int)
 
 
+@pytest.mark.parametrize("buffer_class", [FastHerReplayBuffer, HerReplayBuffer])
 @pytest.mark.parametrize("strategy", ["future", "episode"])
-def test_relabelled_goals_come_from_the_same_episode(strategy):
+def test_relabelled_goals_come_from_the_same_episode(strategy, buffer_class):
     np.random.seed(0)
-    buffer = _filled_buffer(strategy)
+    buffer = _filled_buffer(strategy, buffer_class=buffer_class)
     batch = buffer.sample(2000)
     desired = batch.observations["desired_goal"].numpy()[:, 0]
     relabelled = desired != -9.0
@@ -97,6 +108,35 @@ def test_relabelled_goals_come_from_the_same_episode(strategy):
     expected = goal_reward(batch.next_observations["achieved_goal"].numpy(), desired[:, None])
     assert np.allclose(rewards[relabelled], expected[relabelled])
     assert (rewards[~relabelled] == -5.0).all()
+
+
+def _sampled_rows(batch) -> np.ndarray:
+    """``(episode, step)`` of each sampled transition, read back from its observation."""
+    return batch.observations["observation"].numpy()[:, :2].astype(int)
+
+
+def test_fast_sampling_is_uniform_over_completed_episodes_after_wrap_around():
+    # 60 rows: episode 0 (25 steps) is overwritten in part by episode 2 and so invalidated; episode
+    # 3 is unfinished. Valid: episode 1 (20 steps) and episode 2 (30 steps, wrapping around).
+    np.random.seed(1)
+    buffer = _filled_buffer("future", lengths=(25, 20, 30, 4), size=60, unfinished_last=True)
+    rows = _sampled_rows(buffer.sample(20_000))
+    assert set(map(tuple, rows)) == {(1, k) for k in range(20)} | {(2, k) for k in range(30)}
+    counts = np.unique(rows[:, 0] * 100 + rows[:, 1], return_counts=True)[1]
+    expected = 20_000 / 50
+    chi_square = float((((counts - expected) ** 2) / expected).sum())
+    assert chi_square < 95.0  # 49 degrees of freedom: P(chi2 > 95) < 1e-4 under uniformity
+
+
+def test_fast_sampling_falls_back_when_few_rows_are_valid():
+    np.random.seed(2)
+    # one finished 5-step episode, then a 600-step unfinished one: rejection rounds cannot fill 256
+    buffer = _filled_buffer("episode", lengths=(5, 600), size=1000, unfinished_last=True)
+    rows = _sampled_rows(buffer.sample(256))
+    assert (rows[:, 0] == 0).all() and set(rows[:, 1]) == set(range(5))
+    empty = _filled_buffer("future", lengths=(), size=10)
+    with pytest.raises(RuntimeError, match="end of the first episode"):
+        empty.sample(8)
 
 
 def test_goal_achievement_counts():

@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 import torch
 from options_her_env import random_observations, small_source_model, small_spec
-from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.controller import ControllerConfig, OptionLearner
-from trading_rl.agents.her import resolve_her_params
+from trading_rl.agents.her import FastHerReplayBuffer, resolve_her_params
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
     OptionVecEnv,
@@ -18,6 +17,7 @@ from trading_rl.agents.hierarchical import (
     train_from_spec,
 )
 from trading_rl.agents.options import OPTION_NAMES, TradingOptions
+from trading_rl.agents.widening import WidenedLinear
 
 torch.set_num_threads(1)
 N_OPTIONS = len(OPTION_NAMES)
@@ -33,17 +33,15 @@ def _one_hot(n, option):
 
 @pytest.mark.parametrize("with_her", [True, False])
 def test_warm_start_reproduces_the_sac_icm_action(with_her):
-    """Every copied tensor is bit-identical and the new input columns are exactly zero, so the
-    actions and Q-values match the SAC+ICM model's up to float32 summation order: the first layer's
-    matrix product has a longer inner dimension, and BLAS may group the same terms differently
-    (measured: at most 1.2e-7, one float32 step near these values; 10% of rows differ at all)."""
+    """Before training the low-level action and Q-values equal the SAC+ICM model's bit for bit, for
+    every option and any goals; every source tensor is copied unchanged and the new columns are zero."""
     spec = small_spec()
     source = small_source_model(spec)
     her = resolve_her_params({}) if with_her else None
     agent, _ = build_hierarchical_agent(
         source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1
     )
-    assert isinstance(agent.low_level.replay_buffer, HerReplayBuffer) == with_her
+    assert isinstance(agent.low_level.replay_buffer, FastHerReplayBuffer) == with_her
     obs = random_observations(spec, 64)
     expected, _ = source.predict(obs, deterministic=True)
     action = torch.as_tensor(expected)
@@ -54,25 +52,45 @@ def test_warm_start_reproduces_the_sac_icm_action(with_her):
             goals = np.random.default_rng(option).normal(0, 0.02, (len(obs), 2)).astype(np.float32)
             augmented = {"observation": augmented, "achieved_goal": goals[:, :1], "desired_goal": goals[:, 1:]}
         got, _ = agent.low_level.predict(augmented, deterministic=True)
-        np.testing.assert_allclose(got, expected, rtol=0, atol=5e-7)
+        np.testing.assert_array_equal(got, expected)
         tensor_obs, _ = agent.low_level.policy.obs_to_tensor(augmented)
         for critic in (agent.low_level.critic, agent.low_level.critic_target):
             for q, q_source in zip(critic(tensor_obs, action), expected_q):
-                torch.testing.assert_close(q.detach(), q_source, rtol=0, atol=1e-6)
-    # copied tensors are bit-identical; the grown first layers hold the source columns plus zeros
+                assert torch.equal(q.detach(), q_source)
+    # the widened first layers: the source columns where SB3 now puts them (Dict entries flattened
+    # in key order: goals, then observation), then zeros for the new ones
     source_state = source.policy.state_dict()
     obs_dim = obs.shape[1]
-    offset = 2 if with_her else 0  # SB3 flattens Dict entries in key order: goals, then observation
+    offset = 2 if with_her else 0
+    widened = {name: module for name, module in agent.low_level.policy.named_modules() if isinstance(module, WidenedLinear)}
+    assert sorted(widened) == sorted(
+        ["actor.latent_pi.0"] + [f"{net}.{q}.0" for net in ("critic", "critic_target") for q in ("qf0", "qf1")]
+    )
+    for name, layer in widened.items():
+        assert torch.equal(layer.carried.weight, source_state[f"{name}.weight"]), name
+        assert torch.equal(layer.carried.bias, source_state[f"{name}.bias"]), name
+        assert torch.count_nonzero(layer.fresh.weight) == 0, name
+        carried = layer.carried_index.tolist()
+        assert carried[:obs_dim] == list(range(offset, offset + obs_dim)), name
+        assert carried[obs_dim:] == list(range(layer.in_features - len(carried) + obs_dim, layer.in_features)), name
     for key, value in agent.low_level.policy.state_dict().items():
-        if value.shape == source_state[key].shape:
+        if ".carried." not in key and ".fresh." not in key:
             assert torch.equal(value, source_state[key]), key
-            continue
-        grown_by = N_OPTIONS + (2 if with_her else 0)
-        assert value.shape[1] == source_state[key].shape[1] + grown_by, key
-        assert torch.equal(value[:, offset : offset + obs_dim], source_state[key][:, :obs_dim]), key
-        new_columns = np.setdiff1d(np.arange(value.shape[1]), np.r_[offset : offset + obs_dim, obs_dim + grown_by :value.shape[1]])
-        assert torch.count_nonzero(value[:, new_columns]) == 0, key
-        assert torch.equal(value[:, obs_dim + grown_by :], source_state[key][:, obs_dim:]), key  # critics' action
+
+
+def test_widened_linear_is_one_linear_over_the_whole_input():
+    torch.manual_seed(0)
+    layer = WidenedLinear(7, 3, carried_columns=[4, 1, 5])
+    torch.nn.init.normal_(layer.fresh.weight)
+    weight = torch.zeros(3, 7)
+    weight[:, [4, 1, 5]] = layer.carried.weight.detach()
+    weight[:, [0, 2, 3, 6]] = layer.fresh.weight.detach()
+    x = torch.randn(11, 7)
+    torch.testing.assert_close(layer(x), x @ weight.T + layer.carried.bias.detach())
+    with pytest.raises(ValueError, match="distinct"):
+        WidenedLinear(4, 2, carried_columns=[1, 1])
+    with pytest.raises(ValueError, match="new input"):
+        WidenedLinear(2, 2, carried_columns=[0, 1])
 
 
 def test_option_vec_env_keeps_state_per_env_and_enforces_min_duration():

@@ -1,9 +1,16 @@
-"""Hindsight Experience Replay settings on SB3's ``HerReplayBuffer`` and goal-achievement statistics.
+"""Hindsight Experience Replay on SB3's ``HerReplayBuffer``, its settings and goal-achievement statistics.
 
-SB3's buffer serves this project as it is: the goal-conditioned view (``envs.goal``) gives it the
-Dict observation and the vectorised ``compute_reward`` it needs, the option wrapper only extends the
+SB3's buffer serves this project: the goal-conditioned view (``envs.goal``) gives it the Dict
+observation and the vectorised ``compute_reward`` it needs, the option wrapper only extends the
 ``observation`` entry (goals untouched), and relabelling keeps every other part of a transition.
-So no buffer is written here — only its configuration and the reporting around it.
+Storage, episode bookkeeping and goal selection (``future`` / ``episode``) stay SB3's.
+
+Only ``sample`` is replaced (:class:`FastHerReplayBuffer`), for speed: SB3 scans the whole
+episode-length table to list the valid transitions on every batch (O(buffer size), ~0.1 ms at 100k)
+and gathers the Dict observation twice (real and relabelled halves, then ``torch.cat``). Here valid
+transitions are drawn by rejection from the written rows (O(batch)) and gathered once; the batch
+has the same distribution (i.i.d. uniform over transitions of completed episodes, ``k / (k + 1)``
+of them relabelled).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import copy
 from typing import Any
 
 import numpy as np
+from stable_baselines3 import HerReplayBuffer
+from stable_baselines3.common.type_aliases import DictReplayBufferSamples
 
 from trading_rl.envs.goal import GoalConditionedView
 
@@ -48,6 +57,74 @@ def resolve_her_params(params: dict | None) -> dict[str, Any]:
 def relabelled_fraction(n_sampled_goal: int) -> float:
     """Share of a sampled batch that carries a relabelled goal: ``k / (k + 1)`` (0.8 for k = 4)."""
     return n_sampled_goal / (n_sampled_goal + 1.0)
+
+
+class FastHerReplayBuffer(HerReplayBuffer):
+    """SB3's ``HerReplayBuffer`` with an O(batch) ``sample`` that gathers each array once."""
+
+    _REJECTION_ROUNDS = 4
+
+    def _sample_flat_indices(self, batch_size: int) -> np.ndarray:
+        """Flat ``(row, env)`` indices drawn i.i.d. uniformly from transitions of completed episodes.
+
+        Candidates are uniform over the written rows; keeping the accepted ones in draw order is
+        uniform over the valid ones. When few rows are valid (early in training) the rounds run out
+        and the exact list of valid indices is built, as SB3 does.
+        """
+        written = (self.buffer_size if self.full else self.pos) * self.n_envs
+        ep_length = self.ep_length.reshape(-1)
+        accepted: list[np.ndarray] = []
+        count = 0
+        for _ in range(self._REJECTION_ROUNDS if written else 0):
+            candidates = np.random.randint(0, written, size=batch_size + batch_size // 2)
+            kept = candidates[ep_length[candidates] > 0]
+            accepted.append(kept)
+            count += kept.size
+            if count >= batch_size:
+                return np.concatenate(accepted)[:batch_size]
+        valid = np.flatnonzero(ep_length > 0)
+        if valid.size == 0:
+            raise RuntimeError(
+                "Unable to sample before the end of the first episode: choose learning_starts greater "
+                "than the number of steps of one episode."
+            )
+        return np.random.choice(valid, size=batch_size, replace=True)
+
+    def sample(self, batch_size: int, env=None) -> DictReplayBufferSamples:  # type: ignore[override]
+        rows, envs = np.divmod(self._sample_flat_indices(batch_size), self.n_envs)
+        observations = {key: values[rows, envs] for key, values in self.observations.items()}
+        next_observations = {key: values[rows, envs] for key, values in self.next_observations.items()}
+        rewards = self.rewards[rows, envs].astype(np.float32)
+        relabelled = int(self.her_ratio * batch_size)
+        if relabelled:
+            goals = self._sample_goals(rows[:relabelled], envs[:relabelled])
+            observations["desired_goal"][:relabelled] = goals
+            next_observations["desired_goal"][:relabelled] = goals
+            if self.copy_info_dict:
+                infos = copy.deepcopy(self.infos[rows[:relabelled], envs[:relabelled]])
+            else:
+                infos = [{} for _ in range(relabelled)]
+            if self.env is None:
+                raise RuntimeError("FastHerReplayBuffer needs its VecEnv to recompute relabelled rewards")
+            # r_t = reward(achieved goal of s_{t+1}, new desired goal), as in SB3
+            recomputed = self.env.env_method(
+                "compute_reward", next_observations["achieved_goal"][:relabelled], goals, infos, indices=[0]
+            )[0]
+            rewards[:relabelled] = recomputed
+        dones = self.dones[rows, envs] * (1 - self.timeouts[rows, envs])
+        observations = self._normalize_obs(observations, env)
+        next_observations = self._normalize_obs(next_observations, env)
+        # every array here is a fresh gather, so torch may share its memory instead of copying it
+        def tensor(array: np.ndarray):
+            return self.to_torch(array, copy=False)
+
+        return DictReplayBufferSamples(
+            observations={key: tensor(value) for key, value in observations.items()},
+            actions=tensor(self.actions[rows, envs]),
+            next_observations={key: tensor(value) for key, value in next_observations.items()},
+            dones=tensor(dones).reshape(-1, 1),
+            rewards=tensor(self._normalize_reward(rewards.reshape(-1, 1), env)),
+        )
 
 
 def replay_buffer_kwargs(her: dict[str, Any]) -> dict[str, Any]:

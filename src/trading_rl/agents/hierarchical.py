@@ -11,12 +11,13 @@ Data flow per env step (all envs of a ``VecEnv`` at once, option state in arrays
    log return over the option) and the controller picks the next option among those whose
    initiation set holds.
 
-The SAC is trained by SB3's own ``learn`` loop on ``OptionVecEnv`` (with ``HerReplayBuffer`` when
-HER is on); the controller trains from ``OptionsCallback`` every ``train_freq`` env steps.
+The SAC is trained by SB3's own ``learn`` loop on ``OptionVecEnv`` (with ``FastHerReplayBuffer``
+when HER is on); the controller trains from ``OptionsCallback`` every ``train_freq`` env steps.
 
-Warm start: the low-level SAC copies every weight of the ``sac_icm`` model; the first ``Linear``
-of the actor and of both critics (and target critics) gets zero columns for the new inputs (option
-one-hot, goals), so before any training its action equals the SAC+ICM action on the same state.
+Warm start (``agents.widening``): the low-level SAC copies every weight of the ``sac_icm`` model;
+the first ``Linear`` of the actor and of both critics (and target critics) is widened with
+zero-initialised columns for the new inputs (option one-hot, goals), kept as a separate product so
+that before any training its action equals the SAC+ICM action on the same state bit for bit.
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import torch as th
-from stable_baselines3 import SAC, HerReplayBuffer
+from stable_baselines3 import SAC
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.torch_layers import CombinedExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 from trading_rl.agents.controller import ControllerConfig, OptionLearner
-from trading_rl.agents.her import goal_view, replay_buffer_kwargs
+from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs
 from trading_rl.agents.options import OPTION_NAMES, WAIT, TradingOptions
 from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
+from trading_rl.agents.widening import WidenedSACPolicy, warm_start
 
 # ---------------------------------------------------------------------------------------------
 # observation plumbing
@@ -270,36 +273,6 @@ class OptionsCallback(BaseCallback):
 # warm start
 
 
-def warm_start(source_policy: th.nn.Module, target_policy: th.nn.Module, obs_columns: np.ndarray, source_obs_dim: int) -> None:
-    """Copy ``source_policy``'s weights into ``target_policy``, growing first layers with zero columns.
-
-    Every tensor of the same shape is copied. A 2-D weight whose input grew (the first ``Linear`` of
-    the actor and of each critic / target critic) gets a zero matrix with the source columns put
-    back where they now live: observation column ``j`` at ``obs_columns[j]``, trailing inputs (the
-    critics' action) after the target's observation features.
-    """
-    source = source_policy.state_dict()
-    target = target_policy.state_dict()
-    missing = sorted(set(target) - set(source))
-    if missing:
-        raise ValueError(f"the warm-start source has a different architecture; it lacks {missing[:4]}")
-    target_obs_dim = target_policy.actor.features_dim
-    grown: dict[str, th.Tensor] = {}
-    for key, value in target.items():
-        weight = source[key]
-        if weight.shape == value.shape:
-            grown[key] = weight.clone()
-            continue
-        if value.ndim != 2 or weight.ndim != 2 or weight.shape[0] != value.shape[0] or weight.shape[1] > value.shape[1]:
-            raise ValueError(f"cannot warm-start {key}: source shape {tuple(weight.shape)}, target {tuple(value.shape)}")
-        extra = weight.shape[1] - source_obs_dim
-        columns = np.concatenate([obs_columns, target_obs_dim + np.arange(extra)])
-        expanded = th.zeros_like(value)
-        expanded[:, th.as_tensor(columns)] = weight.to(value.dtype)
-        grown[key] = expanded
-    target_policy.load_state_dict(grown)
-
-
 # ---------------------------------------------------------------------------------------------
 # the agent
 
@@ -399,15 +372,18 @@ def build_hierarchical_agent(
         )
     agent = HierarchicalAgent(None, learner, copy.deepcopy(option_params), copy.deepcopy(her), dict(env_overrides or {}))  # type: ignore[arg-type]
     venv = agent.make_vec_env(make_train_env, deterministic=False, collect=True, seed=seed)
+    source_obs_dim = int(np.prod(source.observation_space.shape))
     policy_kwargs = {
         "net_arch": copy.deepcopy(source.policy_kwargs.get("net_arch")),
         "activation_fn": source.policy_kwargs.get("activation_fn", th.nn.ReLU),
+        "carried_columns": observation_columns(venv.observation_space, source_obs_dim).tolist(),
     }
-    is_dict = isinstance(venv.observation_space, gym.spaces.Dict)
+    if isinstance(venv.observation_space, gym.spaces.Dict):
+        policy_kwargs["features_extractor_class"] = CombinedExtractor  # as SB3's MultiInputPolicy
     low_level = SAC(
-        "MultiInputPolicy" if is_dict else "MlpPolicy",
+        WidenedSACPolicy,
         venv,
-        replay_buffer_class=HerReplayBuffer if her is not None else None,
+        replay_buffer_class=FastHerReplayBuffer if her is not None else None,
         replay_buffer_kwargs=replay_buffer_kwargs(her) if her is not None else None,
         policy_kwargs=policy_kwargs,
         seed=seed,
@@ -415,8 +391,7 @@ def build_hierarchical_agent(
         verbose=0,
         **sac,
     )
-    source_obs_dim = int(np.prod(source.observation_space.shape))
-    warm_start(source.policy, low_level.policy, observation_columns(low_level.observation_space, source_obs_dim), source_obs_dim)
+    warm_start(source.policy, low_level.policy)
     if getattr(source, "log_ent_coef", None) is not None and getattr(low_level, "log_ent_coef", None) is not None:
         with th.no_grad():
             low_level.log_ent_coef.copy_(source.log_ent_coef.detach().to(low_level.log_ent_coef.device))

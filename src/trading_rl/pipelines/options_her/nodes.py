@@ -57,7 +57,9 @@ def evaluate_options_her(
     her = resolved["her"]
     her_report = {
         "enabled": agent.her is not None,
-        "replay_buffer": "stable_baselines3.HerReplayBuffer" if agent.her is not None else "stable_baselines3 ReplayBuffer",
+        "replay_buffer": (
+            "trading_rl.agents.her.FastHerReplayBuffer (SB3 HerReplayBuffer)" if agent.her is not None else "SB3 ReplayBuffer"
+        ),
         "goal_selection_strategy": her["goal_selection_strategy"],
         "n_sampled_goal": her["n_sampled_goal"],
         "relabelled_fraction": relabelled_fraction(her["n_sampled_goal"]),
