@@ -2,8 +2,8 @@
 
 Both variants continue the latest ``sac_icm_model`` for the same ``training.continue_timesteps`` of the
 chosen Kedro env's ``reward_shaper`` parameters: *shaped* collects rollouts, fits the weight network
-and Φ and trains on ``ShapedRewardWrapper``; *unshaped* trains on the env's own reward (curiosity mixing
-off in both, so only the reward differs). Each is evaluated on the validation split next to the
+and Φ and trains on ``ShapedRewardVecEnv``; *unshaped* trains on the env's own reward (same
+``training.n_envs`` envs, curiosity mixing off in both, so only the reward differs). Each is evaluated on the validation split next to the
 baselines. Prints one row per variant × seed (action entropy, trade rate, validation Sharpe and max
 drawdown), the medians per variant, and writes everything as JSON to ``--out``.
 
@@ -35,6 +35,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
         continue_training,
         fit_reward_models,
         resolve_phase_params,
+        training_vec_env,
     )
 
     torch.set_num_threads(1)
@@ -50,7 +51,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
             gates_passed = fit["weight_gates_passed"]
             outcome, _, _ = continue_training(source, spec, weights, potential, params, seed, work_dir)
         else:
-            outcome = continue_agent(source, spec, lambda _agent: spec.make_env("train", seed=seed), params, seed, work_dir)
+            outcome = continue_agent(source, spec, training_vec_env(spec, params, seed), params, seed, work_dir)
     evaluation, collapse = evaluate_policy(
         "shaped" if shaped else "unshaped",
         policy_from_sb3(outcome.model, deterministic=True),

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3 import SAC
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.monitoring.collapse import (
     CollapseError,
@@ -100,3 +101,16 @@ def test_callback_logs_window_statistics_of_the_stochastic_training_actions():
     assert last["trade_rate"] == 0.0 and last["collapsed"]  # no fills reported by the env
     assert model.logger.name_to_value["collapse/dominance"] == pytest.approx(expected["dominance"])
     assert callback.current_stats()["longest_run"] == expected["longest_run"]
+
+
+def test_callback_checks_every_check_freq_transitions_with_several_envs():
+    torch.set_num_threads(1)
+    model = SAC("MlpPolicy", DummyVecEnv([_FlatEnv] * 3), learning_starts=10_000, policy_kwargs={"net_arch": [8]}, seed=0)
+    callback = CollapseMonitorCallback(window=30, check_freq=40)
+    model.learn(120, callback=callback)
+    # 3 transitions per step: the 40th, 80th and 120th transitions fall in steps 14, 27 and 40
+    assert [entry["timestep"] for entry in callback.history] == [42, 81, 120]
+    taken = model.replay_buffer.actions[:40, :, 0].reshape(-1)  # step-major, env order within a step
+    expected = action_stats(taken[-30:], np.zeros(30, dtype=bool))
+    for key, value in expected.items():
+        assert callback.history[-1][key] == pytest.approx(value), key

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.icm import IntrinsicCuriosityModule
 from trading_rl.envs import ContinuousTradingEnv
@@ -13,6 +14,7 @@ from trading_rl.rewards import (
     ObjectiveWeightNetwork,
     PotentialNetwork,
     RewardShaper,
+    ShapedRewardVecEnv,
     ShapedRewardWrapper,
     context_indices,
 )
@@ -123,6 +125,46 @@ def test_batched_shaper_equals_one_shaper_per_env():
             # novelty counts are shared by the batch's envs, so exploration differs by design
             np.testing.assert_allclose(out["components"][row, :4], single["components"][0, :4], rtol=1e-12)
             np.testing.assert_allclose(out["shaping"][row], single["shaping"][0], rtol=1e-5, atol=1e-5)
+
+
+def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
+    """One batched call per step of three envs = three one-env wrappers, through SB3's auto-reset
+    (terminal observation scored, then the shaper restarts the env). Novelty counts and the
+    adaptive weight pool the batch by design, so both are held fixed here."""
+    def make(seed):
+        return _env(_random_walk(150, seed), seed=seed, episode_length=25)
+
+    layout = make(0).layout
+    weights, potential = _networks(len(context_indices(layout)))
+    icm = IntrinsicCuriosityModule(layout.dim, 1)
+    params = {"exploration": {"novelty_weight": 0.0}}
+    adaptation = {"initial_weight": 0.4, "adapt_every": 10**9}
+
+    def shaper(n):
+        return RewardShaper(layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation)
+
+    venv = ShapedRewardVecEnv(DummyVecEnv([lambda s=s: make(s) for s in range(3)]), shaper(3))
+    venv.seed(10)
+    venv.reset()
+    wrappers = [ShapedRewardWrapper(make(s), shaper(1)) for s in range(3)]
+    for i, wrapped in enumerate(wrappers):
+        wrapped.reset(seed=10 + i)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(80):
+        actions = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+        _, rewards, dones, infos = venv.step(actions)
+        for i, wrapped in enumerate(wrappers):
+            _, reward, terminated, truncated, info = wrapped.step(actions[i])
+            assert rewards[i] == pytest.approx(reward, rel=1e-5, abs=1e-5)
+            assert infos[i]["base_reward"] == pytest.approx(info["base_reward"], rel=1e-6)  # float32 in SB3
+            assert dones[i] == (terminated or truncated)
+            if dones[i]:
+                wrapped.reset()
+                ended += 1
+    assert ended >= 6  # every env crossed at least two episode ends
+    with pytest.raises(ValueError, match="for 3 envs"):
+        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: make(s) for s in range(3)]), shaper(2))
 
 
 # ---- reward hacking -----------------------------------------------------------------------------

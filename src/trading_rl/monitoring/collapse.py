@@ -106,8 +106,9 @@ def enforce(report: dict, fail_on_collapse: bool) -> None:
 
 
 class CollapseMonitorCallback(BaseCallback):
-    """Keeps the last ``window`` stochastic training actions and, every ``check_freq`` steps, logs
+    """Keeps the last ``window`` stochastic training actions and, every ``check_freq`` of them, logs
     their collapse statistics to the SB3 logger (``collapse/*``) and appends them to ``history``.
+    With several envs the actions of one step enter the window in env order.
 
     A step counts as a trade when the env's ``info`` reports a non-zero ``trade_value``; envs
     without it fall back to ``|a| > hold_threshold``. Assumes one action dimension.
@@ -157,7 +158,7 @@ class CollapseMonitorCallback(BaseCallback):
         else:
             trades = np.abs(actions) > self.hold_threshold
         self._record(actions, trades)
-        if self.n_calls % self.check_freq == 0:
+        if self._count // self.check_freq > (self._count - actions.size) // self.check_freq:
             stats = self.current_stats()
             report = collapse_report(stats, self.thresholds)
             for key, value in stats.items():

@@ -9,7 +9,7 @@ from trading_rl.rewards.potential import (
     potential_shaping,
     train_potential,
 )
-from trading_rl.rewards.shaper import RewardShaper, ShapedRewardWrapper, context_indices
+from trading_rl.rewards.shaper import RewardShaper, ShapedRewardVecEnv, ShapedRewardWrapper, context_indices
 from trading_rl.rewards.weights import (
     ObjectiveWeightNetwork,
     forward_risk_adjusted_return,
@@ -25,6 +25,7 @@ __all__ = [
     "ObjectiveWeightNetwork",
     "PotentialNetwork",
     "RewardShaper",
+    "ShapedRewardVecEnv",
     "ShapedRewardWrapper",
     "Transitions",
     "context_indices",

@@ -38,7 +38,8 @@ class FrozenMLP:
         out = np.asarray(x, dtype=np.float32)
         for step in self.steps:
             if isinstance(step, tuple):
-                out = out @ step[0] + step[1]
+                out = out @ step[0]
+                out += step[1]  # in place: one temporary less per layer
             else:
                 out = step(out)
         return out

@@ -16,13 +16,21 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from trading_rl.agents.training import train_agent
 from trading_rl.evaluation.report import evaluate_policy
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.rewards.objectives import OBJECTIVES, resolve_objective_params
 from trading_rl.rewards.potential import DEFAULT_POTENTIAL_TRAINING, discounted_returns, train_potential
-from trading_rl.rewards.shaper import DEFAULT_ADAPTATION, RewardShaper, ShapedRewardWrapper, context_indices
+from trading_rl.rewards.shaper import (
+    DEFAULT_ADAPTATION,
+    RewardShaper,
+    ShapedRewardVecEnv,
+    ShapedRewardWrapper,
+    context_indices,
+)
 from trading_rl.rewards.weights import (
     DEFAULT_INITIAL_WEIGHTS,
     DEFAULT_WEIGHT_GATES,
@@ -46,7 +54,10 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
     # source agent's scale (sac_icm.agent.reward.scale, 100) is sized for raw daily P&L (~1e-4);
     # shaped rewards are already O(1) (each objective over its typical size), and 100x that
     # drowned SAC's entropy term and collapsed every shaped A/B run.
+    # n_envs: training-split envs stepped together, so the shaper scores them in one batched call
+    # (see docs/benchmarks.md); the update-to-data ratio is the source agent's.
     "training": {
+        "n_envs": 128,
         "continue_timesteps": 5000,
         "learning_starts": 500,
         "eval_freq": 2500,
@@ -75,11 +86,12 @@ def resolve_phase_params(params: dict | None) -> dict[str, Any]:
     return resolved
 
 
-def make_shaper(env, resolved: dict, model, weight_network=None, potential=None) -> RewardShaper:
-    """A one-env shaper for ``env`` with the phase's settings and a frozen copy of ``model``'s ICM."""
+def make_shaper(env, resolved: dict, model, weight_network=None, potential=None, n_envs: int = 1) -> RewardShaper:
+    """A shaper for ``n_envs`` envs like ``env``, with the phase's settings and a frozen copy of
+    ``model``'s ICM."""
     return RewardShaper(
         env.unwrapped.layout,
-        1,
+        n_envs,
         resolved["objectives"],
         weight_network,
         potential,
@@ -165,26 +177,40 @@ def fit_reward_models(rollouts: dict[str, np.ndarray], params: dict | None, gamm
     return weight_network, potential, report
 
 
+def _monitored_train_env(env_spec, seed: int):
+    return Monitor(env_spec.make_env("train", seed=seed))
+
+
+def training_vec_env(env_spec, params: dict | None, seed: int) -> DummyVecEnv:
+    """``training.n_envs`` training-split envs (env ``i`` seeded ``seed + i``), each under SB3's
+    ``Monitor`` (episode statistics of the env's own reward), in one ``DummyVecEnv``."""
+    n_envs = int(resolve_phase_params(params)["training"]["n_envs"])
+    if n_envs < 1:
+        raise ValueError(f"parameter 'reward_shaper.training.n_envs' must be >= 1, got {n_envs}")
+    return DummyVecEnv([partial(_monitored_train_env, env_spec, seed + i) for i in range(n_envs)])
+
+
 def continue_agent(
-    model, env_spec, make_train_env, params: dict | None, seed: int, work_dir: str, metrics_callback=None,
+    model, env_spec, train_env: VecEnv, params: dict | None, seed: int, work_dir: str, metrics_callback=None,
     reward_scale: float | None = None,
 ):
-    """Continue a copy of ``model`` for ``training.continue_timesteps`` steps on
-    ``make_train_env(agent)`` — the env built for the copy, shaped or not — and return the
-    ``TrainingOutcome``.
+    """Continue a copy of ``model`` for ``training.continue_timesteps`` env steps (all envs together)
+    on ``train_env`` — shaped or not — and return the ``TrainingOutcome``.
 
-    The agent's own curiosity mixing is switched off (extrinsic weight 1, intrinsic 0; its ICM keeps
-    training): with shaping the exploration objective already carries the ICM reward, and the
-    unshaped comparison must differ only in the reward. Evaluation and collapse monitoring run on the
-    unshaped evaluation split (``train_agent``). ``reward_scale`` replaces the agent's learner reward
-    scale when given.
+    The copy keeps the source's update-to-data ratio: its ``gradient_steps`` per env step are
+    multiplied by the number of envs stepped at once. The agent's own curiosity mixing is switched
+    off (extrinsic weight 1, intrinsic 0; its ICM keeps training): with shaping the exploration
+    objective already carries the ICM reward, and the unshaped comparison must differ only in the
+    reward. Evaluation and collapse monitoring run on the unshaped evaluation split
+    (``train_agent``). ``reward_scale`` replaces the agent's learner reward scale when given.
     """
     resolved = resolve_phase_params(params)
     buffer = io.BytesIO()
     model.save(buffer)
     buffer.seek(0)
-    agent = type(model).load(buffer, device=model.device)
-    agent.set_env(make_train_env(agent))
+    agent = type(model).load(buffer, env=train_env, device=model.device)
+    if agent.gradient_steps > 0:
+        agent.gradient_steps = int(model.gradient_steps) * train_env.num_envs
     agent.set_random_seed(seed)
     if getattr(agent, "icm", None) is not None:
         agent.extrinsic_weight, agent.intrinsic_weight = 1.0, 0.0
@@ -212,26 +238,22 @@ def continue_agent(
 
 
 def continue_training(model, env_spec, weight_network, potential, params: dict | None, seed: int, work_dir: str):
-    """``continue_agent`` on ``ShapedRewardWrapper`` over the training split. Returns
-    ``(outcome, reward_history, adaptation_history)``; the shaper's statistics are taken at every
-    evaluation."""
+    """``continue_agent`` on ``training.n_envs`` training envs under one ``ShapedRewardVecEnv``.
+    Returns ``(outcome, reward_history, adaptation_history)``; the shaper's statistics are taken at
+    every evaluation."""
     resolved = resolve_phase_params(params)
-    shapers: list[RewardShaper] = []
+    venv = training_vec_env(env_spec, params, seed)
+    shaper = make_shaper(venv.envs[0], resolved, model, weight_network, potential, n_envs=venv.num_envs)
     reward_history: list[dict[str, float]] = []
 
-    def make_train_env(agent):
-        env = env_spec.make_env("train", seed=seed)
-        shapers.append(make_shaper(env, resolved, agent, weight_network, potential))
-        return ShapedRewardWrapper(env, shapers[-1])
-
     def record(_metrics: dict, step: int) -> None:
-        reward_history.append({"timestep": step, **shapers[-1].pop_stats()})
+        reward_history.append({"timestep": step, **shaper.pop_stats()})
 
     outcome = continue_agent(
-        model, env_spec, make_train_env, params, seed, work_dir, record,
+        model, env_spec, ShapedRewardVecEnv(venv, shaper), params, seed, work_dir, record,
         reward_scale=float(resolved["training"]["shaped_reward_scale"]),
     )
-    return outcome, reward_history, shapers[-1].adaptation_history
+    return outcome, reward_history, shaper.adaptation_history
 
 
 def shaping_report(shaped_model, source_model, env_spec, fit_report: dict, training: dict, params: dict | None, seed: int) -> dict[str, Any]:

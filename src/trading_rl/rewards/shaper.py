@@ -1,8 +1,9 @@
 """The full shaper — objectives, state-conditioned weights, potential term — and its gym wrapper.
 
 ``RewardShaper`` scores ``n`` envs at once (arrays, frozen numpy networks), so a vectorised
-collector pays its Python overhead once per batch; ``ShapedRewardWrapper`` puts it behind the
-gymnasium ``Wrapper`` API for one env, so any agent can train on the shaped reward.
+collector pays its Python overhead once per batch. Two front ends: ``ShapedRewardVecEnv`` (an SB3
+``VecEnvWrapper``: one shaper call per step of all envs — how the phase trains) and
+``ShapedRewardWrapper`` (the gymnasium ``Wrapper`` API for one env, so any agent can train on it).
 
 Per step, for the transition ``(s, a, s')``:
 
@@ -24,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.rewards.frozen import FrozenMLP
@@ -66,7 +68,7 @@ class _FrozenICM:
         self.std = float(np.sqrt(float(icm.reward_stats.var) + 1e-8))
 
     def reward(self, features: np.ndarray, actions: np.ndarray, next_features: np.ndarray) -> np.ndarray:
-        predicted = self.forward_model(np.concatenate([features, actions], axis=1))
+        predicted = self.forward_model(np.concatenate([features, actions.astype(np.float32)], axis=1))
         raw = self.eta * 0.5 * np.square(predicted - next_features).sum(axis=1)
         return np.clip((raw - self.mean) / self.std, -self.clip, self.clip)
 
@@ -121,7 +123,7 @@ class RewardShaper:
         self.adaptation_history: list[dict[str, float]] = []
         self.steps = 0
         n = self.n_envs
-        self._ctx = np.zeros((n, len(self._context)))
+        self._ctx = np.zeros((n, len(self._context)), dtype=np.float32)  # the networks run in float32
         self._phi = np.zeros(n)
         self._icm_features = np.zeros((n, 0))
         self._reset_stats()
@@ -144,7 +146,7 @@ class RewardShaper:
     def reset(self, rows, observations: np.ndarray, equity) -> None:
         """Start episodes for envs ``rows`` from their first observations ``(len(rows), dim)``."""
         rows = np.asarray(rows, dtype=np.int64)
-        observations = np.asarray(observations, dtype=np.float64).reshape(len(rows), -1)
+        observations = np.asarray(observations).reshape(len(rows), -1)
         self.tracker.reset(rows, equity)
         contexts = observations[:, self._context]
         self._ctx[rows] = contexts
@@ -158,7 +160,7 @@ class RewardShaper:
     def step(self, next_observations: np.ndarray, actions, infos: list[dict], terminated) -> dict[str, np.ndarray]:
         """Shaped rewards of one step of every env; returns ``reward``, ``components`` (raw),
         ``weights`` and ``shaping`` (the potential term before β), one row per env."""
-        next_observations = np.asarray(next_observations, dtype=np.float64).reshape(self.n_envs, -1)
+        next_observations = np.asarray(next_observations).reshape(self.n_envs, -1)  # float32 from the env
         actions = np.asarray(actions, dtype=np.float64).reshape(self.n_envs, -1)
         intrinsic = None
         if self._icm is not None:
@@ -250,3 +252,49 @@ class ShapedRewardWrapper(gym.Wrapper):
         info["objective_weights"] = out["weights"][0]
         info["shaping_term"] = float(out["shaping"][0])
         return obs, float(out["reward"][0]), terminated, truncated, info
+
+
+class ShapedRewardVecEnv(VecEnvWrapper):
+    """Replaces the rewards of an SB3 ``VecEnv`` with ``shaper``'s (built for ``venv.num_envs`` envs),
+    scoring every env's step in one batched call. The env's reward goes to ``info["base_reward"]``;
+    the components, weights and potential term are in ``shaper.pop_stats()``.
+
+    SB3 vector envs reset an env as soon as its episode ends: the transition is scored on
+    ``info["terminal_observation"]`` (terminal Φ = 0 unless the end is a time limit), then the
+    shaper restarts that env from the new first observation and its reset ``info["equity"]``.
+    """
+
+    def __init__(self, venv: VecEnv, shaper: RewardShaper) -> None:
+        if shaper.n_envs != venv.num_envs:
+            raise ValueError(f"ShapedRewardVecEnv needs a shaper for {venv.num_envs} envs, got n_envs={shaper.n_envs}")
+        super().__init__(venv)
+        self.shaper = shaper
+        self._actions = np.zeros((venv.num_envs, 1))
+
+    def reset(self):
+        obs = self.venv.reset()
+        equity = [info["equity"] for info in self.venv.reset_infos]
+        self.shaper.reset(np.arange(self.num_envs), obs, equity)
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+        self.venv.step_async(actions)
+
+    def step_wait(self):
+        obs, rewards, dones, infos = self.venv.step_wait()
+        ended = np.flatnonzero(dones)
+        next_obs = obs
+        terminated = dones
+        if ended.size:
+            next_obs = obs.copy()
+            terminated = dones.copy()
+            for row in ended:
+                next_obs[row] = infos[row]["terminal_observation"]
+                terminated[row] = not infos[row].get("TimeLimit.truncated", False)
+        out = self.shaper.step(next_obs, self._actions, infos, terminated)
+        for info, reward in zip(infos, rewards.tolist()):
+            info["base_reward"] = reward
+        if ended.size:
+            self.shaper.reset(ended, obs[ended], [self.venv.reset_infos[row]["equity"] for row in ended])
+        return obs, out["reward"].astype(np.float32), dones, infos

@@ -20,7 +20,7 @@ PARAMS = {
     "weight_network": {"hidden_dim": 16, "epochs": 6, "batch_size": 32},
     "potential": {"hidden_dim": 16, "epochs": 3, "batch_size": 32},
     "shaping": {"adapt_every": 40, "window": 40},
-    "training": {"continue_timesteps": 120, "learning_starts": 40, "eval_freq": 60},
+    "training": {"n_envs": 4, "continue_timesteps": 120, "learning_starts": 40, "eval_freq": 60},
 }
 
 
