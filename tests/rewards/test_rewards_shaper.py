@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 from trading_rl.agents.icm import IntrinsicCuriosityModule
 from trading_rl.envs import ContinuousTradingEnv
@@ -127,13 +127,15 @@ def test_batched_shaper_equals_one_shaper_per_env():
             np.testing.assert_allclose(out["shaping"][row], single["shaping"][0], rtol=1e-5, atol=1e-5)
 
 
+def _short_episode_env(seed):
+    return _env(_random_walk(150, seed), seed=seed, episode_length=25)
+
+
 def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     """One batched call per step of three envs = three one-env wrappers, through SB3's auto-reset
     (terminal observation scored, then the shaper restarts the env). Novelty counts and the
     adaptive weight pool the batch by design, so both are held fixed here."""
-    def make(seed):
-        return _env(_random_walk(150, seed), seed=seed, episode_length=25)
-
+    make = _short_episode_env
     layout = make(0).layout
     weights, potential = _networks(len(context_indices(layout)))
     icm = IntrinsicCuriosityModule(layout.dim, 1)
@@ -165,6 +167,30 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     assert ended >= 6  # every env crossed at least two episode ends
     with pytest.raises(ValueError, match="for 3 envs"):
         ShapedRewardVecEnv(DummyVecEnv([lambda s=s: make(s) for s in range(3)]), shaper(2))
+
+
+class _NoEquityOnReset(gym.Wrapper):
+    def reset(self, **kwargs):
+        return self.env.reset(**kwargs)[0], {}
+
+
+def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
+    make = _short_episode_env
+    layout = make(0).layout
+
+    def shaped(wrap):
+        venv = ShapedRewardVecEnv(wrap(DummyVecEnv([lambda s=s: make(s) for s in range(2)])), RewardShaper(layout, 2))
+        venv.seed(3)
+        venv.reset()
+        return venv
+
+    # VecMonitor keeps empty reset infos of its own; the shaper reads the inner DummyVecEnv's
+    plain, monitored = shaped(lambda v: v), shaped(VecMonitor)
+    actions = np.random.default_rng(0).uniform(-1, 1, (60, 2, 1)).astype(np.float32)
+    for batch in actions:
+        np.testing.assert_array_equal(plain.step(batch)[1], monitored.step(batch)[1])
+    with pytest.raises(ValueError, match=r"env\(s\) \[0, 1\] has no 'equity'"):
+        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _NoEquityOnReset(make(s)) for s in range(2)]), RewardShaper(layout, 2)).reset()
 
 
 # ---- reward hacking -----------------------------------------------------------------------------

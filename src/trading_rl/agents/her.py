@@ -114,6 +114,7 @@ class FastHerReplayBuffer(HerReplayBuffer):
         dones = self.dones[rows, envs] * (1 - self.timeouts[rows, envs])
         observations = self._normalize_obs(observations, env)
         next_observations = self._normalize_obs(next_observations, env)
+
         # every array here is a fresh gather, so torch may share its memory instead of copying it
         def tensor(array: np.ndarray):
             return self.to_torch(array, copy=False)

@@ -273,9 +273,20 @@ class ShapedRewardVecEnv(VecEnvWrapper):
 
     def reset(self):
         obs = self.venv.reset()
-        equity = [info["equity"] for info in self.venv.reset_infos]
-        self.shaper.reset(np.arange(self.num_envs), obs, equity)
+        self.shaper.reset(np.arange(self.num_envs), obs, self._reset_equity(range(self.num_envs)))
         return obs
+
+    def _reset_equity(self, rows) -> list[float]:
+        """Equity at the last reset of envs ``rows``, from the innermost vector env's reset infos
+        (vector-env wrappers in between, e.g. ``VecMonitor``, keep empty ones of their own)."""
+        venv = self.venv
+        while isinstance(venv, VecEnvWrapper):
+            venv = venv.venv
+        infos = venv.reset_infos
+        missing = [int(row) for row in rows if "equity" not in infos[row]]
+        if missing:
+            raise ValueError(f"ShapedRewardVecEnv: the reset info of env(s) {missing} has no 'equity' (not a trading env?)")
+        return [infos[row]["equity"] for row in rows]
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = actions
@@ -296,5 +307,5 @@ class ShapedRewardVecEnv(VecEnvWrapper):
         for info, reward in zip(infos, rewards.tolist()):
             info["base_reward"] = reward
         if ended.size:
-            self.shaper.reset(ended, obs[ended], [self.venv.reset_infos[row]["equity"] for row in ended])
+            self.shaper.reset(ended, obs[ended], self._reset_equity(ended))
         return obs, out["reward"].astype(np.float32), dones, infos
