@@ -20,8 +20,12 @@ from pathlib import Path
 import pandas as pd
 
 
-def parse_args(description: str, default_out: str) -> argparse.Namespace:
+def parse_args(description: str, default_out: str, variants: tuple[str, ...] = ()) -> argparse.Namespace:
+    """The A/B scripts' shared options; with ``variants``, also ``--variants`` to run a subset."""
     parser = argparse.ArgumentParser(description=description)
+    if variants:
+        parser.add_argument("--variants", nargs="+", choices=variants, default=list(variants),
+                            help="run only these variants (default: all)")
     parser.add_argument("--env", default="base", help="Kedro config env whose parameters are used")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes (1 torch thread each)")

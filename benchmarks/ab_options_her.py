@@ -5,7 +5,7 @@ Every variant warm-starts from the same SAC+ICM model and trains with the same b
 to the baselines. Prints one row per variant × seed and the median per variant.
 
     python benchmarks/ab_options_her.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_options_her.json]
-                                        [--inputs DIR | --dump-inputs DIR]
+                                        [--inputs DIR | --dump-inputs DIR] [--variants NAME ...]
 
 Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and
 ``sac_icm_model`` from the catalog), or ``--inputs DIR`` written by ``--dump-inputs DIR``.
@@ -62,9 +62,9 @@ def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> di
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0], "ab_options_her.json")
+    args = parse_args(__doc__.splitlines()[0], "ab_options_her.json", tuple(VARIANTS))
     spec, params, source = load_inputs(args)
-    jobs = [(spec, source, params, name, seed) for name in VARIANTS for seed in args.seeds]
+    jobs = [(spec, source, params, name, seed) for name in args.variants for seed in args.seeds]
     report(run_all(run_one, jobs, args.jobs, args.out), args, non_numeric=("option_gates_passed_train",))
 
 

@@ -78,6 +78,20 @@ def test_warm_start_reproduces_the_sac_icm_action(with_her):
             assert torch.equal(value, source_state[key]), key
 
 
+def test_warm_start_without_new_inputs_copies_the_source_policy():
+    """No options and no HER: the input does not grow, the first layers stay plain ``Linear``s and
+    the whole policy is the source's."""
+    spec = small_spec()
+    source = small_source_model(spec)
+    agent, _ = build_hierarchical_agent(source, lambda: spec.make_env("train"), None, None, None, SMALL_SAC, seed=1)
+    policy = agent.low_level.policy
+    assert not any(isinstance(module, WidenedLinear) for module in policy.modules())
+    source_state = source.policy.state_dict()
+    assert all(torch.equal(value, source_state[key]) for key, value in policy.state_dict().items())
+    obs = random_observations(spec, 32)
+    np.testing.assert_array_equal(agent.low_level.predict(obs, deterministic=True)[0], source.predict(obs, deterministic=True)[0])
+
+
 def test_widened_linear_is_one_linear_over_the_whole_input():
     torch.manual_seed(0)
     layer = WidenedLinear(7, 3, carried_columns=[4, 1, 5])

@@ -47,14 +47,19 @@ class WidenedLinear(nn.Module):
 
 
 def _widen_first_layer(mlp: nn.Sequential, carried_columns: Sequence[int], owner: str) -> None:
+    """Replace ``mlp``'s first ``Linear`` by a :class:`WidenedLinear`, unless the input did not grow
+    (every column carried, in place): then the plain layer already is the source's."""
     first = mlp[0] if len(mlp) else None
     if not isinstance(first, nn.Linear):
         raise ValueError(f"{owner} has no hidden layer to widen: give the source SAC a non-empty net_arch")
+    if list(carried_columns) == list(range(first.in_features)):
+        return
     mlp[0] = WidenedLinear(first.in_features, first.out_features, carried_columns)
 
 
 class WidenedSACPolicy(SACPolicy):
-    """SB3 ``SACPolicy`` whose actor and critics start with a :class:`WidenedLinear`.
+    """SB3 ``SACPolicy`` whose actor and critics start with a :class:`WidenedLinear` (a plain
+    ``Linear`` when there are no new inputs, e.g. no options and no HER).
 
     ``carried_columns`` are the positions, in the flattened policy input, of the inputs the source
     model had (in the source's order); the critics also carry the action columns after them. Pass
