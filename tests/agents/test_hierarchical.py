@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from options_her_env import random_observations, small_source_model, small_spec
+from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.controller import ControllerConfig, OptionLearner
@@ -11,6 +12,7 @@ from trading_rl.agents.her import FastHerReplayBuffer, resolve_her_params
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
     OptionVecEnv,
+    ScaledRewardReplayBuffer,
     build_hierarchical_agent,
     option_gates,
     rollout_agent,
@@ -90,6 +92,27 @@ def test_warm_start_without_new_inputs_copies_the_source_policy():
     assert all(torch.equal(value, source_state[key]) for key, value in policy.state_dict().items())
     obs = random_observations(spec, 32)
     np.testing.assert_array_equal(agent.low_level.predict(obs, deterministic=True)[0], source.predict(obs, deterministic=True)[0])
+
+
+@pytest.mark.parametrize("with_her", [True, False])
+def test_low_level_learns_pnl_at_the_source_reward_scale_and_goals_unscaled(with_her):
+    spec = small_spec()
+    source = small_source_model(spec)
+    source.reward_scale = 100.0
+    her = resolve_her_params({}) if with_her else None
+    agent, _ = build_hierarchical_agent(source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1)
+    buffer = agent.low_level.replay_buffer
+    assert isinstance(buffer, FastHerReplayBuffer if with_her else ScaledRewardReplayBuffer)
+    if with_her:
+        return
+    agent.low_level.learn(80)  # learning_starts 70: fills the buffer, a few updates
+    torch.manual_seed(0)
+    np.random.seed(0)
+    batch = buffer.sample(64)
+    np.random.seed(0)
+    stored = ReplayBuffer.sample(buffer, 64)
+    torch.testing.assert_close(batch.rewards, 100.0 * stored.rewards)
+    assert torch.equal(batch.observations, stored.observations)
 
 
 def test_widened_linear_is_one_linear_over_the_whole_input():

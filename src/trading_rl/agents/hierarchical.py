@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch as th
 from stable_baselines3 import SAC
+from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.torch_layers import CombinedExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
@@ -273,6 +274,27 @@ class OptionsCallback(BaseCallback):
 # the agent
 
 
+class ScaledRewardReplayBuffer(ReplayBuffer):
+    """SB3's ``ReplayBuffer`` whose samples carry ``reward_scale`` × the stored env reward.
+
+    Without HER the low-level SAC learns from P&L (daily log equity changes of ~1e-4); this keeps
+    the learner reward scale its SAC+ICM source was trained with (``sac_icm.agent.reward.scale``),
+    against which the copied entropy coefficient was tuned. With HER the goal reward is already
+    in [0, 1] and is not scaled.
+    """
+
+    def __init__(self, *args: Any, reward_scale: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {reward_scale}")
+        self.reward_scale = float(reward_scale)
+
+    def sample(self, batch_size: int, env=None):
+        batch = super().sample(batch_size, env)
+        return batch._replace(rewards=batch.rewards * self.reward_scale)
+
+
+
 # The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
 DEFAULT_SAC_PARAMS: dict[str, Any] = dict(SAC_ICM_DEFAULT_PARAMS["sac"])
 
@@ -376,11 +398,15 @@ def build_hierarchical_agent(
     }
     if isinstance(venv.observation_space, gym.spaces.Dict):
         policy_kwargs["features_extractor_class"] = CombinedExtractor  # as SB3's MultiInputPolicy
+    if her is not None:
+        buffer_class, buffer_kwargs = FastHerReplayBuffer, replay_buffer_kwargs(her)
+    else:
+        buffer_class, buffer_kwargs = ScaledRewardReplayBuffer, {"reward_scale": float(getattr(source, "reward_scale", 1.0))}
     low_level = SAC(
         WidenedSACPolicy,
         venv,
-        replay_buffer_class=FastHerReplayBuffer if her is not None else None,
-        replay_buffer_kwargs=replay_buffer_kwargs(her) if her is not None else None,
+        replay_buffer_class=buffer_class,
+        replay_buffer_kwargs=buffer_kwargs,
         policy_kwargs=policy_kwargs,
         seed=seed,
         device=device,
