@@ -135,8 +135,7 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     """One batched call per step of three envs = three one-env wrappers, through SB3's auto-reset
     (terminal observation scored, then the shaper restarts the env). Novelty counts and the
     adaptive weight pool the batch by design, so both are held fixed here."""
-    make = _short_episode_env
-    layout = make(0).layout
+    layout = _short_episode_env(0).layout
     weights, potential = _networks(len(context_indices(layout)))
     icm = IntrinsicCuriosityModule(layout.dim, 1)
     params = {"exploration": {"novelty_weight": 0.0}}
@@ -145,10 +144,10 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     def shaper(n):
         return RewardShaper(layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation)
 
-    venv = ShapedRewardVecEnv(DummyVecEnv([lambda s=s: make(s) for s in range(3)]), shaper(3))
+    venv = ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(3)]), shaper(3))
     venv.seed(10)
     venv.reset()
-    wrappers = [ShapedRewardWrapper(make(s), shaper(1)) for s in range(3)]
+    wrappers = [ShapedRewardWrapper(_short_episode_env(s), shaper(1)) for s in range(3)]
     for i, wrapped in enumerate(wrappers):
         wrapped.reset(seed=10 + i)
     rng = np.random.default_rng(0)
@@ -166,7 +165,7 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
                 ended += 1
     assert ended >= 6  # every env crossed at least two episode ends
     with pytest.raises(ValueError, match="for 3 envs"):
-        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: make(s) for s in range(3)]), shaper(2))
+        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(3)]), shaper(2))
 
 
 class _NoEquityOnReset(gym.Wrapper):
@@ -175,11 +174,10 @@ class _NoEquityOnReset(gym.Wrapper):
 
 
 def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
-    make = _short_episode_env
-    layout = make(0).layout
+    layout = _short_episode_env(0).layout
 
     def shaped(wrap):
-        venv = ShapedRewardVecEnv(wrap(DummyVecEnv([lambda s=s: make(s) for s in range(2)])), RewardShaper(layout, 2))
+        venv = ShapedRewardVecEnv(wrap(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(2)])), RewardShaper(layout, 2))
         venv.seed(3)
         venv.reset()
         return venv
@@ -190,7 +188,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     for batch in actions:
         np.testing.assert_array_equal(plain.step(batch)[1], monitored.step(batch)[1])
     with pytest.raises(ValueError, match=r"env\(s\) \[0, 1\] has no 'equity'"):
-        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _NoEquityOnReset(make(s)) for s in range(2)]), RewardShaper(layout, 2)).reset()
+        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _NoEquityOnReset(_short_episode_env(s)) for s in range(2)]), RewardShaper(layout, 2)).reset()
 
 
 # ---- reward hacking -----------------------------------------------------------------------------
