@@ -123,7 +123,7 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     prices = {"X": synthetic_prices(800, seed=2), "Y": synthetic_prices(700, seed=3)}
     params = {
         "train_length": 250, "test_length": 80, "step": 80, "max_folds": 3, "retrain_frequency": 2,
-        "seeds": 2, "agents": ["fake"], "timesteps": 7, "finetune_timesteps": 3,
+        "seeds": 2, "agents": ["fake"], "timesteps": 7, "finetune_timesteps": 3, "data_end": "all",
     }
     result = wf.run_walk_forward(prices, params, NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"fake": {"tag": {"marker": "A"}}}, 0)
 
@@ -180,3 +180,32 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
     assert summary["agents"]["a"]["positive_sharpe_share"] == pytest.approx((a > 0).mean())
     # DSR deflates: the bar is the luckiest of 24 trials, so it is below the plain PSR.
     assert summary["agents"]["a"]["dsr_median"] < summary["agents"]["a"]["psr_median"]
+
+
+def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
+    """``data_end: validation``: scrambling every bar after the validation split changes nothing,
+    and no window (training, gap or test) reaches past the validation end."""
+    monkeypatch.setitem(wf.AGENT_TRAINERS, "fake", lambda spec, params, seed, timesteps, model=None, device="auto": ConstantModel(0.5, []))
+    feature_params = {**NO_GARCH, "splits": {"train_end": "2012-06-29", "validation_end": "2013-03-29"}}
+    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "agents": ["fake"],
+              "timesteps": 5, "finetune_timesteps": 0}
+    clean = synthetic_prices(1200, seed=4)
+    scrambled = clean.copy()
+    after = scrambled.index > pd.Timestamp("2013-03-29")
+    assert after.sum() > 100
+    scrambled.loc[after, ["open", "high", "low", "close"]] *= np.random.default_rng(0).uniform(0.5, 2.0, (after.sum(), 1))
+
+    def run(prices):
+        return wf.run_walk_forward({"X": prices}, params, feature_params, {"window_size": 5}, {"X": 252.0}, {"fake": {}}, 0)
+
+    first, second = run(clean), run(scrambled)
+    pd.testing.assert_frame_equal(first.folds, second.folds)
+    pd.testing.assert_frame_equal(first.returns, second.returns)
+    assert pd.to_datetime(first.folds["test_end"]).max() <= pd.Timestamp("2013-03-29")
+    # The validation split's purge gap comes before it, so its last bar is the last one used.
+    assert pd.to_datetime(first.returns["timestamp"]).max() == clean.index[~after][-1]
+
+
+def test_data_end_that_is_not_a_date_is_rejected_by_key():
+    with pytest.raises(ValueError, match="walk_forward.data_end"):
+        wf.development_prices(synthetic_prices(300, seed=1), "yesterday-ish", NO_GARCH)

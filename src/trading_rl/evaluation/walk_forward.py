@@ -43,13 +43,14 @@ from trading_rl.evaluation.metrics import (
     sharpe_ratio,
 )
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, max_lookback
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits, max_lookback
 from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
 
 DEFAULT_WALK_FORWARD_PARAMS: dict[str, Any] = {
     "symbols": None,
+    "data_end": "validation",
     "train_length": 1000,
     "test_length": 250,
     "step": 250,
@@ -100,6 +101,11 @@ def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params
     for key in ("train_length", "test_length", "step", "retrain_frequency", "seeds", "timesteps"):
         resolved[key] = _positive_int(resolved, key)
     resolved["finetune_timesteps"] = _positive_int(resolved, "finetune_timesteps", minimum=0)
+    if resolved["data_end"] is not None and not isinstance(resolved["data_end"], str):
+        raise ValueError(
+            f"parameter '{PARAMS_PREFIX}.data_end' must be 'validation', 'all' or an ISO date string, "
+            f"got {resolved['data_end']!r}"
+        )
     if resolved["max_folds"] is not None:
         resolved["max_folds"] = _positive_int(resolved, "max_folds")
     lookback = max_lookback(dict(feature_params.get("features") or {}) if feature_params else None)
@@ -123,6 +129,32 @@ def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params
     if len(set(agents)) != len(agents):
         raise ValueError(f"parameter '{PARAMS_PREFIX}.agents' repeats an agent: {agents}")
     return resolved
+
+
+def development_prices(
+    prices: pd.DataFrame, data_end: str | None, feature_params: Mapping[str, Any] | None
+) -> pd.DataFrame:
+    """The bars the walk-forward may use: through ``data_end``.
+
+    ``"validation"`` ends at the validation split's last bar (``feature_extraction.splits``, the same
+    purge gap as the pipeline), so neither the default run nor any tuning on walk-forward results
+    ever sees the test split, which ``final_evaluation`` spends once. ``"all"`` uses every bar (a
+    rerun that validates the newest period, after the test split was spent); an ISO date ends there.
+    """
+    if data_end in (None, "all"):
+        return prices
+    if data_end == "validation":
+        feature_params = dict(feature_params or {})
+        split_params = {**(feature_params.get("splits") or {}), "gap_bars": max_lookback(feature_params.get("features"))}
+        end = pd.Timestamp(make_splits(prices.index, split_params)["validation"]["end"])
+    else:
+        try:
+            end = pd.Timestamp(data_end)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"parameter '{PARAMS_PREFIX}.data_end' must be 'validation', 'all' or a date, got {data_end!r}"
+            ) from error
+    return prices.loc[:end]
 
 
 def make_folds(
@@ -423,6 +455,7 @@ def run_walk_forward(
     if missing:
         raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
 
+    prices = {symbol: development_prices(prices[symbol], config["data_end"], feature_params) for symbol in symbols}
     symbol_folds = {
         symbol: make_folds(
             len(tradable_index(prices[symbol], feature_params)),

@@ -1,0 +1,300 @@
+"""Out-of-sample learning curve of SAC+ICM on walk-forward folds: how many env steps before the agent
+trades, and whether what it learns holds on bars it never saw.
+
+Each run (variant × symbol × fold × seed) trains one agent from scratch on the fold's training
+window and, at every budget in ``--budgets``, scores its deterministic policy on the fold's test
+window (the same env, costs and baselines as ``walk_forward``). Folds are those of the walk-forward
+pipeline with ``data_end: validation``: they end at the validation split's last bar, so choosing a
+budget from this curve never looks at the test split.
+
+Reported per variant × budget, over fold × seed runs: median and bootstrap 90% CI of Sharpe, total
+return, max drawdown, fill rate (fills / steps) and action entropy; the share of runs that trade
+(fill rate >= 2% and not collapsed by the deterministic collapse gates); and capped buy-and-hold,
+random and SMA crossover on the same windows.
+
+    python benchmarks/learning_curve.py --jobs 2 \\
+        --variant "base" --variant "small policy.net_arch=[64,64] sac.batch_size=64"
+
+Parameters come from ``conf/<--env>/`` YAML (``sac_icm.agent`` with ``walk_forward.agent_overrides``
+on top, as the walk-forward trains); ``--prices DIR`` reads ``<symbol>.parquet`` files written with
+``--dump-prices DIR`` (a machine without the ``arch`` data or pandera).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[1]
+MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
+BASELINES = ("buy_and_hold", "random", "sma_crossover")
+MIN_FILL_RATE = 0.02
+
+
+def load_parameters(env: str) -> dict:
+    """``conf/base`` parameters with ``conf/<env>`` merged over them section by section."""
+
+    def merge(base: dict, over: dict) -> dict:
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        return out
+
+    params: dict = {}
+    for folder in ["base"] + ([env] if env != "base" else []):
+        for path in sorted((PROJECT / "conf" / folder).glob("parameters*.yml")):
+            params = merge(params, yaml.safe_load(path.read_text()) or {})
+    return params
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """``"name key=value ..."`` -> ``(name, {dotted key: YAML value})``."""
+    name, *pairs = text.split()
+    overrides = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--variant {name!r}: expected key=value, got {pair!r}")
+        overrides[key] = yaml.safe_load(raw)
+    return name, overrides
+
+
+def agent_params(params: dict, overrides: dict) -> dict:
+    """The walk-forward's agent parameters (sac_icm.agent + agent_overrides) with ``overrides``."""
+    from trading_rl.evaluation.walk_forward import _with_overrides
+
+    merged = _with_overrides(params["sac_icm"]["agent"], params["walk_forward"].get("agent_overrides") or {})
+    for dotted, value in overrides.items():
+        section, key = dotted.split(".", 1)
+        merged.setdefault(section, {})[key] = value
+    merged.pop("training", None)  # budgets come from --budgets; no periodic evaluation
+    return merged
+
+
+def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold, seed_index: int,
+            budgets: list[int], settings: dict) -> list[dict]:
+    """Train one agent, scoring it on the fold's test window at every budget."""
+    import torch
+
+    torch.set_num_threads(1)
+    from stable_baselines3.common.utils import set_random_seed
+
+    from trading_rl.agents import build_agent
+    from trading_rl.evaluation.metrics import compute_metrics
+    from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+    from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
+    from trading_rl.monitoring.collapse import action_stats, collapse_report
+
+    spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
+    seed = trial_seed(settings["seed"], 1, 0, seed_index)
+    set_random_seed(seed)
+    model = build_agent(spec.make_env("train", seed=seed), params, seed=seed, device="cpu")
+    rows, trained, started = [], 0, time.perf_counter()
+    for budget in sorted(budgets):
+        model.learn(total_timesteps=budget - trained, reset_num_timesteps=trained == 0)
+        trained = budget
+        rollout = run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed)
+        metrics = compute_metrics(rollout, settings["ppy"], settings["hold_threshold"])
+        stats = action_stats(rollout["action_raw"].to_numpy(), hold_threshold=settings["hold_threshold"])
+        collapsed = collapse_report(stats, settings["collapse"])["collapsed"]
+        fill_rate = metrics["n_trades"] / len(rollout)
+        rows.append({
+            "variant": variant, "symbol": symbol, "fold": fold.index, "seed": seed_index, "budget": budget,
+            "test_start": spec.splits["test"]["start"], "test_end": spec.splits["test"]["end"],
+            **{key: metrics.get(key) for key in ("sharpe", "total_return", "max_drawdown", "action_entropy",
+                                                 "hold_share", "n_trades")},
+            "fill_rate": fill_rate, "collapsed": bool(collapsed),
+            "trades": bool(fill_rate >= MIN_FILL_RATE and not collapsed),
+            "train_seconds": time.perf_counter() - started,
+        })
+    return rows
+
+
+def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> list[dict]:
+    """Metrics of the baselines on the fold's test window (same env and costs as the agents)."""
+    from trading_rl.evaluation.baselines import run_baselines
+    from trading_rl.evaluation.metrics import compute_metrics
+    from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
+
+    spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
+    rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=trial_seed(settings["seed"], 0, fold.index))
+    rows = []
+    for name in BASELINES:
+        metrics = compute_metrics(rollouts[name], settings["ppy"], settings["hold_threshold"])
+        rows.append({"symbol": symbol, "fold": fold.index, "baseline": name,
+                     "fill_rate": metrics["n_trades"] / len(rollouts[name]),
+                     **{key: metrics.get(key) for key in ("sharpe", "total_return", "max_drawdown", "action_entropy")}})
+    return rows
+
+
+def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+    """Median [90% bootstrap CI] of each measure per variant × budget, next to the baselines."""
+    from trading_rl.evaluation.bootstrap import bootstrap_ci
+
+    rows = []
+    for (variant, budget), group in runs.groupby(["variant", "budget"], sort=True):
+        row = {"variant": variant, "budget": int(budget), "runs": len(group),
+               "trading_share": float(group["trades"].mean()), "collapsed_share": float(group["collapsed"].mean())}
+        for measure in MEASURED:
+            # A never-trading run has no Sharpe: it counts as 0 (no edge), not as missing.
+            values = pd.to_numeric(group[measure], errors="coerce")
+            if measure == "sharpe":
+                values = values.fillna(0.0)
+            point, low, high = bootstrap_ci(values.to_numpy())
+            row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
+        rows.append(row)
+    for name, group in baselines.groupby("baseline"):
+        row = {"variant": f"[{name}]", "budget": 0, "runs": len(group), "trading_share": np.nan, "collapsed_share": np.nan}
+        for measure in MEASURED:
+            point, low, high = bootstrap_ci(pd.to_numeric(group[measure], errors="coerce").fillna(0.0).to_numpy())
+            row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def plot(summary: pd.DataFrame, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    agents = summary[summary["budget"] > 0]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for axis, measure, title in zip(axes, ("sharpe", "fill_rate", "trading_share"),
+                                    ("out-of-sample Sharpe (median, 90% CI)", "fill rate (median, 90% CI)",
+                                     "share of runs that trade")):
+        for variant, group in agents.groupby("variant"):
+            group = group.sort_values("budget")
+            line, = axis.plot(group["budget"], group[measure], marker="o", linewidth=2.2, label=variant, zorder=3)
+            if f"{measure}_lo" in group:
+                axis.fill_between(group["budget"], group[f"{measure}_lo"], group[f"{measure}_hi"],
+                                  color=line.get_color(), alpha=0.18, zorder=2)
+        if measure == "sharpe":
+            for name, row in summary[summary["budget"] == 0].set_index("variant").iterrows():
+                axis.axhline(row["sharpe"], linestyle="--", linewidth=1.2, label=f"{name} (capped)" if "buy" in name else name,
+                             zorder=1, color={"[buy_and_hold]": "black", "[random]": "grey"}.get(name, "tab:brown"))
+        axis.axhline(0.0, color="lightgrey", linewidth=0.8, zorder=0)
+        axis.set_xscale("log")
+        axis.set_xlabel("env steps from scratch")
+        axis.set_title(title)
+        axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="base")
+    parser.add_argument("--symbols", nargs="+", default=["sp500", "nasdaq"])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--folds", type=int, default=None, help="most recent folds (default: walk_forward.max_folds)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[2500, 5000, 10000, 20000, 40000])
+    parser.add_argument("--variant", action="append", default=None,
+                        help='"name dotted.key=value ..." over the walk-forward agent params (repeatable)')
+    parser.add_argument("--variant-budgets", action="append", default=[], metavar="NAME=MAX",
+                        help="cap one variant's budgets (slow variants)")
+    parser.add_argument("--variant-folds", action="append", default=[], metavar="NAME=K",
+                        help="run one variant on the K most recent folds only (slow variants)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--prices", help="folder of <symbol>.parquet (instead of the packaged data)")
+    parser.add_argument("--dump-prices", help="write <symbol>.parquet for --symbols to this folder and exit")
+    parser.add_argument("--out", default="docs/results/learning_curve.json")
+    parser.add_argument("--plot", default="docs/results/learning_curve.png")
+    args = parser.parse_args()
+
+    if args.dump_prices:
+        from trading_rl.data import load_prices, validate_prices
+
+        Path(args.dump_prices).mkdir(parents=True, exist_ok=True)
+        for symbol in args.symbols:
+            validate_prices(load_prices(symbol), symbol).to_parquet(Path(args.dump_prices) / f"{symbol}.parquet")
+        raise SystemExit(f"prices written to {args.dump_prices}")
+
+    from trading_rl.evaluation.walk_forward import (
+        development_prices,
+        make_folds,
+        resolve_walk_forward_params,
+        tradable_index,
+    )
+
+    params = load_parameters(args.env)
+    feature_params = params["feature_extraction"]
+    wf = resolve_walk_forward_params(params["walk_forward"], feature_params)
+    env_config = params["env_construction"]["env"]
+    variants = [parse_variant(text) for text in (args.variant or ["base"])]
+    caps = {name: int(cap) for name, cap in (item.split("=") for item in args.variant_budgets)}
+    fold_caps = {name: int(cap) for name, cap in (item.split("=") for item in args.variant_folds)}
+    jobs, baseline_jobs = [], []
+    for symbol in args.symbols:
+        if args.prices:
+            prices = pd.read_parquet(Path(args.prices) / f"{symbol}.parquet")
+        else:
+            from trading_rl.data import load_prices
+
+            prices = load_prices(symbol)
+        prices = development_prices(prices, wf["data_end"], feature_params)
+        folds = make_folds(len(tradable_index(prices, feature_params)), wf["train_length"], wf["test_length"],
+                           wf["step"], wf["gap_bars"], 1, args.folds or wf["max_folds"])
+        settings = {"feature_params": feature_params, "env_config": env_config, "ppy": 252.0, "seed": params["seed"],
+                    "hold_threshold": float(env_config.get("hold_threshold", 0.1)),
+                    "collapse": {key: params["sac_icm"]["agent"]["collapse"][key]
+                                 for key in ("dominance_max", "entropy_min", "trade_rate_min")}}
+        for fold in folds:
+            baseline_jobs.append((symbol, prices, fold, settings))
+            for name, overrides in variants:
+                if fold.index < len(folds) - fold_caps.get(name, len(folds)):
+                    continue
+                budgets = [b for b in args.budgets if b <= caps.get(name, max(args.budgets))]
+                for seed_index in range(args.seeds):
+                    jobs.append((name, agent_params(params, overrides), symbol, prices, fold, seed_index, budgets, settings))
+    # Variants in the order given (put the slowest first), longest budgets first within each.
+    order = [name for name, _ in variants]
+    jobs.sort(key=lambda job: (order.index(job[0]), -max(job[6])))
+    print(f"{len(jobs)} training runs, {len(baseline_jobs)} fold baselines, {args.jobs} processes", flush=True)
+
+    partial = Path(f"{args.out}.partial.jsonl")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+    started = time.perf_counter()
+    run_rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        baseline_futures = [pool.submit(fold_baselines, *job) for job in baseline_jobs]
+        futures = [pool.submit(run_one, *job) for job in jobs]
+        baseline_rows = [row for future in baseline_futures for row in future.result()]
+        Path(f"{args.out}.baselines.json").write_text(json.dumps(baseline_rows))
+        for future in as_completed(futures):
+            rows = future.result()
+            run_rows += rows
+            with partial.open("a") as handle:
+                handle.writelines(json.dumps(row) + "\n" for row in rows)
+            last = rows[-1]
+            print(f"[{time.perf_counter() - started:6.0f}s] {last['variant']} {last['symbol']} fold {last['fold']} "
+                  f"seed {last['seed']}: " + ", ".join(f"{r['budget']}: sharpe={r['sharpe']} fills={r['fill_rate']:.3f}"
+                                                       f"{'' if r['trades'] else ' (no)'}" for r in rows), flush=True)
+    runs, baselines = pd.DataFrame(run_rows), pd.DataFrame(baseline_rows)
+    summary = summarise(runs, baselines)
+    pd.set_option("display.width", 250)
+    columns = ["variant", "budget", "runs", "trading_share", "collapsed_share"] + [
+        f"{m}{s}" for m in MEASURED for s in ("", "_lo", "_hi")]
+    print(summary[columns].round(3).to_string(index=False))
+    Path(args.out).write_text(json.dumps({
+        "env": args.env, "symbols": args.symbols, "seeds": args.seeds, "budgets": args.budgets,
+        "variants": dict(variants), "wall_seconds": time.perf_counter() - started, "jobs": args.jobs,
+        "summary": summary.replace({np.nan: None}).to_dict("records"),
+        "runs": run_rows, "baselines": baseline_rows,
+    }, indent=1, default=str))
+    if args.plot:
+        plot(summary, args.plot)
+    partial.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
