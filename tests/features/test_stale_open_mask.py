@@ -84,6 +84,17 @@ def test_masked_entries_are_left_out_of_the_scaler_fit(prices):
     assert without_masked_entries(features, prices, no_mask) is features
 
 
+def test_all_masked_training_rows_keep_their_zeros(sp500_prices):
+    """A window with no real open (sp500's 131-bar 2004 run) still fits: centre 0, unit scale."""
+    window = sp500_prices.loc["2004-01-01":"2004-12-31"]
+    features = compute_features(window, NO_GARCH).loc["2004-05-01":"2004-10-25"]
+    assert (features["co_return"] == 0.0).all()
+    kept = without_masked_entries(features, window, NO_GARCH)
+    assert kept is features
+    scaler = fit_scaler(kept)
+    assert (scaler["center"]["co_return"], scaler["scale"]["co_return"]) == (0.0, 1.0)
+
+
 def test_sp500_co_return_scale_survives_its_majority_of_stale_training_bars(sp500_prices):
     """Stale zeros on 55% of the training bars would make the robust IQR (almost) vanish."""
     features = compute_features(sp500_prices, NO_GARCH).dropna()

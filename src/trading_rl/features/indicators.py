@@ -313,6 +313,8 @@ def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params:
     (which skips NaN): on the packaged S&P 500 over half the training bars are stale, and that many
     zeros would shrink the robust scale of ``co_return`` to nearly nothing and clip every real value.
 
+    When every entry is masked (a walk-forward window inside sp500's 2004 run) they stay: the zeros
+    give centre 0 and unit scale, so the column stays near 0 rather than failing the fit.
     ``prices`` must hold every bar of ``features``' index and the bar before its first row.
     """
     stale_opens = resolve_feature_params(params)["stale_opens"]
@@ -321,7 +323,8 @@ def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params:
     stale = pd.Series(
         stale_open_mask(prices["open"], prices["close"], stale_opens["rtol"]), index=prices.index
     ).loc[features.index]
-    return features.assign(co_return=features["co_return"].mask(stale.to_numpy()))
+    unmasked = features["co_return"].mask(stale.to_numpy())
+    return features.assign(co_return=unmasked) if unmasked.notna().any() else features
 
 
 def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
