@@ -1,6 +1,6 @@
 """Market data: loading (packaged indexes or users' files), pandera validation and quality facts."""
 
-from trading_rl.data.quality import STALE_OPEN_RTOL, infer_periods_per_year, quality_report, stale_open_mask
+from trading_rl.data.quality import infer_periods_per_year, quality_report, stale_open_mask
 from trading_rl.data.schemas import (
     FeatureSchema,
     FeatureValidationError,
@@ -18,7 +18,6 @@ __all__ = [
     "PriceDataError",
     "PriceSchema",
     "PriceValidationError",
-    "STALE_OPEN_RTOL",
     "infer_periods_per_year",
     "load_prices",
     "quality_report",
