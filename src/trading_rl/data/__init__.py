@@ -1,6 +1,6 @@
 """Market data: loading (packaged indexes or users' files), pandera validation and quality facts."""
 
-from trading_rl.data.quality import infer_periods_per_year, quality_report
+from trading_rl.data.quality import infer_periods_per_year, quality_report, stale_open_mask
 from trading_rl.data.schemas import (
     FeatureSchema,
     FeatureValidationError,
@@ -21,6 +21,7 @@ __all__ = [
     "infer_periods_per_year",
     "load_prices",
     "quality_report",
+    "stale_open_mask",
     "validate_features",
     "validate_prices",
 ]

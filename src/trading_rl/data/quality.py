@@ -1,4 +1,4 @@
-"""Bar-frequency inference and data-quality facts (gaps, zero volume, jumps, stale closes).
+"""Bar-frequency inference and data-quality facts (gaps, zero volume, jumps, stale closes and opens).
 
 Validation rejects data that is wrong; this module describes data that is valid but may still
 mislead a backtest, so a person can judge it before training on it.
@@ -6,7 +6,9 @@ mislead a backtest, so a person can judge it before training on it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +24,8 @@ _SATURDAY_SHARE_24_7 = 0.05
 _GAP_SPACINGS = 3
 _LONGEST_MARKET_CLOSURE = pd.Timedelta(days=4)  # Thursday close -> Monday open after a holiday
 _LISTED = 5
+# Default relative tolerance of a stale open: equal to the previous close up to float round-off.
+STALE_OPEN_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -66,18 +70,41 @@ def infer_periods_per_year(index: pd.Index) -> float:
     return float(round(_DAYS_PER_YEAR / (spacing.median / pd.Timedelta(days=1))))
 
 
+def stale_open_mask(open_prices: Any, close_prices: Any, rtol: float = STALE_OPEN_RTOL) -> np.ndarray:
+    """Bars whose open equals the previous close within ``rtol`` (relative to that close).
+
+    Some feeds (the packaged S&P 500 before 2006) did not record the open and wrote the previous
+    close instead: a "next-open" fill there is really a fill at the decision bar's close. Bar ``t``
+    is judged from ``close[t-1]`` and ``open[t]`` only; the first bar is never stale.
+    """
+    opens = np.asarray(open_prices, dtype=np.float64)
+    closes = np.asarray(close_prices, dtype=np.float64)
+    if opens.shape != closes.shape or opens.ndim != 1:
+        raise ValueError(f"open and close must be 1-d and of equal length, got {opens.shape} and {closes.shape}")
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.integer, np.floating)) or not 0 <= rtol < 1:
+        raise ValueError(f"stale-open tolerance must be a number in [0, 1), got {rtol!r}")
+    previous = closes[:-1]
+    stale = np.abs(opens[1:] - previous) <= rtol * np.abs(previous)
+    return np.concatenate([[False], stale])
+
+
 def quality_report(
     prices: pd.DataFrame,
     symbol: str,
     *,
+    splits: Mapping[str, Any] | None = None,
     sigma_threshold: float = 5.0,
     volatility_window: int = 20,
     jump_threshold: float = 0.10,
+    stale_open_rtol: float = STALE_OPEN_RTOL,
 ) -> dict:
-    """JSON-ready facts about validated ``prices``: span, frequency, gaps, zero volume, extreme moves.
+    """JSON-ready facts about validated ``prices``: span, frequency, gaps, zero volume, extreme moves,
+    stale closes and stale opens (overall and, given ``splits``, per split).
 
     A move is extreme when ``|log return|`` exceeds ``jump_threshold`` or ``sigma_threshold``
-    times the standard deviation of the previous ``volatility_window`` returns.
+    times the standard deviation of the previous ``volatility_window`` returns. ``splits`` maps
+    split names to ``{"start": iso, "end": iso}`` (inclusive, as ``make_splits`` writes them);
+    other entries are ignored.
     """
     index = pd.DatetimeIndex(prices.index)
     spacing = _bar_spacing(index)
@@ -94,6 +121,7 @@ def quality_report(
         "zero_volume": _zero_volume(prices["volume"]),
         "extreme_moves": _extreme_moves(prices["close"], sigma_threshold, volatility_window, jump_threshold),
         "repeated_closes": _repeated_closes(prices["close"]),
+        "stale_opens": _stale_opens(prices, splits, stale_open_rtol),
     }
 
 
@@ -176,6 +204,44 @@ def _repeated_closes(close: pd.Series) -> dict:
         if run_lengths[longest] > 1
         else None,
     }
+
+
+def _stale_opens(prices: pd.DataFrame, splits: Mapping[str, Any] | None, rtol: float) -> dict:
+    """Where the open is the previous close: next-open fills and close-open features are fake there."""
+    stale = stale_open_mask(prices["open"], prices["close"], rtol)
+    index = pd.DatetimeIndex(prices.index)
+    report = {"rule": f"|open - previous close| <= {rtol} x previous close", **_flag_summary(stale, index)}
+    if splits is not None:
+        report["by_split"] = {}
+        for name, bounds in splits.items():
+            if isinstance(bounds, Mapping) and "start" in bounds and "end" in bounds:
+                inside = (index >= pd.Timestamp(bounds["start"])) & (index <= pd.Timestamp(bounds["end"]))
+                report["by_split"][name] = _flag_summary(stale[inside], index[inside])
+    return report
+
+
+def _flag_summary(flags: np.ndarray, index: pd.DatetimeIndex) -> dict:
+    """Count, share, first/last flagged bar and the longest run of consecutive flagged bars."""
+    flagged = np.flatnonzero(flags)
+    summary = {
+        "n_bars": int(len(flags)),
+        "count": int(len(flagged)),
+        "share": float(flags.mean()) if len(flags) else 0.0,
+        "first": _iso(index[flagged[0]]) if len(flagged) else None,
+        "last": _iso(index[flagged[-1]]) if len(flagged) else None,
+        "longest_run": None,
+    }
+    if len(flagged):
+        # Runs start where a flagged bar does not follow a flagged bar.
+        starts = flagged[np.r_[True, np.diff(flagged) > 1]]
+        ends = flagged[np.r_[np.diff(flagged) > 1, True]]
+        longest = int(np.argmax(ends - starts))
+        summary["longest_run"] = {
+            "bars": int(ends[longest] - starts[longest] + 1),
+            "start": _iso(index[starts[longest]]),
+            "end": _iso(index[ends[longest]]),
+        }
+    return summary
 
 
 def _iso(timestamp: pd.Timestamp) -> str:

@@ -6,6 +6,11 @@ Timing: the observation at bar ``t`` holds features of bars ``<= t`` and the por
 reward is ``log(equity[t+1] / equity[t])``, costs included, so an episode's rewards sum to the log of
 its net return.
 
+Stale opens: where ``open[t+1]`` equals ``close[t]`` (within ``stale_open_rtol``) the feed did not
+record the open, and a next-open fill would be a fill at the decision bar's close. With
+``stale_open_policy="close_fill"`` (default) such an order fills at ``close[t+1]``, the first price
+actually traded after the decision; ``"keep"`` fills at the recorded open as before.
+
 Everything the step needs is precomputed in ``__init__`` (price lists, the float32 windows of
 features), so ``step`` does no pandas work and only a handful of small allocations.
 """
@@ -22,10 +27,12 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import HOLD, Portfolio
 
 FILL_MODES = ("next_open", "close")
+STALE_OPEN_POLICIES = ("close_fill", "keep")
 PRICE_COLUMNS = ("open", "high", "low", "close")
 
 # Writes the five float32 state values (STATE_FIELDS order) into an observation's buffer.
@@ -53,6 +60,8 @@ class EnvConfig:
     random_start: bool = True
     evaluation: bool = False
     fill: str = "next_open"
+    stale_open_policy: str = "close_fill"
+    stale_open_rtol: float = STALE_OPEN_RTOL
     periods_per_year: float = 252.0
 
     @classmethod
@@ -86,6 +95,7 @@ class EnvConfig:
             "max_position_pct": ("(0, 1]", lambda v: 0 < v <= 1),
             "min_trade_value": ("[0, inf)", lambda v: v >= 0),
             "periods_per_year": ("(0, inf)", lambda v: v > 0),
+            "stale_open_rtol": ("[0, 1)", lambda v: 0 <= v < 1),
         }
         for name, (interval, inside) in intervals.items():
             value = getattr(self, name)
@@ -96,6 +106,11 @@ class EnvConfig:
             object.__setattr__(self, name, float(value))
         if self.fill not in FILL_MODES:
             raise ValueError(f"env config 'fill' must be one of {FILL_MODES}, got {self.fill!r}")
+        if self.stale_open_policy not in STALE_OPEN_POLICIES:
+            raise ValueError(
+                f"env config 'stale_open_policy' must be one of {STALE_OPEN_POLICIES}, "
+                f"got {self.stale_open_policy!r}"
+            )
 
 
 def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int) -> None:
@@ -182,7 +197,13 @@ class TradingEnvBase(gym.Env):
 
         self.open_prices = prices["open"].to_numpy(dtype=np.float64).copy()
         self.close_prices = prices["close"].to_numpy(dtype=np.float64).copy()
-        fill_prices = self.open_prices[1:] if cfg.fill == "next_open" else self.close_prices[:-1]
+        if cfg.fill == "close":
+            fill_prices = self.close_prices[:-1]
+        elif cfg.stale_open_policy == "close_fill":
+            stale = stale_open_mask(self.open_prices, self.close_prices, cfg.stale_open_rtol)[1:]
+            fill_prices = np.where(stale, self.close_prices[1:], self.open_prices[1:])
+        else:
+            fill_prices = self.open_prices[1:]
         # Plain Python lists: indexing them yields Python floats, the fastest scalars to compute with.
         self._fill_price_list = fill_prices.tolist()
         self._close_list = self.close_prices.tolist()

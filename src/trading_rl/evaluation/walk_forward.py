@@ -43,7 +43,14 @@ from trading_rl.evaluation.metrics import (
     sharpe_ratio,
 )
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits, max_lookback
+from trading_rl.features import (
+    apply_scaler,
+    compute_features,
+    fit_scaler,
+    make_splits,
+    max_lookback,
+    without_masked_entries,
+)
 from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
@@ -222,7 +229,7 @@ def fold_env_spec(
     periods_per_year: float,
 ) -> EnvSpec:
     """Env spec of one fold: features up to the test end, GARCH and scaler fitted on the fold's
-    training window only."""
+    training window only (the scaler without the entries the stale-open mask replaced)."""
     feature_params = dict(feature_params or {})
     index = tradable_index(prices, feature_params)
     splits = fold_splits(index, fold)
@@ -233,7 +240,9 @@ def fold_env_spec(
     history = prices.loc[: pd.Timestamp(splits["test"]["end"])]
     features = compute_features(history, features_config).loc[index[0] :]
     train_rows = features.loc[pd.Timestamp(splits["train"]["start"]) : train_end]
-    scaler = fit_scaler(train_rows, **(feature_params.get("scaler") or {}))
+    scaler = fit_scaler(
+        without_masked_entries(train_rows, history, features_config), **(feature_params.get("scaler") or {})
+    )
     return build_env_spec(
         symbol=symbol,
         prices=history,

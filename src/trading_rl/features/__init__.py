@@ -1,7 +1,12 @@
 """Causal features, chronological splits and train-only scaling for the trading environments."""
 
 from trading_rl.features.garch import fit_garch, garch_volatility
-from trading_rl.features.indicators import DEFAULT_FEATURE_PARAMS, compute_features, max_lookback
+from trading_rl.features.indicators import (
+    DEFAULT_FEATURE_PARAMS,
+    compute_features,
+    max_lookback,
+    without_masked_entries,
+)
 from trading_rl.features.scaling import apply_scaler, fit_scaler
 from trading_rl.features.splits import make_splits, split_frame
 
@@ -15,4 +20,5 @@ __all__ = [
     "make_splits",
     "max_lookback",
     "split_frame",
+    "without_masked_entries",
 ]

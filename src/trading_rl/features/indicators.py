@@ -28,6 +28,11 @@ defined from row ``max_lookback(params)`` on, which is also the purge gap betwee
   fit on the training split only. ``garch: null`` leaves the feature out.
 - ``calendar`` true: ``dow_sin``/``dow_cos`` for daily or finer bars, ``hour_sin``/``hour_cos`` for
   intraday bars (decided by the median bar spacing); nothing for weekly or coarser bars.
+- ``stale_opens`` {mask: true, rtol: 1e-9}: with ``mask``, ``co_return`` is 0 (no intraday move) on
+  bars whose open equals the previous close within ``rtol`` (``trading_rl.data.stale_open_mask``):
+  such feeds wrote the previous close for a missing open, so close / open - 1 would be the whole
+  day's return. Bar ``t`` is judged from bars ``t - 1`` and ``t``, so ``co_return`` then has a
+  look-back of 1.
 
 Always present: ``hl_range`` = (high - low) / close and ``co_return`` = close / open - 1.
 """
@@ -39,6 +44,7 @@ import copy
 import numpy as np
 import pandas as pd
 
+from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
 from trading_rl.features.garch import (
     GARCH_PARAM_NAMES,
     MIN_FIT_OBSERVATIONS,
@@ -62,8 +68,9 @@ DEFAULT_FEATURE_PARAMS: dict = {
     "drawdown_window": 60,
     "garch": {"params": None, "fit_end": None, "fit_bars": 1000},
     "calendar": True,
+    "stale_opens": {"mask": True, "rtol": STALE_OPEN_RTOL},
 }
-_NESTED_KEYS = ("macd", "bollinger", "garch")
+_NESTED_KEYS = ("macd", "bollinger", "garch", "stale_opens")
 _WINDOW_LIST_KEYS = {"return_horizons": 1, "sma_windows": 2, "ema_windows": 2, "vol_windows": 2}
 _WINDOW_KEYS = ("rsi_window", "atr_window", "volume_z_window", "drawdown_window")
 
@@ -135,6 +142,13 @@ def resolve_feature_params(params: dict | None) -> dict:
         raise ValueError(
             f"feature parameter calendar must be true or false, got {resolved['calendar']!r}"
         )
+    stale = resolved["stale_opens"]
+    if not isinstance(stale["mask"], bool):
+        raise ValueError(f"feature parameter stale_opens.mask must be true or false, got {stale['mask']!r}")
+    rtol = stale["rtol"]
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
+        raise ValueError(f"feature parameter stale_opens.rtol must be a number in [0, 1), got {rtol!r}")
+    stale["rtol"] = float(rtol)
     return resolved
 
 
@@ -161,7 +175,7 @@ def _lookbacks(p: dict) -> dict[str, int]:
     lookbacks[f"volume_z_{p['volume_z_window']}"] = p["volume_z_window"] - 1
     lookbacks[f"drawdown_{p['drawdown_window']}"] = p["drawdown_window"] - 1
     lookbacks["hl_range"] = 0
-    lookbacks["co_return"] = 0
+    lookbacks["co_return"] = 1 if p["stale_opens"]["mask"] else 0
     if p["garch"] is not None:
         lookbacks["garch_vol"] = 1
     return lookbacks
@@ -294,6 +308,25 @@ def _garch_params(log_returns: pd.Series, garch: dict) -> dict:
     return fit_garch(log_returns.iloc[:fit_rows])
 
 
+def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
+    """``features`` with the entries the stale-open mask set to 0 made NaN, for ``fit_scaler``
+    (which skips NaN): on the packaged S&P 500 over half the training bars are stale, and that many
+    zeros would shrink the robust scale of ``co_return`` to nearly nothing and clip every real value.
+
+    When every entry is masked (a walk-forward window inside sp500's 2004 run) they stay: the zeros
+    give centre 0 and unit scale, so the column stays near 0 rather than failing the fit.
+    ``prices`` must hold every bar of ``features``' index and the bar before its first row.
+    """
+    stale_opens = resolve_feature_params(params)["stale_opens"]
+    if not stale_opens["mask"] or "co_return" not in features.columns:
+        return features
+    stale = pd.Series(
+        stale_open_mask(prices["open"], prices["close"], stale_opens["rtol"]), index=prices.index
+    ).loc[features.index]
+    unmasked = features["co_return"].mask(stale.to_numpy())
+    return features.assign(co_return=unmasked) if unmasked.notna().any() else features
+
+
 def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
     """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows."""
     p = resolve_feature_params(params)
@@ -323,6 +356,9 @@ def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.Dat
     columns[f"drawdown_{drawdown_window}"] = close / close.rolling(drawdown_window).max() - 1.0
     columns["hl_range"] = (high - low) / close
     columns["co_return"] = close / open_ - 1.0
+    if p["stale_opens"]["mask"]:
+        stale = stale_open_mask(open_, close, p["stale_opens"]["rtol"])
+        columns["co_return"] = columns["co_return"].mask(stale, 0.0)
     if p["garch"] is not None:
         columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, p["garch"]))
 

@@ -13,8 +13,13 @@ import yaml
 
 from trading_rl.data import PriceValidationError, load_prices
 from trading_rl.datasets import RawPriceFilesDataset
-from trading_rl.features import max_lookback
-from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices
+from trading_rl.features import compute_features, max_lookback
+from trading_rl.pipelines.feature_extraction.nodes import (
+    define_splits,
+    fit_scalers,
+    load_and_validate_prices,
+    report_price_quality,
+)
 from trading_rl.pipeline_registry import register_pipelines
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -62,6 +67,40 @@ def test_session_writes_versioned_causal_outputs(foundation_project):
     assert 0 < garch["alpha"] + garch["beta"] < 1  # fitted, stationary
     report = yaml.safe_load(_latest(foundation_project, "data/08_reporting/env_check_report.json").read_text())
     assert report["passed"] is True
+    quality = yaml.safe_load(_latest(foundation_project, "data/08_reporting/price_quality_report.json").read_text())
+    stale = quality["sp500"]["stale_opens"]["by_split"]
+    assert (stale["train"]["count"], stale["validation"]["count"], stale["test"]["count"]) == (1936, 16, 0)
+    assert quality["nasdaq"]["stale_opens"]["count"] == 8
+
+
+def test_user_file_stale_opens_reported_per_split_and_left_out_of_the_scaler(tmp_path):
+    folder = tmp_path / "prices"
+    folder.mkdir()
+    user = load_prices("nasdaq").iloc[-300:].rename(columns=str.title)  # 2017-2018: no stale open
+    stale_bars = [100, 101, 102, 215, 290]  # train 0-149, validation 210-224, test 285-299
+    user.iloc[stale_bars, user.columns.get_loc("Open")] = user["Close"].iloc[[b - 1 for b in stale_bars]].to_numpy()
+    user["High"] = user[["Open", "High"]].max(axis=1)
+    user["Low"] = user[["Open", "Low"]].min(axis=1)
+    _write(folder / "USER.csv", user)
+    params = {
+        "symbols": [{"name": "USER", "source": "file"}],
+        "splits": {"train_fraction": 0.5, "validation_fraction": 0.25},
+        "features": {"garch": None},
+    }
+    prices = load_and_validate_prices(RawPriceFilesDataset(str(folder)).load(), params)
+    splits = define_splits(prices, params)
+    stale = report_price_quality(prices, splits, params)["USER"]["stale_opens"]
+    assert stale["count"] == len(stale_bars)
+    assert stale["longest_run"]["bars"] == 3
+    assert stale["longest_run"]["start"] == user.index[100].isoformat()
+    assert [stale["by_split"][name]["count"] for name in ("train", "validation", "test")] == [3, 1, 1]
+
+    features = compute_features(prices.drop(columns="symbol"), {"garch": None}).iloc[max_lookback({}) :]
+    assert (features["co_return"].loc[user.index[stale_bars]] == 0.0).all()
+    scaler = fit_scalers(features.assign(symbol="USER"), prices, splits, params)["USER"]
+    train_rows = features.loc[: splits["USER"]["train"]["end"]]
+    real_moves = train_rows["co_return"].drop(index=user.index[stale_bars[:3]])
+    assert scaler["center"]["co_return"] == pytest.approx(real_moves.median())
 
 
 def _write(path: Path, frame: pd.DataFrame) -> Path:

@@ -20,6 +20,7 @@ from trading_rl.features import (
     make_splits,
     max_lookback,
     split_frame,
+    without_masked_entries,
 )
 from trading_rl.features.indicators import resolve_feature_params
 
@@ -65,13 +66,12 @@ def _long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def load_and_validate_prices(
     raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> pd.DataFrame:
     """Read every selected symbol and validate all of them before anything is returned.
 
     Nothing is written unless every symbol passes, so a bad file never leaves half a run behind.
     """
     validated: dict[str, pd.DataFrame] = {}
-    reports: dict[str, Any] = {}
     for entry in _symbol_entries(params):
         name = entry["name"]
         if entry["source"] == "file":
@@ -87,8 +87,7 @@ def load_and_validate_prices(
             source_name = f"packaged:{name}"
         frame = validate_prices(raw, name, min_rows=params.get("min_rows", 250), source_name=source_name)
         validated[name] = frame
-        reports[name] = quality_report(frame, name)
-    return _long(validated), reports
+    return _long(validated)
 
 
 def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +95,17 @@ def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any
     gap = max_lookback(params.get("features"))
     return {
         symbol: make_splits(frame.index, {**params["splits"], "gap_bars": gap})
+        for symbol, frame in by_symbol(prices).items()
+    }
+
+
+def report_price_quality(
+    prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    """Quality facts per symbol, stale opens counted per split with the features' stale-open rule."""
+    rtol = resolve_feature_params(params.get("features"))["stale_opens"]["rtol"]
+    return {
+        symbol: quality_report(frame, symbol, splits=splits[symbol], stale_open_rtol=rtol)
         for symbol, frame in by_symbol(prices).items()
     }
 
@@ -128,12 +138,19 @@ def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.D
 
 
 def fit_scalers(
-    features: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
+    features: pd.DataFrame, prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
 ) -> dict[str, Any]:
-    """Scalers fitted on each symbol's training rows only (no statistics from the future)."""
+    """Scalers fitted on each symbol's training rows only (no statistics from the future), leaving
+    out the entries the stale-open mask replaced."""
     scaler_params = params.get("scaler") or {}
+    price_frames = by_symbol(prices)
     return {
-        symbol: fit_scaler(split_frame(frame, splits[symbol], "train"), **scaler_params)
+        symbol: fit_scaler(
+            without_masked_entries(
+                split_frame(frame, splits[symbol], "train"), price_frames[symbol], params.get("features")
+            ),
+            **scaler_params,
+        )
         for symbol, frame in by_symbol(features).items()
     }
 

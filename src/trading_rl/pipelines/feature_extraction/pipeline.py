@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 nodes.load_and_validate_prices,
                 inputs=["raw_price_files", "params:feature_extraction"],
-                outputs=["prices", "price_quality_report"],
+                outputs="prices",
                 name="load_and_validate_prices",
             ),
             Node(
@@ -17,6 +17,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["prices", "params:feature_extraction"],
                 outputs="splits",
                 name="define_splits",
+            ),
+            Node(
+                nodes.report_price_quality,
+                inputs=["prices", "splits", "params:feature_extraction"],
+                outputs="price_quality_report",
+                name="report_price_quality",
             ),
             Node(
                 nodes.fit_feature_params,
@@ -32,7 +38,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.fit_scalers,
-                inputs=["features", "splits", "params:feature_extraction"],
+                inputs=["features", "prices", "splits", "params:feature_extraction"],
                 outputs="scalers",
                 name="fit_scalers",
             ),
