@@ -49,8 +49,10 @@ def walk_forward_table(summary: dict) -> str:
 
 
 def regime_table(regimes: pd.DataFrame) -> str:
+    """Medians over seeds (``regime_metrics`` has one row per symbol × model × seed × regime)."""
     lines = ["| symbol | model | regime | share of steps | total return | Sharpe |", "|---|---|---|---:|---:|---:|"]
-    for row in regimes.itertuples(index=False):
+    medians = regimes.groupby(["symbol", "model", "regime"], sort=False)[["share_of_steps", "total_return", "sharpe"]]
+    for row in medians.median().reset_index().itertuples(index=False):
         lines.append(
             f"| {row.symbol} | {row.model} | {row.regime} | {_fmt(row.share_of_steps)} | {_fmt(row.total_return)} | {_fmt(row.sharpe)} |"
         )

@@ -1,4 +1,5 @@
-"""Cross-cutting concerns: one seed drives everything, and every run records where it came from.
+"""Cross-cutting concerns: one seed drives everything, every run records where it came from, and a
+run whose validation gates failed ends by saying so.
 
 ``run_metadata`` (seed, config hash, git commit, save version) is injected into the catalog so that
 nodes storing a model can store it alongside, and it is set as MLflow tags on the active run.
@@ -86,3 +87,29 @@ class ReproducibilityHooks:
         if mlflow.active_run() is not None:
             mlflow.set_tags({f"trading_rl.{k}": str(v) for k, v in self._metadata.items()})
             self._tagged = True
+
+
+class ValidationGateHooks:
+    """Re-log a failed validation report as the last line of the run (WARNING, gates named), so it
+    is not buried under the nodes' logs when ``validation.fail_on_gate_failure`` is false. Only runs
+    that produced a ``validation_report`` say anything."""
+
+    def __init__(self) -> None:
+        self._report: dict[str, Any] | None = None
+
+    @hook_impl
+    def before_pipeline_run(self) -> None:
+        self._report = None
+
+    @hook_impl
+    def after_node_run(self, outputs: dict[str, Any]) -> None:
+        if "validation_report" in outputs:
+            self._report = outputs["validation_report"]
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        from trading_rl.evaluation.gates import failure_message
+
+        message = None if self._report is None else failure_message(self._report)
+        if message is not None:
+            logger.warning("%s (see validation_report)", message)

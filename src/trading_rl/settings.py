@@ -1,8 +1,8 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import ReproducibilityHooks
+from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks
 
-HOOKS = (ReproducibilityHooks(),)
+HOOKS = (ReproducibilityHooks(), ValidationGateHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",

@@ -148,3 +148,26 @@ def test_env_check_report_records_a_failing_checker(spec, monkeypatch):
     assert report["passed"] is False
     assert "broken step" in report["checks"]["hybrid"]["gymnasium"]["message"]
     assert report["checks"]["continuous"]["gymnasium"]["passed"]
+
+
+def test_close_history_reaches_back_before_each_split_and_stops_at_its_end(spec, market):
+    prices, _ = market
+    for name in ("train", "validation", "test"):
+        history = spec.close_history(name)
+        assert history.index[0] == prices.index[0]  # warm-up and earlier splits included
+        assert history.index[-1] == spec.prices[name].index[-1]  # nothing after the split
+        env = spec.make_env(name, evaluation=True)
+        np.testing.assert_array_equal(env.close_history[env.history_positions], env.close_prices)
+        assert env.history_positions[0] > 0
+
+
+def test_env_rejects_a_close_history_that_does_not_cover_or_match_its_bars(spec):
+    frame, features = spec.prices["validation"], spec.features["validation"]
+    history = spec.close_history("validation")
+    with pytest.raises(ValueError, match="close_history lacks"):
+        ContinuousTradingEnv(frame, features, close_history=history.iloc[:-1])
+    with pytest.raises(ValueError, match="disagrees"):
+        ContinuousTradingEnv(frame, features, close_history=history * 1.01)
+    stale = EnvSpec(**{**spec.__dict__, "closes": None})
+    with pytest.raises(ValueError, match="env_construction"):
+        stale.make_env("train")

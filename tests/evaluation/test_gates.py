@@ -26,23 +26,27 @@ GATES = {
 }
 
 
-def fold_table(sharpes, drawdowns, dominant_share=0.4) -> pd.DataFrame:
+def fold_table(sharpes, drawdowns, dominant_share=0.4, n_trades=None) -> pd.DataFrame:
     rest = (1.0 - dominant_share) / (len(ACTION_BUCKETS) - 1)
+    n_trades = [10] * len(sharpes) if n_trades is None else n_trades
     rows = []
-    for i, (sharpe, drawdown) in enumerate(zip(sharpes, drawdowns)):
+    for i, (sharpe, drawdown, trades) in enumerate(zip(sharpes, drawdowns, n_trades)):
         row = {"symbol": "X", "kind": "agent", "agent": "sac_icm", "seed": i % 3, "fold": i // 3,
-               "sharpe": sharpe, "max_drawdown": -drawdown, "win_rate": 0.5, "action_entropy": 1.0,
-               "n_trades": 10, "n_steps": 100}
+               "sharpe": sharpe, "max_drawdown": -drawdown, "win_rate": 0.5 if trades else np.nan,
+               "action_entropy": 1.0, "n_trades": trades, "n_steps": 100}
         row.update({f"action_share_{b}": (dominant_share if b == "hold" else rest) for b in ACTION_BUCKETS})
         rows.append(row)
     rows.append({**rows[0], "kind": "baseline", "agent": "buy_and_hold", "sharpe": 9.0})  # must not count
     return pd.DataFrame(rows)
 
 
-def regime_table(returns: dict[str, float]) -> pd.DataFrame:
-    rows = [{"symbol": "X", "model": "sac_icm", "regime": r, "total_return": v, "sharpe": 1.0} for r, v in returns.items()]
-    rows.append({"symbol": "X", "model": "sac_icm", "regime": "all", "total_return": 0.5, "sharpe": 1.0})
-    rows.append({"symbol": "X", "model": "cash", "regime": "bull", "total_return": 0.0, "sharpe": None})
+def regime_table(returns: dict[str, float], n_trades: int = 5) -> pd.DataFrame:
+    rows = [{"symbol": "X", "model": "sac_icm", "seed": 0, "regime": r, "total_return": v, "sharpe": 1.0,
+             "n_trades": n_trades} for r, v in returns.items()]
+    rows.append({"symbol": "X", "model": "sac_icm", "seed": 0, "regime": "all", "total_return": 0.5, "sharpe": 1.0,
+                 "n_trades": n_trades})
+    rows.append({"symbol": "X", "model": "cash", "seed": -1, "regime": "bull", "total_return": 0.0, "sharpe": None,
+                 "n_trades": 0})
     return pd.DataFrame(rows)
 
 
@@ -71,6 +75,48 @@ def test_report_passes_when_every_gate_passes_and_skips_optional_gates_without_a
     entry = report["gates"]["max_drawdown"]
     assert entry == {"metric": "max_drawdown_median", "value": pytest.approx(0.05), "comparison": "<",
                      "threshold": 0.15, "passed": True, "status": "pass"}
+
+
+WIN_RATE = {"win_rate": {"metric": "win_rate_median", "comparison": ">", "threshold": 0.45}}
+ZERO_BAR = {"profitable_regimes": {**GATES["profitable_regimes"], "threshold": 0}}
+
+
+@pytest.mark.parametrize("n_idle", [9, 5])
+def test_an_agent_that_rarely_or_never_trades_fails_the_activity_gates_with_the_reason(n_idle):
+    # Idle windows: flat equity, drawdown 0 — which would pass "< 0.15" vacuously.
+    folds = fold_table([np.nan] * n_idle + [1.0] * (9 - n_idle), [0.0] * 9, n_trades=[0] * n_idle + [10] * (9 - n_idle))
+    values = gate_values(folds, regime_table(GOOD_REGIMES, n_trades=0), "sac_icm")
+    assert values["idle_windows"] == n_idle and values["windows"] == 9
+    report = evaluate_gates(values, {**GATES, **WIN_RATE, **ZERO_BAR})
+    for name in ("max_drawdown", "win_rate", "profitable_regimes"):
+        gate = report["gates"][name]
+        assert gate["status"] == "fail" and gate["passed"] is False and gate["value"] is None, name
+        assert gate["reason"].startswith(f"agent never traded in {n_idle} of 9 windows"), gate
+    with pytest.raises(GateFailure, match=f"max_drawdown \\(agent never traded in {n_idle} of 9 windows"):
+        raise_on_failure(report)
+
+
+def test_activity_gates_are_taken_over_the_windows_with_trades_only():
+    folds = fold_table([1.0] * 6, [0.0, 0.0, 0.1, 0.12, 0.2, 0.3], n_trades=[0, 0, 3, 4, 5, 6])
+    values = gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")
+    assert values["idle_windows"] == 2
+    assert values["max_drawdown_median"] == pytest.approx(np.median([0.1, 0.12, 0.2, 0.3]))  # not the idle 0s
+    assert values["win_rate_median"] == pytest.approx(0.5)
+
+
+def test_a_regime_counts_as_profitable_only_where_the_agent_traded():
+    regimes = pd.concat([regime_table(GOOD_REGIMES), regime_table(GOOD_REGIMES).assign(seed=1)])
+    values = gate_values(fold_table([1.0] * 6, [0.05] * 6), regimes, "sac_icm")
+    assert values["profitable_regimes"] == 3
+    # Positive return in bull, but the median seed made no trade there: not profitable.
+    sat_out = regimes.assign(n_trades=np.where(regimes["regime"] == "bull", 0, 5))
+    assert gate_values(fold_table([1.0] * 6, [0.05] * 6), sat_out, "sac_icm")["profitable_regimes"] == 2
+    # Medians over seeds, never the best one: "bear" stays profitable with one losing seed of three,
+    # and stops being profitable with two losing seeds of four.
+    losing = regime_table({**GOOD_REGIMES, "bear": -0.1}).assign(seed=2)
+    assert gate_values(fold_table([1.0] * 6, [0.05] * 6), pd.concat([regimes, losing]), "sac_icm")["profitable_regimes"] == 3
+    two_losing = pd.concat([regimes, losing, losing.assign(seed=3)])
+    assert gate_values(fold_table([1.0] * 6, [0.05] * 6), two_losing, "sac_icm")["profitable_regimes"] == 2
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.evaluation.regimes import REGIMES, UNLABELLED, label_regimes, regime_metrics, step_regimes
+from trading_rl.evaluation.regimes import (
+    REGIMES,
+    UNLABELLED,
+    check_regime_validation_params,
+    label_regimes,
+    regime_metrics,
+    step_regimes,
+    walk_forward_regime_metrics,
+)
 
 SMALL = {"trend_window": 10, "vol_window": 5, "vol_lookback": 30, "vol_quantile": 0.8, "trend_threshold": 0.5}
 
@@ -109,3 +117,61 @@ def test_a_step_is_attributed_to_the_regime_known_when_it_was_decided():
     table = regime_metrics(rollout, labels, 252).set_index("regime")
     assert table.loc["bull", "total_return"] == pytest.approx(0.01)
     assert table.loc["bear", "total_return"] == pytest.approx(-0.02)
+
+
+def _walk_forward_returns(close: pd.Series) -> pd.DataFrame:
+    """Two folds of 100 test steps (overlapping by 20) × two agent seeds, a cash baseline and the
+    market line, shaped like ``walk_forward_returns``."""
+    frames = []
+    for fold, start in enumerate((140, 220)):
+        window = _rollout(close.iloc[start : start + 101], seed=fold)
+        for kind, agent, seed in (("agent", "sac_icm", 0), ("agent", "sac_icm", 1), ("baseline", "cash", -1),
+                                  ("baseline", "buy_and_hold_full", -1)):
+            rows = window.assign(symbol="X", fold=fold, kind=kind, agent=agent, seed=seed)
+            if agent == "sac_icm":
+                rows["return"] = rows["return"] * (1 + seed)
+            if agent == "cash":
+                rows = rows.assign(**{"return": 0.0, "action_raw": 0.0, "trade_value": 0.0})
+            if agent == "buy_and_hold_full":
+                rows = rows.assign(action_raw=np.nan, trade_value=np.nan)
+            frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_walk_forward_regimes_pool_each_seeds_folds_once_and_keep_seeds_apart():
+    close = regime_walk(5)
+    labels = label_regimes(close, SMALL)
+    returns = _walk_forward_returns(close)
+    table = walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0})
+    assert list(table.columns[:5]) == ["symbol", "model", "kind", "seed", "regime"]
+    assert set(map(tuple, table[["model", "seed"]].drop_duplicates().to_numpy())) == {
+        ("sac_icm", 0), ("sac_icm", 1), ("cash", -1), ("buy_and_hold_full", -1)}
+    for seed in (0, 1):
+        steps = returns[(returns["agent"] == "sac_icm") & (returns["seed"] == seed)]
+        # fold 0's last 20 steps overlap fold 1's first ones: kept once, from the later fold
+        kept = pd.concat([steps[(steps["fold"] == 0) & (steps["timestamp"] < close.index[221])], steps[steps["fold"] == 1]])
+        assert len(kept) == 180
+        expected = regime_metrics(kept, labels, 252.0).set_index("regime")
+        got = table[(table["model"] == "sac_icm") & (table["seed"] == seed)].set_index("regime")
+        pd.testing.assert_frame_equal(got[expected.columns], expected, check_dtype=False)  # NaN n_trades of the market
+    cash = table[table["model"] == "cash"].set_index("regime")
+    assert (cash["n_trades"] == 0).all() and (cash["total_return"] == 0).all()
+    market = table[table["model"] == "buy_and_hold_full"]
+    assert market["n_trades"].isna().all()  # not an agent: no fills to count
+
+
+def test_walk_forward_regimes_need_the_traded_value():
+    close = regime_walk(5)
+    with pytest.raises(ValueError, match="trade_value"):
+        walk_forward_regime_metrics(_walk_forward_returns(close).drop(columns="trade_value"),
+                                    {"X": label_regimes(close, SMALL)}, {"X": 252.0})
+
+
+def test_the_test_split_parameter_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"regime_validation\.split.*final_evaluation"):
+        check_regime_validation_params({"split": "test", "regimes": {}})
+    with pytest.raises(ValueError, match=r"regime_validation\.regmes"):
+        check_regime_validation_params({"regmes": {}})
+    with pytest.raises(ValueError, match=r"regime_validation\.regimes\.vol_windw"):
+        check_regime_validation_params({"regimes": {"vol_windw": 5}})
+    check_regime_validation_params({"regimes": SMALL})

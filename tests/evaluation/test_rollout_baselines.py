@@ -285,3 +285,76 @@ def test_evaluate_baselines_reports_every_baseline_and_the_market_line(envs):
     ratio = results["buy_and_hold"]["total_return"] / results["buy_and_hold_full"]["total_return"]
     assert 0.1 < ratio < 0.2
     json.dumps(results)
+
+
+# ---------------------------------------------------------------- SMA with the history before a window
+
+SMA_SPLITS = {
+    "train": {"start": "2012-01-01", "end": "2015-12-31"},
+    "validation": {"start": "2016-01-01", "end": "2017-06-30"},
+    "test": {"start": "2017-07-01", "end": "2018-12-31"},
+}
+
+
+def _sp500_spec(close_factor=None):
+    from trading_rl.envs import build_env_spec
+
+    prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close"]]
+    if close_factor is not None:
+        prices = prices.assign(close=prices["close"] * close_factor(prices.index))
+    features = pd.DataFrame({"log_return": np.log(prices["close"]).diff() * 10}, index=prices.index)
+    return build_env_spec("sp500", prices, features, SMA_SPLITS, {"window_size": WINDOW}, 252.0), prices
+
+
+def _brute_force_sma_actions(close: pd.Series, decided_at) -> np.ndarray:
+    """The crossover from pandas rolling means over every close up to each decision bar."""
+    actions = []
+    for timestamp in decided_at:
+        known = close.loc[:timestamp]
+        fast, slow = known.rolling(20).mean().iloc[-1], known.rolling(50).mean().iloc[-1]
+        actions.append(0.0 if np.isnan(slow) else (1.0 if fast > slow else -1.0))
+    return np.array(actions)
+
+
+def _decision_bars(spec, split, rollout) -> pd.DatetimeIndex:
+    index = spec.prices[split].index
+    return index[rollout["bar_index"].to_numpy() - 1]  # decided at the close of the bar before the mark
+
+
+def test_sma_baseline_is_warm_at_the_first_decision_of_a_split_and_matches_pandas():
+    spec, prices = _sp500_spec()
+    rollout = b.run_baselines(lambda: spec.make_env("validation", evaluation=True))["sma_crossover"]
+    decided = _decision_bars(spec, "validation", rollout)
+    assert decided[0] == prices.loc[SMA_SPLITS["validation"]["start"] :].index[0]  # the split's first bar
+    assert (rollout["action_raw"] != 0).all()  # SMA(50) exists from the first decision on
+    np.testing.assert_array_equal(rollout["action_raw"], _brute_force_sma_actions(prices["close"], decided))
+    # Without the history (the split's own bars only) the first decisions would be 0.
+    own = b.sma_crossover_signal(spec.prices["validation"]["close"].to_numpy())
+    assert (own[WINDOW - 1 : WINDOW + 10] == 0).all()
+
+
+def test_sma_baseline_decision_ignores_closes_after_its_bar():
+    spec, _ = _sp500_spec()
+    rollout = b.run_baselines(lambda: spec.make_env("validation", evaluation=True))["sma_crossover"]
+    decided = _decision_bars(spec, "validation", rollout)
+    cut = decided[60]
+    changed_spec, _ = _sp500_spec(lambda index: np.where(index > cut, np.linspace(0.5, 1.5, len(index)), 1.0))
+    changed = b.run_baselines(lambda: changed_spec.make_env("validation", evaluation=True))["sma_crossover"]
+    np.testing.assert_array_equal(changed["action_raw"].iloc[:61], rollout["action_raw"].iloc[:61])
+    assert not np.array_equal(changed["action_raw"], rollout["action_raw"])
+
+
+def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
+    from trading_rl.evaluation import walk_forward as wf
+
+    prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
+    feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
+    gap = wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
+    index = wf.tradable_index(prices, feature_params)
+    fold = wf.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
+    spec = wf.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)
+    rollout = b.run_baselines(lambda: spec.make_env("test", evaluation=True))["sma_crossover"]
+    decided = _decision_bars(spec, "test", rollout)
+    assert decided[0] == index[fold.test_start]  # the first decision: at the window's first bar
+    assert rollout["action_raw"].iloc[0] != 0
+    np.testing.assert_array_equal(rollout["action_raw"], _brute_force_sma_actions(prices["close"], decided))

@@ -147,6 +147,26 @@ def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int
         )
 
 
+def _close_history(prices: pd.DataFrame, close_history: pd.Series | None) -> tuple[np.ndarray, np.ndarray]:
+    """Closes of every bar up to the env's bars (float64) and the position of each env bar in them.
+
+    ``close_history`` (closes by timestamp, in time order) may reach back before the frame: look-back
+    statistics of evaluation code (the SMA baseline) then start warm. ``None``: the frame's closes.
+    """
+    if close_history is None:
+        return prices["close"].to_numpy(dtype=np.float64).copy(), np.arange(len(prices))
+    if not close_history.index.is_monotonic_increasing:
+        raise ValueError("close_history must be sorted by timestamp")
+    positions = close_history.index.get_indexer(prices.index)
+    if (positions < 0).any():
+        missing = prices.index[positions < 0]
+        raise ValueError(f"close_history lacks {len(missing)} bar(s) of the env's prices, first {missing[0]}")
+    history = close_history.to_numpy(dtype=np.float64).copy()
+    if not np.array_equal(history[positions], prices["close"].to_numpy(dtype=np.float64)):
+        raise ValueError("close_history disagrees with the env's close prices on their common bars")
+    return history, positions
+
+
 def smooth_action(raw: float, previous: float | None, alpha: float) -> float:
     """The env's action smoothing: an EMA of clipped raw actions, the first decision unsmoothed."""
     if previous is None:
@@ -183,7 +203,9 @@ class TradingEnvBase(gym.Env):
     #: EMA weight of the newest raw action; ``None`` means ``2 / (smoothing_window + 1)``.
     smoothing_alpha: float | None = None
 
-    def __init__(self, prices: pd.DataFrame, features: pd.DataFrame, **config: Any):
+    def __init__(
+        self, prices: pd.DataFrame, features: pd.DataFrame, close_history: pd.Series | None = None, **config: Any
+    ):
         super().__init__()
         self.config = EnvConfig.from_mapping(config)
         cfg = self.config
@@ -208,6 +230,7 @@ class TradingEnvBase(gym.Env):
         self._fill_price_list = fill_prices.tolist()
         self._close_list = self.close_prices.tolist()
         self._timestamp_list = list(prices.index)
+        self.close_history, self.history_positions = _close_history(prices, close_history)
 
         feature_matrix = np.ascontiguousarray(features.to_numpy(dtype=np.float32))
         window_dim = cfg.window_size * len(self.feature_columns)

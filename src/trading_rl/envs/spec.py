@@ -27,7 +27,9 @@ ENV_KINDS: dict[str, type[TradingEnvBase]] = {
 
 @dataclass
 class EnvSpec:
-    """Prices and scaled features per split (each with ``window_size - 1`` context rows in front)."""
+    """Prices and scaled features per split (each with ``window_size - 1`` context rows in front),
+    and ``closes``: the symbol's closes on every bar given to ``build_env_spec``, before the splits'
+    context rows included, which the envs hand to look-back baselines (``EnvSpec.close_history``)."""
 
     symbol: str
     config: dict[str, Any]
@@ -36,10 +38,20 @@ class EnvSpec:
     periods_per_year: float
     feature_columns: list[str]
     splits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    closes: pd.Series | None = None
 
     @property
     def layout(self) -> ObservationLayout:
         return ObservationLayout(self.feature_columns, EnvConfig.from_mapping(self.config).window_size)
+
+    def close_history(self, split: str) -> pd.Series:
+        """Closes of every bar up to the split's last bar: what a causal look-back may read there."""
+        if self.closes is None:
+            raise ValueError(
+                f"env spec of {self.symbol} has no close history (built before it was stored); "
+                "rerun `kedro run --pipelines env_construction`"
+            )
+        return self.closes.loc[: self.prices[split].index[-1]]
 
     def make_env(
         self,
@@ -59,7 +71,9 @@ class EnvSpec:
             raise ValueError(f"unknown env kind {kind!r}; known: {sorted(ENV_KINDS)}")
         config = {**self.config, **overrides}
         config["evaluation"] = (split != "train") if evaluation is None else bool(evaluation)
-        env = ENV_KINDS[kind](self.prices[split], self.features[split], **config)
+        env = ENV_KINDS[kind](
+            self.prices[split], self.features[split], close_history=self.close_history(split), **config
+        )
         if seed is not None:
             env.reset(seed=seed)
             env.action_space.seed(seed)
@@ -142,4 +156,5 @@ def build_env_spec(
         periods_per_year=float(periods_per_year),
         feature_columns=[str(c) for c in features.columns],
         splits=split_ranges,
+        closes=prices["close"].astype(np.float64),
     )

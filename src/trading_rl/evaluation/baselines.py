@@ -9,9 +9,11 @@
 - ``random``: actions uniform on the action space, from a generator seeded per call.
 - ``sma_crossover``: +1 while the fast SMA of closes is above the slow one, else -1 (0 while the
   slow SMA has too few bars). Decided at the env's current bar from closes up to that bar only.
+  The SMAs run over the env's ``close_history`` — for envs from ``EnvSpec.make_env`` every bar
+  before the split or fold start too — so they are warm from the first decision of a window.
 
-The policies read ``bar_index``, ``close_prices``, ``episode_bounds`` and ``config`` of the
-unwrapped env (``trading_rl.envs.TradingEnvBase``).
+The policies read ``bar_index``, ``close_prices``, ``close_history``, ``history_positions``,
+``episode_bounds`` and ``config`` of the unwrapped env (``trading_rl.envs.TradingEnvBase``).
 """
 
 from __future__ import annotations
@@ -65,20 +67,23 @@ def sma_crossover_signal(close: np.ndarray, fast: int = 20, slow: int = 50) -> n
     return signal
 
 
-def sma_crossover_policy(close: np.ndarray, bar_index: Callable[[], int], fast: int = 20, slow: int = 50) -> Policy:
-    """Look up the crossover signal at the bar the env is deciding on (``bar_index()``)."""
+def sma_crossover_policy(close: np.ndarray, position: Callable[[], int], fast: int = 20, slow: int = 50) -> Policy:
+    """Look up the crossover signal of ``close`` at the position of the bar the env is deciding on
+    (``position()``)."""
     signal = sma_crossover_signal(close, fast, slow).astype(np.float32)
-    return lambda observation: signal[bar_index()].reshape(1)
+    return lambda observation: signal[position()].reshape(1)
 
 
 def baseline_policies(env: gym.Env, seed: int | None, fast: int = 20, slow: int = 50) -> dict[str, Policy]:
-    """The baseline policies bound to ``env`` (the SMA policy follows that env's current bar)."""
+    """The baseline policies bound to ``env`` (the SMA policy follows that env's current bar in its
+    close history)."""
     base = env.unwrapped
+    positions = base.history_positions
     return {
         "buy_and_hold": constant_policy(1.0, env.action_space),
         "cash": constant_policy(0.0, env.action_space),
         "random": random_policy(env.action_space, seed),
-        "sma_crossover": sma_crossover_policy(base.close_prices, lambda: base.bar_index, fast, slow),
+        "sma_crossover": sma_crossover_policy(base.close_history, lambda: positions[base.bar_index], fast, slow),
     }
 
 

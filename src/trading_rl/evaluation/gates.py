@@ -2,10 +2,19 @@
 lists value, threshold and pass/fail for every one of them.
 
 The gate values summarise the walk-forward windows of the primary agent (all symbols, folds and
-seeds pooled: medians, never the best seed) and its per-regime results on the test split. Gates
-marked ``optional`` apply only when their metric exists — option usage and option duration only
-for agents whose rollouts report options (an ``option`` column); others fail when their value is
-missing or undefined, because "could not be measured" must not read as "passed".
+seeds pooled: medians, never the best seed) and its per-regime results on the same walk-forward
+test steps (``regimes.walk_forward_regime_metrics``). Gates marked ``optional`` apply only when
+their metric exists — option usage and option duration only for agents whose rollouts report
+options (an ``option`` column); others fail when their value is missing or undefined, because
+"could not be measured" must not read as "passed".
+
+No gate passes vacuously on an agent that does not trade. Drawdown, win rate and profitable regimes
+(``ACTIVITY_METRICS``) describe trading: in a window where the agent made no trade (``n_trades``
+0) they are undefined, not 0, so their values are taken over the windows in which it traded only.
+When it traded in fewer than ``MIN_TRADED_WINDOW_SHARE`` (half) of its windows they are undefined
+altogether and their gates fail with the reason ("agent never traded in 9 of 9 windows"). A regime
+counts as profitable only when, over the agent's symbols × seeds, its median return there is > 0
+*and* its median number of trades there is > 0.
 """
 
 from __future__ import annotations
@@ -23,6 +32,10 @@ from trading_rl.evaluation.regimes import REGIMES
 
 COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 PARAMS_PREFIX = "validation.gates"
+
+# Gate metrics that only mean something over windows in which the agent traded (see module doc).
+ACTIVITY_METRICS = ("max_drawdown_median", "win_rate_median", "profitable_regimes")
+MIN_TRADED_WINDOW_SHARE = 0.5
 
 
 class GateFailure(RuntimeError):
@@ -42,25 +55,43 @@ def option_statistics(options: np.ndarray) -> dict[str, float]:
     return {"option_min_usage": float(counts.min() / options.size), "option_mean_duration": float(runs.mean())}
 
 
+def profitable_regimes(regimes: pd.DataFrame, agent: str) -> float:
+    """Regimes in which ``agent``'s median ``total_return`` over its symbol × seed rows is > 0 and
+    its median ``n_trades`` there is > 0 (a regime it sat out in cash is not "profitable")."""
+    if "n_trades" not in regimes:
+        raise ValueError("regime_metrics lacks 'n_trades'; rerun the regime_validation pipeline")
+    own = regimes[(regimes["model"] == agent) & regimes["regime"].isin(REGIMES)]
+    count = 0
+    for _, rows in own.groupby("regime"):
+        total_return, trades = _median(rows["total_return"]), _median(rows["n_trades"])
+        count += total_return is not None and total_return > 0 and trades is not None and trades > 0
+    return float(count)
+
+
 def gate_values(
     folds: pd.DataFrame, regimes: pd.DataFrame, primary_agent: str, returns: pd.DataFrame | None = None
 ) -> dict[str, float | None]:
-    """The numbers the gates judge, for ``primary_agent``.
+    """The numbers the gates judge, for ``primary_agent``, plus ``windows`` and ``idle_windows``
+    (its walk-forward windows, and those without a single trade).
 
-    ``folds``: the walk-forward table; ``regimes``: per-regime metrics with a ``model`` column (the
-    primary agent's rows count); ``returns``: walk-forward test steps, used for option gates when
-    they carry an ``option`` column.
+    ``folds``: the walk-forward table; ``regimes``: per-regime metrics with ``model`` and
+    ``n_trades`` columns (the primary agent's rows count); ``returns``: walk-forward test steps,
+    used for option gates when they carry an ``option`` column.
     """
     rows = folds[(folds["kind"] == "agent") & (folds["agent"] == primary_agent)]
     if rows.empty:
         raise ValueError(f"parameter 'validation.primary_agent' is {primary_agent!r}, which has no walk-forward rows")
     sharpe = pd.to_numeric(rows["sharpe"], errors="coerce")
+    traded = pd.to_numeric(rows["n_trades"], errors="coerce").fillna(0) > 0
+    active = rows[traded]
     bucket_columns = [f"action_share_{bucket}" for bucket in ACTION_BUCKETS]
     values: dict[str, float | None] = {
+        "windows": float(len(rows)),
+        "idle_windows": float((~traded).sum()),
         "positive_sharpe_window_share": float((sharpe.fillna(-np.inf) > 0).mean()),
         "sharpe_median": _median(sharpe),
-        "max_drawdown_median": _median(-pd.to_numeric(rows["max_drawdown"], errors="coerce")),
-        "win_rate_median": _median(rows["win_rate"]),
+        "max_drawdown_median": _median(-pd.to_numeric(active["max_drawdown"], errors="coerce")),
+        "win_rate_median": _median(active["win_rate"]),
         "action_entropy_median": _median(rows["action_entropy"]),
         "max_action_share_median": _median(rows[bucket_columns].astype(float).max(axis=1)),
         "trade_rate_median": _median(rows["n_trades"].astype(float) / rows["n_steps"].astype(float)),
@@ -74,8 +105,9 @@ def gate_values(
             {"sharpe": _median(pd.to_numeric(es_rows["sharpe"], errors="coerce"))}, {"sharpe": values["sharpe_median"]}
         )
         values["es_vs_sac_margin"] = None if gate["es"] is None or gate["threshold"] is None else gate["es"] - gate["threshold"]
-    own = regimes[(regimes["model"] == primary_agent) & regimes["regime"].isin(REGIMES)]
-    values["profitable_regimes"] = float((pd.to_numeric(own["total_return"], errors="coerce") > 0).sum())
+    values["profitable_regimes"] = profitable_regimes(regimes, primary_agent)
+    if traded.mean() < MIN_TRADED_WINDOW_SHARE:
+        values.update({metric: None for metric in ACTIVITY_METRICS})
     if returns is not None and "option" in returns:
         steps = returns[(returns["kind"] == "agent") & (returns["agent"] == primary_agent)]
         per_window = [
@@ -110,7 +142,7 @@ def evaluate_gates(values: Mapping[str, float | None], gates: Mapping[str, Mappi
         if metric not in values and gate.get("optional", False):
             entry.update(passed=None, status="skipped", reason=f"no '{metric}' for this agent")
         elif value is None or not math.isfinite(float(value)):
-            entry.update(value=None, passed=False, status="fail", reason=f"'{metric}' is undefined")
+            entry.update(value=None, passed=False, status="fail", reason=_undefined_reason(metric, values))
         else:
             passed = bool(COMPARISONS[gate["comparison"]](float(value), float(gate["threshold"])))
             entry.update(value=float(value), passed=passed, status="pass" if passed else "fail")
@@ -125,23 +157,41 @@ def evaluate_gates(values: Mapping[str, float | None], gates: Mapping[str, Mappi
     }
 
 
+def _undefined_reason(metric: str, values: Mapping[str, float | None]) -> str:
+    idle, windows = values.get("idle_windows"), values.get("windows")
+    if metric in ACTIVITY_METRICS and idle is not None and windows and idle / windows > 1 - MIN_TRADED_WINDOW_SHARE:
+        return (
+            f"agent never traded in {int(idle)} of {int(windows)} windows; '{metric}' needs trades in at "
+            f"least {MIN_TRADED_WINDOW_SHARE:.0%} of them"
+        )
+    return f"'{metric}' is undefined"
+
+
+def failure_message(report: Mapping[str, Any]) -> str | None:
+    """``"validation gates failed: name (why), ..."``, or ``None`` when the report passed."""
+    if report["passed"]:
+        return None
+    details = []
+    for name in report["failed"]:
+        gate = report["gates"][name]
+        why = gate.get("reason") or f"{gate['value']} {gate['comparison']} {gate['threshold']} is false"
+        details.append(f"{name} ({why})")
+    return f"validation gates failed: {', '.join(details)}"
+
+
 def raise_on_failure(report: Mapping[str, Any]) -> None:
     """Fail the run with the failing gates named (used when ``fail_on_gate_failure`` is set)."""
-    if not report["passed"]:
-        details = ", ".join(
-            f"{name} ({report['gates'][name]['value']} {report['gates'][name]['comparison']} "
-            f"{report['gates'][name]['threshold']} is false)"
-            for name in report["failed"]
-        )
-        raise GateFailure(f"validation gates failed: {details}")
+    message = failure_message(report)
+    if message is not None:
+        raise GateFailure(message)
 
 
 def flat_metrics(
     values: Mapping[str, float | None], walk_forward_summary: Mapping[str, Any], regimes: pd.DataFrame
 ) -> dict[str, float | None]:
     """One flat ``name -> number`` view of a validation run, which the next run compares against:
-    the gate values, per symbol × agent walk-forward medians with PSR/DSR, and per model × regime
-    total returns and Sharpe ratios."""
+    the gate values, per symbol × agent walk-forward medians with PSR/DSR, and per symbol × model ×
+    regime total returns and Sharpe ratios (medians over seeds)."""
     metrics: dict[str, float | None] = {f"gate/{name}": value for name, value in values.items()}
     for symbol, entry in walk_forward_summary.items():
         for agent, stats in entry["agents"].items():
@@ -152,11 +202,9 @@ def flat_metrics(
             metrics[f"{prefix}/psr_median"] = stats["psr_median"]
             if stats["kind"] == "agent":
                 metrics[f"{prefix}/dsr_median"] = stats["dsr_median"]
-    for row in regimes.to_dict("records"):
-        prefix = f"regime/{row['symbol']}/{row['model']}/{row['regime']}"
+    for (symbol, model, regime), rows in regimes.groupby(["symbol", "model", "regime"], sort=False):
         for name in ("total_return", "sharpe"):
-            value = row.get(name)
-            metrics[f"{prefix}/{name}"] = None if value is None or pd.isna(value) else float(value)
+            metrics[f"regime/{symbol}/{model}/{regime}/{name}"] = _median(rows[name])
     return metrics
 
 

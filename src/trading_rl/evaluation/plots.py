@@ -4,6 +4,8 @@ fold Sharpe ratios, action histograms and regime-shaded prices. Each function re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -76,23 +78,25 @@ def action_histograms(folds: pd.DataFrame) -> Figure:
     return fig
 
 
-def regime_shaded_prices(close: pd.Series, labels: pd.Series, title: str) -> Figure:
-    """Close prices with each bar's background coloured by its (causal) regime label."""
-    fig, ax = plt.subplots(figsize=(11, 4))
-    ax.plot(close.index, close.to_numpy(), color="black", lw=0.9)
-    values = labels.reindex(close.index).to_numpy(dtype=object)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1
-    starts = np.concatenate(([0], change))
-    stops = np.concatenate((change, [len(values)]))
-    index = close.index
-    for start, stop in zip(starts, stops):
-        regime = values[start]
-        if regime in REGIME_COLOURS:
-            right = index[stop] if stop < len(index) else index[-1]
-            ax.axvspan(index[start], right, color=REGIME_COLOURS[regime], alpha=0.18, lw=0)
-    ax.legend(
-        handles=[Patch(color=REGIME_COLOURS[r], alpha=0.35, label=r) for r in REGIMES], loc="upper left", fontsize=8
-    )
-    ax.set_title(title)
+def regime_shaded_panels(panels: Mapping[str, tuple[pd.Series, pd.Series]], title: str) -> Figure:
+    """One panel per symbol: ``(close, labels)``, the closes with each bar's background coloured by
+    its (causal) regime label; bars without a label (``None``/NaN) stay white."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4 * len(panels)), squeeze=False)
+    for ax, (symbol, (close, labels)) in zip(axes[:, 0], panels.items()):
+        ax.plot(close.index, close.to_numpy(), color="black", lw=0.9)
+        values = labels.reindex(close.index).to_numpy(dtype=object)
+        change = np.flatnonzero(values[1:] != values[:-1]) + 1
+        starts = np.concatenate(([0], change))
+        stops = np.concatenate((change, [len(values)]))
+        index = close.index
+        for start, stop in zip(starts, stops):
+            regime = values[start]
+            if regime in REGIME_COLOURS:
+                right = index[stop] if stop < len(index) else index[-1]
+                ax.axvspan(index[start], right, color=REGIME_COLOURS[regime], alpha=0.18, lw=0)
+        ax.legend(
+            handles=[Patch(color=REGIME_COLOURS[r], alpha=0.35, label=r) for r in REGIMES], loc="upper left", fontsize=8
+        )
+        ax.set_title(f"{symbol}: {title}")
     fig.tight_layout()
     return fig

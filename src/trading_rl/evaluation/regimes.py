@@ -12,6 +12,12 @@ coming). Rules, in order:
    ``bull`` above ``trend_threshold``, ``bear`` below ``-trend_threshold``, ``sideways`` in between.
 
 Bars before every statistic exists carry no label (``None``).
+
+Regimes are measured on the walk-forward's out-of-sample test steps (``walk_forward_regime_metrics``),
+the same agents and windows the validation report is about; the test split stays untouched. One row
+per symbol × agent × seed × regime, from that seed's stitched test steps (all folds, each step once):
+a fold's test window alone holds too few steps per regime for a Sharpe or a drawdown, and stitching
+per seed keeps the seeds apart so that summaries take medians over seeds, never the best one.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from trading_rl.evaluation.metrics import json_ready, return_metrics
 REGIMES: tuple[str, ...] = ("bull", "bear", "sideways", "high_volatility")
 UNLABELLED = "unlabelled"
 PARAMS_PREFIX = "regime_validation.regimes"
+REGIME_VALIDATION_KEYS = ("regimes",)
 
 DEFAULT_REGIME_PARAMS: dict[str, Any] = {
     "trend_window": 50,
@@ -55,6 +62,20 @@ def resolve_regime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     if float(resolved["trend_threshold"]) < 0.0:
         raise ValueError(f"parameter '{PARAMS_PREFIX}.trend_threshold' must be >= 0, got {resolved['trend_threshold']!r}")
     return resolved
+
+
+def check_regime_validation_params(params: Mapping[str, Any] | None) -> None:
+    """``regime_validation`` holds ``regimes`` only; ``split`` is refused with the reason."""
+    params = dict(params or {})
+    if "split" in params:
+        raise ValueError(
+            "parameter 'regime_validation.split' is no longer supported: regimes are measured on the "
+            "walk-forward test windows, and the test split is reserved for the final_evaluation pipeline"
+        )
+    unknown = sorted(set(params) - set(REGIME_VALIDATION_KEYS))
+    if unknown:
+        raise ValueError(f"unknown parameter 'regime_validation.{unknown[0]}'; known: {list(REGIME_VALIDATION_KEYS)}")
+    resolve_regime_params(params.get("regimes"))
 
 
 def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> pd.Series:
@@ -97,7 +118,8 @@ def regime_metrics(
     regimes = step_regimes(rollout["timestamp"], labels)
     returns = rollout["return"].to_numpy(dtype=np.float64)
     actions = rollout["action_raw"].to_numpy(dtype=np.float64) if "action_raw" in rollout else None
-    traded = rollout["trade_value"].to_numpy(dtype=np.float64) != 0 if "trade_value" in rollout else None
+    trade_value = rollout["trade_value"].to_numpy(dtype=np.float64) if "trade_value" in rollout else None
+    traded = None if trade_value is None or np.isnan(trade_value).all() else trade_value != 0
     present = [regime for regime in (*REGIMES, UNLABELLED) if (regimes == regime).any()]
     rows = []
     for regime in (*present, "all"):
@@ -112,3 +134,30 @@ def regime_metrics(
             row["n_trades"] = int(traded[mask].sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def walk_forward_regime_metrics(
+    returns: pd.DataFrame,
+    labels: Mapping[str, pd.Series],
+    periods_per_year: Mapping[str, float],
+    hold_threshold: float = 0.1,
+) -> pd.DataFrame:
+    """``regime_metrics`` of every symbol × agent × seed's stitched out-of-sample test steps.
+
+    ``returns``: ``walk_forward_returns`` (symbol, fold, kind, agent, seed, timestamp, return,
+    action_raw, trade_value); ``labels``: causal regime labels per symbol. Columns: symbol, model
+    (the agent or baseline), kind, seed (-1 for baselines), regime, then the metrics.
+    """
+    from trading_rl.evaluation.walk_forward import stitch_out_of_sample
+
+    missing = [column for column in ("trade_value", "action_raw") if column not in returns]
+    if missing:
+        raise ValueError(f"walk_forward_returns lacks column(s) {missing}; rerun the walk_forward pipeline")
+    frames = []
+    keys = ["symbol", "kind", "agent", "seed"]
+    for (symbol, kind, agent, seed), steps in stitch_out_of_sample(returns).groupby(keys, sort=False):
+        table = regime_metrics(steps, labels[symbol], periods_per_year[symbol], hold_threshold)
+        frames.append(table.assign(symbol=symbol, model=agent, kind=kind, seed=seed))
+    table = pd.DataFrame([row for frame in frames for row in frame.to_dict("records")])
+    leading = ["symbol", "model", "kind", "seed", "regime"]
+    return table[leading + [column for column in table.columns if column not in leading]]

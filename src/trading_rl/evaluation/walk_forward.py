@@ -351,6 +351,7 @@ def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
             "timestamp": pd.to_datetime(rollout["timestamp"]).to_numpy(),
             "return": rollout["return"].to_numpy(dtype=np.float64),
             "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
+            "trade_value": rollout["trade_value"].to_numpy(dtype=np.float64),
         }
     )
 
@@ -358,7 +359,7 @@ def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
 def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFrame:
     """The market line (fully invested, no cap, no costs) on the same steps as ``rollout``."""
     returns = market_returns(spec.make_env("test", evaluation=True), seed)
-    return rollout.assign(**{"return": returns, "action_raw": np.nan})
+    return rollout.assign(**{"return": returns, "action_raw": np.nan, "trade_value": np.nan})
 
 
 def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -375,7 +376,8 @@ def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any
 @dataclass
 class WalkForwardResult:
     """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
-    ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action)."""
+    ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
+    value; the market line's raw action and traded value are NaN)."""
 
     folds: pd.DataFrame
     returns: pd.DataFrame

@@ -52,3 +52,13 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
     assert pd.Timestamp(folds["test_end"].max()) == market(960).index[-1]
     assert pd.Timestamp(folds["test_end"].max()) > pd.Timestamp(first_folds["test_end"].max())
     assert set(folds["agent"]) == {"sac_icm", "buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
+
+    # Regimes are measured on the same walk-forward agents and test steps, never on the test split.
+    regimes = pd.read_csv(tmp_path / "data/08_reporting/regimes/regime_metrics.csv" / second / "regime_metrics.csv")
+    assert set(regimes["model"]) == set(folds["agent"]) and "split" not in regimes
+    agent_steps = regimes[(regimes["model"] == "sac_icm") & (regimes["regime"] == "all")]
+    assert agent_steps["n_steps"].sum() == folds.loc[folds["agent"] == "sac_icm", "n_steps"].sum()
+
+
+def test_validation_reads_neither_the_phase_model_nor_the_env_spec():
+    assert not {"sac_icm_model", "env_spec"} & create_pipeline().inputs()

@@ -26,10 +26,10 @@ def test_validation_report_notebook_runs_on_the_latest_reports(tmp_path, project
     project = project_copy(tmp_path / "project")
     catalog = catalog_for(project, market(900), VERSION)
     SequentialRunner().run(create_pipeline(), catalog)
-    # The notebook also reads the env spec through the catalog: store it where the project keeps it.
-    entry = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog.yml").read_text())["env_spec"]
+    # The notebook also reads the prices through the catalog: store them where the project keeps them.
+    entry = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog.yml").read_text())["prices"]
     entry["filepath"] = str(project / entry["filepath"])
-    DataCatalog.from_config({"env_spec": entry}, save_version=VERSION).save("env_spec", catalog.load("env_spec"))
+    DataCatalog.from_config({"prices": entry}, save_version=VERSION).save("prices", catalog.load("prices"))
 
     (project / "notebooks").mkdir()
     notebook_path = project / "notebooks" / "validation_report.ipynb"

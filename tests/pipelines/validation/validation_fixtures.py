@@ -1,5 +1,5 @@
-"""Shared by the validation pipeline and notebook tests: a tiny synthetic market, an env spec and
-model on it, and the project's validation catalog with its files redirected under a root folder."""
+"""Shared by the validation pipeline and notebook tests: a tiny synthetic market and the project's
+validation catalog with its files redirected under a root folder."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ import numpy as np
 import pandas as pd
 import yaml
 from kedro.io import DataCatalog
-
-from trading_rl.agents import build_agent
-from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
@@ -25,7 +21,7 @@ PARAMS = {
     "sac_icm": {"agent": AGENT},
     "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
                      "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu"},
-    "regime_validation": {"split": "test", "regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
+    "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
 }
 
@@ -47,17 +43,7 @@ def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCata
         entry["filepath"] = str(root / entry["filepath"])
     catalog = DataCatalog.from_config(config, save_version=save_version)
 
-    frame = prices.drop(columns="symbol")
-    features = compute_features(frame, FEATURES["features"]).dropna()
-    splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2, "gap_bars": 60})
-    scaler = fit_scaler(features.loc[: splits["train"]["end"]], **FEATURES["scaler"])
-    spec = build_env_spec("X", frame, apply_scaler(features, scaler), splits, PARAMS["env_construction"]["env"], 252.0)
-    model = build_agent(spec.make_env("train", seed=0), AGENT, seed=0, device="cpu")
-    model.learn(40)
-
     catalog["prices"] = prices
-    catalog["env_spec"] = spec
-    catalog["sac_icm_model"] = model
     catalog["run_metadata"] = {"seed": 7, "save_version": save_version}
     for name in ("walk_forward_equity_plot_mlflow", "walk_forward_sharpe_plot_mlflow",
                  "walk_forward_actions_plot_mlflow", "regime_prices_plot_mlflow"):

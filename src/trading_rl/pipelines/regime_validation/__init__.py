@@ -1,5 +1,6 @@
-"""Causal bull/bear/sideways/high-volatility labels, per-regime metrics of the latest model(s) and
-the baselines on the test split, and regime-shaded price plots."""
+"""Causal bull/bear/sideways/high-volatility labels, per-regime metrics of the walk-forward agents
+and baselines on their out-of-sample test steps (``walk_forward_returns``; the test split is never
+touched), and regime-shaded prices of the test windows."""
 
 from trading_rl.pipelines.regime_validation.pipeline import create_pipeline
 

@@ -7,16 +7,15 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.envs import EnvSpec
+from trading_rl.data import infer_periods_per_year
 from trading_rl.evaluation import plots
-from trading_rl.evaluation.baselines import run_baselines
-from trading_rl.evaluation.regimes import label_regimes, regime_metrics
-from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.regimes import check_regime_validation_params, label_regimes, walk_forward_regime_metrics
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 
 
 def label_market_regimes(prices: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Long frame (timestamp index, ``symbol``, ``regime``) of causal labels for every symbol."""
+    check_regime_validation_params(params)
     return pd.concat(
         [
             label_regimes(frame["close"], params.get("regimes")).to_frame().assign(symbol=symbol)
@@ -25,44 +24,31 @@ def label_market_regimes(prices: pd.DataFrame, params: dict[str, Any]) -> pd.Dat
     )[["symbol", "regime"]]
 
 
-def _labels_for(regime_labels: pd.DataFrame, symbol: str) -> pd.Series:
-    return regime_labels.loc[regime_labels["symbol"] == symbol, "regime"]
+def _labels_by_symbol(regime_labels: pd.DataFrame) -> dict[str, pd.Series]:
+    return {symbol: rows["regime"] for symbol, rows in regime_labels.groupby("symbol", sort=False)}
 
 
 def evaluate_regimes(
-    sac_icm_model: Any, env_spec: EnvSpec, regime_labels: pd.DataFrame, params: dict[str, Any], seed: int
+    returns: pd.DataFrame, regime_labels: pd.DataFrame, prices: pd.DataFrame, env_params: dict[str, Any]
 ) -> pd.DataFrame:
-    """Per-regime metrics on the test split of the latest model and of every baseline (same env and
-    costs), one row per model × regime."""
-    split = params.get("split", "test")
-    labels = _labels_for(regime_labels, env_spec.symbol)
-    hold_threshold = float(env_spec.config.get("hold_threshold", 0.1))
-    rollouts = {
-        "sac_icm": ("agent", run_episode(env_spec.make_env(split, evaluation=True), policy_from_sb3(sac_icm_model), seed=seed))
+    """Per-regime metrics of the walk-forward agents and baselines on their out-of-sample test steps,
+    one row per symbol × model × seed × regime (periods per year and hold threshold as walk_forward)."""
+    periods_per_year = {
+        symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
+        for symbol, frame in by_symbol(prices).items()
     }
-    rollouts.update(
-        {
-            name: ("baseline", rollout)
-            for name, rollout in run_baselines(lambda: env_spec.make_env(split, evaluation=True), seed=seed).items()
-        }
-    )
-    frames = [
-        regime_metrics(rollout, labels, env_spec.periods_per_year, hold_threshold).assign(
-            model=name, kind=kind, symbol=env_spec.symbol, split=split
-        )
-        for name, (kind, rollout) in rollouts.items()
-    ]
-    table = pd.DataFrame([row for frame in frames for row in frame.to_dict("records")])
-    leading = ["symbol", "split", "model", "kind", "regime"]
-    return table[leading + [column for column in table.columns if column not in leading]]
+    hold_threshold = float(dict(env_params.get("env") or {}).get("hold_threshold", 0.1))
+    return walk_forward_regime_metrics(returns, _labels_by_symbol(regime_labels), periods_per_year, hold_threshold)
 
 
-def plot_regimes(prices: pd.DataFrame, regime_labels: pd.DataFrame, env_spec: EnvSpec, params: dict[str, Any]) -> tuple[Figure, Figure]:
-    """Regime-shaded closes of the evaluated split (twice: versioned image and MLflow artifact)."""
-    split = params.get("split", "test")
-    bounds = env_spec.splits[split]
-    close = by_symbol(prices)[env_spec.symbol]["close"].loc[pd.Timestamp(bounds["start"]) : pd.Timestamp(bounds["end"])]
-    figure = plots.regime_shaded_prices(
-        close, _labels_for(regime_labels, env_spec.symbol), f"{env_spec.symbol}: {split} split by causal regime"
-    )
+def plot_regimes(prices: pd.DataFrame, regime_labels: pd.DataFrame, returns: pd.DataFrame) -> tuple[Figure, Figure]:
+    """Closes over the walk-forward test windows, shaded by regime on the tested bars (twice:
+    versioned image and MLflow artifact)."""
+    frames, labels = by_symbol(prices), _labels_by_symbol(regime_labels)
+    panels = {}
+    for symbol, steps in returns.groupby("symbol", sort=False):
+        tested = pd.DatetimeIndex(steps["timestamp"].unique()).sort_values()
+        close = frames[symbol]["close"].loc[tested[0] : tested[-1]]
+        panels[symbol] = (close, labels[symbol].reindex(close.index).where(close.index.isin(tested)))
+    figure = plots.regime_shaded_panels(panels, "walk-forward test windows by causal regime")
     return figure, figure

@@ -14,13 +14,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.evaluate_regimes,
-                inputs=["sac_icm_model", "env_spec", "regime_labels", "params:regime_validation", "params:seed"],
+                inputs=["walk_forward_returns", "regime_labels", "prices", "params:env_construction"],
                 outputs="regime_metrics",
                 name="evaluate_regimes",
             ),
             Node(
                 nodes.plot_regimes,
-                inputs=["prices", "regime_labels", "env_spec", "params:regime_validation"],
+                inputs=["prices", "regime_labels", "walk_forward_returns"],
                 outputs=["regime_prices_plot", "regime_prices_plot_mlflow"],
                 name="plot_regimes",
             ),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pandas as pd
 
 from trading_rl.evaluation.comparison import compare_reports
-from trading_rl.evaluation.gates import gate_values, raise_on_failure, validation_report
+from trading_rl.evaluation.gates import failure_message, gate_values, raise_on_failure, validation_report
+
+logger = logging.getLogger(__name__)
 
 
 def build_validation_report(
@@ -34,6 +37,10 @@ def compare_with_previous(
 
 
 def enforce_gates(report: dict[str, Any], comparison: dict[str, Any], params: dict[str, Any]) -> None:
-    """Fail the run after both reports are saved, when ``fail_on_gate_failure`` asks for it."""
+    """Warn, naming the failed gates, and fail the run (after both reports are saved) when
+    ``fail_on_gate_failure`` asks for it."""
+    message = failure_message(report)
+    if message is not None:
+        logger.warning(message)
     if params.get("fail_on_gate_failure", False):
         raise_on_failure(report)
