@@ -1,10 +1,14 @@
 """Shared plumbing of the A/B scripts: inputs from the catalog (or a dumped folder), parallel runs,
-the printed table and the JSON file.
+the printed table, the JSON file and the trial-ledger rows.
 
 Inputs come from the latest catalog versions of ``env_spec`` and ``sac_icm_model`` and the resolved
 parameters of ``--env``. ``--dump-inputs DIR`` writes them to a folder (``env_spec.pkl``,
 ``sac_icm_model.zip``, ``parameters.json``) and ``--inputs DIR`` reads them back, so the same runs
 can execute on a machine without the Kedro stack (e.g. a many-core box).
+
+Every variant evaluated is a trial: ``record_trials`` appends one row per variant to the project's
+trial ledger (``--ledger``, default ``data/08_reporting/trial_ledger``; ``--no-ledger`` for dry runs
+only), so the Deflated Sharpe Ratio of whatever is selected later counts it (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
+
+LEDGER = "data/08_reporting/trial_ledger"  # the catalog's `trial_ledger` folder, from the project root
+# Per-row details kept in the JSON file but left out of the printed table.
+DETAIL_KEYS = ("baselines", "return_moments", "split")
 
 
 def parse_args(description: str, default_out: str, variants: tuple[str, ...] = ()) -> argparse.Namespace:
@@ -36,6 +44,8 @@ def parse_args(description: str, default_out: str, variants: tuple[str, ...] = (
         "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE",
         help="override one parameter (YAML value), e.g. sac_icm.agent.reward.scale=100",
     )
+    parser.add_argument("--ledger", default=LEDGER, help=f"trial ledger folder the variants are appended to (default {LEDGER})")
+    parser.add_argument("--no-ledger", action="store_true", help="dry run: record no trials")
     return parser.parse_args()
 
 
@@ -106,13 +116,13 @@ def run_all(run_one: Callable[..., dict], jobs: list[tuple], n_jobs: int, out: s
             rows[futures[future]] = row = future.result()
             with partial_path.open("a") as handle:
                 handle.write(json.dumps(row, default=str) + "\n")
-            print({k: v for k, v in row.items() if k != "baselines"}, flush=True)
+            print({k: v for k, v in row.items() if k not in DETAIL_KEYS}, flush=True)
     return rows  # type: ignore[return-value]
 
 
 def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, ...] = ()) -> None:
     """Print rows, medians per variant and the baselines; write everything to ``args.out``."""
-    table = pd.DataFrame([{k: v for k, v in row.items() if k != "baselines"} for row in rows])
+    table = pd.DataFrame([{k: v for k, v in row.items() if k not in DETAIL_KEYS} for row in rows])
     pd.set_option("display.width", 220)
     print(table.to_string(index=False))
     numeric = table.drop(columns=["seed", *non_numeric]).apply(pd.to_numeric, errors="coerce").assign(
@@ -128,3 +138,37 @@ def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, .
         )
     with open(args.out, "w") as handle:
         json.dump({"env": args.env, "rows": rows}, handle, indent=2, default=str)
+
+
+def record_trials(rows: list[dict], args: argparse.Namespace, source: str, spec, configurations: dict[str, dict]) -> None:
+    """Append one trial-ledger row per variant: ``configurations[variant]`` is what defines it
+    (hashed), its runs are the seeds, and its return moments are those of the seeds' evaluation
+    returns pooled (each row carries ``return_moments`` and ``split``)."""
+    if args.no_ledger:
+        print("--no-ledger: no trials recorded (dry run)")
+        return
+    from trading_rl.evaluation.ledger import append_rows, trial_row
+    from trading_rl.evaluation.metrics import pool_moments
+    from trading_rl.provenance import git_commit
+
+    run = {"git_commit": git_commit(), "save_version": None}
+    ledger_rows = []
+    for variant, configuration in configurations.items():
+        runs = [row for row in rows if row["variant"] == variant]
+        split = runs[0]["split"]
+        ledger_rows.append(
+            trial_row(
+                source=source,
+                symbol=spec.symbol,
+                split=split,
+                period_start=spec.splits[split]["start"],
+                period_end=spec.splits[split]["end"],
+                agent=variant,
+                configuration={**configuration, "symbol": spec.symbol, "env": spec.config, "seeds": sorted(row["seed"] for row in runs)},
+                moments=pool_moments([row["return_moments"] for row in runs]),
+                n_runs=len(runs),
+                periods_per_year=spec.periods_per_year,
+                run=run,
+            )
+        )
+    print(f"trial ledger: {len(ledger_rows)} row(s) appended as {append_rows(args.ledger, ledger_rows)}")

@@ -2,10 +2,12 @@
 
 Every variant warm-starts from the same SAC+ICM model and trains with the same budget (the
 ``options_her`` parameters of the chosen Kedro env), then is evaluated on the validation split next
-to the baselines. Prints one row per variant × seed and the median per variant.
+to the baselines. Prints one row per variant × seed and the median per variant, and appends one
+trial-ledger row per variant (``--ledger``).
 
     python benchmarks/ab_options_her.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_options_her.json]
                                         [--inputs DIR | --dump-inputs DIR] [--variants NAME ...]
+                                        [--ledger DIR | --no-ledger]
 
 Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and
 ``sac_icm_model`` from the catalog), or ``--inputs DIR`` written by ``--dump-inputs DIR``.
@@ -14,9 +16,10 @@ Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 
-from ab_common import load_inputs, parse_args, report, run_all
+from ab_common import load_inputs, parse_args, record_trials, report, run_all
 
 VARIANTS = {
     "options+HER": {"options": True, "her": True},
@@ -49,6 +52,7 @@ def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> di
     return {
         "variant": name,
         "seed": seed,
+        "split": result["split"],
         "val_sharpe": result["metrics"]["sharpe"],
         "val_total_return": result["metrics"]["total_return"],
         "action_entropy": result["metrics"]["action_entropy"],
@@ -57,6 +61,7 @@ def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> di
         "max_option_share_eval": max(share.values()) if share else None,
         "options_used_eval": sum(v > 0 for v in share.values()) if share else None,
         "option_gates_passed_train": f"{sum(g['passed'] for g in gates)}/{len(gates)}" if gates else None,
+        "return_moments": result["return_moments"],
         "baselines": result["baselines"],
     }
 
@@ -65,7 +70,14 @@ def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "ab_options_her.json", tuple(VARIANTS))
     spec, params, source = load_inputs(args)
     jobs = [(spec, source, params, name, seed) for name in args.variants for seed in args.seeds]
-    report(run_all(run_one, jobs, args.jobs, args.out), args, non_numeric=("option_gates_passed_train",))
+    rows = run_all(run_one, jobs, args.jobs, args.out)
+    report(rows, args, non_numeric=("option_gates_passed_train",))
+    source_model = hashlib.sha256(source).hexdigest()[:16]
+    configurations = {
+        name: {"options_her": _variant_params(params["options_her"], **VARIANTS[name]), "source_model": source_model}
+        for name in args.variants
+    }
+    record_trials(rows, args, "ab_options_her", spec, configurations)
 
 
 if __name__ == "__main__":

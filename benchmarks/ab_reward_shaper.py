@@ -5,9 +5,11 @@ chosen Kedro env's ``reward_shaper`` parameters: *shaped* collects rollouts, fit
 and Φ and trains on ``ShapedRewardVecEnv``; *unshaped* trains on the env's own reward (same
 ``training.n_envs`` envs, curiosity mixing off in both, so only the reward differs). Each is evaluated on the validation split next to the
 baselines. Prints one row per variant × seed (action entropy, trade rate, validation Sharpe and max
-drawdown), the medians per variant, and writes everything as JSON to ``--out``.
+drawdown), the medians per variant, writes everything as JSON to ``--out`` and appends one
+trial-ledger row per variant (``--ledger``).
 
     python benchmarks/ab_reward_shaper.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_reward_shaper.json]
+                                          [--ledger DIR | --no-ledger]
 
 Needs a finished ``kedro run`` up to ``sac_icm`` (it reads the latest ``env_spec`` and ``sac_icm_model``),
 or ``--inputs DIR`` written by ``--dump-inputs DIR``.
@@ -15,12 +17,13 @@ or ``--inputs DIR`` written by ``--dump-inputs DIR``.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tempfile
 import time
 from functools import partial
 
-from ab_common import load_inputs, parse_args, report, run_all
+from ab_common import load_inputs, parse_args, record_trials, report, run_all
 
 
 def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) -> dict:
@@ -64,6 +67,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
     return {
         "variant": "shaped" if shaped else "unshaped",
         "seed": seed,
+        "split": resolved["evaluation_split"],
         "action_entropy": metrics["action_entropy"],
         "trade_rate": metrics["n_trades"] / metrics["n_steps"],
         "val_sharpe": metrics["sharpe"],
@@ -73,6 +77,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
         "collapsed_deterministic": collapse["deterministic"]["collapsed"],
         "weight_gates_passed": gates_passed,
         "train_seconds": time.perf_counter() - started,
+        "return_moments": evaluation["return_moments"],
         "baselines": evaluation["baselines"],
     }
 
@@ -83,6 +88,12 @@ def main() -> None:
     jobs = [(spec, source, params, shaped, seed) for shaped in (False, True) for seed in args.seeds]
     rows = run_all(run_one, jobs, args.jobs, args.out)
     report(rows, args, non_numeric=("collapsed_deterministic", "weight_gates_passed"))
+    source_model = hashlib.sha256(source).hexdigest()[:16]
+    configurations = {
+        variant: {"shaped": shaped, "reward_shaper": params["reward_shaper"], "source_model": source_model}
+        for variant, shaped in (("unshaped", False), ("shaped", True))
+    }
+    record_trials(rows, args, "ab_reward_shaper", spec, configurations)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
 Both variants use the ``sac_icm`` parameters of ``--env`` (only ``icm.enabled`` differs), train on
 the latest ``env_spec`` from the catalog and are evaluated on the validation split next to the
-baselines (same env, same costs). Prints one row per variant × seed, the medians per variant, and
-writes everything as JSON to ``--out``.
+baselines (same env, same costs). Prints one row per variant × seed, the medians per variant,
+writes everything as JSON to ``--out`` and appends one trial-ledger row per variant (``--ledger``).
 
     python benchmarks/ab_sac_icm.py [--env base] [--seeds 0 1 2] [--jobs 1] [--out ab_sac_icm.json]
-                                    [--inputs DIR | --dump-inputs DIR]
+                                    [--inputs DIR | --dump-inputs DIR] [--ledger DIR | --no-ledger]
 
 Needs a finished ``kedro run --pipelines feature_extraction,env_construction`` (or ``--inputs``).
 """
@@ -18,7 +18,15 @@ import tempfile
 import time
 from functools import partial
 
-from ab_common import load_inputs, parse_args, report, run_all
+from ab_common import load_inputs, parse_args, record_trials, report, run_all
+
+VARIANTS = {"SAC": False, "SAC+ICM": True}  # name -> icm.enabled
+
+
+def _agent_params(params: dict, icm: bool) -> dict:
+    agent_params = copy.deepcopy(params["sac_icm"]["agent"])
+    agent_params.setdefault("icm", {})["enabled"] = icm
+    return agent_params
 
 
 def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
@@ -29,8 +37,7 @@ def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
     from trading_rl.evaluation.rollout import policy_from_sb3
 
     torch.set_num_threads(1)
-    agent_params = copy.deepcopy(params["sac_icm"]["agent"])
-    agent_params.setdefault("icm", {})["enabled"] = icm
+    agent_params = _agent_params(params, icm)
     started = time.perf_counter()
     model = build_agent(spec.make_env("train", seed=seed), agent_params, seed=seed, device="cpu")
     with tempfile.TemporaryDirectory() as work_dir:
@@ -49,6 +56,7 @@ def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
     return {
         "variant": "SAC+ICM" if icm else "SAC",
         "seed": seed,
+        "split": "validation",
         "val_sharpe": metrics["sharpe"],
         "val_total_return": metrics["total_return"],
         "val_max_drawdown": metrics["max_drawdown"],
@@ -58,6 +66,7 @@ def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
         "stochastic_entropy": evaluation["stochastic_metrics"]["action_entropy"],
         "collapsed_deterministic": collapse["deterministic"]["collapsed"],
         "train_seconds": time.perf_counter() - started,
+        "return_moments": evaluation["return_moments"],
         "baselines": evaluation["baselines"],
     }
 
@@ -65,8 +74,11 @@ def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "ab_sac_icm.json")
     spec, params, _ = load_inputs(args)
-    jobs = [(spec, params, icm, seed) for icm in (False, True) for seed in args.seeds]
-    report(run_all(run_one, jobs, args.jobs, args.out), args, non_numeric=("collapsed_deterministic",))
+    jobs = [(spec, params, icm, seed) for icm in VARIANTS.values() for seed in args.seeds]
+    rows = run_all(run_one, jobs, args.jobs, args.out)
+    report(rows, args, non_numeric=("collapsed_deterministic",))
+    configurations = {name: {"agent_params": _agent_params(params, icm)} for name, icm in VARIANTS.items()}
+    record_trials(rows, args, "ab_sac_icm", spec, configurations)
 
 
 if __name__ == "__main__":

@@ -7,33 +7,16 @@ nodes storing a model can store it alongside, and it is set as MLflow tags on th
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import random
-import subprocess
 from typing import Any
 
 import numpy as np
 from kedro.framework.hooks import hook_impl
 
+from trading_rl.provenance import config_hash, git_commit
+
 logger = logging.getLogger(__name__)
-
-
-def config_hash(parameters: dict[str, Any]) -> str:
-    """Stable short hash of the resolved parameters (key order does not matter)."""
-    payload = json.dumps(parameters, sort_keys=True, default=str).encode()
-    return hashlib.sha256(payload).hexdigest()[:16]
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def seed_everything(seed: int) -> None:

@@ -6,8 +6,9 @@ from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
 # Opt-in pipelines that the default run leaves out: multi_symbol trains one agent per configured
-# symbol, which multiplies the default run's time by the number of symbols.
-NOT_IN_DEFAULT = frozenset({"multi_symbol"})
+# symbol, which multiplies the default run's time by the number of symbols; final_evaluation spends
+# the test split, which must be a deliberate, once-per-configuration decision (docs/protocol.md).
+NOT_IN_DEFAULT = frozenset({"multi_symbol", "final_evaluation"})
 
 
 def register_pipelines() -> dict[str, Pipeline]:

@@ -216,3 +216,21 @@ def test_compute_metrics_turns_undefined_values_into_none():
     assert result["total_return"] == 0.0 and result["n_trades"] == 0 and result["hold_share"] == 1.0
     assert result["action_entropy"] == 0.0
     json.loads(json.dumps(result))
+
+
+@pytest.mark.parametrize("sizes", [(50, 120, 7, 1), (300,), (2, 2)])
+def test_pooled_moments_equal_the_moments_of_the_concatenation(sizes):
+    rng = np.random.default_rng(sum(sizes))
+    parts = [0.01 * rng.standard_t(4, n) + 0.001 * i for i, n in enumerate(sizes)]
+    pooled = m.pool_moments([json.loads(json.dumps(m.json_ready(m.return_moments(p)))) for p in parts])
+    direct = m.return_moments(np.concatenate(parts))
+    assert pooled["n_obs"] == direct["n_obs"]
+    for key in ("mean", "std", "skew", "kurtosis"):
+        assert pooled[key] == pytest.approx(direct[key], rel=1e-9), key
+
+
+def test_psr_from_moments_equals_psr_of_the_series():
+    for r in SERIES.values():
+        assert m.psr_from_moments(m.return_moments(r), 0.01) == pytest.approx(m.probabilistic_sharpe_ratio(r, 0.01))
+    flat = m.return_moments(np.zeros(10))
+    assert flat["std"] == 0.0 and math.isnan(m.sharpe_from_moments(flat)) and math.isnan(m.psr_from_moments(flat))

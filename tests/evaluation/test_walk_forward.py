@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from trading_rl.evaluation import walk_forward as wf
+from trading_rl.evaluation.ledger import Trials
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 
 NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
@@ -170,16 +171,71 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
                            "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=50 * fold + i),
                            "return": r, "action_raw": 0.0} for i, r in enumerate(returns)]
     folds, steps = pd.DataFrame(folds), pd.DataFrame(steps)
-    summary = wf.summarise(folds, steps)["X"]
-    assert summary["n_trials"] == 2 * 3 * 4
+    trials = Trials(tuple(rng.normal(0.0, 0.05, 10)), {"walk_forward": 4, "ab_sac_icm": 6})
+    summary = wf.summarise(folds, steps, {"X": trials})["X"]
+    assert summary["n_trials"] == 10 and summary["trials_by_source"] == {"walk_forward": 4, "ab_sac_icm": 6}
     a = folds[folds["agent"] == "a"]["sharpe"]
     stats = summary["agents"]["a"]["metrics"]["sharpe"]
     assert stats["median"] == pytest.approx(np.median(a))
     assert stats["iqr"] == pytest.approx(np.quantile(a, 0.75) - np.quantile(a, 0.25))
     assert stats["median"] < a.max()
     assert summary["agents"]["a"]["positive_sharpe_share"] == pytest.approx((a > 0).mean())
-    # DSR deflates: the bar is the luckiest of 24 trials, so it is below the plain PSR.
+    # DSR deflates: the bar is the luckiest of the 10 ledger trials, so it is below the plain PSR.
     assert summary["agents"]["a"]["dsr_median"] < summary["agents"]["a"]["psr_median"]
+    # Fewer than 2 configurations tried: no DSR (the runs of one configuration are not trials).
+    lone = wf.summarise(folds, steps, {"X": Trials((0.1,), {"walk_forward": 1})})["X"]
+    assert lone["n_trials"] == 1 and lone["agents"]["a"]["dsr_median"] is None
+
+
+def test_summary_dsr_falls_with_more_spread_trials_in_the_ledger():
+    rng = np.random.default_rng(4)
+    steps = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0,
+                           "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=i), "return": r,
+                           "action_raw": 0.0} for i, r in enumerate(rng.normal(0.002, 0.01, 300))])
+    folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0, "sharpe": 1.0}])
+    few = (0.05, -0.02, 0.01)
+    dsr = [wf.summarise(folds, steps, {"X": Trials(sharpes, {})})["X"]["agents"]["a"]["dsr_median"]
+           for sharpes in (few, few + tuple(rng.normal(0.0, 0.08, 30)))]
+    assert dsr[1] < dsr[0]
+
+
+def _agent_steps(agents=("a", "b"), seeds=3, folds=2, n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for agent in (*agents, "cash"):
+        kind = "baseline" if agent == "cash" else "agent"
+        for s in range(1 if kind == "baseline" else seeds):
+            for fold in range(folds):
+                for i in range(n):
+                    rows.append({"symbol": "X", "kind": kind, "agent": agent, "seed": s if kind == "agent" else -1,
+                                 "fold": fold, "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=n * fold + i),
+                                 "return": rng.normal(0.001, 0.01), "action_raw": 0.0})
+    return pd.DataFrame(rows)
+
+
+def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baselines():
+    steps = _agent_steps()
+    params = {"agents": ["sac_icm", "sac"], "seeds": 3, "train_length": 100, "test_length": 20, "step": 20}
+    agent_params = {"sac_icm": {"sac": {"batch_size": 64}}}
+    rows = wf.trial_rows(steps.replace({"a": "sac_icm", "b": "sac"}), params, NO_GARCH, {"window_size": 5},
+                         {"X": 252.0}, agent_params, 7, {"save_version": "v1", "git_commit": "abc"})
+    assert list(rows["agent"]) == ["sac_icm", "sac"]
+    assert (rows["n_runs"] == 3 * 2).all() and (rows["source"] == "walk_forward").all()
+    assert (rows["split"] == "walk_forward").all() and (rows["save_version"] == "v1").all()
+    pooled = steps[steps["agent"] == "a"]["return"].to_numpy()
+    assert rows.iloc[0]["n_obs"] == pooled.size
+    assert rows.iloc[0]["mean"] == pytest.approx(pooled.mean())
+    assert rows.iloc[0]["sharpe"] == pytest.approx(pooled.mean() / pooled.std(ddof=1))
+    assert rows.iloc[0]["sharpe_annualised"] == pytest.approx(rows.iloc[0]["sharpe"] * np.sqrt(252))
+    assert rows["config_hash"].nunique() == 2
+    # The hash is the configuration's: another agent in the list or another device leaves it alone,
+    # a changed agent parameter or protocol key changes it.
+    def hash_of(params=params, agent_params=agent_params):
+        return wf.trial_rows(steps.replace({"a": "sac_icm", "b": "sac"}), params, NO_GARCH, {"window_size": 5},
+                             {"X": 252.0}, agent_params, 7).iloc[0]["config_hash"]
+    assert hash_of({**params, "agents": ["sac_icm"], "device": "cpu"}) == rows.iloc[0]["config_hash"]
+    assert hash_of(agent_params={"sac_icm": {"sac": {"batch_size": 32}}}) != rows.iloc[0]["config_hash"]
+    assert hash_of({**params, "seeds": 4}) != rows.iloc[0]["config_hash"]
 
 
 def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):

@@ -21,6 +21,7 @@ PHASES = (
     "regime_validation",
     "validation",
     "export",
+    "final_evaluation",
 )
 
 

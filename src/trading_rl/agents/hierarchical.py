@@ -546,7 +546,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
     """
     from trading_rl.agents.her import goal_achievement
     from trading_rl.evaluation.baselines import evaluate_baselines
-    from trading_rl.evaluation.metrics import compute_metrics
+    from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 
     resolved = resolve_phase_params(params)
     overrides = resolved["env_overrides"]
@@ -581,6 +581,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
     return {
         "split": split,
         "metrics": metrics,
+        "return_moments": json_ready(return_moments(rollout["return"].to_numpy())),
         "baselines": baselines,
         "goals": goals,
         "option_share": option_share,

@@ -1,7 +1,9 @@
-"""Catalog datasets for what kedro-datasets lacks: SB3 model zips, torch modules, raw price files."""
+"""Catalog datasets for what kedro-datasets lacks: SB3 model zips, torch modules, raw price files,
+the append-only trial ledger."""
 
 from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 from trading_rl.datasets.raw_prices import RawPriceFilesDataset
 from trading_rl.datasets.sb3_model import SB3ModelDataset
+from trading_rl.datasets.trial_ledger import TrialLedgerDataset
 
-__all__ = ["BytesVersionedDataset", "RawPriceFilesDataset", "SB3ModelDataset"]
+__all__ = ["BytesVersionedDataset", "RawPriceFilesDataset", "SB3ModelDataset", "TrialLedgerDataset"]

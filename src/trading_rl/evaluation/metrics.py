@@ -154,6 +154,78 @@ def probabilistic_sharpe_ratio(returns, sr_benchmark: float = 0.0) -> float:
     )
 
 
+MOMENT_KEYS = ("n_obs", "mean", "std", "skew", "kurtosis")
+
+
+def return_moments(returns) -> dict[str, float]:
+    """``n_obs``, ``mean``, ``std`` (``ddof=1``), ``skew`` and plain ``kurtosis`` (population
+    moments, as PSR uses them) of a return series. Constant returns: ``std`` 0, skew/kurtosis
+    ``nan``; fewer than 2 observations: ``std`` ``nan``."""
+    r = _as_returns(returns)
+    if r.size == 0:
+        return {"n_obs": 0, "mean": math.nan, "std": math.nan, "skew": math.nan, "kurtosis": math.nan}
+    constant = r.max() == r.min()
+    return {
+        "n_obs": int(r.size),
+        "mean": float(r.mean()),
+        "std": math.nan if r.size < 2 else 0.0 if constant else float(r.std(ddof=1)),
+        "skew": math.nan if constant else float(stats.skew(r)),
+        "kurtosis": math.nan if constant else float(stats.kurtosis(r, fisher=False)),
+    }
+
+
+def _moment_values(moments) -> dict[str, float]:
+    """The moments with ``None`` (``json_ready``'s undefined) read back as ``nan``."""
+    return {key: math.nan if moments[key] is None else moments[key] for key in MOMENT_KEYS}
+
+
+def pool_moments(parts) -> dict[str, float]:
+    """``return_moments`` of the concatenation of several series, from their moments alone.
+
+    Each part's sums of centred powers are re-centred on the pooled mean and added up.
+    """
+    parts = [_moment_values(part) for part in parts if part["n_obs"] > 0]
+    n = sum(int(part["n_obs"]) for part in parts)
+    if n == 0:
+        return return_moments([])
+    mean = sum(part["n_obs"] * part["mean"] for part in parts) / n
+    m2 = m3 = m4 = 0.0
+    for part in parts:
+        k = int(part["n_obs"])
+        s2 = part["std"] ** 2 * (k - 1) if k > 1 else 0.0  # sums of centred powers of the part
+        central2 = s2 / k
+        s3 = part["skew"] * central2**1.5 * k if s2 > 0 else 0.0
+        s4 = part["kurtosis"] * central2**2 * k if s2 > 0 else 0.0
+        d = part["mean"] - mean
+        m2 += s2 + k * d**2
+        m3 += s3 + 3 * d * s2 + k * d**3
+        m4 += s4 + 4 * d * s3 + 6 * d**2 * s2 + k * d**4
+    central2 = m2 / n
+    return {
+        "n_obs": n,
+        "mean": float(mean),
+        "std": math.sqrt(m2 / (n - 1)) if n > 1 else math.nan,
+        "skew": (m3 / n) / central2**1.5 if m2 > 0 else math.nan,
+        "kurtosis": (m4 / n) / central2**2 if m2 > 0 else math.nan,
+    }
+
+
+def sharpe_from_moments(moments) -> float:
+    """Per-period Sharpe ``mean / std``; ``nan`` when undefined (constant or too short)."""
+    moments = _moment_values(moments)
+    std = moments["std"]
+    return float(moments["mean"] / std) if np.isfinite(std) and std > 0 else math.nan
+
+
+def psr_from_moments(moments, sr_benchmark: float = 0.0) -> float:
+    """``probabilistic_sharpe_ratio`` of a series known by its ``return_moments`` only."""
+    moments = _moment_values(moments)
+    sharpe = sharpe_from_moments(moments)
+    if not np.isfinite(sharpe):
+        return math.nan
+    return psr_from_statistics(sharpe, int(moments["n_obs"]), moments["skew"], moments["kurtosis"], sr_benchmark)
+
+
 def expected_max_sharpe(sr_trials) -> float:
     """Expected maximum per-period Sharpe among ``N`` independent unskilled trials (Bailey & López
     de Prado 2014): ``sqrt(V) * ((1 - γ) Φ⁻¹(1 - 1/N) + γ Φ⁻¹(1 - 1/(N e)))``, with ``V`` the sample

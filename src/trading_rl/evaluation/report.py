@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from trading_rl.evaluation.baselines import evaluate_baselines
-from trading_rl.evaluation.metrics import compute_metrics
+from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 from trading_rl.evaluation.rollout import Policy, run_episode
 from trading_rl.monitoring.collapse import action_stats, collapse_report
 
@@ -49,6 +49,8 @@ def evaluate_policy(
         "start": str(rollouts["deterministic"]["timestamp"].iloc[0]),
         "end": str(rollouts["deterministic"]["timestamp"].iloc[-1]),
         "metrics": agent_metrics,
+        # of the deterministic run's per-step returns: what the trial ledger and DSR work from
+        "return_moments": json_ready(return_moments(rollouts["deterministic"]["return"].to_numpy())),
         "stochastic_metrics": compute_metrics(rollouts["stochastic"], periods_per_year, hold_threshold),
         "baselines": evaluate_baselines(make_env, periods_per_year, seed=seed),
     }

@@ -23,7 +23,6 @@ step back by ``step`` bars, so a rerun after new data validates the most recent 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,13 +33,14 @@ from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import market_returns, run_baselines
+from trading_rl.evaluation.ledger import Trials, trial_row
 from trading_rl.evaluation.metrics import (
     compute_metrics,
     deflated_sharpe_ratio,
     json_ready,
     probabilistic_sharpe_ratio,
     return_metrics,
-    sharpe_ratio,
+    return_moments,
 )
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import (
@@ -599,25 +599,21 @@ def _quartiles(values: pd.Series) -> dict[str, float | None]:
     return {"median": float(median), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25), "n": int(finite.size)}
 
 
-def summarise(folds: pd.DataFrame, returns: pd.DataFrame) -> dict[str, Any]:
+def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, Trials]) -> dict[str, Any]:
     """Median and inter-quartile range across seeds and folds (never the best seed) per symbol ×
     agent, the share of windows with a positive Sharpe, and PSR/DSR of the stitched curves.
 
-    DSR counts every trial honestly: ``n_trials`` is the number of fold × seed × agent
-    configurations run for the symbol, and their per-period Sharpe ratios set the bar that the best
-    of them would reach by luck (baselines are not selected among trials: no DSR). A trial with an undefined Sharpe (flat equity: it never traded)
-    counts as Sharpe 0 rather than being dropped. PSR and DSR are computed per seed's stitched curve
-    and reported as the median over seeds.
+    DSR counts every configuration tried, not the runs of one: ``trials[symbol]`` holds the
+    per-period Sharpe ratios of the configurations in the trial ledger for the symbol
+    (``ledger.trials_for``), whose number and spread set the bar that the best of them would reach
+    by luck. Baselines are not selected among trials: no DSR; with fewer than 2 trials there is no
+    DSR either. PSR and DSR are computed per seed's stitched curve and reported as the median over
+    seeds; ``n_trials`` and ``trials_by_source`` say what was counted.
     """
     stitched = stitch_out_of_sample(returns)
     summary: dict[str, Any] = {}
     for symbol, symbol_folds in folds.groupby("symbol", sort=False):
-        symbol_steps = returns[returns["symbol"] == symbol]
-        trial_sharpes = [
-            sharpe_ratio(group["return"].to_numpy(), periods_per_year=1)
-            for _, group in symbol_steps[symbol_steps["kind"] == "agent"].groupby(["agent", "seed", "fold"])
-        ]
-        trial_sharpes = [value if math.isfinite(value) else 0.0 for value in trial_sharpes]
+        symbol_trials = trials.get(symbol, Trials((), {}))
         entries = {}
         for (kind, agent), rows in symbol_folds.groupby(["kind", "agent"], sort=False):
             sharpe = rows["sharpe"].astype(float)
@@ -626,8 +622,8 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame) -> dict[str, Any]:
             for _, curve in curves.groupby("seed"):
                 r = curve["return"].to_numpy()
                 psr.append(probabilistic_sharpe_ratio(r))
-                if kind == "agent" and len(trial_sharpes) >= 2:
-                    dsr.append(deflated_sharpe_ratio(r, trial_sharpes))
+                if kind == "agent" and symbol_trials.n >= 2:
+                    dsr.append(deflated_sharpe_ratio(r, symbol_trials.sharpes))
             entries[agent] = {
                 "kind": kind,
                 "n_windows": int(len(rows)),
@@ -639,5 +635,76 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame) -> dict[str, Any]:
                     curves.groupby("seed")["equity"].last() - 1.0
                 )["median"],
             }
-        summary[symbol] = {"n_trials": len(trial_sharpes), "agents": entries}
+        summary[symbol] = {
+            "n_trials": symbol_trials.n,
+            "trials_by_source": symbol_trials.by_source,
+            "trials_from": "trial_ledger: one per configuration hash tried for the symbol, test-split rows excluded",
+            "agents": entries,
+        }
     return summary
+
+
+# ---------------------------------------------------------------- trial ledger
+
+# Walk-forward parameters that do not change what one agent configuration is.
+NOT_CONFIGURATION = ("symbols", "agents", "agent_overrides", "device")
+
+
+def agent_section(agent: str, agent_params: Mapping[str, Mapping[str, Any]], overrides: Mapping[str, Any]) -> dict:
+    """The parameters ``agent`` trains with in walk-forward: its (or its source agent's) section of
+    ``agent_params``, with ``walk_forward.agent_overrides`` applied where they apply."""
+    source = AGENT_PARAMS_SOURCE.get(agent, agent)
+    section = agent_params.get(source, {})
+    return _with_overrides(section, overrides) if source in OVERRIDDEN_AGENT_PARAMS else dict(section)
+
+
+def trial_rows(
+    returns: pd.DataFrame,
+    params: Mapping[str, Any],
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: Mapping[str, float],
+    agent_params: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    run: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """One trial-ledger row per symbol × agent configuration (baselines are not trials): the
+    moments of its fold × seed stitched out-of-sample returns, pooled over seeds.
+
+    The configuration hashed is the agent, its effective parameters, the walk-forward protocol
+    (windows, gap, retraining, seeds, budgets), the feature and scaler parameters, the env config,
+    the base seed and the symbol.
+    """
+    config = resolve_walk_forward_params(params, feature_params)
+    protocol = {key: value for key, value in config.items() if key not in NOT_CONFIGURATION}
+    features = {key: (feature_params or {}).get(key) for key in ("features", "scaler")}
+    agent_steps = returns[returns["kind"] == "agent"]
+    stitched = stitch_out_of_sample(agent_steps)
+    rows = []
+    for (symbol, agent), curve in stitched.groupby(["symbol", "agent"], sort=False):
+        steps = agent_steps[(agent_steps["symbol"] == symbol) & (agent_steps["agent"] == agent)]
+        configuration = {
+            "agent": agent,
+            "agent_params": agent_section(agent, agent_params, config["agent_overrides"]),
+            "walk_forward": protocol,
+            "features": features,
+            "env": dict(env_config),
+            "seed": seed,
+            "symbol": symbol,
+        }
+        rows.append(
+            trial_row(
+                source="walk_forward",
+                symbol=symbol,
+                split="walk_forward",
+                period_start=pd.Timestamp(curve["timestamp"].min()).isoformat(),
+                period_end=pd.Timestamp(curve["timestamp"].max()).isoformat(),
+                agent=agent,
+                configuration=configuration,
+                moments=return_moments(curve["return"].to_numpy()),
+                n_runs=len(steps[["seed", "fold"]].drop_duplicates()),
+                periods_per_year=periods_per_year[symbol],
+                run=run,
+            )
+        )
+    return pd.DataFrame(rows)

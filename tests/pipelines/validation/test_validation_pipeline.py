@@ -12,6 +12,7 @@ import pytest
 from kedro.runner import SequentialRunner
 from validation_fixtures import catalog_for, market
 
+from trading_rl.evaluation.ledger import read_ledger
 from trading_rl.pipelines.validation import create_pipeline
 
 
@@ -52,6 +53,8 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
     assert pd.Timestamp(folds["test_end"].max()) == market(960).index[-1]
     assert pd.Timestamp(folds["test_end"].max()) > pd.Timestamp(first_folds["test_end"].max())
     assert set(folds["agent"]) == {"sac_icm", "buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
+    # Each run appended its trial; the same configuration twice is one trial for DSR.
+    assert len(read_ledger(tmp_path / "data/08_reporting/trial_ledger")) == 2
 
     # Regimes are measured on the same walk-forward agents and test steps, never on the test split.
     regimes = pd.read_csv(tmp_path / "data/08_reporting/regimes/regime_metrics.csv" / second / "regime_metrics.csv")

@@ -38,6 +38,7 @@ def market(n_bars: int) -> pd.DataFrame:
 
 def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCatalog:
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_validation.yml").read_text())
+    config["trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())["trial_ledger"]
     config = {name: entry for name, entry in config.items() if not name.endswith("_mlflow")}
     for entry in config.values():
         entry["filepath"] = str(root / entry["filepath"])

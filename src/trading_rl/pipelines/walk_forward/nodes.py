@@ -9,9 +9,17 @@ from matplotlib.figure import Figure
 
 from trading_rl.data import infer_periods_per_year
 from trading_rl.evaluation import plots
-from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise
+from trading_rl.evaluation.ledger import trials_for
+from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 from trading_rl.runtime import make_executor
+
+
+def _periods_per_year(frames: dict[str, pd.DataFrame], env_params: dict[str, Any]) -> dict[str, float]:
+    return {
+        symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
+        for symbol, frame in frames.items()
+    }
 
 
 def walk_forward(
@@ -26,16 +34,12 @@ def walk_forward(
     """Per-fold metrics table and every test step, for every symbol × fold × agent × seed, run on
     the ``runtime.engine`` executor (same numbers either way)."""
     frames = by_symbol(prices)
-    periods_per_year = {
-        symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
-        for symbol, frame in frames.items()
-    }
     result = run_walk_forward(
         frames,
         params,
         feature_params,
         dict(env_params.get("env") or {}),
-        periods_per_year,
+        _periods_per_year(frames, env_params),
         {"sac_icm": sac_icm_agent_params},
         seed,
         make_executor(runtime_params),
@@ -43,11 +47,36 @@ def walk_forward(
     return result.folds, result.returns
 
 
+def record_walk_forward_trials(
+    returns: pd.DataFrame,
+    prices: pd.DataFrame,
+    params: dict[str, Any],
+    feature_params: dict[str, Any],
+    env_params: dict[str, Any],
+    sac_icm_agent_params: dict[str, Any],
+    seed: int,
+    run_metadata: dict[str, Any],
+) -> pd.DataFrame:
+    """The trial-ledger rows of this run: one per symbol × agent configuration evaluated."""
+    return trial_rows(
+        returns,
+        params,
+        feature_params,
+        dict(env_params.get("env") or {}),
+        _periods_per_year(by_symbol(prices), env_params),
+        {"sac_icm": sac_icm_agent_params},
+        seed,
+        run_metadata,
+    )
+
+
 def summarise_walk_forward(
-    folds: pd.DataFrame, returns: pd.DataFrame
+    folds: pd.DataFrame, returns: pd.DataFrame, trial_ledger: pd.DataFrame
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Median/IQR summary with PSR and DSR, and the stitched out-of-sample equity curves."""
-    return summarise(folds, returns), stitch_out_of_sample(returns)
+    """Median/IQR summary with PSR and DSR (trials counted from the whole ledger, this run's rows
+    included), and the stitched out-of-sample equity curves."""
+    trials = {symbol: trials_for(trial_ledger, symbol) for symbol in folds["symbol"].unique()}
+    return summarise(folds, returns, trials), stitch_out_of_sample(returns)
 
 
 def plot_walk_forward(

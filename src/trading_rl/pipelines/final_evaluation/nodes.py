@@ -1,0 +1,36 @@
+"""Thin nodes around ``trading_rl.evaluation.final``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.evaluation.final import check_test_split, evaluate_on_test, final_configuration, resolve_final_params
+
+
+def check_final_evaluation(
+    prior_trial_ledger: pd.DataFrame,
+    params: dict[str, Any],
+    sac_icm_params: dict[str, Any],
+    env_params: dict[str, Any],
+    feature_params: dict[str, Any],
+    seed: int,
+) -> dict[str, Any]:
+    """The configuration's identity; fails before anything is evaluated or written when its test
+    split was already spent and ``final_evaluation.allow_repeat`` is false."""
+    resolved = resolve_final_params(params)
+    configuration = final_configuration(resolved["agent"], sac_icm_params["agent"], env_params, feature_params, seed)
+    return check_test_split(prior_trial_ledger, configuration, resolved["allow_repeat"])
+
+
+def evaluate_final(
+    model: Any,
+    env_spec: Any,
+    identity: dict[str, Any],
+    prior_trial_ledger: pd.DataFrame,
+    seed: int,
+    run_metadata: dict[str, Any],
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The test-split report (agent + baselines, PSR, DSR) and the ledger row to append."""
+    return evaluate_on_test(model, env_spec, identity, prior_trial_ledger, seed, run_metadata)

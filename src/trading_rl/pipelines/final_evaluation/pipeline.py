@@ -1,0 +1,36 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.final_evaluation import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.check_final_evaluation,
+                inputs=[
+                    "prior_trial_ledger",
+                    "params:final_evaluation",
+                    "params:sac_icm",
+                    "params:env_construction",
+                    "params:feature_extraction",
+                    "params:seed",
+                ],
+                outputs="final_evaluation_identity",
+                name="check_final_evaluation",
+            ),
+            Node(
+                nodes.evaluate_final,
+                inputs=[
+                    "sac_icm_model",
+                    "env_spec",
+                    "final_evaluation_identity",
+                    "prior_trial_ledger",
+                    "params:seed",
+                    "run_metadata",
+                ],
+                outputs=["final_evaluation_report", "trial_ledger"],
+                name="evaluate_final",
+            ),
+        ]
+    )

@@ -1,0 +1,48 @@
+"""benchmarks/ab_common.record_trials: one trial-ledger row per A/B variant, seeds pooled."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from trading_rl.evaluation.ledger import read_ledger
+from trading_rl.evaluation.metrics import json_ready, return_moments
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from ab_common import record_trials  # noqa: E402
+
+SPEC = SimpleNamespace(symbol="sp500", config={"window_size": 10}, periods_per_year=252.0,
+                       splits={"validation": {"start": "2013-01-02", "end": "2015-12-31"}})
+
+
+def _rows():
+    rng = np.random.default_rng(0)
+    returns = {(variant, seed): rng.normal(0.001 * (variant == "SAC+ICM"), 0.01, 100)
+               for variant in ("SAC", "SAC+ICM") for seed in (0, 1, 2)}
+    rows = [{"variant": variant, "seed": seed, "split": "validation", "return_moments": json_ready(return_moments(r))}
+            for (variant, seed), r in returns.items()]
+    return rows, returns
+
+
+def test_each_variant_is_one_trial_with_its_seeds_pooled(tmp_path):
+    rows, returns = _rows()
+    args = argparse.Namespace(ledger=str(tmp_path / "ledger"), no_ledger=False)
+    record_trials(rows, args, "ab_sac_icm", SPEC, {"SAC": {"icm": False}, "SAC+ICM": {"icm": True}})
+    ledger = read_ledger(tmp_path / "ledger")
+    assert list(ledger["agent"]) == ["SAC", "SAC+ICM"] and (ledger["source"] == "ab_sac_icm").all()
+    assert (ledger["split"] == "validation").all() and (ledger["n_runs"] == 3).all()
+    assert ledger.iloc[0]["period_start"] == "2013-01-02" and ledger["config_hash"].nunique() == 2
+    pooled = np.concatenate([returns[("SAC+ICM", seed)] for seed in (0, 1, 2)])
+    assert ledger.iloc[1]["n_obs"] == 300
+    assert ledger.iloc[1]["sharpe"] == pytest.approx(pooled.mean() / pooled.std(ddof=1))
+
+
+def test_no_ledger_is_a_dry_run(tmp_path):
+    rows, _ = _rows()
+    record_trials(rows, argparse.Namespace(ledger=str(tmp_path / "ledger"), no_ledger=True), "ab_sac_icm", SPEC, {"SAC": {}})
+    assert not (tmp_path / "ledger").exists()

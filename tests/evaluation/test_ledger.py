@@ -1,0 +1,116 @@
+"""The trial ledger: append-only storage, row schema, trial counting and DSR from the ledger."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from kedro.io import DatasetError
+from scipy.stats import kurtosis, norm, skew
+
+from trading_rl.datasets import TrialLedgerDataset
+from trading_rl.evaluation import ledger
+from trading_rl.evaluation.metrics import return_moments
+
+
+def _row(symbol="X", source="walk_forward", split="walk_forward", agent="sac_icm", returns=None, **configuration):
+    returns = np.random.default_rng(len(configuration)).normal(0.001, 0.01, 50) if returns is None else returns
+    return ledger.trial_row(
+        source=source, symbol=symbol, split=split, period_start="2020-01-01", period_end="2020-03-01", agent=agent,
+        configuration={"agent": agent, **configuration}, moments=return_moments(returns), n_runs=3,
+        periods_per_year=252.0, run={"save_version": "v1", "git_commit": "abc"},
+    )
+
+
+def _files(folder):
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_each_save_adds_a_file_and_never_touches_the_earlier_ones(tmp_path):
+    dataset = TrialLedgerDataset(str(tmp_path / "ledger"))
+    assert not dataset.exists()
+    empty = dataset.load()
+    assert empty.empty and list(empty.columns) == list(ledger.LEDGER_COLUMNS)
+
+    dataset.save(pd.DataFrame([_row(lr=1), _row(lr=2)]))
+    first = _files(tmp_path / "ledger")
+    first_stat = {name: (tmp_path / "ledger" / name).stat().st_mtime_ns for name in first}
+    dataset.save(pd.DataFrame([_row(lr=3)]))
+
+    after = _files(tmp_path / "ledger")
+    assert len(after) == 2 and all(after[name] == content for name, content in first.items())
+    assert all((tmp_path / "ledger" / name).stat().st_mtime_ns == mtime for name, mtime in first_stat.items())
+    loaded = dataset.load()
+    assert len(loaded) == 3 and list(loaded.columns) == list(ledger.LEDGER_COLUMNS)
+    assert [json.loads(config)["lr"] for config in loaded["config"]] == [1, 2, 3]  # in save order
+    dataset.save(pd.DataFrame(columns=list(ledger.LEDGER_COLUMNS)))  # nothing to append: no file
+    assert len(_files(tmp_path / "ledger")) == 2
+
+
+def test_a_save_with_a_colliding_name_fails_instead_of_overwriting(tmp_path, monkeypatch):
+    folder = tmp_path / "ledger"
+    existing = ledger.append_rows(folder, [_row(lr=1)])
+    before = _files(folder)
+    monkeypatch.setattr(ledger, "new_file_name", lambda: existing.name)
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        ledger.append_rows(folder, [_row(lr=2)])
+    assert _files(folder) == before  # same file, same bytes, no staging file left behind
+
+
+def test_a_row_missing_a_column_fails_naming_it(tmp_path):
+    row = _row()
+    del row["config_hash"]
+    with pytest.raises(DatasetError, match="config_hash"):
+        TrialLedgerDataset(str(tmp_path / "ledger")).save(pd.DataFrame([row]))
+    with pytest.raises(ValueError, match="'split' has \\['train'\\]"):
+        ledger.append_rows(tmp_path / "ledger", [_row(split="train")])
+    assert not (tmp_path / "ledger").exists() or not list((tmp_path / "ledger").iterdir())
+
+
+def test_the_read_only_view_refuses_to_save(tmp_path):
+    with pytest.raises(DatasetError, match="read-only"):
+        TrialLedgerDataset(str(tmp_path / "ledger"), read_only=True).save(pd.DataFrame([_row()]))
+
+
+def test_trials_count_configurations_once_and_leave_out_test_evaluations():
+    rows = pd.DataFrame([
+        _row(lr=1), _row(lr=1),  # the same configuration evaluated twice: one trial (its latest row)
+        _row(lr=2, source="ab_sac_icm", split="validation"),
+        _row(lr=3, returns=np.zeros(50)),  # never traded: undefined Sharpe counts as 0
+        _row(lr=4, source="final_evaluation", split="test"),
+        _row(symbol="Y", lr=5),
+    ])
+    trials = ledger.trials_for(rows, "X")
+    assert trials.n == 3 and trials.by_source == {"walk_forward": 2, "ab_sac_icm": 1}
+    assert 0.0 in trials.sharpes
+
+
+def _dsr_by_paper(returns: np.ndarray, trial_sharpes: np.ndarray) -> float:
+    """Bailey & López de Prado (2014), eqs. for E[max SR] and DSR, transcribed term by term."""
+    n = len(trial_sharpes)
+    variance = sum((s - sum(trial_sharpes) / n) ** 2 for s in trial_sharpes) / (n - 1)
+    gamma = 0.5772156649015329
+    sr0 = math.sqrt(variance) * ((1 - gamma) * norm.ppf(1 - 1 / n) + gamma * norm.ppf(1 - 1 / (n * math.e)))
+    t = len(returns)
+    mean = sum(returns) / t
+    sr = mean / math.sqrt(sum((r - mean) ** 2 for r in returns) / (t - 1))
+    g3, g4 = skew(returns), kurtosis(returns, fisher=False)
+    return norm.cdf((sr - sr0) * math.sqrt(t - 1) / math.sqrt(1 - g3 * sr + (g4 - 1) / 4 * sr**2))
+
+
+def test_dsr_from_the_ledger_matches_the_paper_and_falls_with_more_spread_trials():
+    rng = np.random.default_rng(9)
+    returns = rng.normal(0.0015, 0.01, 750)
+    small = pd.DataFrame([_row(lr=i, returns=rng.normal(0.0005, 0.01, 200)) for i in range(3)])
+    trials = ledger.trials_for(small, "X")
+    dsr_small = ledger.deflated_sharpe(return_moments(returns), trials)
+    assert dsr_small == pytest.approx(_dsr_by_paper(returns, np.array(trials.sharpes)), rel=1e-9)
+
+    more = pd.concat([small, pd.DataFrame([_row(lr=10 + i, returns=rng.normal(0.003 * (i % 3 - 1), 0.01, 200))
+                                           for i in range(30)])], ignore_index=True)
+    dsr_more = ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(more, "X"))
+    assert dsr_more < dsr_small
+    assert math.isnan(ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(small.iloc[:1], "X")))

@@ -1,0 +1,72 @@
+"""final_evaluation in Kedro sessions (ci budgets): the test split is spent once per configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trading_rl.evaluation.final import SpentTestSplitError
+
+LEDGER = "data/08_reporting/trial_ledger"
+REPORT = "data/08_reporting/final_evaluation/final_evaluation_report.json"
+
+
+def _snapshot(project: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(project)): path.read_bytes()
+            for folder in (LEDGER, REPORT) if (project / folder).exists()
+            for path in sorted((project / folder).rglob("*")) if path.is_file()}
+
+
+def _reports(project: Path) -> list[dict]:
+    return [json.loads((version / "final_evaluation_report.json").read_text())
+            for version in sorted((project / REPORT).iterdir())]
+
+
+@pytest.mark.slow
+def test_the_test_split_is_spent_once_per_configuration(foundation_project, kedro_run, tmp_path):
+    from trading_rl.evaluation.ledger import read_ledger
+
+    project = tmp_path / "project"
+    shutil.copytree(foundation_project, project, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts"))
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        kedro_run(project, ["sac_icm"])
+        # first run: evaluates on the test split, writes the report and one ledger row
+        kedro_run(project, ["final_evaluation"])
+        ledger = read_ledger(project / LEDGER)
+        assert list(ledger["source"]) == ["final_evaluation"] and list(ledger["split"]) == ["test"]
+        assert list(ledger["repeat"]) == [False]
+        [report] = _reports(project)
+        assert report["split"] == "test" and report["config_hash"] == ledger.iloc[0]["config_hash"]
+        assert report["start"] > "2016-01-01" and report["n_steps"] > 500
+        assert set(report["baselines"]) == {"buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
+        assert "psr" in report["baselines"]["buy_and_hold"]
+        assert report["trials"]["n_trials"] == 0 and report["dsr"] is None  # nothing tried on sp500 yet
+        assert ledger.iloc[0]["save_version"] == report["run"]["save_version"]
+
+        # second run, same configuration: refused before anything is written
+        before = _snapshot(project)
+        earlier = re.escape(ledger.iloc[0]["timestamp"])
+        with pytest.raises(SpentTestSplitError, match=f"recorded at {earlier}.*--params final_evaluation.allow_repeat=true"):
+            kedro_run(project, ["final_evaluation"])
+        assert _snapshot(project) == before
+
+        # the override evaluates again and records the repeat
+        kedro_run(project, ["final_evaluation"], runtime_params={"final_evaluation": {"allow_repeat": True}})
+        ledger = read_ledger(project / LEDGER)
+        assert list(ledger["repeat"]) == [False, True] and ledger["config_hash"].nunique() == 1
+        assert _reports(project)[-1]["repeat"] is True
+
+        # a changed configuration is a new one: evaluated without the override
+        kedro_run(project, ["final_evaluation"], runtime_params={"sac_icm": {"agent": {"sac": {"learning_rate": 1.0e-3}}}})
+        ledger = read_ledger(project / LEDGER)
+        assert len(ledger) == 3 and ledger["config_hash"].nunique() == 2 and not ledger.iloc[-1]["repeat"]
+        assert json.loads(ledger.iloc[-1]["config"])["agent_params"]["sac"]["learning_rate"] == 1.0e-3
+    finally:
+        os.chdir(cwd)

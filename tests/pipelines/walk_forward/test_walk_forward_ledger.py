@@ -1,0 +1,65 @@
+"""The walk_forward pipeline appends one trial-ledger row per agent configuration and symbol, and its
+summary's DSR counts the configurations in the whole ledger (this run's rows included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from kedro.io import DataCatalog
+from kedro.runner import SequentialRunner
+
+from trading_rl.pipelines.walk_forward import create_pipeline
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+PARAMS = {
+    "seed": 7,
+    "feature_extraction": {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}},
+    "env_construction": {"periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
+    "sac_icm.agent": {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
+                      "policy": {"net_arch": [16, 16]}, "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16}},
+    "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
+                     "seeds": 2, "timesteps": 40, "finetune_timesteps": 0, "device": "cpu"},
+    "runtime": {"engine": "sequential"},
+}
+
+
+def _prices() -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, 520)))
+    open_ = np.r_[100.0, close[:-1]]
+    index = pd.bdate_range("2012-01-02", periods=close.size, name="timestamp")
+    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002, "low": np.minimum(open_, close) * 0.998,
+                         "close": close, "volume": 1e6, "symbol": "X"}, index=index)
+
+
+def _run(root: Path, agents: list[str], save_version: str) -> dict:
+    entry = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())["trial_ledger"]
+    catalog = DataCatalog.from_config({"trial_ledger": {**entry, "filepath": str(root / entry["filepath"])}})
+    catalog["prices"] = _prices()
+    catalog["run_metadata"] = {"seed": 7, "save_version": save_version, "git_commit": "abc"}
+    for key, value in {**PARAMS, "walk_forward": {**PARAMS["walk_forward"], "agents": agents}}.items():
+        catalog[f"params:{key}"] = value
+    pipeline = create_pipeline().only_nodes("walk_forward", "record_walk_forward_trials", "summarise_walk_forward")
+    SequentialRunner().run(pipeline, catalog)
+    return catalog.load("walk_forward_summary"), catalog.load("trial_ledger")
+
+
+@pytest.mark.slow
+def test_each_run_appends_its_configurations_and_the_summary_counts_the_ledger(tmp_path):
+    summary, ledger = _run(tmp_path, ["sac_icm"], "v1")
+    assert len(ledger) == 1 and ledger.iloc[0]["agent"] == "sac_icm" and ledger.iloc[0]["n_runs"] == 2 * 2
+    assert ledger.iloc[0]["save_version"] == "v1"
+    assert summary["X"]["n_trials"] == 1 and summary["X"]["agents"]["sac_icm"]["dsr_median"] is None
+    files = sorted((tmp_path / "data/08_reporting/trial_ledger").iterdir())
+
+    summary, ledger = _run(tmp_path, ["sac_icm", "sac"], "v2")
+    assert list(ledger["agent"]) == ["sac_icm", "sac_icm", "sac"] and list(ledger["save_version"]) == ["v1", "v2", "v2"]
+    assert ledger["config_hash"].nunique() == 2  # sac_icm ran again with the same configuration
+    assert sorted((tmp_path / "data/08_reporting/trial_ledger").iterdir())[:1] == files
+    assert summary["X"]["n_trials"] == 2 and summary["X"]["trials_by_source"] == {"walk_forward": 2}
+    assert summary["X"]["agents"]["sac_icm"]["dsr_median"] is not None
+    assert "dsr_median" in summary["X"]["agents"]["cash"] and summary["X"]["agents"]["cash"]["dsr_median"] is None
