@@ -9,7 +9,7 @@ budget from this curve never looks at the test split.
 
 Reported per variant × budget, over fold × seed runs: median and bootstrap 90% CI of Sharpe, total
 return, max drawdown, fill rate (fills / steps) and action entropy; the share of runs that trade
-(fill rate >= 2% and not collapsed by the deterministic collapse gates); and capped buy-and-hold,
+(``monitoring.collapse.trading_verdict``: fill rate >= 2% and no deterministic collapse gate failed); and capped buy-and-hold,
 random and SMA crossover on the same windows.
 
     python benchmarks/learning_curve.py --jobs 2 \\
@@ -36,7 +36,6 @@ import yaml
 PROJECT = Path(__file__).resolve().parents[1]
 MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
 BASELINES = ("buy_and_hold", "random", "sma_crossover")
-MIN_FILL_RATE = 0.02
 
 
 def load_parameters(env: str) -> dict:
@@ -91,7 +90,8 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from trading_rl.evaluation.metrics import compute_metrics
     from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
     from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
-    from trading_rl.monitoring.collapse import action_stats, collapse_report
+    from trading_rl.evaluation.metrics import return_moments
+    from trading_rl.monitoring.collapse import trading_verdict
 
     spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
     seed = trial_seed(settings["seed"], 1, 0, seed_index)
@@ -103,16 +103,14 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
         trained = budget
         rollout = run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed)
         metrics = compute_metrics(rollout, settings["ppy"], settings["hold_threshold"])
-        stats = action_stats(rollout["action_raw"].to_numpy(), hold_threshold=settings["hold_threshold"])
-        collapsed = collapse_report(stats, settings["collapse"])["collapsed"]
-        fill_rate = metrics["n_trades"] / len(rollout)
+        verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], settings["hold_threshold"],
+                                  settings["collapse"])
         rows.append({
             "variant": variant, "symbol": symbol, "fold": fold.index, "seed": seed_index, "budget": budget,
             "test_start": spec.splits["test"]["start"], "test_end": spec.splits["test"]["end"],
             **{key: metrics.get(key) for key in ("sharpe", "total_return", "max_drawdown", "action_entropy",
                                                  "hold_share", "n_trades")},
-            "fill_rate": fill_rate, "collapsed": bool(collapsed),
-            "trades": bool(fill_rate >= MIN_FILL_RATE and not collapsed),
+            **verdict, "return_moments": return_moments(rollout["return"].to_numpy()),
             "train_seconds": time.perf_counter() - started,
         })
     return rows
@@ -158,6 +156,29 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str) -> None:
+    """Every variant x budget is a configuration tried on walk-forward windows: one ledger row per
+    symbol, its fold x seed test returns pooled (the deflated Sharpe of anything chosen from this
+    curve counts them)."""
+    from trading_rl.evaluation.ledger import append_rows, trial_row
+    from trading_rl.evaluation.metrics import pool_moments
+    from trading_rl.provenance import git_commit
+
+    rows = []
+    for (variant, budget, symbol), group in runs.groupby(["variant", "budget", "symbol"]):
+        configuration = {"agent": agent_params(params, variants[variant]), "timesteps": int(budget),
+                         "symbol": symbol, "env": params["env_construction"]["env"],
+                         "walk_forward": {key: params["walk_forward"].get(key) for key in
+                                          ("data_end", "train_length", "test_length", "step", "max_folds")},
+                         "folds": sorted(group["fold"].unique().tolist()), "seeds": sorted(group["seed"].unique().tolist())}
+        rows.append(trial_row(source="learning_curve", symbol=symbol, split="walk_forward",
+                              period_start=group["test_start"].min(), period_end=group["test_end"].max(),
+                              agent=f"sac_icm:{variant}@{budget}", configuration=configuration,
+                              moments=pool_moments(group["return_moments"].tolist()), n_runs=len(group),
+                              periods_per_year=252.0, run={"git_commit": git_commit()}))
+    print(f"trial ledger: {len(rows)} row(s) appended as {append_rows(folder, rows)}")
 
 
 def plot(summary: pd.DataFrame, path: str) -> None:
@@ -206,6 +227,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--prices", help="folder of <symbol>.parquet (instead of the packaged data)")
     parser.add_argument("--dump-prices", help="write <symbol>.parquet for --symbols to this folder and exit")
+    parser.add_argument("--resume", action="append", default=[], metavar="JSONL",
+                        help="rows of finished runs (a .partial.jsonl): those runs are not trained again")
+    parser.add_argument("--ledger", default="data/08_reporting/trial_ledger",
+                        help="trial ledger folder: one row per variant x budget x symbol is appended")
+    parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
     parser.add_argument("--out", default="docs/results/learning_curve.json")
     parser.add_argument("--plot", default="docs/results/learning_curve.png")
     args = parser.parse_args()
@@ -255,6 +281,9 @@ def main() -> None:
                 budgets = [b for b in args.budgets if b <= caps.get(name, max(args.budgets))]
                 for seed_index in range(args.seeds):
                     jobs.append((name, agent_params(params, overrides), symbol, prices, fold, seed_index, budgets, settings))
+    run_rows: list[dict] = [json.loads(line) for path in args.resume for line in Path(path).read_text().splitlines()]
+    done = {(row["variant"], row["symbol"], row["fold"], row["seed"]) for row in run_rows}
+    jobs = [job for job in jobs if (job[0], job[2], job[4].index, job[5]) not in done]
     # Variants in the order given (put the slowest first), longest budgets first within each.
     order = [name for name, _ in variants]
     jobs.sort(key=lambda job: (order.index(job[0]), -max(job[6])))
@@ -264,7 +293,6 @@ def main() -> None:
     partial.parent.mkdir(parents=True, exist_ok=True)
     partial.unlink(missing_ok=True)
     started = time.perf_counter()
-    run_rows: list[dict] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         baseline_futures = [pool.submit(fold_baselines, *job) for job in baseline_jobs]
         futures = [pool.submit(run_one, *job) for job in jobs]
@@ -293,6 +321,8 @@ def main() -> None:
     }, indent=1, default=str))
     if args.plot:
         plot(summary, args.plot)
+    if not args.no_ledger:
+        record_trials(runs, dict(variants), params, args.ledger)
     partial.unlink(missing_ok=True)
 
 

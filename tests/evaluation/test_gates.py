@@ -196,3 +196,13 @@ def test_es_within_80_percent_of_sac_gate_uses_median_walk_forward_sharpe():
     weak = pd.concat([folds, es_rows.assign(sharpe=[0.1, 0.2, 0.3])])
     assert not evaluate_gates(gate_values(weak, regime_table(GOOD_REGIMES), "sac_icm"), gate)["passed"]
     assert "es_vs_sac_margin" not in gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")
+
+
+@pytest.mark.parametrize("verdicts, expected", [([True, True, False], 2 / 3), ([False] * 3, 0.0), (["True", "False"], 0.5)])
+def test_trading_agents_gate_is_the_share_of_windows_whose_agent_trades(verdicts, expected):
+    folds = fold_table([1.0] * len(verdicts), [0.05] * len(verdicts))
+    folds["trades"] = verdicts + [np.nan]  # the baseline row carries no verdict
+    value = gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")["trading_window_share"]
+    assert value == pytest.approx(expected)
+    gate = {"trading_agents": {"metric": "trading_window_share", "comparison": ">=", "threshold": 0.667}}
+    assert evaluate_gates({"trading_window_share": value}, gate)["passed"] == (expected >= 0.667)

@@ -138,6 +138,12 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     # Test windows of a symbol do not overlap and start after their training window plus the gap.
     for _, rows in agents.groupby(["symbol", "seed"]):
         assert (pd.to_datetime(rows["test_start"]) > pd.to_datetime(rows["train_end"])).all()
+    # A constant action sits in one bucket (it still fills to keep its target): collapsed, not trading.
+    assert {"fill_rate", "collapsed", "trades"} <= set(agents)
+    assert agents["collapsed"].all() and not agents["trades"].any() and (agents["fill_rate"] > 0).all()
+    # Baselines get the same verdict (random trades, cash does not); the market line has none.
+    verdicts = folds[folds["kind"] == "baseline"].groupby("agent")["trades"].agg(lambda v: set(v.astype(str)))
+    assert verdicts["random"] == {"True"} and verdicts["cash"] == {"False"} and verdicts["buy_and_hold_full"] == {"nan"}
     # Every test step is recorded and matches the table's step count.
     counts = result.returns.groupby(["symbol", "fold", "kind", "agent", "seed"]).size()
     merged = folds.set_index(["symbol", "fold", "kind", "agent", "seed"])["n_steps"]

@@ -114,3 +114,19 @@ def test_callback_checks_every_check_freq_transitions_with_several_envs():
     expected = action_stats(taken[-30:], np.zeros(30, dtype=bool))
     for key, value in expected.items():
         assert callback.history[-1][key] == pytest.approx(value), key
+
+
+def test_trading_verdict_needs_fills_on_two_percent_of_steps_and_no_collapse():
+    from trading_rl.monitoring.collapse import trading_verdict
+
+    rng = np.random.default_rng(0)
+    varied = rng.uniform(-1.0, 1.0, 200)
+    every_tenth = np.where(np.arange(200) % 10 == 0, 1000.0, 0.0)
+    assert trading_verdict(varied, every_tenth) == {"fill_rate": 0.1, "collapsed": False, "trades": True}
+    # Varied actions but fills on 1.5% of steps (3 of 200): not trading.
+    rare = np.zeros(200)
+    rare[[5, 50, 150]] = 10.0
+    assert trading_verdict(varied, rare)["trades"] is False
+    # Plenty of fills from one repeated action: collapsed, so not trading either.
+    constant = trading_verdict(np.full(200, 0.9), every_tenth)
+    assert constant["collapsed"] and not constant["trades"]

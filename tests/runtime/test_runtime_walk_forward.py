@@ -57,7 +57,7 @@ def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session
     """Three folds retraining every second fold: groups [0, 1] and [2] per agent × seed, for SAC+ICM,
     the V-trace actor-learner and the evolution strategy, so the Ray tasks interleave in any order."""
     features = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-    params = {"train_length": 200, "test_length": 40, "step": 40, "max_folds": 3, "retrain_frequency": 2,
+    params = {"train_length": 200, "test_length": 40, "step": 40, "max_folds": 3, "retrain_frequency": 2, "data_end": "all",
               "seeds": 2, "agents": ["sac_icm", "vtrace", "es"], "timesteps": 60, "finetune_timesteps": 20, "device": "cpu"}
     agent = {"sac_icm": {"sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
                          "policy": {"net_arch": [16]}, "icm": {"warmup_steps": 20, "feature_dim": 8, "hidden_dim": 8}},

@@ -96,6 +96,9 @@ def gate_values(
         "max_action_share_median": _median(rows[bucket_columns].astype(float).max(axis=1)),
         "trade_rate_median": _median(rows["n_trades"].astype(float) / rows["n_steps"].astype(float)),
     }
+    if "trades" in rows:
+        # Share of fold x seed agents that trade (fills on >= 2% of steps, no collapse gate failed).
+        values["trading_window_share"] = float(rows["trades"].astype(str).str.lower().eq("true").mean())
     es_rows = folds[(folds["kind"] == "agent") & (folds["agent"] == "es")]
     if primary_agent != "es" and not es_rows.empty:
         # The seeds' "ES within 80% of SAC" on median walk-forward Sharpe, as a margin (>= 0 passes).

@@ -51,6 +51,7 @@ from trading_rl.features import (
     max_lookback,
     without_masked_entries,
 )
+from trading_rl.monitoring.collapse import trading_verdict
 from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
@@ -152,6 +153,11 @@ def development_prices(
         return prices
     if data_end == "validation":
         feature_params = dict(feature_params or {})
+        if not feature_params.get("splits"):
+            raise ValueError(
+                f"parameter '{PARAMS_PREFIX}.data_end' is 'validation' but 'feature_extraction.splits' is not "
+                "given: set the splits, or data_end to 'all' or a date"
+            )
         split_params = {**(feature_params.get("splits") or {}), "gap_bars": max_lookback(feature_params.get("features"))}
         end = pd.Timestamp(make_splits(prices.index, split_params)["validation"]["end"])
     else:
@@ -538,11 +544,11 @@ def run_walk_forward(
             "test_end": spec.splits["test"]["end"],
             "retrained": fold.retrain,
         }
-        metrics = (
-            json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
-            if market
-            else compute_metrics(rollout, ppy, hold_threshold)
-        )
+        if market:
+            metrics = json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
+        else:
+            verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], hold_threshold)
+            metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict}
         rows.append({**window, **labels, **metrics})
         steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
 
@@ -628,6 +634,10 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
                 "kind": kind,
                 "n_windows": int(len(rows)),
                 "positive_sharpe_share": float((sharpe.fillna(-np.inf) > 0).mean()),
+                # Windows whose agent fills on >= 2% of steps without a collapse gate failing.
+                "trading_share": (
+                    float(rows["trades"].astype(bool).mean()) if kind == "agent" and "trades" in rows else None
+                ),
                 "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
                 "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
                 "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],

@@ -166,3 +166,17 @@ class CollapseMonitorCallback(BaseCallback):
             self.logger.record("collapse/collapsed", float(report["collapsed"]))
             self.history.append({"timestep": self.num_timesteps, **stats, "collapsed": report["collapsed"]})
         return True
+
+
+# An agent "trades" in an evaluation when it fills on at least this share of steps and no collapse
+# gate fails: the bar the validation protocol sets for a walk-forward agent worth reporting.
+MIN_FILL_RATE = 0.02
+
+
+def trading_verdict(actions, trade_values, hold_threshold: float = 0.1, thresholds: dict | None = None) -> dict:
+    """``fill_rate`` (steps with a fill), ``collapsed`` (deterministic collapse gates on the raw
+    actions) and ``trades`` (fill rate >= ``MIN_FILL_RATE`` and not collapsed) of one rollout."""
+    fills = np.asarray(trade_values, dtype=np.float64).reshape(-1)
+    fill_rate = float(np.count_nonzero(fills) / fills.size) if fills.size else 0.0
+    collapsed = collapse_report(action_stats(actions, hold_threshold=hold_threshold), thresholds)["collapsed"]
+    return {"fill_rate": fill_rate, "collapsed": bool(collapsed), "trades": bool(fill_rate >= MIN_FILL_RATE and not collapsed)}
