@@ -20,21 +20,26 @@ REFERENCE_LINES = ("buy_and_hold", "buy_and_hold_full")
 
 
 def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
-    """Stitched test-window equity per symbol: every agent seed (thin) and buy-and-hold (thick)."""
+    """Stitched test-window equity per symbol: every agent seed (thick, coloured, on top) over the
+    buy-and-hold references (black)."""
     symbols = list(dict.fromkeys(stitched["symbol"]))
     fig, axes = plt.subplots(len(symbols), 1, figsize=(11, 3.5 * len(symbols)), squeeze=False)
     for ax, symbol in zip(axes[:, 0], symbols):
         data = stitched[stitched["symbol"] == symbol]
         agents = data[data["kind"] == "agent"]
         colours = dict(zip(dict.fromkeys(agents["agent"]), plt.cm.tab10.colors))
-        for (agent, seed), curve in agents.groupby(["agent", "seed"], sort=False):
-            ax.plot(curve["timestamp"], curve["equity"], color=colours[agent], lw=0.9, alpha=0.7,
-                    label=agent if seed == agents[agents["agent"] == agent]["seed"].min() else None)
+        # The reference line goes under everything; the agents' seeds go on top, thick and coloured.
+        ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
+        labels = {"buy_and_hold": "buy_and_hold (capped like the agent)",
+                  "buy_and_hold_full": "buy_and_hold_full (market: fully invested, no cap, no costs)"}
         for name, style in zip(REFERENCE_LINES, ("-", "--")):
             curve = data[data["agent"] == name]
             if not curve.empty:
-                ax.plot(curve["timestamp"], curve["equity"], color="black", ls=style, lw=1.6, label=name)
-        ax.axhline(1.0, color="grey", lw=0.5)
+                ax.plot(curve["timestamp"], curve["equity"], color="black", ls=style, lw=1.4, zorder=1,
+                        label=labels.get(name, name))
+        for (agent, seed), curve in agents.groupby(["agent", "seed"], sort=False):
+            ax.plot(curve["timestamp"], curve["equity"], color=colours[agent], lw=2.0, alpha=0.9, zorder=3,
+                    label=f"{agent} (each line a seed)" if seed == agents[agents["agent"] == agent]["seed"].min() else None)
         ax.set_title(f"{symbol}: stitched out-of-sample equity (growth of 1)")
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()

@@ -508,10 +508,7 @@ def run_walk_forward(
     group_tasks, group_keys = [], []
     for symbol in symbols:
         for agent_index, agent in enumerate(config["agents"]):
-            source = AGENT_PARAMS_SOURCE.get(agent, agent)
-            section = agent_params.get(source, {})
-            if source in OVERRIDDEN_AGENT_PARAMS:
-                section = _with_overrides(section, config["agent_overrides"])
+            section = agent_section(agent, agent_params, config["agent_overrides"])
             for seed_index in range(config["seeds"]):
                 for group in retrain_groups(symbol_folds[symbol]):
                     group_keys.append((symbol, agent, seed_index, group))
