@@ -25,7 +25,7 @@ import pandas as pd
 
 LEDGER = "data/08_reporting/trial_ledger"  # the catalog's `trial_ledger` folder, from the project root
 # Per-row details kept in the JSON file but left out of the printed table.
-DETAIL_KEYS = ("baselines", "return_moments", "split")
+DETAIL_KEYS = ("baselines", "return_moments", "split", "test_baselines", "test_return_moments")
 
 
 def parse_args(description: str, default_out: str, variants: tuple[str, ...] = ()) -> argparse.Namespace:
@@ -46,6 +46,10 @@ def parse_args(description: str, default_out: str, variants: tuple[str, ...] = (
     )
     parser.add_argument("--ledger", default=LEDGER, help=f"trial ledger folder the variants are appended to (default {LEDGER})")
     parser.add_argument("--no-ledger", action="store_true", help="dry run: record no trials")
+    parser.add_argument("--final", action="store_true",
+                        help="also score every trained agent on the test split, once per configuration "
+                             "(refused when the ledger already holds that test evaluation)")
+    parser.add_argument("--allow-repeat", action="store_true", help="with --final: evaluate a spent test split again")
     return parser.parse_args()
 
 
@@ -140,10 +144,39 @@ def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, .
         json.dump({"env": args.env, "rows": rows}, handle, indent=2, default=str)
 
 
-def record_trials(rows: list[dict], args: argparse.Namespace, source: str, spec, configurations: dict[str, dict]) -> None:
+def _trial_configuration(configuration: dict, spec, seeds) -> dict:
+    """What a variant's ledger row hashes: its parameters, the symbol, the env config and the seeds."""
+    return {**configuration, "symbol": spec.symbol, "env": spec.config, "seeds": sorted(seeds)}
+
+
+def check_test_unspent(args: argparse.Namespace, source: str, spec, configurations: dict[str, dict]) -> bool:
+    """With ``--final``: stop before any training when the ledger already holds a test-split
+    evaluation of one of these configurations (unless ``--allow-repeat``); returns whether this is
+    a repeat."""
+    from trading_rl.evaluation.ledger import earlier_evaluations, read_ledger
+    from trading_rl.provenance import config_hash
+
+    ledger = read_ledger(args.ledger) if Path(args.ledger).exists() else None
+    spent = {
+        variant: earlier_evaluations(ledger, config_hash(_trial_configuration(configuration, spec, args.seeds)), source, "test")
+        for variant, configuration in configurations.items()
+    } if ledger is not None else {}
+    spent = {variant: rows for variant, rows in spent.items() if not rows.empty}
+    if spent and not args.allow_repeat:
+        raise SystemExit(
+            f"the test split was already spent on {sorted(spent)} (first at "
+            f"{min(rows['timestamp'].min() for rows in spent.values())}, trial ledger {args.ledger}); "
+            "rerun with --allow-repeat to evaluate it again deliberately (the rows record repeat: true)"
+        )
+    return bool(spent)
+
+
+def record_trials(rows: list[dict], args: argparse.Namespace, source: str, spec, configurations: dict[str, dict],
+                  split: str | None = None, repeat: bool = False) -> None:
     """Append one trial-ledger row per variant: ``configurations[variant]`` is what defines it
     (hashed), its runs are the seeds, and its return moments are those of the seeds' evaluation
-    returns pooled (each row carries ``return_moments`` and ``split``)."""
+    returns pooled (each row carries ``return_moments`` and ``split``; with ``split="test"`` the
+    rows' ``test_return_moments``)."""
     if args.no_ledger:
         print("--no-ledger: no trials recorded (dry run)")
         return
@@ -152,10 +185,11 @@ def record_trials(rows: list[dict], args: argparse.Namespace, source: str, spec,
     from trading_rl.provenance import git_commit
 
     run = {"git_commit": git_commit(), "save_version": None}
+    moments_key = "test_return_moments" if split == "test" else "return_moments"
     ledger_rows = []
     for variant, configuration in configurations.items():
         runs = [row for row in rows if row["variant"] == variant]
-        split = runs[0]["split"]
+        split = split or runs[0]["split"]
         ledger_rows.append(
             trial_row(
                 source=source,
@@ -164,11 +198,12 @@ def record_trials(rows: list[dict], args: argparse.Namespace, source: str, spec,
                 period_start=spec.splits[split]["start"],
                 period_end=spec.splits[split]["end"],
                 agent=variant,
-                configuration={**configuration, "symbol": spec.symbol, "env": spec.config, "seeds": sorted(row["seed"] for row in runs)},
-                moments=pool_moments([row["return_moments"] for row in runs]),
+                configuration=_trial_configuration(configuration, spec, [row["seed"] for row in runs]),
+                moments=pool_moments([row[moments_key] for row in runs]),
                 n_runs=len(runs),
                 periods_per_year=spec.periods_per_year,
                 run=run,
+                repeat=repeat,
             )
         )
     print(f"trial ledger: {len(ledger_rows)} row(s) appended as {append_rows(args.ledger, ledger_rows)}")

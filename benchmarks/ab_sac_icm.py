@@ -18,7 +18,7 @@ import tempfile
 import time
 from functools import partial
 
-from ab_common import load_inputs, parse_args, record_trials, report, run_all
+from ab_common import check_test_unspent, load_inputs, parse_args, record_trials, report, run_all
 
 VARIANTS = {"SAC": False, "SAC+ICM": True}  # name -> icm.enabled
 
@@ -29,7 +29,7 @@ def _agent_params(params: dict, icm: bool) -> dict:
     return agent_params
 
 
-def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
+def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> dict:
     import torch
 
     from trading_rl.agents import build_agent, train_agent
@@ -53,6 +53,26 @@ def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
         seed=seed,
     )
     metrics = evaluation["metrics"]
+    test = {}
+    if final:
+        # The same (validation-selected) agent, scored once on the test split.
+        test_evaluation, _ = evaluate_policy(
+            "sac_icm" if icm else "sac",
+            policy_from_sb3(outcome.model, deterministic=True),
+            policy_from_sb3(outcome.model, deterministic=False),
+            partial(spec.make_env, "test"),
+            spec.periods_per_year,
+            seed=seed,
+        )
+        test_metrics = test_evaluation["metrics"]
+        test = {
+            "test_sharpe": test_metrics["sharpe"],
+            "test_total_return": test_metrics["total_return"],
+            "test_max_drawdown": test_metrics["max_drawdown"],
+            "test_trade_rate": test_metrics["n_trades"] / test_metrics["n_steps"],
+            "test_return_moments": test_evaluation["return_moments"],
+            "test_baselines": test_evaluation["baselines"],
+        }
     return {
         "variant": "SAC+ICM" if icm else "SAC",
         "seed": seed,
@@ -68,17 +88,21 @@ def run_one(spec, params: dict, icm: bool, seed: int) -> dict:
         "train_seconds": time.perf_counter() - started,
         "return_moments": evaluation["return_moments"],
         "baselines": evaluation["baselines"],
+        **test,
     }
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "ab_sac_icm.json")
     spec, params, _ = load_inputs(args)
-    jobs = [(spec, params, icm, seed) for icm in VARIANTS.values() for seed in args.seeds]
+    configurations = {name: {"agent_params": _agent_params(params, icm)} for name, icm in VARIANTS.items()}
+    repeat = check_test_unspent(args, "ab_sac_icm", spec, configurations) if args.final else False
+    jobs = [(spec, params, icm, seed, args.final) for icm in VARIANTS.values() for seed in args.seeds]
     rows = run_all(run_one, jobs, args.jobs, args.out)
     report(rows, args, non_numeric=("collapsed_deterministic",))
-    configurations = {name: {"agent_params": _agent_params(params, icm)} for name, icm in VARIANTS.items()}
     record_trials(rows, args, "ab_sac_icm", spec, configurations)
+    if args.final:
+        record_trials(rows, args, "ab_sac_icm", spec, configurations, split="test", repeat=repeat)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ from trading_rl.evaluation.ledger import read_ledger
 from trading_rl.evaluation.metrics import json_ready, return_moments
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from ab_common import record_trials  # noqa: E402
+from ab_common import check_test_unspent, record_trials  # noqa: E402
 
 SPEC = SimpleNamespace(symbol="sp500", config={"window_size": 10}, periods_per_year=252.0,
-                       splits={"validation": {"start": "2013-01-02", "end": "2015-12-31"}})
+                       splits={"validation": {"start": "2013-01-02", "end": "2015-12-31"},
+                               "test": {"start": "2016-03-31", "end": "2018-12-31"}})
 
 
 def _rows():
@@ -46,3 +47,23 @@ def test_no_ledger_is_a_dry_run(tmp_path):
     rows, _ = _rows()
     record_trials(rows, argparse.Namespace(ledger=str(tmp_path / "ledger"), no_ledger=True), "ab_sac_icm", SPEC, {"SAC": {}})
     assert not (tmp_path / "ledger").exists()
+
+
+def test_final_spends_the_test_split_once_per_configuration(tmp_path):
+    rows, _ = _rows()
+    for row in rows:
+        row["test_return_moments"] = row["return_moments"]
+    configurations = {"SAC": {"icm": False}, "SAC+ICM": {"icm": True}}
+    args = argparse.Namespace(ledger=str(tmp_path / "ledger"), no_ledger=False, seeds=[0, 1, 2], allow_repeat=False)
+    assert check_test_unspent(args, "ab_sac_icm", SPEC, configurations) is False  # no ledger yet
+    record_trials(rows, args, "ab_sac_icm", SPEC, configurations)  # validation rows do not spend it
+    assert check_test_unspent(args, "ab_sac_icm", SPEC, configurations) is False
+    record_trials(rows, args, "ab_sac_icm", SPEC, configurations, split="test")
+    ledger = read_ledger(tmp_path / "ledger")
+    assert list(ledger["split"]) == ["validation"] * 2 + ["test"] * 2
+    assert ledger.iloc[2]["period_start"] == "2016-03-31" and not ledger["repeat"].any()
+    with pytest.raises(SystemExit, match="already spent on \\['SAC', 'SAC\\+ICM'\\].*--allow-repeat"):
+        check_test_unspent(args, "ab_sac_icm", SPEC, configurations)
+    # Other seeds are another configuration; a deliberate repeat is allowed and reported as one.
+    assert check_test_unspent(argparse.Namespace(**{**vars(args), "seeds": [3, 4]}), "ab_sac_icm", SPEC, configurations) is False
+    assert check_test_unspent(argparse.Namespace(**{**vars(args), "allow_repeat": True}), "ab_sac_icm", SPEC, configurations) is True
