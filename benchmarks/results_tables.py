@@ -34,15 +34,17 @@ def evaluation_table(report: dict) -> str:
 
 def walk_forward_table(summary: dict) -> str:
     lines = [
-        "| symbol | agent | windows | median Sharpe [IQR] | median return | positive-Sharpe share | PSR | DSR |",
-        "|---|---|---:|---|---:|---:|---:|---:|",
+        "| symbol | agent | windows | trading share | median Sharpe [IQR] | median return | median max DD | positive-Sharpe share | PSR | DSR |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for symbol, block in summary.items():
         for agent, entry in block["agents"].items():
             sharpe = entry["metrics"]["sharpe"]
             lines.append(
-                f"| {symbol} | {agent} | {entry['n_windows']} | {_fmt(sharpe['median'])} [{_fmt(sharpe['q25'])}, "
+                f"| {symbol} | {agent} | {entry['n_windows']} | {_fmt(entry.get('trading_share'))} | "
+                f"{_fmt(sharpe['median'])} [{_fmt(sharpe['q25'])}, "
                 f"{_fmt(sharpe['q75'])}] | {_fmt(entry['metrics']['total_return']['median'])} | "
+                f"{_fmt(entry['metrics']['max_drawdown']['median'])} | "
                 f"{_fmt(entry['positive_sharpe_share'])} | {_fmt(entry.get('psr_median'))} | {_fmt(entry.get('dsr_median'))} |"
             )
     return "\n".join(lines)
@@ -81,7 +83,7 @@ def main() -> None:
         print(evaluation_table(catalog.load("sac_icm_evaluation_report")))
         print("\n## Walk-forward\n")
         print(walk_forward_table(catalog.load("walk_forward_summary")))
-        print("\n## Regimes (test split)\n")
+        print("\n## Regimes (walk-forward test windows, medians over seeds)\n")
         print(regime_table(catalog.load("regime_metrics")))
         print("\n## Gates\n")
         print(gate_table(catalog.load("validation_report")))

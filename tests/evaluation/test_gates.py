@@ -204,5 +204,5 @@ def test_trading_agents_gate_is_the_share_of_windows_whose_agent_trades(verdicts
     folds["trades"] = verdicts + [np.nan]  # the baseline row carries no verdict
     value = gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")["trading_window_share"]
     assert value == pytest.approx(expected)
-    gate = {"trading_agents": {"metric": "trading_window_share", "comparison": ">=", "threshold": 0.667}}
-    assert evaluate_gates({"trading_window_share": value}, gate)["passed"] == (expected >= 0.667)
+    gate = {"trading_agents": {"metric": "trading_window_share", "comparison": ">=", "threshold": 0.666}}
+    assert evaluate_gates({"trading_window_share": value}, gate)["passed"] == (expected >= 0.666)
