@@ -135,7 +135,7 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
 
 def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     """Median [90% bootstrap CI] of each measure per variant × budget, next to the baselines."""
-    from trading_rl.evaluation.bootstrap import bootstrap_ci
+    from trading_rl.evaluation.bootstrap import bootstrap_ci, difference_ci
 
     rows = []
     for (variant, budget), group in runs.groupby(["variant", "budget"], sort=True):
@@ -148,6 +148,13 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
                 values = values.fillna(0.0)
             point, low, high = bootstrap_ci(values.to_numpy())
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
+        # Paired with the baselines of the same window: does the agent beat them, beyond noise?
+        for name in ("buy_and_hold", "random"):
+            reference = baselines[baselines["baseline"] == name].set_index(["symbol", "fold"])["sharpe"]
+            paired = pd.to_numeric(reference.reindex(pd.MultiIndex.from_frame(group[["symbol", "fold"]])), errors="coerce")
+            point, low, high = difference_ci(pd.to_numeric(group["sharpe"], errors="coerce").fillna(0.0).to_numpy(),
+                                             paired.fillna(0.0).to_numpy())
+            row.update({f"sharpe_minus_{name}": point, f"sharpe_minus_{name}_lo": low, f"sharpe_minus_{name}_hi": high})
         rows.append(row)
     for name, group in baselines.groupby("baseline"):
         row = {"variant": f"[{name}]", "budget": 0, "runs": len(group), "trading_share": np.nan, "collapsed_share": np.nan}
@@ -156,6 +163,21 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def report(runs: pd.DataFrame, baselines: pd.DataFrame, plot_path: str | None) -> pd.DataFrame:
+    """Print the summary as a markdown table (median [90% CI]) and draw the plot."""
+    summary = summarise(runs, baselines)
+    measures = [*MEASURED, "sharpe_minus_buy_and_hold", "sharpe_minus_random"]
+    print("| variant | steps | runs | trading | " + " | ".join(measures) + " |")
+    print("|---|---:|---:|---:|" + "---|" * len(measures))
+    for row in summary.to_dict("records"):
+        cells = [f"{row[m]:.3f} [{row[m + '_lo']:.3f}, {row[m + '_hi']:.3f}]" if pd.notna(row.get(m)) else "" for m in measures]
+        trading = "" if pd.isna(row["trading_share"]) else f"{row['trading_share']:.2f}"
+        print(f"| {row['variant']} | {row['budget'] or ''} | {row['runs']} | {trading} | " + " | ".join(cells) + " |")
+    if plot_path:
+        plot(summary, plot_path)
+    return summary
 
 
 def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str) -> None:
@@ -232,10 +254,15 @@ def main() -> None:
     parser.add_argument("--ledger", default="data/08_reporting/trial_ledger",
                         help="trial ledger folder: one row per variant x budget x symbol is appended")
     parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
+    parser.add_argument("--from-json", help="summarise and plot the runs saved in this --out file (no training)")
     parser.add_argument("--out", default="docs/results/learning_curve.json")
     parser.add_argument("--plot", default="docs/results/learning_curve.png")
     args = parser.parse_args()
 
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        report(pd.DataFrame(saved["runs"]), pd.DataFrame(saved["baselines"]), args.plot)
+        return
     if args.dump_prices:
         from trading_rl.data import load_prices, validate_prices
 
@@ -308,19 +335,13 @@ def main() -> None:
                   f"seed {last['seed']}: " + ", ".join(f"{r['budget']}: sharpe={r['sharpe']} fills={r['fill_rate']:.3f}"
                                                        f"{'' if r['trades'] else ' (no)'}" for r in rows), flush=True)
     runs, baselines = pd.DataFrame(run_rows), pd.DataFrame(baseline_rows)
-    summary = summarise(runs, baselines)
-    pd.set_option("display.width", 250)
-    columns = ["variant", "budget", "runs", "trading_share", "collapsed_share"] + [
-        f"{m}{s}" for m in MEASURED for s in ("", "_lo", "_hi")]
-    print(summary[columns].round(3).to_string(index=False))
+    summary = report(runs, baselines, args.plot)
     Path(args.out).write_text(json.dumps({
         "env": args.env, "symbols": args.symbols, "seeds": args.seeds, "budgets": args.budgets,
         "variants": dict(variants), "wall_seconds": time.perf_counter() - started, "jobs": args.jobs,
         "summary": summary.replace({np.nan: None}).to_dict("records"),
         "runs": run_rows, "baselines": baseline_rows,
     }, indent=1, default=str))
-    if args.plot:
-        plot(summary, args.plot)
     if not args.no_ledger:
         record_trials(runs, dict(variants), params, args.ledger)
     partial.unlink(missing_ok=True)
