@@ -17,8 +17,10 @@ Leakage guards, each of which a test checks:
   test env the test window (plus context bars, which lie in the gap). Test bars are never stepped on
   during training.
 
-Windows are anchored at the end of the data: the last test window ends on the last bar, earlier ones
-step back by ``step`` bars, so a rerun after new data validates the most recent period.
+Windows are anchored at the last usable bar (``data_end``): by default the validation split's last
+bar, so the walk-forward never sees the test split; the last test window ends there and earlier ones
+step back by ``step`` bars. ``data_end: all`` makes a rerun after new data validate the most recent
+period.
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ def development_prices(
                 f"parameter '{PARAMS_PREFIX}.data_end' is 'validation' but 'feature_extraction.splits' is not "
                 "given: set the splits, or data_end to 'all' or a date"
             )
-        split_params = {**(feature_params.get("splits") or {}), "gap_bars": max_lookback(feature_params.get("features"))}
+        split_params = {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
         end = pd.Timestamp(make_splits(prices.index, split_params)["validation"]["end"])
     else:
         try:
