@@ -44,26 +44,22 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
         outcome = train_agent(
             model, partial(spec.make_env, "validation"), agent_params, work_dir, spec.periods_per_year
         )
-    evaluation, collapse = evaluate_policy(
-        "sac_icm" if icm else "sac",
-        policy_from_sb3(outcome.model, deterministic=True),
-        policy_from_sb3(outcome.model, deterministic=False),
-        partial(spec.make_env, "validation"),
-        spec.periods_per_year,
-        seed=seed,
-    )
+    def evaluate_on(split: str):
+        return evaluate_policy(
+            "sac_icm" if icm else "sac",
+            policy_from_sb3(outcome.model, deterministic=True),
+            policy_from_sb3(outcome.model, deterministic=False),
+            partial(spec.make_env, split),
+            spec.periods_per_year,
+            seed=seed,
+        )
+
+    evaluation, collapse = evaluate_on("validation")
     metrics = evaluation["metrics"]
     test = {}
     if final:
         # The same (validation-selected) agent, scored once on the test split.
-        test_evaluation, _ = evaluate_policy(
-            "sac_icm" if icm else "sac",
-            policy_from_sb3(outcome.model, deterministic=True),
-            policy_from_sb3(outcome.model, deterministic=False),
-            partial(spec.make_env, "test"),
-            spec.periods_per_year,
-            seed=seed,
-        )
+        test_evaluation, _ = evaluate_on("test")
         test_metrics = test_evaluation["metrics"]
         test = {
             "test_sharpe": test_metrics["sharpe"],

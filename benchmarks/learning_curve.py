@@ -39,7 +39,8 @@ BASELINES = ("buy_and_hold", "random", "sma_crossover")
 
 
 def load_parameters(env: str) -> dict:
-    """``conf/base`` parameters with ``conf/<env>`` merged over them section by section."""
+    """``conf/base`` parameters with ``conf/<env>`` merged over them section by section: Kedro's soft
+    merge, done by hand so the script also runs where Kedro is not installed (a lent GPU box)."""
 
     def merge(base: dict, over: dict) -> dict:
         out = dict(base)
@@ -68,9 +69,10 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 def agent_params(params: dict, overrides: dict) -> dict:
     """The walk-forward's agent parameters (sac_icm.agent + agent_overrides) with ``overrides``."""
-    from trading_rl.evaluation.walk_forward import _with_overrides
+    from trading_rl.evaluation.walk_forward import agent_section
 
-    merged = _with_overrides(params["sac_icm"]["agent"], params["walk_forward"].get("agent_overrides") or {})
+    merged = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
+                           params["walk_forward"].get("agent_overrides") or {})
     for dotted, value in overrides.items():
         section, key = dotted.split(".", 1)
         merged.setdefault(section, {})[key] = value
@@ -118,12 +120,11 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
 
 def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> list[dict]:
     """Metrics of the baselines on the fold's test window (same env and costs as the agents)."""
-    from trading_rl.evaluation.baselines import run_baselines
     from trading_rl.evaluation.metrics import compute_metrics
-    from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
+    from trading_rl.evaluation.walk_forward import prepare_fold
 
-    spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
-    rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=trial_seed(settings["seed"], 0, fold.index))
+    _, rollouts = prepare_fold(symbol, prices, fold, settings["feature_params"], settings["env_config"],
+                               settings["ppy"], settings["seed"])
     rows = []
     for name in BASELINES:
         metrics = compute_metrics(rollouts[name], settings["ppy"], settings["hold_threshold"])

@@ -271,3 +271,14 @@ def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
 def test_data_end_that_is_not_a_date_is_rejected_by_key():
     with pytest.raises(ValueError, match="walk_forward.data_end"):
         wf.development_prices(synthetic_prices(300, seed=1), "yesterday-ish", NO_GARCH)
+
+
+def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
+    """``walk_forward_folds`` is a CSV: its ``trades`` verdicts come back as text, and "False" must
+    not count as trading."""
+    steps = _agent_steps(agents=("a",), seeds=2, folds=2)
+    folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": s, "fold": f, "sharpe": 1.0,
+                           "trades": verdict} for (s, f), verdict in zip([(0, 0), (0, 1), (1, 0), (1, 1)],
+                                                                         ["True", "False", "False", "False"])])
+    summary = wf.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
+    assert summary["trading_share"] == 0.25

@@ -130,3 +130,10 @@ def test_trading_verdict_needs_fills_on_two_percent_of_steps_and_no_collapse():
     # Plenty of fills from one repeated action: collapsed, so not trading either.
     constant = trading_verdict(np.full(200, 0.9), every_tenth)
     assert constant["collapsed"] and not constant["trades"]
+
+
+def test_trading_flags_read_bools_and_csv_text_alike():
+    from trading_rl.monitoring.collapse import trading_flags
+
+    np.testing.assert_array_equal(trading_flags([True, False, "True", "False", "true", np.nan]),
+                                  [True, False, True, False, True, False])

@@ -29,6 +29,7 @@ import pandas as pd
 
 from trading_rl.evaluation.actions import ACTION_BUCKETS
 from trading_rl.evaluation.regimes import REGIMES
+from trading_rl.monitoring.collapse import trading_flags
 
 COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 PARAMS_PREFIX = "validation.gates"
@@ -98,7 +99,7 @@ def gate_values(
     }
     if "trades" in rows:
         # Share of fold x seed agents that trade (fills on >= 2% of steps, no collapse gate failed).
-        values["trading_window_share"] = float(rows["trades"].astype(str).str.lower().eq("true").mean())
+        values["trading_window_share"] = float(trading_flags(rows["trades"]).mean())
     es_rows = folds[(folds["kind"] == "agent") & (folds["agent"] == "es")]
     if primary_agent != "es" and not es_rows.empty:
         # The seeds' "ES within 80% of SAC" on median walk-forward Sharpe, as a margin (>= 0 passes).

@@ -53,7 +53,7 @@ from trading_rl.features import (
     max_lookback,
     without_masked_entries,
 )
-from trading_rl.monitoring.collapse import trading_verdict
+from trading_rl.monitoring.collapse import trading_flags, trading_verdict
 from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
@@ -635,7 +635,7 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
                 "positive_sharpe_share": float((sharpe.fillna(-np.inf) > 0).mean()),
                 # Windows whose agent fills on >= 2% of steps without a collapse gate failing.
                 "trading_share": (
-                    float(rows["trades"].astype(bool).mean()) if kind == "agent" and "trades" in rows else None
+                    float(trading_flags(rows["trades"]).mean()) if kind == "agent" and "trades" in rows else None
                 ),
                 "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
                 "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
