@@ -13,14 +13,23 @@ from trading_rl.agents.hierarchical import (
     resolve_phase_params,
     train_from_spec,
 )
+from trading_rl.features.scaling import scaled_value
 
 
-def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
+def train_options_her(env_spec, sac_icm_model, scalers: dict[str, Any], params: dict[str, Any], seed: int):
     """Train the hierarchical agent; returns the model, the monitoring history (for MLflow and the
-    report) and the option statistics of the whole training run."""
+    report) and the option statistics of the whole training run. The symbol's scaler places the
+    options' trend signal: measured from a zero return, not from the training median."""
     resolved = resolve_phase_params(params)
+    if env_spec.symbol not in scalers:
+        raise ValueError(
+            f"dataset 'scalers' has no scaler for symbol {env_spec.symbol!r} (it has {sorted(scalers)}); "
+            "rerun `kedro run --pipelines feature_extraction` for the same symbols as env_construction"
+        )
+    trend_feature = resolved["options"]["signals"]["trend_feature"]
     agent, history, training_stats = train_from_spec(
-        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"])
+        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"]),
+        trend_zero=scaled_value(scalers[env_spec.symbol], trend_feature, 0.0),
     )
     metrics = {
         f"options_her/{key}": [{"step": int(row["step"]), "value": float(row[key])} for row in history if key in row]
@@ -66,6 +75,8 @@ def evaluate_options_her(
         "goal_range": [her["goal_low"], her["goal_high"]],
         "tolerance": her["tolerance"],
         "reward_distance": her["reward_distance"],
+        "goal_unit": her["goal_unit"],
+        "reward": f"{her['pnl_weight']} x P&L x reward_scale {agent.reward_scale} + {her['goal_weight']} x goal reward",
         **evaluation["goals"],
     }
     evaluation_report = {
