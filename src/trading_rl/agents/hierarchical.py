@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -346,6 +347,15 @@ class HierarchicalAgent:
         )
         return OptionVecEnv(venv, options, self.learner, deterministic=deterministic, collect=collect, seed=seed)
 
+    def rollout(self, env_spec, split: str, seed: int) -> pd.DataFrame:
+        """One deterministic full-split episode with the env settings the agent trained with, aiming
+        at the middle of the goal range when HER is on (how the walk-forward scores it)."""
+        goal = 0.5 * (self.her["goal_low"] + self.her["goal_high"]) if self.her is not None else None
+        rows, _ = rollout_agent(
+            self, lambda: env_spec.make_env(split, evaluation=True, **self.env_overrides), seed, desired_goal=goal
+        )
+        return rows
+
     def to_bytes(self) -> bytes:
         """One zip: the SB3 SAC zip, the controller state (torch) and the settings (JSON)."""
         sac_bytes = io.BytesIO()
@@ -558,29 +568,48 @@ def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def train_from_spec(
-    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", trend_zero: float = 0.0
+    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None
 ):
-    """Build, warm-start and train the phase's agent on ``env_spec``'s training split.
+    """Build, warm-start and train the phase's agent on ``env_spec``'s training split
+    (``timesteps`` env steps, default ``training.total_timesteps``).
 
-    ``trend_zero``: where a zero return of the options' trend feature lands after the feature
-    scaler (``features.scaling.scaled_value``). Returns ``(agent, history, training_option_stats)``;
-    the last is ``None`` without options.
+    The options measure their trend from a zero return, placed by the spec's feature scaler.
+    Returns ``(agent, history, training_option_stats)``; the last is ``None`` without options.
     """
     resolved = resolve_phase_params(params)
     overrides = resolved["env_overrides"]
     her = resolved["her"] if resolved["her"]["enabled"] else None
+    option_params = _option_params(resolved)
+    trend_zero = env_spec.scaled_zero(option_params["signals"]["trend_feature"]) if option_params else 0.0
 
     def make_train_env() -> gym.Env:
         return env_spec.make_env("train", **overrides)
 
     agent, venv = build_hierarchical_agent(
-        source, make_train_env, _option_params(resolved), resolved["controller"], her,
+        source, make_train_env, option_params, resolved["controller"], her,
         resolved["sac"], seed, device, overrides, trend_zero,
     )
     training = resolved["training"]
-    history = train_hierarchical_agent(agent, venv, training["total_timesteps"], training["log_freq"])
+    total = training["total_timesteps"] if timesteps is None else timesteps
+    history = train_hierarchical_agent(agent, venv, total, training["log_freq"])
     stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
     return agent, history, stats
+
+
+def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int, timesteps: int) -> None:
+    """Fine-tune ``agent`` on another spec's training split (the walk-forward's next fold): the
+    controller, the SAC and its replay buffer carry over. HER's unfinished episode is closed first,
+    so no relabelled goal spans the two windows."""
+    overrides = resolve_phase_params(params)["env_overrides"]
+    low_level = agent.low_level
+    if isinstance(low_level.replay_buffer, FastHerReplayBuffer):
+        with warnings.catch_warnings():  # SB3 warns that this is what it does: intended here
+            warnings.simplefilter("ignore", UserWarning)
+            low_level.replay_buffer.truncate_last_trajectory()
+    venv = agent.make_vec_env(lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed)
+    low_level.set_env(venv)
+    callback = OptionsCallback(agent.learner, venv) if isinstance(venv, OptionVecEnv) else None
+    low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 
 def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int) -> dict[str, Any]:

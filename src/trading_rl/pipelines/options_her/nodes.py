@@ -13,23 +13,14 @@ from trading_rl.agents.hierarchical import (
     resolve_phase_params,
     train_from_spec,
 )
-from trading_rl.features.scaling import scaled_value
 
 
-def train_options_her(env_spec, sac_icm_model, scalers: dict[str, Any], params: dict[str, Any], seed: int):
+def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
     """Train the hierarchical agent; returns the model, the monitoring history (for MLflow and the
-    report) and the option statistics of the whole training run. The symbol's scaler places the
-    options' trend signal: measured from a zero return, not from the training median."""
+    report) and the option statistics of the whole training run."""
     resolved = resolve_phase_params(params)
-    if env_spec.symbol not in scalers:
-        raise ValueError(
-            f"dataset 'scalers' has no scaler for symbol {env_spec.symbol!r} (it has {sorted(scalers)}); "
-            "rerun `kedro run --pipelines feature_extraction` for the same symbols as env_construction"
-        )
-    trend_feature = resolved["options"]["signals"]["trend_feature"]
     agent, history, training_stats = train_from_spec(
-        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"]),
-        trend_zero=scaled_value(scalers[env_spec.symbol], trend_feature, 0.0),
+        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"])
     )
     metrics = {
         f"options_her/{key}": [{"step": int(row["step"]), "value": float(row[key])} for row in history if key in row]
