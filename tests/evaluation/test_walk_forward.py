@@ -282,3 +282,45 @@ def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
                                                                          ["True", "False", "False", "False"])])
     summary = wf.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
     assert summary["trading_share"] == 0.25
+
+
+@pytest.mark.slow
+def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option_layer():
+    """``options_her`` joins the walk-forward: fold 0 trains from scratch, fold 1 fine-tunes the
+    same agent (controller and replay buffer carried over), and each test window is scored with the
+    agent's own option layer and env settings (shorting on, no smoothing), not as a flat SB3 policy."""
+    from trading_rl.agents.hierarchical import HierarchicalAgent
+
+    prices = synthetic_prices(700, seed=3)
+    source = {"policy": {"net_arch": [16, 16]}, "sac": {"learning_starts": 50, "batch_size": 16, "buffer_size": 3000}}
+    phase = {
+        "env_overrides": {"allow_short": True, "smoothing_window": 1, "episode_length": 60},
+        "controller": {"hidden_dim": 16, "warmup_steps": 20, "batch_size": 8, "buffer_size": 500},
+        "sac": {"learning_starts": 70, "batch_size": 16, "buffer_size": 3000},
+        "training": {"log_freq": 50},
+    }
+    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,
+              "agents": ["options_her"], "timesteps": 150, "finetune_timesteps": 80, "data_end": "all"}
+    trained: list[HierarchicalAgent] = []
+    original = wf.AGENT_TRAINERS["options_her"]
+
+    def recording(*args, **kwargs):
+        agent = original(*args, **kwargs)
+        trained.append(agent)
+        return agent
+
+    wf.AGENT_TRAINERS["options_her"] = recording
+    try:
+        result = wf.run_walk_forward({"X": prices}, params, NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, seed=1)
+    finally:
+        wf.AGENT_TRAINERS["options_her"] = original
+    assert len(trained) == 2 and trained[0] is trained[1]  # fine-tuned, not rebuilt
+    agent = trained[0]
+    assert agent.her is not None and agent.uses_options and agent.low_level.num_timesteps == 150 + 80
+    assert agent.trend_zero != 0.0  # measured from a zero return via the fold's scaler
+    agents = result.folds[result.folds["kind"] == "agent"]
+    assert list(agents["agent"]) == ["options_her", "options_her"]
+    steps = result.returns[result.returns["agent"] == "options_her"]
+    cash = result.returns[result.returns["agent"] == "cash"]
+    assert steps.groupby("fold").size().equals(cash.groupby("fold").size())  # every test bar, once
+    assert (steps["action_raw"].abs() <= 1).all()

@@ -37,7 +37,9 @@ def _spec_and_scaler():
     features = compute_features(prices, {"garch": None}).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
-    spec = build_env_spec("sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0)
+    spec = build_env_spec(
+        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0, feature_scaler=scaler
+    )
     return spec, scaler
 
 
@@ -49,7 +51,6 @@ def test_pipeline_trains_and_reports():
         {
             "env_spec": MemoryDataset(spec),
             "sac_icm_model": MemoryDataset(source, copy_mode="assign"),
-            "scalers": MemoryDataset({"sp500": scaler}),
             "params:options_her": MemoryDataset(PARAMS),
             "params:seed": MemoryDataset(3),
         }
@@ -60,7 +61,7 @@ def test_pipeline_trains_and_reports():
     SequentialRunner().run(create_pipeline(), catalog)
     agent = catalog.load("options_her_model")
     assert isinstance(agent, HierarchicalAgent) and agent.uses_options and agent.her is not None
-    # the options measure the trend from a zero 20-bar return, placed by the symbol's scaler
+    # the options measure the trend from a zero 20-bar return, placed by the spec's feature scaler
     assert agent.trend_zero == pytest.approx(-scaler["center"]["ret_20"] / scaler["scale"]["ret_20"])
     assert agent.trend_zero != 0.0
     usage = catalog.load("option_usage_report")
