@@ -64,8 +64,9 @@ class ProcessExecutor:
 
 
 def agent_parameters(params: dict) -> dict:
-    """``agent_params`` for ``run_walk_forward``: the sac_icm agent section and the hierarchical
-    agents' ``{"source", "phase"}`` section built from it and the options_her phase."""
+    """``agent_params`` for ``run_walk_forward``: the sac_icm agent section, and the hierarchical and
+    shaped agents' ``{"source", "phase"}`` sections built from it and the options_her and
+    reward_shaper phases."""
     from trading_rl.evaluation.walk_forward import agent_section
 
     source = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
@@ -73,7 +74,9 @@ def agent_parameters(params: dict) -> dict:
     phase = {key: value for key, value in params["options_her"].items() if key not in ("device",)}
     phase["sac"] = {key: value for key, value in source["sac"].items() if key in LOW_LEVEL_SAC_KEYS}
     phase["sac"]["learning_starts"] = max(int(phase["sac"].get("learning_starts", 0)), HER_LEARNING_STARTS)
-    return {"sac_icm": params["sac_icm"]["agent"], "options": {"source": source, "phase": phase}}
+    shaper = {key: value for key, value in params["reward_shaper"].items() if key not in ("device", "resume_dir")}
+    return {"sac_icm": params["sac_icm"]["agent"], "options": {"source": source, "phase": phase},
+            "shaped": {"source": source, "phase": shaper}}
 
 
 def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
@@ -151,14 +154,17 @@ def main() -> None:
     parser.add_argument("--ledger", default="data/08_reporting/trial_ledger")
     parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
     parser.add_argument("--commit", help="git commit recorded in the ledger (default: this checkout's)")
-    parser.add_argument("--from-json", help="summarise the folds saved in this --out file (no training)")
+    parser.add_argument("--from-json", nargs="+", help="summarise the folds saved in these --out files together "
+                                                        "(e.g. one per symbol; no training)")
     parser.add_argument("--out", default="docs/results/ab_walk_forward.json")
     args = parser.parse_args()
     pairs = [tuple(pair.split(":")) for pair in args.pairs]
 
     if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())
-        print_summary(summarise(pd.DataFrame(saved["folds"]), pairs))
+        folds = pd.concat([pd.DataFrame(json.loads(Path(path).read_text())["folds"]) for path in args.from_json])
+        summary = summarise(folds, pairs)
+        print_summary(summary)
+        Path(args.out).write_text(json.dumps({"sources": args.from_json, "summary": summary}, indent=1, default=str))
         return
 
     from trading_rl.evaluation.walk_forward import run_walk_forward, trial_rows

@@ -324,3 +324,33 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
     cash = result.returns[result.returns["agent"] == "cash"]
     assert steps.groupby("fold").size().equals(cash.groupby("fold").size())  # every test bar, once
     assert (steps["action_raw"].abs() <= 1).all()
+
+
+@pytest.mark.slow
+def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine_tuned():
+    from trading_rl.rewards.shaper import ShapedRewardWrapper
+
+    prices = synthetic_prices(700, seed=4)
+    source = {"policy": {"net_arch": [16, 16]}, "reward": {"scale": 100.0},
+              "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
+              "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16}}
+    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,
+              "agents": ["shaped"], "timesteps": 120, "finetune_timesteps": 60, "data_end": "all"}
+    models = []
+    original = wf.AGENT_TRAINERS["shaped"]
+
+    def recording(*args, **kwargs):
+        models.append(original(*args, **kwargs))
+        return models[-1]
+
+    wf.AGENT_TRAINERS["shaped"] = recording
+    try:
+        result = wf.run_walk_forward({"X": prices}, params, NO_GARCH, {}, {"X": 252.0},
+                                     {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}}, seed=2)
+    finally:
+        wf.AGENT_TRAINERS["shaped"] = original
+    model = models[0]
+    assert models[1] is model and model.num_timesteps == 120 + 60
+    assert model.reward_scale == 1.0  # shaped rewards are O(1): not the P&L reward's x100
+    assert model.icm is not None and isinstance(model.get_env().envs[0].env, ShapedRewardWrapper)
+    assert (result.folds["agent"] == "shaped").sum() == 2

@@ -192,4 +192,7 @@ def goal_achievement_against_control(
         "ci_level": level,
         "beats_control": bool(low > 0.0),
         "mean_miss_reduction": float(miss_gap.mean()),
+        # per episode, so runs can be pooled (seeds) with the same paired bootstrap
+        "episode_hits": hits.astype(int).tolist(),
+        "control_episode_hits": control_hits.astype(int).tolist(),
     }

@@ -352,6 +352,16 @@ def _train_options_her(spec, agent_params, seed, timesteps, model=None, device="
     return train_hierarchical(spec, agent_params, seed, timesteps, model, device, her=True)
 
 
+def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    """SAC+ICM on the reward_shaper phase's shaped reward (prior objective weights). ``agent_params``:
+    ``{"source": sac_icm agent section, "phase": reward_shaper section}``."""
+    from trading_rl.agents import resolve_device
+    from trading_rl.rewards.phase import train_shaped
+
+    return train_shaped(spec, dict(agent_params.get("source") or {}), dict(agent_params.get("phase") or {}), seed,
+                        timesteps, model, resolve_device(device))
+
+
 # name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
 # ``predict``, or with its own ``rollout(spec, split, seed)`` (the hierarchical agent, whose option
 # layer and env settings must wrap the env). Another phase's agent joins walk-forward by registering its trainer here and listing
@@ -363,6 +373,7 @@ AGENT_TRAINERS: dict[str, Trainer] = {
     "es": _train_es,
     "options": _train_options,
     "options_her": _train_options_her,
+    "shaped": _train_shaped,
 }
 
 # Agents that share another agent's parameter section ("sac" is SAC+ICM with the ICM switched off).
