@@ -186,7 +186,7 @@ def test_effective_curiosity_share_stays_near_the_configured_weight_as_the_icm_c
     model.pop_train_stats()
     losses, shares = [], []
     for step in range(1500):
-        model.curious_batch(_sample(model, seed=step))
+        model.learner_batch(_sample(model, seed=step))  # the learner's path: reward scale, then curiosity
         if step % 100 == 99:
             stats = model.pop_train_stats()
             losses.append(stats["icm/forward_loss"])
