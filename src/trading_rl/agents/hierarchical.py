@@ -357,7 +357,7 @@ class HierarchicalAgent:
             )
             learner = None
             if "controller.pt" in zipped.namelist():
-                state = th.load(io.BytesIO(zipped.read("controller.pt")), map_location=device, weights_only=False)
+                state = th.load(io.BytesIO(zipped.read("controller.pt")), map_location=device, weights_only=True)
                 learner = OptionLearner.from_state(state, device=device)
         return cls(low_level, learner, settings["option_params"], settings["her"], settings["env_overrides"])
 

@@ -68,6 +68,11 @@ class RunIdentity:
     def config_hash(self) -> str:
         return config_hash(dict(self.parameters))
 
+    @property
+    def key(self) -> str:
+        """Hash of symbol and parameters: the checkpoint's file name (the phase is spelled out)."""
+        return config_hash({"symbol": self.symbol, "config_hash": self.config_hash})
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase,
@@ -359,8 +364,16 @@ def set_aside(path: Path, reason: str) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     target = target_dir / f"{stamp}-{path.name}"
     os.replace(path, target)
-    logger.warning("resume checkpoint %s set aside as %s: %s; starting fresh", path, target, reason)
+    logger.warning("resume checkpoint %s is not used and was set aside as %s: %s", path, target, reason)
     return target
+
+
+def describe_difference(recorded: Mapping[str, Any], ours: RunIdentity) -> str:
+    """What differs between a checkpoint's recorded identity and this run's, for the WARNING."""
+    changes = [] if recorded.get("symbol") == ours.symbol else [f"symbol: {recorded.get('symbol')!r} -> {ours.symbol!r}"]
+    changes += _parameter_changes(recorded.get("parameters"), ours.to_dict()["parameters"])
+    shown = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "")
+    return shown or "its recorded identity differs"
 
 
 def _parameter_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -382,7 +395,7 @@ class ResumeSlot:
         self.work_dir = work_dir
         self.identity = identity
         self.mode = mode
-        self.path = work_dir / f"resume-{identity.phase}-{identity.config_hash}{CHECKPOINT_SUFFIX}"
+        self.path = work_dir / f"resume-{identity.phase}-{identity.key}{CHECKPOINT_SUFFIX}"
         self._lock = _FileLock(_lock_path(self.path))
         self._held: list[_FileLock] = []
 
@@ -421,13 +434,13 @@ class ResumeSlot:
         if self.path.exists():
             return self._restore(model, self.path)
         for path, identity in self._other_checkpoints():
-            changes = "; ".join(_parameter_changes(identity.get("parameters"), self.identity.to_dict()["parameters"])[:6])
-            if self.mode != "force":
+            changes = describe_difference(identity, self.identity)
+            if self.mode != "force" or identity.get("symbol") != self.identity.symbol:
                 logger.warning(
-                    "resume checkpoint %s was written with other parameters (%s); not resuming it, it stays "
-                    "for a run with those parameters (training.resume: force would continue it)",
+                    "resume checkpoint %s belongs to another run (%s); not resuming it, it stays for a run "
+                    "with those settings (training.resume: force continues one of the same symbol)",
                     path,
-                    changes or "config hash differs",
+                    changes,
                 )
                 continue
             lock = _FileLock(_lock_path(path))
@@ -436,8 +449,7 @@ class ResumeSlot:
             self._held.append(lock)
             checkpoint = self._restore(model, path)
             if checkpoint is not None:
-                logger.warning("training.resume is force: continuing %s, written with other parameters (%s)",
-                               path, changes or "config hash differs")
+                logger.warning("training.resume is force: continuing %s, written with other parameters (%s)", path, changes)
                 return checkpoint
         return None
 
@@ -461,10 +473,9 @@ class ResumeSlot:
             found = (identity.get("phase"), identity.get("symbol")) if isinstance(identity, dict) else identity
             raise CheckpointRejected(f"{checkpoint.path}: belongs to (phase, symbol) {found}, not ({ours.phase!r}, {ours.symbol!r})")
         if self.mode != "force" and identity.get("config_hash") != ours.config_hash:
-            changes = _parameter_changes(identity.get("parameters"), ours.to_dict()["parameters"])
             raise CheckpointRejected(
                 f"{checkpoint.path}: its recorded parameters do not match its name or this run "
-                f"({'; '.join(changes[:6]) or 'config hash differs'})"
+                f"({describe_difference(identity, ours)})"
             )
 
     def _other_checkpoints(self) -> list[tuple[Path, dict[str, Any]]]:

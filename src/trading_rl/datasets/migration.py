@@ -13,7 +13,7 @@ from typing import Any
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version, get_filepath_str
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.datasets.bytes_dataset import BytesVersionedDataset, check_manifest, sha256_line
 from trading_rl.datasets.sb3_model import SB3ModelDataset
 
 
@@ -50,18 +50,27 @@ class BytesFolderDataset(BytesVersionedDataset):
     """A versioned folder ``{file name: item}``; each item goes through ``to_bytes``/``from_bytes``.
 
     Every item is serialised before anything is written, the files land in a ``.partial`` folder,
-    and that folder is renamed into place: a failure leaves no version behind.
+    and that folder is renamed into place: a failure leaves no version behind. With
+    ``hash_manifest`` the folder also holds ``.sha256sums``, checked for every item on loading.
     """
+
+    FOLDER_MANIFEST = ".sha256sums"
 
     def load(self) -> dict[str, Any]:
         load_path = get_filepath_str(self._get_load_path(), self._protocol)
+        manifest = f"{load_path}/{self.FOLDER_MANIFEST}"
+        manifest_text = self._read_text(manifest) if self.hash_manifest else None
         items = {}
         for file in sorted(self._fs.ls(load_path, detail=False)):
             name = PurePosixPath(file).name
+            if name.startswith("."):
+                continue
             with self._fs.open(file, "rb") as handle:
                 raw = handle.read()
             if not raw:
                 raise DatasetError(f"{file} is empty: the file was truncated or never written")
+            if self.hash_manifest:
+                check_manifest(raw, name, manifest_text, file, manifest)
             items[name] = self.from_bytes(raw)
         return items
 
@@ -82,6 +91,9 @@ class BytesFolderDataset(BytesVersionedDataset):
         for name, raw in payload.items():
             with self._fs.open(f"{tmp_path}/{name}", "wb") as handle:
                 handle.write(raw)
+        if self.hash_manifest:
+            with self._fs.open(f"{tmp_path}/{self.FOLDER_MANIFEST}", "w") as handle:
+                handle.write("".join(sha256_line(raw, name) for name, raw in payload.items()))
         self._fs.mv(tmp_path, save_path, recursive=True)
         self._fs.invalidate_cache(get_filepath_str(self._filepath, self._protocol))
 
