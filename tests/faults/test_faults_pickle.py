@@ -14,13 +14,16 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import yaml
 from conftest import hostile_pickle, tree_digest
 from kedro.io import DataCatalog, DatasetError
 from sac_icm_toy import ToyTradingEnv, toy_params
-from stable_baselines3 import SAC
+from stable_baselines3 import PPO, SAC
 
 from trading_rl.agents import build_agent
 
@@ -163,6 +166,45 @@ def test_a_hierarchical_agent_file_changed_after_saving_is_not_loaded(tmp_path, 
     path.write_bytes(_hierarchical_zip(sac_model, hostile_pickle(marker)))
     with pytest.raises(DatasetError, match=re.escape(str(path)) + r".*no hash manifest"):
         DataCatalog.from_config({"agent": entry}).load("agent")
+    assert not marker.exists()
+
+
+class _DiscreteEnv(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
+    action_space = gym.spaces.Discrete(7)
+
+
+def _legacy_zip() -> bytes:
+    from trading_rl.migration import sb3_zip_bytes
+
+    return sb3_zip_bytes(PPO("MlpPolicy", _DiscreteEnv(), policy_kwargs={"net_arch": [8]}, seed=0, device="cpu"))
+
+
+def _discrete_catalog(tmp_path: Path) -> DataCatalog:
+    entry = _catalog_entry("catalog_checkpoint_migration.yml", "discrete_checkpoints", tmp_path / "data" / "discrete")
+    return DataCatalog.from_config({"discrete_checkpoints": entry})
+
+
+def test_a_legacy_zip_that_passes_inspection_is_stored_as_extracted_data(tmp_path):
+    from trading_rl.pipelines.checkpoint_migration.nodes import provide_discrete_checkpoints
+
+    spec = SimpleNamespace(layout=SimpleNamespace(dim=5), symbol="sp500")
+    checkpoints = provide_discrete_checkpoints({"sp500.zip": _legacy_zip()}, spec, {}, seed=0)
+    catalog = _discrete_catalog(tmp_path)
+    catalog.save("discrete_checkpoints", checkpoints)
+    stored = [p for p in (tmp_path / "data" / "discrete").rglob("*") if p.is_file()]
+    assert [p.name for p in stored] == ["sp500.zip.pt"]
+    assert "data" not in zipfile.ZipFile(stored[0]).namelist(), "not an SB3 zip that PPO.load would unpickle"
+    loaded = catalog.load("discrete_checkpoints")["sp500.zip"]
+    assert loaded.hidden_sizes == (8,) and loaded.sha256 == checkpoints["sp500.zip"].sha256
+
+
+def test_a_hostile_extracted_checkpoint_is_refused_without_running_it(tmp_path, marker):
+    folder = tmp_path / "data" / "discrete" / "2026-01-01T00.00.00.000Z" / "discrete"
+    folder.mkdir(parents=True)
+    (folder / "sp500.zip.pt").write_bytes(hostile_pickle(marker))
+    with pytest.raises(DatasetError, match=r"discrete.*more than plain data"):
+        _discrete_catalog(tmp_path).load("discrete_checkpoints")
     assert not marker.exists()
 
 

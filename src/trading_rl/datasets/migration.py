@@ -7,8 +7,11 @@ migrated models must be new versions that never overwrite an older run's files.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import torch
 
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version, get_filepath_str
@@ -126,3 +129,34 @@ class SB3ModelFolderDataset(BytesFolderDataset, SB3ModelDataset):
         # Kedro gives every dataset class its own ``__init__``, so the method resolution order
         # would pick the folder base's; the SB3 one (model class, device) is the one wanted.
         SB3ModelDataset.__init__(self, filepath, model_class, device, version, credentials, fs_args, metadata)
+
+
+class DiscreteCheckpointFolderDataset(BytesFolderDataset):
+    """A versioned folder of ``DiscreteCheckpoint``s stored as extracted data: ``<name>.pt`` holds
+    plain fields and tensors, read with ``torch.load(weights_only=True)``. A legacy zip that passed
+    inspection is thus never kept as a file ``PPO.load`` would unpickle beside the project's models."""
+
+    SUFFIX = ".pt"
+
+    def save(self, data: dict[str, Any]) -> None:
+        if not isinstance(data, dict):
+            raise DatasetError(f"{self._filepath} takes a dict {{name: DiscreteCheckpoint}}, got {type(data).__name__}")
+        super().save({f"{name}{self.SUFFIX}": checkpoint for name, checkpoint in data.items()})
+
+    def load(self) -> dict[str, Any]:
+        return {name.removesuffix(self.SUFFIX): checkpoint for name, checkpoint in super().load().items()}
+
+    def to_bytes(self, data: Any) -> bytes:
+        buffer = io.BytesIO()
+        torch.save(data.to_payload(), buffer)
+        return buffer.getvalue()
+
+    def from_bytes(self, raw: bytes) -> Any:
+        from trading_rl.migration.checkpoints import DiscreteCheckpoint
+
+        source = str(self._filepath)
+        try:
+            payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises several types for malformed or non-tensor payloads
+            raise DatasetError(f"{source}: an extracted checkpoint holds more than plain data ({exc})") from exc
+        return DiscreteCheckpoint.from_payload(payload, source)
