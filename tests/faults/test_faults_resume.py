@@ -119,11 +119,12 @@ def test_a_rate_that_diverged_is_not_restored_from_the_checkpoint(work_dir):
 def test_resume_force_continues_a_checkpoint_written_with_other_parameters(work_dir, caplog):
     checkpoint = _checkpoint(work_dir)
     with caplog.at_level(logging.WARNING):
-        outcome = _run(work_dir, _params(**{"sac.learning_rate": 1e-2, "training.resume": "force"}))
+        outcome = _run(work_dir, _params(**{"sac.learning_rate": 1e-2, "icm.lr": 5e-3, "training.resume": "force"}))
     assert outcome.resumed_from == CHECKPOINT_STEP and outcome.model.num_timesteps == TOTAL
     assert str(checkpoint) in _warnings(caplog) and "sac.learning_rate" in _warnings(caplog)
-    # Continued at the run's own rate, not the checkpoint's.
+    # Continued at the run's own rates, not the checkpoint's.
     assert outcome.model.actor.optimizer.param_groups[0]["lr"] == pytest.approx(1e-2)
+    assert outcome.model.icm.optimizer.param_groups[0]["lr"] == pytest.approx(5e-3)
 
 
 def test_resume_force_with_another_network_size_sets_the_checkpoint_aside(work_dir, caplog):

@@ -132,7 +132,13 @@ def apply_snapshot(model: BaseAlgorithm, saved: Mapping[str, Any], source: str) 
         for key, value in saved["tensors"].items():
             tensors[key].copy_(value.to(tensors[key].device))
     for name, state in saved["optimizers"].items():
-        _attribute(model, name).load_state_dict(state)
+        # The optimiser's moments come from the file; its settings (lr, weight decay …) stay this
+        # run's, so `resume: force` with a lowered learning rate trains at the lowered rate.
+        optimizer = _attribute(model, name)
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+        optimizer.load_state_dict(state)
+        for group, own in zip(optimizer.param_groups, settings):
+            group.update(own)
     for name, value in saved["counters"].items():
         setattr(model, name, int(value))
 
