@@ -221,42 +221,29 @@ def test_no_unguarded_unpickling_remains_in_src_or_conf():
     assert hits == []
 
 
-# A process that opens an MLflow run as a kedro run does (with this project's process tags) and is
-# then SIGKILLed: the run stays RUNNING until the next start ends it.
-_KILLED_RUN = """
-import sys, time, mlflow
-from trading_rl.monitoring.stale_runs import process_tags
-mlflow.set_tracking_uri(sys.argv[1])
-mlflow.set_experiment("trading_rl")
-with mlflow.start_run() as run:
-    mlflow.set_tags(process_tags())
-    print(run.info.run_id, flush=True)
-    time.sleep(60)
-"""
-
-
 @pytest.mark.slow
-def test_a_sigkilled_mlflow_run_is_marked_killed_on_the_next_start(tmp_path):
+def test_a_sigkilled_run_is_marked_killed_on_the_next_start(tmp_path):
+    """A run whose process was SIGKILLed stays RUNNING in MLflow until the next start ends it."""
     import mlflow
 
     from trading_rl.hooks import MlflowRunHygieneHooks
+    from trading_rl.monitoring.stale_runs import HOST_TAG, PID_TAG, process_tags
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, uri], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"})
-    try:
-        killed_run = child.stdout.readline().strip()
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.set_experiment("trading_rl").experiment_id
     client = mlflow.MlflowClient(uri)
+    training = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    killed_run = client.create_run(
+        experiment, tags={HOST_TAG: process_tags()[HOST_TAG], PID_TAG: str(training.pid)}
+    ).info.run_id
+    training.send_signal(signal.SIGKILL)
+    training.wait(timeout=30)
     assert client.get_run(killed_run).info.status == "RUNNING"
 
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment("trading_rl")
     with mlflow.start_run() as current:
         MlflowRunHygieneHooks().before_pipeline_run()
         live_tags = client.get_run(current.info.run_id).data.tags
     assert client.get_run(killed_run).info.status == "KILLED"
-    assert "was gone" in client.get_run(killed_run).data.tags["trading_rl.ended_by"]
-    assert live_tags["trading_rl.pid"] == str(os.getpid())
+    assert f"process {training.pid}" in client.get_run(killed_run).data.tags["trading_rl.ended_by"]
+    assert live_tags[PID_TAG] == str(os.getpid())

@@ -34,6 +34,7 @@ class Interrupted(RuntimeError):
 
 def _params(**changes) -> dict:
     params = toy_params(total_timesteps=TOTAL, eval_freq=60, resume_every=CHECKPOINT_STEP)
+    params["sac"]["learning_starts"] = 16  # the checkpoint at step 30 then holds optimiser moments
     for dotted, value in changes.items():
         section, key = dotted.split(".")
         params.setdefault(section, {})[key] = value
@@ -173,6 +174,23 @@ def _other_symbol_inside(path: Path) -> None:
     _rewrite_member(path, "identity.json", json.dumps({**identity, "symbol": "OTHER"}).encode())
 
 
+def _edit_state(path: Path, edit) -> None:
+    with zipfile.ZipFile(path) as archive:
+        state = json.loads(archive.read("state.json"))
+    edit(state)
+    _rewrite_member(path, "state.json", json.dumps(state).encode())
+
+
+def _optimiser_moment_of_other_shape(path: Path) -> None:
+    with zipfile.ZipFile(path) as archive:
+        tensors = th.load(io.BytesIO(archive.read("tensors.pt")), weights_only=True)
+    moments = tensors["model"]["optimizers"]["actor.optimizer"]["state"][0]
+    moments["exp_avg"] = th.zeros(3, 3)
+    buffer = io.BytesIO()
+    th.save(tensors, buffer)
+    _rewrite_member(path, "tensors.pt", buffer.getvalue())
+
+
 DAMAGE = {
     "truncated": (lambda p, m: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "unreadable"),
     "garbage": (lambda p, m: p.write_bytes(b"\x00garbage" * 100), "unreadable"),
@@ -182,6 +200,9 @@ DAMAGE = {
     "wrong_observation_size": (lambda p, m: _wrong_observation_size(p), "observation size"),
     "identity_of_another_symbol": (lambda p, m: _other_symbol_inside(p), "belongs to"),
     "state_not_json": (lambda p, m: _rewrite_member(p, "state.json", b"{not json"), "unreadable"),
+    "run_state_field_missing": (lambda p, m: _edit_state(p, lambda s: s["run"].pop("best_score")), "run state fields"),
+    "counter_not_an_integer": (lambda p, m: _edit_state(p, lambda s: s["counters"].update(num_timesteps="30")), "malformed"),
+    "optimiser_moment_of_other_shape": (lambda p, m: _optimiser_moment_of_other_shape(p), "optimiser 'actor.optimizer'"),
 }
 
 

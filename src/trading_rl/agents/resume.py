@@ -123,11 +123,14 @@ def apply_snapshot(model: BaseAlgorithm, saved: Mapping[str, Any], source: str) 
     """Check every tensor of ``saved`` against ``model`` first, then load them: a checkpoint that
     does not fit raises ``CheckpointRejected`` (naming ``source``) and leaves ``model`` untouched."""
     tensors, optimizers = torch_state(model)
-    _check_tensors(saved["tensors"], tensors, source)
-    _check_optimizers(saved["optimizers"], optimizers, model, source)
-    unknown = sorted(set(saved["counters"]) - set(_COUNTERS))
-    if unknown:
-        raise CheckpointRejected(f"{source}: unknown counters {unknown}")
+    try:
+        _check_tensors(saved["tensors"], tensors, source)
+        _check_optimizers(saved["optimizers"], optimizers, model, source)
+    except (KeyError, TypeError, AttributeError) as exc:  # nested containers of the wrong kind
+        raise CheckpointRejected(f"{source}: malformed optimiser or tensor state ({type(exc).__name__}: {exc})") from exc
+    expected_counters = {name for name in _COUNTERS if hasattr(model, name)}
+    if set(saved["counters"]) != expected_counters:
+        raise CheckpointRejected(f"{source}: step counters {sorted(saved['counters'])}, expected {sorted(expected_counters)}")
     with th.no_grad():
         for key, value in saved["tensors"].items():
             tensors[key].copy_(value.to(tensors[key].device))
@@ -140,7 +143,7 @@ def apply_snapshot(model: BaseAlgorithm, saved: Mapping[str, Any], source: str) 
         for group, own in zip(optimizer.param_groups, settings):
             group.update(own)
     for name, value in saved["counters"].items():
-        setattr(model, name, int(value))
+        setattr(model, name, value)
 
 
 def _attribute(model: BaseAlgorithm, dotted: str) -> Any:
@@ -181,7 +184,7 @@ def _check_optimizers(saved: Mapping[str, Any], expected: Mapping[str, Any], mod
         raise CheckpointRejected(f"{source}: optimisers {sorted(saved)}, this run has {sorted(expected)}")
     for name, state in saved.items():
         groups = _attribute(model, name).param_groups
-        saved_groups = state.get("param_groups", []) if isinstance(state, dict) else []
+        saved_groups = state["param_groups"]
         if len(saved_groups) != len(groups) or any(
             len(s["params"]) != len(g["params"]) for s, g in zip(saved_groups, groups)
         ):
@@ -270,6 +273,10 @@ class Checkpoint:
     buffer_position: dict[str, Any]
 
 
+def _tensor_part(saved: Mapping[str, Any]) -> dict[str, Any]:
+    return {"tensors": saved["tensors"], "optimizers": saved["optimizers"]}
+
+
 def write_checkpoint(
     path: Path,
     identity: RunIdentity,
@@ -280,15 +287,14 @@ def write_checkpoint(
     """Write atomically (temporary file, fsync, rename): a kill mid-write keeps the previous one."""
     current = snapshot(model)
     tensors = io.BytesIO()
-    th.save({"model": {"tensors": current["tensors"], "optimizers": current["optimizers"]}, "best": best and {
-        "tensors": best["tensors"], "optimizers": best["optimizers"]}}, tensors)
+    th.save({"model": _tensor_part(current), "best": None if best is None else _tensor_part(best)}, tensors)
     arrays, position = buffer_snapshot(model.replay_buffer)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     state = {
         "format": FORMAT_VERSION,
         "counters": current["counters"],
-        "best_counters": best["counters"] if best else None,
+        "best_counters": None if best is None else best["counters"],
         "run": dict(run_state),
         "replay_buffer": position,
     }
@@ -301,6 +307,20 @@ def write_checkpoint(
     with open(tmp, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def _integer(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _snapshot_from(tensors: Any, counters: Any) -> dict[str, Any]:
+    return {
+        "tensors": dict(tensors["tensors"]),
+        "optimizers": dict(tensors["optimizers"]),
+        "counters": {str(name): _integer(value) for name, value in counters.items()},
+    }
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
@@ -319,18 +339,25 @@ def read_checkpoint(path: Path) -> Checkpoint:
         raise
     except Exception as exc:  # zip, JSON, torch and numpy each raise their own types on bad bytes
         raise CheckpointRejected(f"{path}: unreadable ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
-        raise CheckpointRejected(f"{path}: format {state.get('format') if isinstance(state, dict) else state!r}, expected {FORMAT_VERSION}")
-    best = tensors.get("best")
-    return Checkpoint(
-        path=path,
-        identity=identity,
-        model={**tensors["model"], "counters": state["counters"]},
-        best=best and {**best, "counters": state["best_counters"]},
-        run_state=state["run"],
-        buffer_arrays=arrays,
-        buffer_position=state["replay_buffer"],
-    )
+    try:
+        if state["format"] != FORMAT_VERSION:
+            raise ValueError(f"format {state['format']!r}, expected {FORMAT_VERSION}")
+        position = state["replay_buffer"]
+        return Checkpoint(
+            path=path,
+            identity=dict(identity),
+            model=_snapshot_from(tensors["model"], state["counters"]),
+            best=None if tensors["best"] is None else _snapshot_from(tensors["best"], state["best_counters"]),
+            run_state=dict(state["run"]),
+            buffer_arrays=arrays,
+            buffer_position={
+                "pos": _integer(position["pos"]),
+                "full": bool(position["full"]),
+                "buffer_size": _integer(position["buffer_size"]),
+            },
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # well-formed files, wrong content
+        raise CheckpointRejected(f"{path}: malformed ({type(exc).__name__}: {exc})") from exc
 
 
 class _FileLock:
@@ -432,13 +459,14 @@ class ResumeSlot:
     def save(self, model: BaseAlgorithm, run_state: Mapping[str, Any], best: Mapping[str, Any] | None) -> None:
         write_checkpoint(self.path, self.identity, model, run_state, best)
 
-    def load(self, model: BaseAlgorithm) -> Checkpoint | None:
+    def load(self, model: BaseAlgorithm, run_state_fields: set[str]) -> Checkpoint | None:
         """Restore ``model`` (weights, optimisers, counters, replay buffer) from this run's own
         checkpoint — or, with ``resume: force``, from the newest one of the same phase and symbol.
-        Returns the checkpoint (for the run state) or ``None`` for a fresh start."""
+        Returns the checkpoint (its run state has exactly ``run_state_fields``) or ``None`` for a
+        fresh start."""
         self._set_aside_legacy()
         if self.path.exists():
-            return self._restore(model, self.path)
+            return self._restore(model, self.path, run_state_fields)
         for path, identity in self._other_checkpoints():
             changes = describe_difference(identity, self.identity)
             if self.mode != "force" or identity.get("symbol") != self.identity.symbol:
@@ -453,17 +481,19 @@ class ResumeSlot:
             if not lock.acquire():
                 continue
             self._held.append(lock)
-            checkpoint = self._restore(model, path)
+            checkpoint = self._restore(model, path, run_state_fields)
             if checkpoint is not None:
                 logger.warning("training.resume is force: continuing %s, written with other parameters (%s)", path, changes)
                 return checkpoint
         return None
 
-    def _restore(self, model: BaseAlgorithm, path: Path) -> Checkpoint | None:
+    def _restore(self, model: BaseAlgorithm, path: Path, run_state_fields: set[str]) -> Checkpoint | None:
         """Everything checked before anything is applied; a rejected file is set aside."""
         try:
             checkpoint = read_checkpoint(path)
             self._check_identity(checkpoint)
+            if set(checkpoint.run_state) != run_state_fields:
+                raise CheckpointRejected(f"{path}: run state fields {sorted(checkpoint.run_state)}, expected {sorted(run_state_fields)}")
             _check_buffer(model.replay_buffer, checkpoint.buffer_arrays, checkpoint.buffer_position, str(path))
             apply_snapshot(model, checkpoint.model, str(path))
         except CheckpointRejected as rejected:

@@ -16,7 +16,7 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -137,7 +137,7 @@ class _Trainer:
     def restore(self, model: BaseAlgorithm) -> int | None:
         """Load this run's resume checkpoint into ``model`` (weights, optimisers, counters, replay
         buffer) and the run state; the timestep resumed from, or ``None`` for a fresh start."""
-        checkpoint = self.slot.load(model)
+        checkpoint = self.slot.load(model, {f.name for f in fields(_RunState)})
         if checkpoint is None:
             return None
         # The env's internal state is not checkpointed: start a fresh episode instead of pairing the
