@@ -1,9 +1,8 @@
 """Fault suite, resume checkpoints: a checkpoint is continued only by the run it belongs to.
 
-Every case first leaves a checkpoint behind (a run interrupted at its first evaluation, step 60 of
-120, with the checkpoint of step 30), then starts a
-run that must not take it — other parameters, another symbol or seed, a damaged or hostile file,
-a run still holding it — and checks the message names the file, the run starts fresh and the
+Every case first leaves a checkpoint behind (a run interrupted at its second evaluation, step 60 of
+90, with the checkpoint of step 30), then starts a run that must not take it — other parameters,
+another symbol or seed, a damaged or hostile file, a run still holding it — and checks the message names the file, the run starts fresh and the
 files under the work dir are unchanged (or moved intact into ``set_aside/``).
 """
 
@@ -24,16 +23,16 @@ from sac_icm_toy import ToyTradingEnv, toy_params
 from trading_rl.agents import build_agent, train_agent
 from trading_rl.agents.resume import SET_ASIDE_DIR, _FileLock, _lock_path
 
-TOTAL = 120
+TOTAL = 90
 CHECKPOINT_STEP = 30
 
 
 class Interrupted(RuntimeError):
-    """Stands in for a killed process: training stops at the first evaluation."""
+    """Stands in for a killed process: training stops at the second evaluation."""
 
 
 def _params(**changes) -> dict:
-    params = toy_params(total_timesteps=TOTAL, eval_freq=60, resume_every=CHECKPOINT_STEP)
+    params = toy_params(total_timesteps=TOTAL, eval_freq=CHECKPOINT_STEP, resume_every=CHECKPOINT_STEP)
     params["sac"]["learning_starts"] = 16  # the checkpoint at step 30 then holds optimiser moments
     for dotted, value in changes.items():
         section, key = dotted.split(".")
@@ -45,7 +44,7 @@ def _run(work_dir: Path, params: dict, seed: int = 0, symbol: str = "TOY", phase
     model = build_agent(ToyTradingEnv(), params, seed=seed, device="cpu")
 
     def stop(_metrics, step):
-        if interrupt:
+        if interrupt and step > CHECKPOINT_STEP:
             raise Interrupted(step)
 
     return train_agent(model, ToyTradingEnv, params, work_dir, metrics_callback=stop, phase=phase, symbol=symbol)
@@ -181,14 +180,21 @@ def _edit_state(path: Path, edit) -> None:
     _rewrite_member(path, "state.json", json.dumps(state).encode())
 
 
-def _optimiser_moment_of_other_shape(path: Path) -> None:
+def _edit_tensors(path: Path, edit) -> None:
     with zipfile.ZipFile(path) as archive:
         tensors = th.load(io.BytesIO(archive.read("tensors.pt")), weights_only=True)
-    moments = tensors["model"]["optimizers"]["actor.optimizer"]["state"][0]
-    moments["exp_avg"] = th.zeros(3, 3)
+    edit(tensors)
     buffer = io.BytesIO()
     th.save(tensors, buffer)
     _rewrite_member(path, "tensors.pt", buffer.getvalue())
+
+
+def _optimiser_moment_of_other_shape(tensors: dict) -> None:
+    tensors["model"]["optimizers"]["actor.optimizer"]["state"][0]["exp_avg"] = th.zeros(3, 3)
+
+
+def _best_model_of_other_shape(tensors: dict) -> None:
+    tensors["best"]["tensors"]["policy/actor.mu.weight"] = th.zeros(1, 7)
 
 
 DAMAGE = {
@@ -202,7 +208,10 @@ DAMAGE = {
     "state_not_json": (lambda p, m: _rewrite_member(p, "state.json", b"{not json"), "unreadable"),
     "run_state_field_missing": (lambda p, m: _edit_state(p, lambda s: s["run"].pop("best_score")), "run state fields"),
     "counter_not_an_integer": (lambda p, m: _edit_state(p, lambda s: s["counters"].update(num_timesteps="30")), "malformed"),
-    "optimiser_moment_of_other_shape": (lambda p, m: _optimiser_moment_of_other_shape(p), "optimiser 'actor.optimizer'"),
+    "optimiser_moment_of_other_shape": (
+        lambda p, m: _edit_tensors(p, _optimiser_moment_of_other_shape), "optimiser 'actor.optimizer'"
+    ),
+    "best_model_of_other_shape": (lambda p, m: _edit_tensors(p, _best_model_of_other_shape), "(best model)"),
 }
 
 
@@ -269,3 +278,12 @@ def test_two_phases_on_one_symbol_keep_separate_checkpoints(work_dir):
     outcome = _run(work_dir, _params(), phase="other_phase")
     assert outcome.resumed_from is None
     assert checkpoint.read_bytes() == raw
+
+
+def test_the_checkpoint_of_a_killed_concurrent_run_is_continued_by_the_next_run_with_its_settings(work_dir):
+    checkpoint = _checkpoint(work_dir)
+    orphan = checkpoint.with_name(f"{checkpoint.stem}-run-4242-deadbeef.ckpt")
+    checkpoint.rename(orphan)
+    outcome = _run(work_dir, _params())
+    assert outcome.resumed_from == CHECKPOINT_STEP
+    assert not list(work_dir.glob("resume-*.ckpt")), "adopted as the run's own and removed on completion"

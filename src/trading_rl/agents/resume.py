@@ -119,18 +119,29 @@ def snapshot(model: BaseAlgorithm) -> dict[str, Any]:
     }
 
 
-def apply_snapshot(model: BaseAlgorithm, saved: Mapping[str, Any], source: str) -> None:
-    """Check every tensor of ``saved`` against ``model`` first, then load them: a checkpoint that
-    does not fit raises ``CheckpointRejected`` (naming ``source``) and leaves ``model`` untouched."""
+def check_snapshot(model: BaseAlgorithm, saved: Mapping[str, Any], source: str) -> None:
+    """``CheckpointRejected`` (naming ``source``) unless every tensor, optimiser state and counter of
+    ``saved`` fits ``model``."""
     tensors, optimizers = torch_state(model)
     try:
         _check_tensors(saved["tensors"], tensors, source)
         _check_optimizers(saved["optimizers"], optimizers, model, source)
     except (KeyError, TypeError, AttributeError) as exc:  # nested containers of the wrong kind
-        raise CheckpointRejected(f"{source}: malformed optimiser or tensor state ({type(exc).__name__}: {exc})") from exc
+        raise CheckpointRejected(
+            f"{source}: malformed optimiser or tensor state ({type(exc).__name__}: {exc})"
+        ) from exc
     expected_counters = {name for name in _COUNTERS if hasattr(model, name)}
     if set(saved["counters"]) != expected_counters:
-        raise CheckpointRejected(f"{source}: step counters {sorted(saved['counters'])}, expected {sorted(expected_counters)}")
+        raise CheckpointRejected(
+            f"{source}: step counters {sorted(saved['counters'])}, expected {sorted(expected_counters)}"
+        )
+
+
+def apply_snapshot(model: BaseAlgorithm, saved: Mapping[str, Any], source: str) -> None:
+    """Check ``saved`` against ``model`` first, then load it: a snapshot that does not fit raises
+    ``CheckpointRejected`` and leaves ``model`` untouched."""
+    check_snapshot(model, saved, source)
+    tensors, _ = torch_state(model)
     with th.no_grad():
         for key, value in saved["tensors"].items():
             tensors[key].copy_(value.to(tensors[key].device))
@@ -403,7 +414,9 @@ def set_aside(path: Path, reason: str) -> Path:
 
 def describe_difference(recorded: Mapping[str, Any], ours: RunIdentity) -> str:
     """What differs between a checkpoint's recorded identity and this run's, for the WARNING."""
-    changes = [] if recorded.get("symbol") == ours.symbol else [f"symbol: {recorded.get('symbol')!r} -> {ours.symbol!r}"]
+    changes = []
+    if recorded.get("symbol") != ours.symbol:
+        changes.append(f"symbol: {recorded.get('symbol')!r} -> {ours.symbol!r}")
     changes += _parameter_changes(recorded.get("parameters"), ours.to_dict()["parameters"])
     shown = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "")
     return shown or "its recorded identity differs"
@@ -468,8 +481,10 @@ class ResumeSlot:
         if self.path.exists():
             return self._restore(model, self.path, run_state_fields)
         for path, identity in self._other_checkpoints():
+            same_symbol = identity.get("symbol") == self.identity.symbol
+            same_run = same_symbol and identity.get("config_hash") == self.identity.config_hash
             changes = describe_difference(identity, self.identity)
-            if self.mode != "force" or identity.get("symbol") != self.identity.symbol:
+            if not same_run and (self.mode != "force" or not same_symbol):
                 logger.warning(
                     "resume checkpoint %s belongs to another run (%s); not resuming it, it stays for a run "
                     "with those settings (training.resume: force continues one of the same symbol)",
@@ -482,9 +497,17 @@ class ResumeSlot:
                 continue
             self._held.append(lock)
             checkpoint = self._restore(model, path, run_state_fields)
-            if checkpoint is not None:
-                logger.warning("training.resume is force: continuing %s, written with other parameters (%s)", path, changes)
-                return checkpoint
+            if checkpoint is None:
+                continue
+            if same_run:
+                # Left by a concurrent run with the same settings that was killed: this run's own.
+                os.replace(path, self.path)
+                logger.info("continuing %s, left by an earlier run with the same settings", path)
+            else:
+                logger.warning(
+                    "training.resume is force: continuing %s, written with other parameters (%s)", path, changes
+                )
+            return checkpoint
         return None
 
     def _restore(self, model: BaseAlgorithm, path: Path, run_state_fields: set[str]) -> Checkpoint | None:
@@ -493,8 +516,12 @@ class ResumeSlot:
             checkpoint = read_checkpoint(path)
             self._check_identity(checkpoint)
             if set(checkpoint.run_state) != run_state_fields:
-                raise CheckpointRejected(f"{path}: run state fields {sorted(checkpoint.run_state)}, expected {sorted(run_state_fields)}")
+                raise CheckpointRejected(
+                    f"{path}: run state fields {sorted(checkpoint.run_state)}, expected {sorted(run_state_fields)}"
+                )
             _check_buffer(model.replay_buffer, checkpoint.buffer_arrays, checkpoint.buffer_position, str(path))
+            if checkpoint.best is not None:
+                check_snapshot(model, checkpoint.best, f"{path} (best model)")
             apply_snapshot(model, checkpoint.model, str(path))
         except CheckpointRejected as rejected:
             set_aside(path, str(rejected).removeprefix(f"{path}: "))
@@ -505,9 +532,11 @@ class ResumeSlot:
     def _check_identity(self, checkpoint: Checkpoint) -> None:
         identity = checkpoint.identity
         ours = self.identity
-        if not isinstance(identity, dict) or (identity.get("phase"), identity.get("symbol")) != (ours.phase, ours.symbol):
-            found = (identity.get("phase"), identity.get("symbol")) if isinstance(identity, dict) else identity
-            raise CheckpointRejected(f"{checkpoint.path}: belongs to (phase, symbol) {found}, not ({ours.phase!r}, {ours.symbol!r})")
+        found = (identity.get("phase"), identity.get("symbol"))
+        if found != (ours.phase, ours.symbol):
+            raise CheckpointRejected(
+                f"{checkpoint.path}: belongs to (phase, symbol) {found}, not ({ours.phase!r}, {ours.symbol!r})"
+            )
         if self.mode != "force" and identity.get("config_hash") != ours.config_hash:
             raise CheckpointRejected(
                 f"{checkpoint.path}: its recorded parameters do not match its name or this run "
