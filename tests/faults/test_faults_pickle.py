@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
-from conftest import hostile_pickle, tree_digest
+from fault_helpers import hostile_pickle, tree_digest
 from kedro.io import DataCatalog, DatasetError
 from sac_icm_toy import ToyTradingEnv, toy_params
 from stable_baselines3 import PPO, SAC
@@ -116,21 +116,39 @@ def test_a_saved_model_zip_round_trips_with_its_manifest(tmp_path, sac_model):
     assert isinstance(catalog.load("model"), SAC)
 
 
-def test_a_trusted_legacy_model_loads_after_its_manifest_is_written(tmp_path, sac_model):
+def _folder_catalog(tmp_path: Path) -> DataCatalog:
+    entry = {"type": "trading_rl.datasets.migration.SB3ModelFolderDataset", "filepath": str(tmp_path / "data" / "models"),
+             "model_class": "stable_baselines3.SAC", "device": "cpu", "versioned": True}
+    return DataCatalog.from_config({"models": entry})
+
+
+def _saved_without_manifest(tmp_path: Path, sac_model, folder: bool) -> tuple[DataCatalog, str, Path]:
+    """A model saved before manifests existed: the catalog, its dataset name and the trust target."""
+    if folder:
+        catalog = _folder_catalog(tmp_path)
+        catalog.save("models", {"sp500.zip": sac_model})
+        (version,) = (tmp_path / "data" / "models").glob("*/models")
+        (version / ".sha256sums").unlink()
+        return catalog, "models", version
     catalog = _model_dataset(tmp_path)
     catalog.save("model", sac_model)
     path = _saved_file(tmp_path)
     path.with_name("model.zip.sha256").unlink()
-    with pytest.raises(DatasetError, match=r"no hash manifest.*python -m trading_rl\.datasets\.bytes_dataset"):
-        catalog.load("model")
-    subprocess.run([sys.executable, "-m", "trading_rl.datasets.bytes_dataset", str(path)], check=True, capture_output=True)
-    assert isinstance(catalog.load("model"), SAC)
+    return catalog, "model", path
+
+
+@pytest.mark.parametrize("folder", [False, True], ids=["model_file", "model_folder"])
+def test_a_trusted_older_model_loads_after_its_manifest_is_written(tmp_path, sac_model, folder):
+    catalog, name, target = _saved_without_manifest(tmp_path, sac_model, folder)
+    with pytest.raises(DatasetError, match=r"no hash manifest.*python -m trading_rl\.datasets\.bytes_dataset " + re.escape(str(target))):
+        catalog.load(name)
+    subprocess.run([sys.executable, "-m", "trading_rl.datasets.bytes_dataset", str(target)], check=True, capture_output=True)
+    loaded = catalog.load(name)
+    assert isinstance(loaded["sp500.zip"] if folder else loaded, SAC)
 
 
 def test_a_hostile_zip_in_a_model_folder_is_not_loaded(tmp_path, marker, sac_model):
-    entry = {"type": "trading_rl.datasets.migration.SB3ModelFolderDataset", "filepath": str(tmp_path / "data" / "models"),
-             "model_class": "stable_baselines3.SAC", "device": "cpu", "versioned": True}
-    catalog = DataCatalog.from_config({"models": entry})
+    catalog = _folder_catalog(tmp_path)
     catalog.save("models", {"sp500.zip": sac_model})
     (path,) = (tmp_path / "data" / "models").glob("*/models/sp500.zip")
     path.write_bytes(_hostile_sb3_zip(path.read_bytes(), marker))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch as th
-from conftest import hostile_pickle, tree_digest
+from fault_helpers import hostile_pickle, tree_digest
 from sac_icm_toy import ToyTradingEnv, toy_params
 
 from trading_rl.agents import build_agent, train_agent

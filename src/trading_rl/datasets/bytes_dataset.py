@@ -7,7 +7,8 @@ serialisation writes nothing, and the bytes land in a temporary file renamed int
 Formats whose loading unpickles code (SB3 zips) set ``hash_manifest``: saving writes
 ``<file>.sha256`` (``sha256sum`` format) next to the version, and loading refuses a file whose bytes
 do not match it — a model swapped or edited under ``data/`` is named, never loaded.
-``python -m trading_rl.datasets.bytes_dataset FILE`` writes the manifest of a file you trust.
+``python -m trading_rl.datasets.bytes_dataset PATH`` writes the manifest of a file (or version
+folder) you trust.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from copy import deepcopy
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import fsspec
@@ -29,6 +30,7 @@ from kedro.io.core import (
 
 
 MANIFEST_SUFFIX = ".sha256"
+FOLDER_MANIFEST = ".sha256sums"  # folder datasets: one manifest per version folder
 
 
 def sha256_line(raw: bytes, name: str) -> str:
@@ -36,14 +38,17 @@ def sha256_line(raw: bytes, name: str) -> str:
     return f"{hashlib.sha256(raw).hexdigest()}  {name}\n"
 
 
-def check_manifest(raw: bytes, name: str, manifest_text: str | None, path: str, manifest: str) -> None:
-    """Raise ``DatasetError`` naming ``path`` unless ``manifest_text`` lists ``name`` with ``raw``'s hash."""
+def check_manifest(
+    raw: bytes, name: str, manifest_text: str | None, path: str, manifest: str, trust_target: str | None = None
+) -> None:
+    """Raise ``DatasetError`` naming ``path`` unless ``manifest_text`` lists ``name`` with ``raw``'s hash.
+    ``trust_target`` is what the ``trust`` command takes to write the manifest (default ``path``)."""
     if manifest_text is None:
         raise DatasetError(
             f"{path} has no hash manifest ({manifest}): it was not saved by this project, or before "
             "manifests existed. Loading it would run code stored in the file, so it is not loaded; rerun "
             "the phase that writes it, or, if you trust the file, run "
-            f"`python -m trading_rl.datasets.bytes_dataset {path}`"
+            f"`python -m trading_rl.datasets.bytes_dataset {trust_target or path}`"
         )
     recorded = {
         line.split(None, 1)[1].strip().lstrip("*"): line.split(None, 1)[0]
@@ -144,16 +149,19 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
 
 
 def trust(paths: list[str]) -> None:
-    """Write the hash manifest of each file: for models saved before manifests, after checking them."""
-    for path in paths:
-        with open(path, "rb") as handle:
-            line = sha256_line(handle.read(), PurePosixPath(path).name)
-        with open(path + MANIFEST_SUFFIX, "w") as handle:
-            handle.write(line)
-        print(f"{path + MANIFEST_SUFFIX}: {line.strip()}")
+    """Write the hash manifest of each file (``FILE.sha256``) or version folder (``.sha256sums`` over
+    its files): for models saved before manifests existed, once you have checked where they came from."""
+    for path in map(Path, paths):
+        files = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(".")) if path.is_dir() else [path]
+        manifest = path / FOLDER_MANIFEST if path.is_dir() else Path(f"{path}{MANIFEST_SUFFIX}")
+        manifest.write_text("".join(sha256_line(file.read_bytes(), file.name) for file in files))
+        print(f"{manifest}:\n{manifest.read_text()}", end="")
 
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        raise SystemExit("usage: python -m trading_rl.datasets.bytes_dataset FILE [FILE ...]  (writes FILE.sha256)")
+        raise SystemExit(
+            "usage: python -m trading_rl.datasets.bytes_dataset PATH [PATH ...]  "
+            "(a file gets FILE.sha256, a version folder .sha256sums)"
+        )
     trust(sys.argv[1:])

@@ -16,7 +16,7 @@ import torch
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version, get_filepath_str
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset, check_manifest, sha256_line
+from trading_rl.datasets.bytes_dataset import FOLDER_MANIFEST, BytesVersionedDataset, check_manifest, sha256_line
 from trading_rl.datasets.sb3_model import SB3ModelDataset
 
 
@@ -57,11 +57,9 @@ class BytesFolderDataset(BytesVersionedDataset):
     ``hash_manifest`` the folder also holds ``.sha256sums``, checked for every item on loading.
     """
 
-    FOLDER_MANIFEST = ".sha256sums"
-
     def load(self) -> dict[str, Any]:
         load_path = get_filepath_str(self._get_load_path(), self._protocol)
-        manifest = f"{load_path}/{self.FOLDER_MANIFEST}"
+        manifest = f"{load_path}/{FOLDER_MANIFEST}"
         manifest_text = self._read_text(manifest) if self.hash_manifest else None
         items = {}
         for file in sorted(self._fs.ls(load_path, detail=False)):
@@ -73,7 +71,7 @@ class BytesFolderDataset(BytesVersionedDataset):
             if not raw:
                 raise DatasetError(f"{file} is empty: the file was truncated or never written")
             if self.hash_manifest:
-                check_manifest(raw, name, manifest_text, file, manifest)
+                check_manifest(raw, name, manifest_text, file, manifest, trust_target=load_path)
             items[name] = self.from_bytes(raw)
         return items
 
@@ -95,7 +93,7 @@ class BytesFolderDataset(BytesVersionedDataset):
             with self._fs.open(f"{tmp_path}/{name}", "wb") as handle:
                 handle.write(raw)
         if self.hash_manifest:
-            with self._fs.open(f"{tmp_path}/{self.FOLDER_MANIFEST}", "w") as handle:
+            with self._fs.open(f"{tmp_path}/{FOLDER_MANIFEST}", "w") as handle:
                 handle.write("".join(sha256_line(raw, name) for name, raw in payload.items()))
         self._fs.mv(tmp_path, save_path, recursive=True)
         self._fs.invalidate_cache(get_filepath_str(self._filepath, self._protocol))
