@@ -2,7 +2,7 @@
 the printed table, the JSON file and the trial-ledger rows.
 
 Inputs come from the latest catalog versions of ``env_spec`` and ``sac_icm_model`` and the resolved
-parameters of ``--env``. ``--dump-inputs DIR`` writes them to a folder (``env_spec.pkl``,
+parameters of ``--env``. ``--dump-inputs DIR`` writes them to a folder (``env_spec.zip``,
 ``sac_icm_model.zip``, ``parameters.json``) and ``--inputs DIR`` reads them back, so the same runs
 can execute on a machine without the Kedro stack (e.g. a many-core box).
 
@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
+
+from trading_rl.envs import EnvSpec
 
 LEDGER = "data/08_reporting/trial_ledger"  # the catalog's `trial_ledger` folder, from the project root
 # Per-row details kept in the JSON file but left out of the printed table.
@@ -77,7 +78,7 @@ def load_inputs(args: argparse.Namespace) -> tuple[object, dict, bytes | None]:
     """``(env_spec, all parameters, sac_icm_model zip bytes or None)``."""
     if args.inputs:
         folder = Path(args.inputs)
-        spec = pickle.loads((folder / "env_spec.pkl").read_bytes())
+        spec = EnvSpec.from_bytes((folder / "env_spec.zip").read_bytes(), source=str(folder / "env_spec.zip"))
         params = json.loads((folder / "parameters.json").read_text())
         model = folder / "sac_icm_model.zip"
         return spec, apply_overrides(params, args.param), model.read_bytes() if model.exists() else None
@@ -101,7 +102,7 @@ def load_inputs(args: argparse.Namespace) -> tuple[object, dict, bytes | None]:
     if args.dump_inputs:
         folder = Path(args.dump_inputs)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "env_spec.pkl").write_bytes(pickle.dumps(spec))
+        (folder / "env_spec.zip").write_bytes(spec.to_bytes())
         (folder / "parameters.json").write_text(json.dumps(params, default=str))
         if source is not None:
             (folder / "sac_icm_model.zip").write_bytes(source)

@@ -1,5 +1,6 @@
-"""Cross-cutting concerns: one seed drives everything, every run records where it came from, and a
-run whose validation gates failed ends by saying so.
+"""Cross-cutting concerns: one seed drives everything, every run records where it came from, a
+run whose validation gates failed ends by saying so, and an MLflow run whose process was killed
+does not stay ``RUNNING``.
 
 ``run_metadata`` (seed, config hash, git commit, save version) is injected into the catalog so that
 nodes storing a model can store it alongside, and it is set as MLflow tags on the active run.
@@ -96,3 +97,22 @@ class ValidationGateHooks:
         message = None if self._report is None else failure_message(self._report)
         if message is not None:
             logger.warning("%s (see validation_report)", message)
+
+
+class MlflowRunHygieneHooks:
+    """Tag the MLflow run with its host and process id, and end this experiment's runs whose process
+    died (SIGKILL leaves them ``RUNNING``) as ``KILLED``. A run that fails with an exception is ended
+    ``FAILED`` by kedro-mlflow's own ``on_pipeline_error``. Runs after kedro-mlflow started the run."""
+
+    @hook_impl(trylast=True)
+    def before_pipeline_run(self) -> None:
+        import mlflow
+
+        from trading_rl.monitoring.stale_runs import end_dead_runs, process_tags
+
+        active = mlflow.active_run()
+        if active is None:  # tracking switched off for this pipeline
+            return
+        mlflow.set_tags(process_tags())
+        for run_id in end_dead_runs(mlflow.MlflowClient(), active.info.experiment_id, active.info.run_id):
+            logger.warning("MLflow run %s was still RUNNING but its process is gone: marked KILLED", run_id)

@@ -1,8 +1,8 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks
+from trading_rl.hooks import MlflowRunHygieneHooks, ReproducibilityHooks, ValidationGateHooks
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks())
+HOOKS = (ReproducibilityHooks(), ValidationGateHooks(), MlflowRunHygieneHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",

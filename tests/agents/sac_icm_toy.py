@@ -98,7 +98,7 @@ def toy_agent(seed: int = 0, icm: bool = True, nan_reward_after: int | None = No
 
 def run_training(work_dir: str, total_timesteps: int, seed: int = 0):
     model, params = toy_agent(seed=seed, total_timesteps=total_timesteps)
-    return train_agent(model, ToyTradingEnv, params, work_dir)
+    return train_agent(model, ToyTradingEnv, params, work_dir, phase="toy", symbol="TOY")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,5 @@
-import io
 import math
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -13,18 +11,22 @@ import pytest
 import torch as th
 from sac_icm_toy import ToyTradingEnv, run_training, toy_agent
 
-from trading_rl.agents import RESUME_CHECKPOINT, SACWithICM, TrainingDivergedError, train_agent
+from trading_rl.agents import SACWithICM, TrainingDivergedError, train_agent
+from trading_rl.agents.resume import read_checkpoint
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 
 PROBE_OBS = np.random.default_rng(11).normal(size=(16, 4)).astype(np.float32)
 TOY_SCRIPT = Path(__file__).with_name("sac_icm_toy.py")
+TOY = {"phase": "toy", "symbol": "TOY"}
 
 
 def test_training_evaluates_keeps_the_best_model_and_cleans_up(tmp_path):
     model, params = toy_agent(seed=2, total_timesteps=300)
     calls = []
-    outcome = train_agent(model, ToyTradingEnv, params, tmp_path, metrics_callback=lambda m, s: calls.append((s, m)))
+    outcome = train_agent(
+        model, ToyTradingEnv, params, tmp_path, metrics_callback=lambda m, s: calls.append((s, m)), **TOY
+    )
 
     assert [entry["timestep"] for entry in outcome.history] == [100, 200, 300]
     assert [step for step, _ in calls] == [100, 200, 300]
@@ -34,7 +36,7 @@ def test_training_evaluates_keeps_the_best_model_and_cleans_up(tmp_path):
                 "collapse_stoch/dominance", "icm/forward_loss", "icm/effective_share", "train/critic_loss"):
         assert key in first and math.isfinite(first[key]), key
     assert outcome.model.num_timesteps == 300 and outcome.resumed_from is None
-    assert not (tmp_path / RESUME_CHECKPOINT).exists()
+    assert not list(tmp_path.glob("*.ckpt"))
 
     sharpes = [entry["eval/sharpe"] for entry in outcome.history]
     assert outcome.best_timestep == outcome.history[int(np.argmax(sharpes))]["timestep"]
@@ -56,18 +58,16 @@ def test_same_seed_gives_the_same_numbers(tmp_path):
 def test_divergence_keeps_the_last_good_resume_checkpoint(tmp_path):
     model, params = toy_agent(nan_reward_after=120, total_timesteps=300)
     with pytest.raises(TrainingDivergedError, match=r"non-finite .*critic_loss=nan.*resume checkpoint .* is kept"):
-        train_agent(model, ToyTradingEnv, params, tmp_path)
-    with open(tmp_path / RESUME_CHECKPOINT, "rb") as handle:
-        bundle = pickle.load(handle)
-    assert bundle["state"]["checkpoint_step"] in (50, 100)
-    restored = SACWithICM.load(io.BytesIO(bundle["model"]), device="cpu")
-    assert all(th.isfinite(p).all() for p in restored.policy.parameters())
-    assert restored.num_timesteps == bundle["state"]["checkpoint_step"]
+        train_agent(model, ToyTradingEnv, params, tmp_path, **TOY)
+    (path,) = tmp_path.glob("*.ckpt")
+    checkpoint = read_checkpoint(path)
+    assert checkpoint.run_state["checkpoint_step"] in (50, 100)
+    assert all(th.isfinite(t).all() for t in checkpoint.model["tensors"].values())
+    assert checkpoint.model["counters"]["num_timesteps"] == checkpoint.run_state["checkpoint_step"]
 
 
 @pytest.mark.slow
 def test_killed_run_resumes_from_its_checkpoint_and_finishes_the_budget(tmp_path):
-    checkpoint = tmp_path / RESUME_CHECKPOINT
     child = subprocess.Popen(
         [sys.executable, str(TOY_SCRIPT), str(tmp_path), "400"],
         stdout=subprocess.DEVNULL,
@@ -76,7 +76,7 @@ def test_killed_run_resumes_from_its_checkpoint_and_finishes_the_budget(tmp_path
     )
     try:
         deadline = time.monotonic() + 120
-        while not checkpoint.exists():
+        while not list(tmp_path.glob("*.ckpt")):
             assert child.poll() is None, child.stderr.read().decode()
             assert time.monotonic() < deadline, "no resume checkpoint appeared"
             time.sleep(0.02)
@@ -86,8 +86,8 @@ def test_killed_run_resumes_from_its_checkpoint_and_finishes_the_budget(tmp_path
         if child.poll() is None:
             child.kill()
     assert child.returncode == -signal.SIGKILL
-    with open(checkpoint, "rb") as handle:
-        saved_step = pickle.load(handle)["state"]["checkpoint_step"]
+    (checkpoint,) = tmp_path.glob("*.ckpt")
+    saved_step = read_checkpoint(checkpoint).run_state["checkpoint_step"]
     assert 0 < saved_step < 400
 
     outcome = run_training(str(tmp_path), 400)
@@ -100,8 +100,8 @@ def test_killed_run_resumes_from_its_checkpoint_and_finishes_the_budget(tmp_path
 def test_bad_training_parameters_fail_by_name(tmp_path):
     model, params = toy_agent(total_timesteps=100)
     with pytest.raises(ValueError, match=r"sac_icm\.training\.total_timestep'"):
-        train_agent(model, ToyTradingEnv, {**params, "training": {"total_timestep": 100}}, tmp_path)
+        train_agent(model, ToyTradingEnv, {**params, "training": {"total_timestep": 100}}, tmp_path, **TOY)
     with pytest.raises(ValueError, match=r"sac_icm\.training\.eval_freq' must be >= 1"):
-        train_agent(model, ToyTradingEnv, {**params, "training": {"eval_freq": 0}}, tmp_path)
+        train_agent(model, ToyTradingEnv, {**params, "training": {"eval_freq": 0}}, tmp_path, **TOY)
     with pytest.raises(ValueError, match=r"best_metric' is 'sharp'"):
-        train_agent(model, ToyTradingEnv, {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, tmp_path)
+        train_agent(model, ToyTradingEnv, {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, tmp_path, **TOY)

@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import pickle
 
 import numpy as np
 import pandas as pd
@@ -111,13 +110,17 @@ def rollout_equities(env):
     return equities
 
 
-def test_spec_pickles_round_trip_and_rebuilds_identical_envs(spec):
-    restored = pickle.loads(pickle.dumps(spec))
+def test_spec_round_trips_as_data_and_rebuilds_identical_envs(spec):
+    restored = EnvSpec.from_bytes(spec.to_bytes())
     assert isinstance(restored, EnvSpec)
     assert restored.splits == spec.splits and restored.config == spec.config
+    assert restored.feature_columns == spec.feature_columns and restored.periods_per_year == spec.periods_per_year
     for name in spec.prices:
         pd.testing.assert_frame_equal(restored.prices[name], spec.prices[name])
         pd.testing.assert_frame_equal(restored.features[name], spec.features[name])
+    pd.testing.assert_series_equal(restored.closes, spec.closes)
+    assert restored.digest() == spec.digest()
+    assert EnvSpec(**{**spec.__dict__, "symbol": "other"}).digest() != spec.digest()
     original = rollout_equities(spec.make_env("test"))
     assert rollout_equities(restored.make_env("test")) == original
     in_test = spec.prices["test"].loc[SPLITS["test"]["start"] :]

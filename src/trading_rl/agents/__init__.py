@@ -9,11 +9,10 @@ from trading_rl.agents.sac_icm import (
     build_agent,
     resolve_params,
 )
-from trading_rl.agents.training import RESUME_CHECKPOINT, TrainingOutcome, train_agent
+from trading_rl.agents.training import TrainingOutcome, train_agent
 
 __all__ = [
     "DEFAULT_PARAMS",
-    "RESUME_CHECKPOINT",
     "ICMConfig",
     "IntrinsicCuriosityModule",
     "EmaVariance",

@@ -389,7 +389,7 @@ class HierarchicalAgent:
             )
             learner = None
             if "controller.pt" in zipped.namelist():
-                state = th.load(io.BytesIO(zipped.read("controller.pt")), map_location=device, weights_only=False)
+                state = th.load(io.BytesIO(zipped.read("controller.pt")), map_location=device, weights_only=True)
                 learner = OptionLearner.from_state(state, device=device)
         return cls(
             low_level,

@@ -69,6 +69,9 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
         "eval_freq": 5000,
         "eval_episodes": 1,
         "resume_every": 10_000,
+        # auto: continue only a checkpoint of this exact run; force: also one written with other
+        # parameters (trading_rl.agents.resume).
+        "resume": "auto",
         "log_interval": 10,
         "best_metric": "sharpe",
     },

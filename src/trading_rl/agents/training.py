@@ -2,9 +2,10 @@
 
 Outputs are objects, not files: the final model and the best-on-evaluation model go back to the
 caller (the Kedro layer saves them as catalog datasets). The only file is one rolling resume
-checkpoint in ``work_dir`` — model, replay buffer and the run's history in a single pickle, replaced
-atomically — so a killed run restarts where it stopped; it is deleted once training completes. No
-tracking library is imported here: ``metrics_callback`` receives each evaluation's numbers.
+checkpoint in ``work_dir`` (``trading_rl.agents.resume``: tensors, replay buffer and the run's
+history, replaced atomically, tied to the run's identity and read without unpickling), so a killed
+run restarts where it stopped; it is deleted once training completes. No tracking library is
+imported here: ``metrics_callback`` receives each evaluation's numbers.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import io
 import logging
 import math
 import os
-import pickle
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,14 +25,13 @@ import pandas as pd
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from trading_rl.agents.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
 from trading_rl.agents.sac_icm import TrainingDivergedError, resolve_params
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
 
 logger = logging.getLogger(__name__)
-
-RESUME_CHECKPOINT = "resume_checkpoint.pkl"
 
 MetricsCallback = Callable[[dict, int], None]
 
@@ -60,24 +60,19 @@ class _RunState:
     collapse_history: list[dict] = field(default_factory=list)
     best_score: float = -math.inf
     best_timestep: int = -1
-    best_model: bytes = b""
     last_eval_step: int = 0
     checkpoint_step: int | None = None
 
 
-def _to_bytes(save: Callable[[io.BytesIO], None]) -> bytes:
+def _copy_of(model: BaseAlgorithm, weights: Mapping[str, Any]) -> BaseAlgorithm:
+    """A new ``model`` of the same class and settings carrying ``weights`` (a ``snapshot``); the SB3
+    zip it goes through is made by this process, never read from disk."""
     buffer = io.BytesIO()
-    save(buffer)
-    return buffer.getvalue()
-
-
-def _write_atomically(path: Path, payload: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    model.save(buffer)
+    buffer.seek(0)
+    copy = type(model).load(buffer, device=model.device)
+    apply_snapshot(copy, weights, "best model")
+    return copy
 
 
 def _score(value: Any) -> float:
@@ -118,7 +113,7 @@ class _Trainer:
         self,
         make_eval_env: Callable[[], Any],
         params: dict,
-        checkpoint_path: Path,
+        slot: ResumeSlot,
         periods_per_year: float,
         metrics_callback: MetricsCallback | None,
     ) -> None:
@@ -126,7 +121,8 @@ class _Trainer:
         self.collapse = params["collapse"]
         self.thresholds = {k: self.collapse[k] for k in ("dominance_max", "entropy_min", "trade_rate_min")}
         self.eval_env = make_eval_env()
-        self.checkpoint_path = checkpoint_path
+        self.slot = slot
+        self.best: dict[str, Any] | None = None
         self.periods_per_year = periods_per_year
         self.metrics_callback = metrics_callback
         self.state = _RunState()
@@ -138,32 +134,24 @@ class _Trainer:
         )
         self.monitor.history = self.state.collapse_history
 
-    def restore(self, model: BaseAlgorithm) -> tuple[BaseAlgorithm, int | None]:
-        """The model (with replay buffer) and run state from the resume checkpoint, if there is one."""
-        if not self.checkpoint_path.exists():
-            return model, None
-        with open(self.checkpoint_path, "rb") as handle:
-            bundle = pickle.load(handle)
-        restored = type(model).load(io.BytesIO(bundle["model"]), env=model.get_env(), device=model.device)
-        restored.load_replay_buffer(io.BytesIO(bundle["replay_buffer"]))
+    def restore(self, model: BaseAlgorithm) -> int | None:
+        """Load this run's resume checkpoint into ``model`` (weights, optimisers, counters, replay
+        buffer) and the run state; the timestep resumed from, or ``None`` for a fresh start."""
+        checkpoint = self.slot.load(model, {f.name for f in fields(_RunState)})
+        if checkpoint is None:
+            return None
         # The env's internal state is not checkpointed: start a fresh episode instead of pairing the
         # saved last observation with an env that was just created.
-        restored._last_obs = None
-        self.state = _RunState(**bundle["state"])
+        model._last_obs = None
+        self.state = _RunState(**checkpoint.run_state)
+        self.best = checkpoint.best
         self.monitor.history = self.state.collapse_history
-        logger.info("resuming training from %s at timestep %d", self.checkpoint_path, restored.num_timesteps)
-        return restored, restored.num_timesteps
+        logger.info("resuming training from %s at timestep %d", checkpoint.path, model.num_timesteps)
+        return model.num_timesteps
 
     def save_checkpoint(self, model: BaseAlgorithm) -> None:
         self.state.checkpoint_step = model.num_timesteps
-        _write_atomically(
-            self.checkpoint_path,
-            {
-                "model": _to_bytes(model.save),
-                "replay_buffer": _to_bytes(model.save_replay_buffer),
-                "state": asdict(self.state),
-            },
-        )
+        self.slot.save(model, asdict(self.state), self.best)
 
     def evaluate(self, model: BaseAlgorithm) -> None:
         hold = self.collapse["hold_threshold"]
@@ -194,10 +182,10 @@ class _Trainer:
                 f"choose one of {sorted(metrics)}"
             )
         score = _score(metrics[best_metric])
-        if not self.state.best_model or score > self.state.best_score:
+        if self.best is None or score > self.state.best_score:
             self.state.best_score = score
             self.state.best_timestep = model.num_timesteps
-            self.state.best_model = _to_bytes(model.save)
+            self.best = snapshot(model)
         if self.metrics_callback is not None:
             self.metrics_callback({k: v for k, v in entry.items() if k != "timestep"}, model.num_timesteps)
 
@@ -210,6 +198,26 @@ class _Trainer:
             self.save_checkpoint(model)
 
 
+def _identity_parameters(resolved: dict, model: BaseAlgorithm, run_parameters: Mapping[str, Any]) -> dict:
+    """What defines a training run besides phase and symbol: the caller's (seed, data, phase
+    settings), the agent's parameters except those that do not change what is learned, the model's
+    class and spaces, and a digest of the weights it starts from."""
+    agent = {section: dict(values) for section, values in resolved.items()}
+    for key in ("resume", "log_interval"):
+        agent["training"].pop(key)
+    return {
+        "run": dict(run_parameters),
+        "agent": agent,
+        "model": {
+            "class": f"{type(model).__module__}.{type(model).__qualname__}",
+            "observation_space": str(model.observation_space),
+            "action_space": str(model.action_space),
+            "n_envs": int(model.n_envs),
+            "initial_weights": weights_digest(model),
+        },
+    }
+
+
 def train_agent(
     model: BaseAlgorithm,
     make_eval_env: Callable[[], Any],
@@ -218,9 +226,15 @@ def train_agent(
     periods_per_year: float = 252,
     metrics_callback: MetricsCallback | None = None,
     progress_bar: bool = False,
+    *,
+    phase: str,
+    symbol: str,
+    run_parameters: Mapping[str, Any] | None = None,
 ) -> TrainingOutcome:
     """Train ``model`` to ``training.total_timesteps`` env steps in all, resuming from the checkpoint
-    in ``work_dir`` when a previous run left one.
+    in ``work_dir`` that a killed run with the same identity left (``trading_rl.agents.resume``:
+    ``phase``, ``symbol``, ``run_parameters`` such as seed and data digest, the agent parameters and
+    the starting weights; ``training.resume: force`` continues one written with other parameters).
 
     ``make_eval_env()`` builds the evaluation env (deterministic pass over the evaluation split);
     ``metrics_callback(metrics, step)`` gets each evaluation's flat metrics. The best model maximises
@@ -234,12 +248,27 @@ def train_agent(
     for key in ("total_timesteps", "eval_freq", "eval_episodes", "resume_every", "log_interval"):
         if int(training[key]) < 1:
             raise ValueError(f"parameter 'sac_icm.training.{key}' must be >= 1, got {training[key]}")
-    work_dir = Path(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint_path = work_dir / RESUME_CHECKPOINT
+    identity = RunIdentity(phase, str(symbol), _identity_parameters(resolved, model, run_parameters or {}))
+    slot = ResumeSlot(Path(work_dir), identity, training["resume"])
+    slot.open()
+    try:
+        return _train(model, make_eval_env, resolved, slot, periods_per_year, metrics_callback, progress_bar)
+    finally:
+        slot.close()
 
-    trainer = _Trainer(make_eval_env, resolved, checkpoint_path, periods_per_year, metrics_callback)
-    model, resumed_from = trainer.restore(model)
+
+def _train(
+    model: BaseAlgorithm,
+    make_eval_env: Callable[[], Any],
+    resolved: dict,
+    slot: ResumeSlot,
+    periods_per_year: float,
+    metrics_callback: MetricsCallback | None,
+    progress_bar: bool,
+) -> TrainingOutcome:
+    training = resolved["training"]
+    trainer = _Trainer(make_eval_env, resolved, slot, periods_per_year, metrics_callback)
+    resumed_from = trainer.restore(model)
     if progress_bar and not _progress_bar_available():
         logger.warning("progress bar requested but tqdm/rich are not installed; training without it")
         progress_bar = False
@@ -258,8 +287,8 @@ def train_agent(
             trainer.evaluate(model)
     except TrainingDivergedError as error:
         kept = (
-            f"resume checkpoint {checkpoint_path} (timestep {trainer.state.checkpoint_step}) is kept"
-            if checkpoint_path.exists()
+            f"resume checkpoint {slot.path} (timestep {trainer.state.checkpoint_step}) is kept"
+            if slot.path.exists()
             else "no resume checkpoint had been written yet"
         )
         raise TrainingDivergedError(f"{error}; {kept}") from error
@@ -271,8 +300,9 @@ def train_agent(
         for key, value in final_entry.items()
         if key.startswith("collapse_det/") and key != "collapse_det/collapsed"
     }
-    best_model = type(model).load(io.BytesIO(trainer.state.best_model), device=model.device)
-    checkpoint_path.unlink(missing_ok=True)
+    assert trainer.best is not None, "evaluate() always records a best model"
+    best_model = _copy_of(model, trainer.best)
+    slot.discard()
     return TrainingOutcome(
         model=model,
         best_model=best_model,

@@ -3,12 +3,20 @@
 Serialising straight into an fsspec file leaves an empty or truncated version behind when the
 serialiser fails — and Kedro would then load that broken file as "latest". Here a failed
 serialisation writes nothing, and the bytes land in a temporary file renamed into place.
+
+Formats whose loading unpickles code (SB3 zips) set ``hash_manifest``: saving writes
+``<file>.sha256`` (``sha256sum`` format) next to the version, and loading refuses a file whose bytes
+do not match it — a model swapped or edited under ``data/`` is named, never loaded.
+``python -m trading_rl.datasets.bytes_dataset PATH`` writes the manifest of a file (or version
+folder) you trust.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from copy import deepcopy
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import fsspec
@@ -21,8 +29,46 @@ from kedro.io.core import (
 )
 
 
+MANIFEST_SUFFIX = ".sha256"
+FOLDER_MANIFEST = ".sha256sums"  # folder datasets: one manifest per version folder
+
+
+def sha256_line(raw: bytes, name: str) -> str:
+    """One ``sha256sum`` line: ``sha256sum -c`` checks the manifest too."""
+    return f"{hashlib.sha256(raw).hexdigest()}  {name}\n"
+
+
+def check_manifest(
+    raw: bytes, name: str, manifest_text: str | None, path: str, manifest: str, trust_target: str | None = None
+) -> None:
+    """Raise ``DatasetError`` naming ``path`` unless ``manifest_text`` lists ``name`` with ``raw``'s hash.
+    ``trust_target`` is what the ``trust`` command takes to write the manifest (default ``path``)."""
+    if manifest_text is None:
+        raise DatasetError(
+            f"{path} has no hash manifest ({manifest}): it was not saved by this project, or before "
+            "manifests existed. Loading it would run code stored in the file, so it is not loaded; rerun "
+            "the phase that writes it, or, if you trust the file, run "
+            f"`python -m trading_rl.datasets.bytes_dataset {trust_target or path}`"
+        )
+    recorded = {
+        line.split(None, 1)[1].strip().lstrip("*"): line.split(None, 1)[0]
+        for line in manifest_text.splitlines()
+        if len(line.split(None, 1)) == 2
+    }
+    actual = hashlib.sha256(raw).hexdigest()
+    if recorded.get(name) != actual:
+        raise DatasetError(
+            f"{path} does not match its hash manifest {manifest} (recorded {recorded.get(name)}, file "
+            f"{actual}): it changed after it was saved and is not loaded; restore it or rerun the phase "
+            "that writes it"
+        )
+
+
 class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
     """Subclasses implement ``to_bytes(data)`` and ``from_bytes(raw)``."""
+
+    #: True where ``from_bytes`` unpickles: a sha256 manifest guards every saved version.
+    hash_manifest = False
 
     def __init__(
         self,
@@ -58,7 +104,23 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
             raw = handle.read()
         if not raw:
             raise DatasetError(f"{load_path} is empty: the file was truncated or never written")
+        if self.hash_manifest:
+            manifest = load_path + MANIFEST_SUFFIX
+            text = self._read_text(manifest)
+            check_manifest(raw, PurePosixPath(load_path).name, text, load_path, manifest)
         return self.from_bytes(raw)
+
+    def _read_text(self, path: str) -> str | None:
+        if not self._fs.exists(path):
+            return None
+        with self._fs.open(path, "r") as handle:
+            return handle.read()
+
+    def _write_atomically(self, path: str, raw: bytes) -> None:
+        tmp_path = f"{path}.partial"
+        with self._fs.open(tmp_path, "wb") as handle:
+            handle.write(raw)
+        self._fs.mv(tmp_path, path)
 
     def save(self, data: Any) -> None:
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
@@ -68,10 +130,11 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
             raise DatasetError(
                 f"{type(data).__name__} could not be serialised for {save_path}: {exc}"
             ) from exc
-        tmp_path = f"{save_path}.partial"
-        with self._fs.open(tmp_path, "wb") as handle:
-            handle.write(raw)
-        self._fs.mv(tmp_path, save_path)
+        if self.hash_manifest:
+            # The manifest first: a version whose model file exists always has its manifest.
+            manifest = sha256_line(raw, PurePosixPath(save_path).name).encode()
+            self._write_atomically(save_path + MANIFEST_SUFFIX, manifest)
+        self._write_atomically(save_path, raw)
         self._fs.invalidate_cache(get_filepath_str(self._filepath, self._protocol))
 
     def _exists(self) -> bool:
@@ -83,3 +146,22 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": self._filepath, "protocol": self._protocol, "version": self._version}
+
+
+def trust(paths: list[str]) -> None:
+    """Write the hash manifest of each file (``FILE.sha256``) or version folder (``.sha256sums`` over
+    its files): for models saved before manifests existed, once you have checked where they came from."""
+    for path in map(Path, paths):
+        files = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(".")) if path.is_dir() else [path]
+        manifest = path / FOLDER_MANIFEST if path.is_dir() else Path(f"{path}{MANIFEST_SUFFIX}")
+        manifest.write_text("".join(sha256_line(file.read_bytes(), file.name) for file in files))
+        print(f"{manifest}:\n{manifest.read_text()}", end="")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit(
+            "usage: python -m trading_rl.datasets.bytes_dataset PATH [PATH ...]  "
+            "(a file gets FILE.sha256, a version folder .sha256sums)"
+        )
+    trust(sys.argv[1:])

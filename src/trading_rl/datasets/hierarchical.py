@@ -1,4 +1,7 @@
-"""The hierarchical agent (option controller + option-conditioned SB3 SAC) as one versioned zip."""
+"""The hierarchical agent (option controller + option-conditioned SB3 SAC) as one versioned zip.
+
+The controller loads with ``torch.load(weights_only=True)``; the SAC inside is an SB3 zip (which
+unpickles), so the file carries a sha256 manifest like ``SB3ModelDataset``."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 
 class HierarchicalAgentDataset(BytesVersionedDataset):
     """Saves ``HierarchicalAgent.to_bytes()``; loads it back on ``device`` (``auto`` picks CUDA)."""
+
+    hash_manifest = True
 
     def __init__(
         self,

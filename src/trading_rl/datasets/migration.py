@@ -7,13 +7,16 @@ migrated models must be new versions that never overwrite an older run's files.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import torch
 
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version, get_filepath_str
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.datasets.bytes_dataset import FOLDER_MANIFEST, BytesVersionedDataset, check_manifest, sha256_line
 from trading_rl.datasets.sb3_model import SB3ModelDataset
 
 
@@ -50,18 +53,25 @@ class BytesFolderDataset(BytesVersionedDataset):
     """A versioned folder ``{file name: item}``; each item goes through ``to_bytes``/``from_bytes``.
 
     Every item is serialised before anything is written, the files land in a ``.partial`` folder,
-    and that folder is renamed into place: a failure leaves no version behind.
+    and that folder is renamed into place: a failure leaves no version behind. With
+    ``hash_manifest`` the folder also holds ``.sha256sums``, checked for every item on loading.
     """
 
     def load(self) -> dict[str, Any]:
         load_path = get_filepath_str(self._get_load_path(), self._protocol)
+        manifest = f"{load_path}/{FOLDER_MANIFEST}"
+        manifest_text = self._read_text(manifest) if self.hash_manifest else None
         items = {}
         for file in sorted(self._fs.ls(load_path, detail=False)):
             name = PurePosixPath(file).name
+            if name.startswith("."):
+                continue
             with self._fs.open(file, "rb") as handle:
                 raw = handle.read()
             if not raw:
                 raise DatasetError(f"{file} is empty: the file was truncated or never written")
+            if self.hash_manifest:
+                check_manifest(raw, name, manifest_text, file, manifest, trust_target=load_path)
             items[name] = self.from_bytes(raw)
         return items
 
@@ -82,6 +92,9 @@ class BytesFolderDataset(BytesVersionedDataset):
         for name, raw in payload.items():
             with self._fs.open(f"{tmp_path}/{name}", "wb") as handle:
                 handle.write(raw)
+        if self.hash_manifest:
+            with self._fs.open(f"{tmp_path}/{FOLDER_MANIFEST}", "w") as handle:
+                handle.write("".join(sha256_line(raw, name) for name, raw in payload.items()))
         self._fs.mv(tmp_path, save_path, recursive=True)
         self._fs.invalidate_cache(get_filepath_str(self._filepath, self._protocol))
 
@@ -114,3 +127,34 @@ class SB3ModelFolderDataset(BytesFolderDataset, SB3ModelDataset):
         # Kedro gives every dataset class its own ``__init__``, so the method resolution order
         # would pick the folder base's; the SB3 one (model class, device) is the one wanted.
         SB3ModelDataset.__init__(self, filepath, model_class, device, version, credentials, fs_args, metadata)
+
+
+class DiscreteCheckpointFolderDataset(BytesFolderDataset):
+    """A versioned folder of ``DiscreteCheckpoint``s stored as extracted data: ``<name>.pt`` holds
+    plain fields and tensors, read with ``torch.load(weights_only=True)``. A legacy zip that passed
+    inspection is thus never kept as a file ``PPO.load`` would unpickle beside the project's models."""
+
+    SUFFIX = ".pt"
+
+    def save(self, data: dict[str, Any]) -> None:
+        if not isinstance(data, dict):
+            raise DatasetError(f"{self._filepath} takes a dict {{name: DiscreteCheckpoint}}, got {type(data).__name__}")
+        super().save({f"{name}{self.SUFFIX}": checkpoint for name, checkpoint in data.items()})
+
+    def load(self) -> dict[str, Any]:
+        return {name.removesuffix(self.SUFFIX): checkpoint for name, checkpoint in super().load().items()}
+
+    def to_bytes(self, data: Any) -> bytes:
+        buffer = io.BytesIO()
+        torch.save(data.to_payload(), buffer)
+        return buffer.getvalue()
+
+    def from_bytes(self, raw: bytes) -> Any:
+        from trading_rl.migration.checkpoints import DiscreteCheckpoint
+
+        source = str(self._filepath)
+        try:
+            payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises several types for malformed or non-tensor payloads
+            raise DatasetError(f"{source}: an extracted checkpoint holds more than plain data ({exc})") from exc
+        return DiscreteCheckpoint.from_payload(payload, source)

@@ -1,7 +1,8 @@
 """Stable-Baselines3 model zip as a versioned catalog dataset.
 
 SB3's ``save``/``load`` reject fsspec file objects, so the zip is built in memory. Loading a zip
-unpickles code: only load models from sources you trust.
+unpickles code — the one pickle the project still loads — so every saved version gets a sha256
+manifest and a file that does not match it is refused before SB3 sees it (``hash_manifest``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def import_class(path: str) -> type:
 
 
 class SB3ModelDataset(BytesVersionedDataset):
+    hash_manifest = True
+
     def __init__(
         self,
         filepath: str,

@@ -1,11 +1,16 @@
-"""Everything needed to rebuild the trading envs of one symbol for any split, as one picklable object.
+"""Everything needed to rebuild the trading envs of one symbol for any split.
 
-The catalog stores an ``EnvSpec``; training, evaluation and export phases rebuild identical envs
-from it without re-running the feature pipeline.
+The catalog stores an ``EnvSpec`` as data — a zip of ``spec.json`` and one parquet file per frame
+(``EnvSpec.to_bytes``/``from_bytes``), never a pickle, so reading it runs no code; training,
+evaluation and export phases rebuild identical envs from it without re-running the feature pipeline.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +48,63 @@ class EnvSpec:
     # The scaler the features were scaled with (``features.scaling``), for rules that must measure a
     # scaled feature from a raw reference (the options' trend from a zero return).
     feature_scaler: dict[str, Any] | None = None
+
+    def to_bytes(self) -> bytes:
+        """A zip of ``spec.json`` (symbol, env config, splits …) and parquet frames: plain data."""
+        frames = {f"prices/{name}": frame for name, frame in self.prices.items()}
+        frames.update({f"features/{name}": frame for name, frame in self.features.items()})
+        if self.closes is not None:
+            frames["closes"] = self.closes.to_frame()
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zipped:
+            zipped.writestr("spec.json", json.dumps(self._fields(), sort_keys=True))
+            for name, frame in frames.items():
+                zipped.writestr(f"{name}.parquet", frame.to_parquet())
+        return archive.getvalue()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, source: str = "env spec") -> EnvSpec:
+        """The spec ``to_bytes`` wrote; ``ValueError`` naming ``source`` when the file is not one."""
+        try:
+            with zipfile.ZipFile(io.BytesIO(raw)) as zipped:
+                fields = json.loads(zipped.read("spec.json"))
+                frames = {
+                    name.removesuffix(".parquet"): pd.read_parquet(io.BytesIO(zipped.read(name)))
+                    for name in zipped.namelist()
+                    if name.endswith(".parquet")
+                }
+            closes = frames.pop("closes", None)
+            return cls(
+                **fields,
+                prices={name.removeprefix("prices/"): f for name, f in frames.items() if name.startswith("prices/")},
+                features={name.removeprefix("features/"): f for name, f in frames.items() if name.startswith("features/")},
+                closes=None if closes is None else closes.iloc[:, 0],
+            )
+        except (zipfile.BadZipFile, KeyError, TypeError, ValueError, OSError) as exc:
+            raise ValueError(
+                f"{source} is not an env spec archive ({type(exc).__name__}: {exc}); an env spec saved as a "
+                "pickle by an older version is not read — rerun `kedro run --pipelines env_construction`"
+            ) from exc
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol,
+            "config": self.config,
+            "periods_per_year": self.periods_per_year,
+            "feature_columns": self.feature_columns,
+            "splits": self.splits,
+        }
+
+    def digest(self) -> str:
+        """sha256 of the spec's settings and frames: two specs with equal digests build equal envs."""
+        digest = hashlib.sha256(json.dumps(self._fields(), sort_keys=True, default=str).encode())
+        frames = [*(self.prices[k] for k in sorted(self.prices)), *(self.features[k] for k in sorted(self.features))]
+        if self.closes is not None:
+            frames.append(self.closes.to_frame())
+        for frame in frames:
+            digest.update(",".join(map(str, frame.columns)).encode())
+            digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+        return digest.hexdigest()
 
     @property
     def layout(self) -> ObservationLayout:

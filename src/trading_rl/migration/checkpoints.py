@@ -77,6 +77,44 @@ class DiscreteCheckpoint:
     def activation_fn(self) -> type[nn.Module]:
         return getattr(nn, self.activation)
 
+    def to_payload(self) -> dict[str, Any]:
+        """Plain data (JSON-like fields and tensors) for ``torch.save``; read back with
+        ``torch.load(weights_only=True)`` and ``from_payload`` — a stored checkpoint is never a zip
+        that ``PPO.load`` would unpickle."""
+        return {
+            "metadata": {
+                "source_name": self.source_name,
+                "sha256": self.sha256,
+                "observation_dim": self.observation_dim,
+                "n_actions": self.n_actions,
+                "hidden_sizes": list(self.hidden_sizes),
+                "activation": self.activation,
+                "sb3_version": self.sb3_version,
+            },
+            "state_dict": {key: value.detach().cpu() for key, value in self.state_dict.items()},
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Any, source: str) -> "DiscreteCheckpoint":
+        """The checkpoint ``to_payload`` stored; ``CheckpointError`` naming ``source`` otherwise."""
+        fields = {f for f in cls.__dataclass_fields__ if f != "state_dict"}
+        metadata = payload.get("metadata") if isinstance(payload, dict) else None
+        state_dict = payload.get("state_dict") if isinstance(payload, dict) else None
+        if not isinstance(metadata, dict) or set(metadata) != fields or not isinstance(state_dict, dict):
+            raise CheckpointError(f"{source}: not an extracted discrete checkpoint (metadata {fields} and a state dict)")
+        if not all(isinstance(value, torch.Tensor) for value in state_dict.values()):
+            raise CheckpointError(f"{source}: the state dict holds something other than tensors")
+        if not hasattr(nn, str(metadata["activation"])):
+            raise CheckpointError(f"{source}: unknown activation {metadata['activation']!r}")
+        return cls(**{**metadata, "hidden_sizes": tuple(int(s) for s in metadata["hidden_sizes"])}, state_dict=state_dict)
+
+    def check_observation_dim(self, expected: int) -> None:
+        if self.observation_dim != expected:
+            raise CheckpointError(
+                f"checkpoint '{self.source_name}': observation dimension {self.observation_dim}, "
+                f"but the environment has {expected}"
+            )
+
 
 def sha256_hex(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
@@ -236,14 +274,12 @@ def inspect_discrete_checkpoint(
     if declared_arch is not None and declared_arch != hidden_sizes:
         fail(f"policy_kwargs declare hidden sizes {declared_arch} but the tensors have {hidden_sizes}")
 
-    if expected_observation_dim is not None and observation_dim != expected_observation_dim:
-        fail(f"observation dimension {observation_dim}, but the environment has {expected_observation_dim}")
     if expected_hidden_sizes is not None and hidden_sizes != [int(s) for s in expected_hidden_sizes]:
         fail(f"hidden sizes {hidden_sizes}, expected {list(expected_hidden_sizes)}")
     if expected_n_actions is not None and n_actions != expected_n_actions:
         fail(f"{n_actions} discrete actions, expected {expected_n_actions}")
 
-    return DiscreteCheckpoint(
+    checkpoint = DiscreteCheckpoint(
         source_name=source_name,
         sha256=sha256_hex(raw),
         observation_dim=observation_dim,
@@ -253,6 +289,9 @@ def inspect_discrete_checkpoint(
         state_dict=state_dict,
         sb3_version=version,
     )
+    if expected_observation_dim is not None:
+        checkpoint.check_observation_dim(expected_observation_dim)
+    return checkpoint
 
 
 def sb3_zip_bytes(model) -> bytes:

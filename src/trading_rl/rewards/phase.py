@@ -63,6 +63,7 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
         "eval_freq": 2500,
         "log_interval": 10,
         "shaped_reward_scale": 1.0,
+        "resume": "auto",  # as sac_icm.agent.training.resume
     },
     "gates": {**DEFAULT_WEIGHT_GATES, "fail_on_gate": False},
 }
@@ -229,11 +230,21 @@ def continue_agent(
                 "resume_every": int(training["eval_freq"]),
                 "log_interval": int(training["log_interval"]),
                 "best_metric": "sharpe",
+                "resume": training["resume"],
             }
         },
         work_dir,
         env_spec.periods_per_year,
         metrics_callback=metrics_callback,
+        phase="reward_shaper",
+        symbol=env_spec.symbol,
+        run_parameters={
+            "seed": seed,
+            "env_spec": env_spec.digest(),
+            "reward_shaper": {**resolved, "training": {k: v for k, v in training.items() if k != "resume"}},
+            "reward_scale": reward_scale,
+            "shaped": isinstance(train_env, ShapedRewardVecEnv),
+        },
     )
 
 

@@ -226,6 +226,14 @@ def train_symbol_agent(
         agent_params,
         work_dir=work_dir,
         periods_per_year=spec.periods_per_year,
+        phase="multi_symbol",
+        symbol=spec.symbol,
+        run_parameters={
+            "seed": seed,
+            "evaluation_split": sac_icm_params["evaluation_split"],
+            "env_spec": spec.digest(),
+            "shared_encoder": encoder is not None,
+        },
     )
     return {
         "model": model_bytes(outcome.model),

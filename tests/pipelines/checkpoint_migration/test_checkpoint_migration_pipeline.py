@@ -2,7 +2,6 @@
 parameters and a tiny env spec: fresh run, batch of legacy checkpoints, and bad input."""
 
 import hashlib
-import io
 from pathlib import Path
 
 import gymnasium as gym
@@ -14,7 +13,7 @@ from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 from stable_baselines3 import DQN, PPO
 
-from trading_rl.migration import sb3_zip_bytes
+from trading_rl.migration import discrete_policy_from_checkpoint, sb3_zip_bytes
 from trading_rl.pipelines.checkpoint_migration import create_pipeline
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -79,7 +78,9 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     assert _load(tmp_path, tiny_env_spec, "legacy_checkpoint_backups") == {}
     assert _load(tmp_path, tiny_env_spec, "fine_tuned_models") == {}
 
-    baseline = PPO.load(io.BytesIO(discrete["sp500.zip"]), device="cpu")  # made by this test run
+    stored = sorted(p.name for p in (tmp_path / "data" / "06_models" / "discrete_checkpoints").rglob("*") if p.is_file())
+    assert stored == ["sp500.zip.pt"]  # extracted tensors and metadata, not an SB3 zip
+    baseline = discrete_policy_from_checkpoint(discrete["sp500.zip"], _Env(tiny_env_spec.layout.dim))
     assert [m.out_features for m in baseline.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)] == [256, 128]
     assert baseline.policy.action_net.out_features == 7
     migrated = _load(tmp_path, tiny_env_spec, "migrated_models")["sp500.zip"]
@@ -89,7 +90,7 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
 
     report = _load(tmp_path, tiny_env_spec, "migration_report")["checkpoints"]["sp500.zip"]
     assert report["validation"]["passed"] and report["validation"]["hidden_weights_max_abs_diff"] == 0.0
-    assert report["metadata"]["source_sha256"] == hashlib.sha256(discrete["sp500.zip"]).hexdigest()
+    assert report["metadata"]["source_sha256"] == discrete["sp500.zip"].sha256
     assert report["metadata"]["hidden_sizes"] == [256, 128] and report["metadata"]["run"]["seed"] == 7
 
     comparison = _load(tmp_path, tiny_env_spec, "migration_comparison")

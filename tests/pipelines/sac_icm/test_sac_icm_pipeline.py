@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 
 from trading_rl.agents import SACWithICM
 from trading_rl.datasets import SB3ModelDataset
+from trading_rl.envs import EnvSpec
 
 
 def _latest(project: Path, relative: str) -> Path:
@@ -33,7 +33,7 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     metadata = model.trading_rl_metadata
     assert {"seed", "config_hash", "git_commit", "symbol"} <= set(metadata)
 
-    spec = pickle.loads(_latest(foundation_project, "data/05_model_input/env_spec.pkl").read_bytes())
+    spec = EnvSpec.from_bytes(_latest(foundation_project, "data/05_model_input/env_spec.zip").read_bytes())
     env = spec.make_env("validation")
     obs, _ = env.reset(seed=0)
     batch = np.stack([obs] * 4)

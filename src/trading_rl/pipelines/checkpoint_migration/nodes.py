@@ -2,7 +2,9 @@
 
 Node order makes the guarantees: every legacy checkpoint is checked (without unpickling) before the
 first output exists, the backup is the first output written, and migration reads the backup, so a
-bad file stops the run with nothing written and the user's folder is only ever read.
+bad file stops the run with nothing written and the user's folder is only ever read. What the later
+nodes share is the inspected checkpoint (tensors and metadata), not the zip: no loadable pickle is
+stored beside the project's models.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from trading_rl.migration import (
     train_discrete_baseline,
     validate_migrated_model,
 )
+from trading_rl.migration.checkpoints import DiscreteCheckpoint
 from trading_rl.migration.comparison import summarise
 
 logger = logging.getLogger(__name__)
@@ -54,10 +57,14 @@ def check_and_back_up_legacy_checkpoints(
 
 def provide_discrete_checkpoints(
     legacy_checkpoint_backups: dict[str, bytes], env_spec: EnvSpec, params: dict[str, Any], seed: int
-) -> dict[str, bytes]:
-    """The backed-up legacy checkpoints, or — when there are none — a PPO baseline trained here."""
+) -> dict[str, DiscreteCheckpoint]:
+    """The backed-up legacy checkpoints, or — when there are none — a PPO baseline trained here,
+    inspected (read without unpickling) into tensors and metadata."""
     if legacy_checkpoint_backups:
-        return dict(legacy_checkpoint_backups)
+        return {
+            name: _inspect(raw, name, env_spec, params, check_hidden_sizes=False)
+            for name, raw in legacy_checkpoint_backups.items()
+        }
     baseline = params["discrete_baseline"]
     logger.info("no legacy checkpoint: training the discrete PPO baseline on %s", env_spec.symbol)
     model = train_discrete_baseline(
@@ -68,11 +75,12 @@ def provide_discrete_checkpoints(
         device=resolve_device(params.get("device", "auto")),
         ppo_kwargs=baseline.get("ppo"),
     )
-    return {f"{env_spec.symbol}.zip": sb3_zip_bytes(model)}
+    name = f"{env_spec.symbol}.zip"
+    return {name: _inspect(sb3_zip_bytes(model), name, env_spec, params, check_hidden_sizes=False)}
 
 
 def migrate_checkpoints(
-    discrete_checkpoints: dict[str, bytes],
+    discrete_checkpoints: dict[str, DiscreteCheckpoint],
     env_spec: EnvSpec,
     params: dict[str, Any],
     seed: int,
@@ -82,8 +90,8 @@ def migrate_checkpoints(
     migration = params["migration"]
     device = resolve_device(params.get("device", "auto"))
     models, report = {}, {}
-    for name, raw in discrete_checkpoints.items():
-        checkpoint = _inspect(raw, name, env_spec, params, check_hidden_sizes=False)
+    for name, checkpoint in discrete_checkpoints.items():
+        checkpoint.check_observation_dim(env_spec.layout.dim)
         model = build_migrated_sac(
             checkpoint,
             env_spec.make_env("train", kind="continuous", seed=seed),
@@ -120,7 +128,7 @@ def fine_tune_models(
 
 
 def compare_discrete_and_continuous(
-    discrete_checkpoints: dict[str, bytes],
+    discrete_checkpoints: dict[str, DiscreteCheckpoint],
     migrated_models: dict[str, Any],
     fine_tuned_models: dict[str, Any],
     env_spec: EnvSpec,
@@ -139,8 +147,7 @@ def compare_discrete_and_continuous(
         return env_spec.make_env(split, kind=kind, evaluation=True)
 
     per_checkpoint = {}
-    for name, raw in discrete_checkpoints.items():
-        checkpoint = _inspect(raw, name, env_spec, params, check_hidden_sizes=False)
+    for name, checkpoint in discrete_checkpoints.items():
         continuous = {"migrated": migrated_models[name]}
         if name in fine_tuned_models:
             continuous["fine_tuned"] = fine_tuned_models[name]

@@ -30,6 +30,9 @@ def train_sac_icm(
         work_dir=f"{params['resume_dir']}/{env_spec.symbol}",
         periods_per_year=env_spec.periods_per_year,
         progress_bar=bool(params.get("progress_bar", False)),
+        phase="sac_icm",
+        symbol=env_spec.symbol,
+        run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
     )
     metadata = {**run_metadata, "symbol": env_spec.symbol, "best_timestep": outcome.best_timestep}
     for trained in (outcome.model, outcome.best_model):
