@@ -121,6 +121,9 @@ def test_spec_round_trips_as_data_and_rebuilds_identical_envs(spec):
     pd.testing.assert_series_equal(restored.closes, spec.closes)
     assert restored.digest() == spec.digest()
     assert EnvSpec(**{**spec.__dict__, "symbol": "other"}).digest() != spec.digest()
+    scaler = {"method": "robust", "clip": 5.0, "columns": ["ret_20"], "center": {"ret_20": 0.01}, "scale": {"ret_20": 0.04}}
+    with_scaler = dataclasses.replace(spec, feature_scaler=scaler)
+    assert EnvSpec.from_bytes(with_scaler.to_bytes()).feature_scaler == scaler  # the options' zero reference survives
     original = rollout_equities(spec.make_env("test"))
     assert rollout_equities(restored.make_env("test")) == original
     in_test = spec.prices["test"].loc[SPLITS["test"]["start"] :]

@@ -93,6 +93,7 @@ class EnvSpec:
             "periods_per_year": self.periods_per_year,
             "feature_columns": self.feature_columns,
             "splits": self.splits,
+            "feature_scaler": self.feature_scaler,
         }
 
     def digest(self) -> str:
