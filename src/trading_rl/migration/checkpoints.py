@@ -237,7 +237,11 @@ def inspect_discrete_checkpoint(
         fail(f"policy_kwargs declare hidden sizes {declared_arch} but the tensors have {hidden_sizes}")
 
     if expected_observation_dim is not None and observation_dim != expected_observation_dim:
-        fail(f"observation dimension {observation_dim}, but the environment has {expected_observation_dim}")
+        fail(
+            f"observation dimension {observation_dim}, but the environment has {expected_observation_dim} "
+            "(dataset 'env_spec'): load the env_spec it was trained with "
+            "(`--load-versions env_spec:<version>`) or rebuild env_spec with its features and window_size"
+        )
     if expected_hidden_sizes is not None and hidden_sizes != [int(s) for s in expected_hidden_sizes]:
         fail(f"hidden sizes {hidden_sizes}, expected {list(expected_hidden_sizes)}")
     if expected_n_actions is not None and n_actions != expected_n_actions:
