@@ -1,8 +1,9 @@
 """Kedro project settings."""
 
 from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks
+from trading_rl.run_manifest import RunManifestHooks
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks())
+HOOKS = (ReproducibilityHooks(), ValidationGateHooks(), RunManifestHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
