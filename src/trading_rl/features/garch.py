@@ -49,14 +49,23 @@ def degenerate_returns(log_returns: pd.Series) -> str | None:
         return f"the prices are constant (every log return is {values.iloc[0]:.3g})"
     deviation = (values - values.median()).abs()
     scale = 1.4826 * deviation.median() or float(values.std())
-    worst = deviation.idxmax()
-    robust_z = deviation[worst] / scale
-    if robust_z > SPIKE_ROBUST_Z:
+    extreme = deviation / scale > SPIKE_ROBUST_Z
+    if not extreme.any():
+        return None
+    position = int(np.argmax(extreme.to_numpy()))
+    jump = values.iloc[position]
+    factor = f"about {float(f'{np.exp(abs(jump)):.2g}'):g}x"  # 2 significant digits, no exponent
+    back = values.iloc[position + 1] if position + 1 < len(values) else 0.0
+    if extreme.iloc[position + 1 : position + 2].any() and np.sign(back) == -np.sign(jump):
         return (
-            f"the log return at {format_timestamp(worst)} is {values[worst]:+.3g}, {robust_z:.0f} robust standard deviations "
-            f"from the median (a price {np.exp(abs(values[worst])):.0f}x off its neighbour): a bad tick"
+            f"the bar at {format_timestamp(values.index[position])} is {factor} off its neighbours "
+            f"(log returns {jump:+.3g} into it and {back:+.3g} out of it, over {SPIKE_ROBUST_Z:.0f} robust "
+            "standard deviations): a bad tick"
         )
-    return None
+    return (
+        f"the log return at {format_timestamp(values.index[position])} is {jump:+.3g}, a {factor} jump over "
+        f"{SPIKE_ROBUST_Z:.0f} robust standard deviations from the median: a bad tick or an unadjusted split"
+    )
 
 
 def _params_problem(garch_params: dict) -> str | None:
