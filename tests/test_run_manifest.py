@@ -94,3 +94,14 @@ def test_a_catalog_without_the_manifest_dataset_is_refused(tmp_path):
     catalog = DataCatalog({"prices": JSONDataset(filepath=str(tmp_path / "p.json"))})
     with pytest.raises(IncompleteRunError, match="no versioned 'run_manifest' dataset"):
         RunManifestHooks().before_pipeline_run(_run_params(), PIPELINE, catalog)
+
+
+def test_a_dataset_that_picks_its_own_version_is_left_alone(tmp_path):
+    from trading_rl.datasets.validation import PreviousVersionJSONDataset
+
+    _write(tmp_path, "report", FAILED, {"gates": "failed"})
+    catalog = _catalog(tmp_path)
+    catalog["previous_report"] = PreviousVersionJSONDataset(str(tmp_path / "report.json"), version=Version(None, NOW))
+    pipeline = Pipeline([Node(lambda report: report, "previous_report", "env_spec", name="compare")])
+    RunManifestHooks().before_pipeline_run(_run_params(), pipeline, catalog)
+    assert catalog.load("previous_report") == {"gates": "failed"}

@@ -12,6 +12,9 @@ commit record on top of Kedro's versioning, without changing any dataset:
   ``--load-versions`` does not pin to the newest version a completed run wrote, warning when it skips
   newer versions; when no completed run wrote an input that has versions, the run stops before any
   node runs, with the ``--load-versions`` command that would accept those versions explicitly.
+
+A dataset class with ``picks_own_version = True`` (``PreviousVersionJSONDataset``) chooses its
+version itself and is left alone.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ class RunManifestHooks:
         without_complete: dict[str, str] = {}
         for name in sorted(pipeline.inputs()):
             dataset = _versioned(catalog, name)
-            if dataset is None:
+            if dataset is None or getattr(dataset, "picks_own_version", False):
                 continue
             if name in pinned_by_user or dataset._version.load:
                 self._loaded[name] = dataset._version.load

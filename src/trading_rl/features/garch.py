@@ -26,7 +26,8 @@ from trading_rl.data.schemas import format_timestamp
 PERCENT = 100.0
 MIN_FIT_OBSERVATIONS = 100
 # A return this many robust standard deviations (1.4826 x MAD) from the median is a bad tick, not a
-# market move: the 1987 crash is about 30 on the S&P 500, one bar 10x off is several hundred.
+# market move: the largest daily moves of the packaged S&P 500 and NASDAQ score about 14; one bar 10x
+# off scores several hundred.
 SPIKE_ROBUST_Z = 50.0
 GARCH_FIX = (
     "Fix: exclude the symbol (feature_extraction.symbols), repair the bar in its price file, or switch "
