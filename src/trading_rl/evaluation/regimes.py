@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.envs.compatibility import ModelCompatibilityError
-
 from trading_rl.evaluation.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import json_ready, return_metrics
 

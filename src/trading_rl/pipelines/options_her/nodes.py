@@ -6,7 +6,6 @@ from typing import Any
 
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.her import relabelled_fraction
-from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
     evaluate_from_spec,
@@ -14,6 +13,7 @@ from trading_rl.agents.hierarchical import (
     resolve_phase_params,
     train_from_spec,
 )
+from trading_rl.envs.compatibility import check_model_fits_spec
 
 
 def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
