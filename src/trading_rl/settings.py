@@ -1,8 +1,9 @@
 """Kedro project settings."""
 
 from trading_rl.hooks import MlflowRunHygieneHooks, ReproducibilityHooks, ValidationGateHooks
+from trading_rl.run_manifest import RunManifestHooks
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks(), MlflowRunHygieneHooks())
+HOOKS = (ReproducibilityHooks(), ValidationGateHooks(), MlflowRunHygieneHooks(), RunManifestHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",

@@ -1,11 +1,14 @@
 """GARCH(1,1): the numpy recursion against arch's, and where compute_features gets parameters."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from arch import arch_model
 from arch.univariate import GARCH
 
+from trading_rl.data import load_prices
 from trading_rl.features import compute_features, fit_garch, garch_volatility
+from trading_rl.features.garch import GarchFitError, degenerate_returns
 
 FIT_BARS = 1000
 
@@ -104,3 +107,42 @@ def test_bad_garch_inputs_are_refused(fit_window_returns):
     gappy.iloc[300] = np.nan
     with pytest.raises(ValueError, match="finite"):
         fit_garch(gappy)
+
+
+def _log_returns(close: pd.Series) -> pd.Series:
+    return np.log(close).diff()
+
+
+@pytest.fixture(scope="module")
+def real_close():
+    return load_prices("sp500")["close"].iloc[:600]
+
+
+def test_real_returns_are_not_degenerate():
+    assert degenerate_returns(_log_returns(load_prices("sp500")["close"])) is None  # 1987 included
+    assert degenerate_returns(_log_returns(load_prices("nasdaq")["close"])) is None
+
+
+def test_a_bad_tick_is_named_by_its_bar(real_close):
+    close = real_close.copy()
+    close.iloc[200] *= 1000.0
+    problem = degenerate_returns(_log_returns(close))
+    assert f"the bar at {close.index[200].date()} is about 1000x off its neighbours" in problem
+
+
+def test_a_level_jump_is_named_by_its_return(real_close):
+    close = real_close.copy()
+    close.iloc[300:] /= 100.0  # an unadjusted 100:1 split
+    problem = degenerate_returns(_log_returns(close))
+    assert f"the log return at {close.index[300].date()} is -4.61" in problem
+    assert "unadjusted split" in problem
+
+
+def test_degenerate_fits_name_the_symbol_window_and_fix(real_close):
+    flat = pd.Series(100.0, index=real_close.index)
+    with pytest.raises(GarchFitError) as raised:
+        fit_garch(_log_returns(flat), "FLAT")
+    message = str(raised.value)
+    assert f"symbol 'FLAT', 599 returns {real_close.index[1].date()} .. {real_close.index[-1].date()}" in message
+    assert "the prices are constant" in message
+    assert "garch: null" in message and "exclude the symbol" in message

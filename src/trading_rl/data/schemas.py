@@ -214,10 +214,10 @@ def _failing_positions(cases: object) -> list[int]:
 def _describe_row(frame: pd.DataFrame, position: int, columns: list[str]) -> str:
     timestamp = frame.index[position]
     values = ", ".join(f"{c}={_format_value(frame[c].iloc[position])}" for c in columns)
-    return f"{_format_timestamp(timestamp)} (row {position}{': ' + values if values else ''})"
+    return f"{format_timestamp(timestamp)} (row {position}{': ' + values if values else ''})"
 
 
-def _format_timestamp(timestamp: pd.Timestamp) -> str:
+def format_timestamp(timestamp: pd.Timestamp) -> str:
     if pd.isna(timestamp):
         return "NaT"
     if timestamp.tzinfo is None and timestamp == timestamp.normalize():

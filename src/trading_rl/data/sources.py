@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+from pandas.tseries.api import guess_datetime_format
 
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
 ADJUSTED_CLOSE = "adj_close"
@@ -35,6 +36,8 @@ _TIMESTAMP_NAMES = ("timestamp", "datetime", "date", "time")  # preference order
 _FILE_READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet}
 # Epoch magnitudes (in seconds since 1970 these are the years ~2001 onwards) -> unit.
 _EPOCH_UNITS = ((1e17, "ns"), (1e14, "us"), (1e11, "ms"), (1e9, "s"))
+# A time of day followed by a UTC offset or "Z": "2020-01-02 09:30:00+01:00", "...T14:30Z".
+_UTC_OFFSET = r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})$"
 
 
 class PriceDataError(ValueError):
@@ -175,12 +178,52 @@ def _parse_timestamps(values: pd.Series, source_name: str, column: str) -> pd.Da
         if not pd.api.types.is_datetime64_any_dtype(parsed):
             parsed = pd.to_datetime(values, utc=True)
     except (ValueError, TypeError, OverflowError) as exc:
-        unparsed = values[pd.to_datetime(values, errors="coerce", format="mixed").isna() & values.notna()]
-        examples = ", ".join(f"row {row}: {value!r}" for row, value in unparsed.head(5).items())
-        raise PriceDataError(
-            f"{source_name}: column {column!r} has values that are not timestamps ({examples})"
-        ) from exc
+        raise PriceDataError(f"{source_name}: column {column!r} {_why_unparsed(values)}") from exc
     return pd.DatetimeIndex(parsed, name=TIMESTAMP)
+
+
+def _examples(rows: pd.Series) -> str:
+    return ", ".join(f"row {row}: {value!r}" for row, value in rows.head(3).items())
+
+
+def _follows(text: pd.Series, fmt: str | None) -> pd.Series:
+    if fmt is None:
+        return pd.Series(False, index=text.index)
+    return pd.to_datetime(text, format=fmt, errors="coerce").notna()
+
+
+def _why_unparsed(values: pd.Series) -> str:
+    """Example rows and the likely cause when pandas cannot read a column as one timestamp format.
+
+    Each value may be a valid timestamp on its own: the usual culprits are a file mixing timestamps
+    with and without a UTC offset, and day-first dates that only fail on the 13th of a month.
+    """
+    text = values.dropna().astype(str).str.strip()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas warns about the very mixtures diagnosed here
+        with_offset = text.str.contains(_UTC_OFFSET)
+        if with_offset.any() and not with_offset.all():
+            return (
+                f"mixes time zones: {int(with_offset.sum())} value(s) carry a UTC offset "
+                f"({_examples(text[with_offset])}) and {int((~with_offset).sum())} do not "
+                f"({_examples(text[~with_offset])}); write every timestamp with its offset, or all in UTC"
+            )
+        unreadable = text[pd.to_datetime(text, errors="coerce", format="mixed").isna()]
+        if len(unreadable):
+            return f"has values that are not timestamps ({_examples(unreadable)})"
+        first = text.iloc[0]
+        month_first, day_first = guess_datetime_format(first), guess_datetime_format(first, dayfirst=True)
+        if day_first not in (None, month_first) and _follows(text, day_first).all():
+            off = text[~_follows(text, month_first)]
+            return (
+                f"holds day-first dates ({day_first}): read month-first from its first row {first!r}, "
+                f"they fail at {_examples(off)}; write the dates as ISO yyyy-mm-dd"
+            )
+        off = text[~_follows(text, month_first)]
+    return (
+        f"mixes timestamp formats: row {text.index[0]} {first!r} reads as {month_first}, but not "
+        f"{_examples(off)}; write every timestamp in one format (ISO yyyy-mm-dd[ HH:MM:SS])"
+    )
 
 
 def _parse_numeric_timestamps(values: pd.Series, source_name: str, column: str) -> pd.DatetimeIndex:

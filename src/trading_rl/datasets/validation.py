@@ -20,6 +20,10 @@ from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 
 
 class PreviousVersionJSONDataset(BytesVersionedDataset):
+    # Read by RunManifestHooks: the previous report is wanted even from a run that its gates stopped
+    # (enforce_validation_gates fails the run after the report is saved, on purpose).
+    picks_own_version = True
+
     def previous_version(self) -> str | None:
         """The pinned load version, else the newest existing version before this run's."""
         if self._version and self._version.load:

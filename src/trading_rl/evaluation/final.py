@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe, earlier_evaluations, trial_row, trials_for
 from trading_rl.evaluation.metrics import json_ready
 from trading_rl.evaluation.report import evaluate_policy
@@ -105,11 +106,8 @@ def evaluate_on_test(
             f"dataset 'env_spec' is for symbol {env_spec.symbol!r} but parameter "
             f"'env_construction.symbol' is {symbol!r}: rerun env_construction"
         )
+    check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="final_evaluation")
     model_metadata = dict(getattr(model, "trading_rl_metadata", {}) or {})
-    if model_metadata.get("symbol", symbol) != symbol:
-        raise ValueError(
-            f"dataset '{model_dataset}' was trained on symbol {model_metadata['symbol']!r}, not on {symbol!r}"
-        )
     evaluation, collapse = evaluate_policy(
         configuration["agent"],
         policy_from_sb3(model, deterministic=True),

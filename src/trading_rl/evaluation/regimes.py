@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trading_rl.envs.compatibility import ModelCompatibilityError
 from trading_rl.evaluation.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import json_ready, return_metrics
 
@@ -161,3 +162,33 @@ def walk_forward_regime_metrics(
     table = pd.DataFrame([row for frame in frames for row in frame.to_dict("records")])
     leading = ["symbol", "model", "kind", "seed", "regime"]
     return table[leading + [column for column in table.columns if column not in leading]]
+
+
+def check_returns_match_prices(returns: pd.DataFrame, prices: Mapping[str, pd.DataFrame]) -> None:
+    """Refuse walk-forward returns computed on other prices than the ones regimes are labelled on.
+
+    ``regime_validation`` run on its own pairs the latest ``walk_forward_returns`` with the latest
+    ``prices``; when these come from different data (another symbol set, other dates) every
+    per-regime number would be misaligned, so it stops before any label is written.
+    """
+    fix = (
+        "Nothing was written. Fix: load versions that belong together, e.g. `kedro run --pipelines "
+        "regime_validation --load-versions walk_forward_returns:<version>,prices:<version>`, or rerun "
+        "`kedro run --pipelines validation` on the current prices."
+    )
+    unknown = sorted(set(returns["symbol"].astype(str)) - set(prices))
+    if unknown:
+        raise ModelCompatibilityError(
+            f"dataset 'walk_forward_returns' holds symbol(s) {unknown} that dataset 'prices' does not "
+            f"have (prices hold {sorted(prices)}). {fix}"
+        )
+    for symbol, steps in returns.groupby("symbol", sort=False):
+        bars = prices[str(symbol)].index
+        tested = pd.DatetimeIndex(pd.to_datetime(steps["timestamp"]).unique())
+        missing = tested.difference(bars)
+        if len(missing):
+            raise ModelCompatibilityError(
+                f"dataset 'walk_forward_returns' tested {len(missing)} bar(s) of {symbol!r} that dataset "
+                f"'prices' does not have (first {missing[0]}; returns cover {tested.min()} .. {tested.max()}, "
+                f"prices cover {bars.min()} .. {bars.max()}). {fix}"
+            )

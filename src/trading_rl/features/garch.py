@@ -21,10 +21,59 @@ import pandas as pd
 from arch import arch_model
 from scipy.signal import lfilter
 
+from trading_rl.data.schemas import format_timestamp
+
 PERCENT = 100.0
 MIN_FIT_OBSERVATIONS = 100
+# A return this many robust standard deviations (1.4826 x MAD) from the median is a bad tick, not a
+# market move: the largest daily moves of the packaged S&P 500 and NASDAQ score about 14; one bar 10x
+# off scores several hundred.
+SPIKE_ROBUST_Z = 50.0
+GARCH_FIX = (
+    "Fix: exclude the symbol (feature_extraction.symbols), repair the bar in its price file, or switch "
+    "the GARCH feature off (feature_extraction.features.garch: null)."
+)
 GARCH_PARAM_NAMES = ("mu", "omega", "alpha", "beta")
 _ARCH_PARAM_NAMES = {"mu": "mu", "omega": "omega", "alpha": "alpha[1]", "beta": "beta[1]"}
+
+
+class GarchFitError(ValueError):
+    """GARCH(1,1) cannot be fitted on these returns; the message names the series, its dates and a fix."""
+
+
+def degenerate_returns(log_returns: pd.Series) -> str | None:
+    """Why ``log_returns`` cannot carry a volatility model (constant prices, a bad tick), else ``None``."""
+    values = log_returns.dropna()
+    if values.empty:
+        return None
+    if (values == values.iloc[0]).all():
+        return f"the prices are constant (every log return is {values.iloc[0]:.3g})"
+    deviation = (values - values.median()).abs()
+    scale = 1.4826 * deviation.median() or float(values.std())
+    extreme = deviation / scale > SPIKE_ROBUST_Z
+    if not extreme.any():
+        return None
+    position = int(np.argmax(extreme.to_numpy()))
+    jump = values.iloc[position]
+    factor = f"about {float(f'{np.exp(abs(jump)):.2g}'):g}x"  # 2 significant digits, no exponent
+    back = values.iloc[position + 1] if position + 1 < len(values) else 0.0
+    if extreme.iloc[position + 1 : position + 2].any() and np.sign(back) == -np.sign(jump):
+        return (
+            f"the bar at {format_timestamp(values.index[position])} is {factor} off its neighbours "
+            f"(log returns {jump:+.3g} into it and {back:+.3g} out of it, over {SPIKE_ROBUST_Z:.0f} robust "
+            "standard deviations): a bad tick"
+        )
+    return (
+        f"the log return at {format_timestamp(values.index[position])} is {jump:+.3g}, a {factor} jump over "
+        f"{SPIKE_ROBUST_Z:.0f} robust standard deviations from the median: a bad tick or an unadjusted split"
+    )
+
+
+def _params_problem(garch_params: dict) -> str | None:
+    mu, omega, alpha, beta = (float(garch_params[name]) for name in GARCH_PARAM_NAMES)
+    if omega <= 0 or alpha < 0 or beta < 0 or alpha + beta >= 1:
+        return f"omega > 0, alpha >= 0, beta >= 0, alpha + beta < 1 do not hold for {garch_params}"
+    return None
 
 
 def _contiguous_returns(log_returns: pd.Series) -> tuple[int, np.ndarray]:
@@ -41,24 +90,38 @@ def _contiguous_returns(log_returns: pd.Series) -> tuple[int, np.ndarray]:
     return first, tail
 
 
-def fit_garch(log_returns: pd.Series) -> dict:
+def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
     """Fit a constant-mean GARCH(1,1) with normal errors; return ``mu, omega, alpha, beta``.
 
-    Leading NaNs (the first bar has no return) are skipped. Raises ``RuntimeError`` when the
-    optimiser does not converge, rather than returning parameters nobody should trust.
+    Leading NaNs (the first bar has no return) are skipped. Constant prices, a bad tick, an optimiser
+    that does not converge and non-stationary parameters raise :class:`GarchFitError` naming
+    ``symbol``, the bars fitted on and the fix, rather than returning parameters nobody should trust.
     """
-    _, returns = _contiguous_returns(log_returns)
+    first, returns = _contiguous_returns(log_returns)
     if returns.size < MIN_FIT_OBSERVATIONS:
         raise ValueError(
             f"fit_garch needs at least {MIN_FIT_OBSERVATIONS} returns, got {returns.size}"
         )
-    model = arch_model(
-        PERCENT * returns, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False
+    subject = f"symbol {symbol!r}" if symbol is not None else "the series"
+    window = log_returns.index[first:]
+    context = (
+        f"GARCH(1,1) on {subject}, {returns.size} returns "
+        f"{format_timestamp(window[0])} .. {format_timestamp(window[-1])}"
     )
-    result = model.fit(disp="off", show_warning=False)
-    if result.convergence_flag != 0:
-        raise RuntimeError(f"GARCH(1,1) fit did not converge (flag {result.convergence_flag})")
-    return {name: float(result.params[_ARCH_PARAM_NAMES[name]]) for name in GARCH_PARAM_NAMES}
+    problem = degenerate_returns(log_returns.iloc[first:])
+    if problem is None:
+        model = arch_model(
+            PERCENT * returns, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False
+        )
+        result = model.fit(disp="off", show_warning=False)
+        params = {name: float(result.params[_ARCH_PARAM_NAMES[name]]) for name in GARCH_PARAM_NAMES}
+        if result.convergence_flag != 0:
+            problem = f"the optimiser did not converge (flag {result.convergence_flag})"
+        elif (invalid := _params_problem(params)) is not None:
+            problem = f"the fitted parameters are not a stationary GARCH: {invalid}"
+    if problem is not None:
+        raise GarchFitError(f"{context}: {problem}. {GARCH_FIX}")
+    return params
 
 
 def garch_volatility(log_returns: pd.Series, garch_params: dict) -> pd.Series:
@@ -70,12 +133,10 @@ def garch_volatility(log_returns: pd.Series, garch_params: dict) -> pd.Series:
     missing = [name for name in GARCH_PARAM_NAMES if name not in garch_params]
     if missing:
         raise ValueError(f"garch params lack {missing}")
+    problem = _params_problem(garch_params)
+    if problem is not None:
+        raise ValueError(f"garch params: {problem}")
     mu, omega, alpha, beta = (float(garch_params[name]) for name in GARCH_PARAM_NAMES)
-    if omega <= 0 or alpha < 0 or beta < 0 or alpha + beta >= 1:
-        raise ValueError(
-            "garch params must satisfy omega > 0, alpha >= 0, beta >= 0, alpha + beta < 1; "
-            f"got {garch_params}"
-        )
     first, returns = _contiguous_returns(log_returns)
     shock_squared = (PERCENT * returns - mu) ** 2
     unconditional_variance = omega / (1.0 - alpha - beta)

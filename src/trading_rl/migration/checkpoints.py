@@ -112,7 +112,8 @@ class DiscreteCheckpoint:
         if self.observation_dim != expected:
             raise CheckpointError(
                 f"checkpoint '{self.source_name}': observation dimension {self.observation_dim}, "
-                f"but the environment has {expected}"
+                f"but the environment has {expected} (dataset 'env_spec'): load the env_spec it was trained "
+                "with (`--load-versions env_spec:<version>`) or rebuild env_spec with its features and window_size"
             )
 
 

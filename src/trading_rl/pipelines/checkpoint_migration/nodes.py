@@ -14,6 +14,7 @@ from typing import Any
 
 from trading_rl.agents.device import resolve_device
 from trading_rl.envs import EnvSpec
+from trading_rl.envs.compatibility import model_signature
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.migration import (
     build_migrated_sac,
@@ -90,6 +91,7 @@ def migrate_checkpoints(
     migration = params["migration"]
     device = resolve_device(params.get("device", "auto"))
     models, report = {}, {}
+    metadata = {**run_metadata, **model_signature(env_spec)}
     for name, checkpoint in discrete_checkpoints.items():
         checkpoint.check_observation_dim(env_spec.layout.dim)
         model = build_migrated_sac(
@@ -101,8 +103,9 @@ def migrate_checkpoints(
             seed=seed,
             device=device,
             sac_kwargs=migration.get("sac"),
-            run_metadata=run_metadata,
+            run_metadata=metadata,
         )
+        model.trading_rl_metadata = metadata
         checks = validate_migrated_model(
             checkpoint, model, n_observations=int(migration["validation_observations"]), seed=seed
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trading_rl.envs import EnvSpec
+from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
 from trading_rl.export.safeguards import SafeguardConfig
 
@@ -16,11 +17,14 @@ def export_agent(
     scalers: dict[str, Any],
     params: dict[str, Any],
     seed: int,
+    model_dataset: str = "sac_icm_model",
 ) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
     """ONNX actor, its parity + latency report, and everything ``SignalEngine`` needs besides it.
 
-    A parity failure raises, so no ONNX file that disagrees with the policy is ever saved.
+    A parity failure raises, so no ONNX file that disagrees with the policy is ever saved, and a
+    model not trained on ``env_spec`` is refused before anything is exported.
     """
+    check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="export")
     symbol = env_spec.symbol
     resolved = resolve_export_params(params)
     safeguards = SafeguardConfig.from_mapping(params.get("safeguards")).to_dict()

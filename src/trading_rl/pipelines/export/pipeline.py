@@ -8,6 +8,7 @@ patterns ``{agent}_onnx``, ``{agent}_export_report`` and ``{agent}_inference_con
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial, update_wrapper
 
 from kedro.pipeline import Node, Pipeline
 
@@ -20,7 +21,7 @@ def create_pipeline(agents: Sequence[str] = EXPORTED_AGENTS, **kwargs) -> Pipeli
     return Pipeline(
         [
             Node(
-                nodes.export_agent,
+                update_wrapper(partial(nodes.export_agent, model_dataset=agent), nodes.export_agent),
                 inputs=[agent, "env_spec", "feature_params", "scalers", "params:export", "params:seed"],
                 outputs=[f"{agent}_onnx", f"{agent}_export_report", f"{agent}_inference_config"],
                 name=f"export_{agent}",

@@ -123,7 +123,7 @@ def fit_feature_params(
         if resolved["garch"] is not None:
             train = split_frame(frame, splits[symbol], "train")
             log_returns = np.log(train["close"]).diff().dropna()
-            resolved["garch"] = {**resolved["garch"], "params": fit_garch(log_returns), "fit_end": None}
+            resolved["garch"] = {**resolved["garch"], "params": fit_garch(log_returns, symbol), "fit_end": None}
         fitted[symbol] = resolved
     return fitted
 

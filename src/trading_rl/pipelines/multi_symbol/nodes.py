@@ -11,6 +11,7 @@ import pandas as pd
 
 from trading_rl.agents import SACWithICM
 from trading_rl.envs import EnvSpec
+from trading_rl.envs.compatibility import model_signature
 from trading_rl.pipelines.env_construction.nodes import build_spec
 from trading_rl.runtime import make_executor
 from trading_rl.runtime.symbols import (
@@ -105,7 +106,7 @@ def train_symbol(
     )
     metadata = {
         **run_metadata,
-        "symbol": env_spec.symbol,
+        **model_signature(env_spec),
         "best_timestep": result["best_timestep"],
         "shared_encoder": shared_encoder is not None,
     }

@@ -13,11 +13,14 @@ from trading_rl.agents.hierarchical import (
     resolve_phase_params,
     train_from_spec,
 )
+from trading_rl.envs.compatibility import check_model_fits_spec
 
 
 def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
     """Train the hierarchical agent; returns the model, the monitoring history (for MLflow and the
-    report) and the option statistics of the whole training run."""
+    report) and the option statistics of the whole training run. The warm start copies weights by
+    input position, so a source model trained on another observation layout is refused first."""
+    check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="options_her")
     resolved = resolve_phase_params(params)
     agent, history, training_stats = train_from_spec(
         env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"])

@@ -9,17 +9,25 @@ from matplotlib.figure import Figure
 
 from trading_rl.data import infer_periods_per_year
 from trading_rl.evaluation import plots
-from trading_rl.evaluation.regimes import check_regime_validation_params, label_regimes, walk_forward_regime_metrics
+from trading_rl.evaluation.regimes import (
+    check_regime_validation_params,
+    check_returns_match_prices,
+    label_regimes,
+    walk_forward_regime_metrics,
+)
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 
 
-def label_market_regimes(prices: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
-    """Long frame (timestamp index, ``symbol``, ``regime``) of causal labels for every symbol."""
+def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+    """Long frame (timestamp index, ``symbol``, ``regime``) of causal labels for every symbol; the
+    first node, so walk-forward returns made on other prices are refused before a label is written."""
     check_regime_validation_params(params)
+    frames = by_symbol(prices)
+    check_returns_match_prices(returns, frames)
     return pd.concat(
         [
             label_regimes(frame["close"], params.get("regimes")).to_frame().assign(symbol=symbol)
-            for symbol, frame in by_symbol(prices).items()
+            for symbol, frame in frames.items()
         ]
     )[["symbol", "regime"]]
 

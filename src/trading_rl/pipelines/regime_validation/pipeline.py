@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.label_market_regimes,
-                inputs=["prices", "params:regime_validation"],
+                inputs=["prices", "walk_forward_returns", "params:regime_validation"],
                 outputs="regime_labels",
                 name="label_market_regimes",
             ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trading_rl.envs.compatibility import check_model_fits_spec, model_signature
 from trading_rl.evaluation.report import flat_metrics, metrics_history
 from trading_rl.rewards.phase import (
     collect_rollouts,
@@ -19,7 +20,9 @@ from trading_rl.rewards.phase import (
 
 
 def collect_reward_rollouts(sac_icm_model, env_spec, params: dict[str, Any], seed: int) -> dict:
-    """Rollouts of the source agent on the training split with every objective recorded."""
+    """Rollouts of the source agent on the training split with every objective recorded; the first
+    node, so a source agent not trained on ``env_spec`` is refused before anything is written."""
+    check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="reward_shaper")
     return collect_rollouts(sac_icm_model, env_spec, params, seed)
 
 
@@ -36,7 +39,7 @@ def train_shaped_agent(
         sac_icm_model, env_spec, weight_network, potential, params, seed,
         work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
     )
-    outcome.model.trading_rl_metadata = {**run_metadata, "symbol": env_spec.symbol, "source": "sac_icm_model"}
+    outcome.model.trading_rl_metadata = {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"}
     training = {"history": outcome.history, "reward_history": reward_history, "adaptation_history": adaptation_history}
     return outcome.model, training
 

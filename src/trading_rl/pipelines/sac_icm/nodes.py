@@ -11,6 +11,7 @@ from typing import Any
 
 from trading_rl.agents import build_agent, train_agent
 from trading_rl.envs import EnvSpec
+from trading_rl.envs.compatibility import model_signature
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics, metrics_history
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
@@ -34,7 +35,7 @@ def train_sac_icm(
         symbol=env_spec.symbol,
         run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
     )
-    metadata = {**run_metadata, "symbol": env_spec.symbol, "best_timestep": outcome.best_timestep}
+    metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
     for trained in (outcome.model, outcome.best_model):
         trained.trading_rl_metadata = metadata
     return outcome.model, outcome.best_model, outcome.history, metrics_history(outcome.history)

@@ -1,0 +1,109 @@
+"""Does a saved model fit the env spec a phase runs it with?
+
+A model is only meaningful on the observation it was trained on: the same symbol, the same feature
+columns in the same order, the same window, the same env rules. Every model this project saves
+carries :func:`model_signature` of its spec in ``trading_rl_metadata``; every phase that loads one
+calls :func:`check_model_fits_spec` before it writes anything, so an sp500 model is never exported
+as another symbol and a warm start never copies weights onto columns they were not trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trading_rl.provenance import config_hash
+
+
+class ModelCompatibilityError(ValueError):
+    """A model and the env spec (or data) it is about to be used with do not belong together."""
+
+
+def model_signature(env_spec: Any) -> dict[str, Any]:
+    """What a model must match to be used with ``env_spec``: symbol, observation layout and its hash,
+    and the hash of the env configuration (costs, thresholds, fill rule ...)."""
+    layout = env_spec.layout
+    observation = {
+        "feature_columns": list(layout.feature_columns),
+        "window_size": layout.window_size,
+        "dim": layout.dim,
+    }
+    return {
+        "symbol": env_spec.symbol,
+        "observation": {**observation, "hash": config_hash(observation)},
+        "env_config_hash": config_hash(env_spec.config),
+    }
+
+
+def _describe_observation(observation: Mapping[str, Any]) -> str:
+    columns = observation.get("feature_columns") or []
+    return (
+        f"{observation.get('dim')} inputs (window {observation.get('window_size')} x {len(columns)} features, "
+        f"layout hash {observation.get('hash')})"
+    )
+
+
+def _column_difference(model_columns: Sequence[str], spec_columns: Sequence[str]) -> str:
+    only_model = [c for c in model_columns if c not in spec_columns]
+    only_spec = [c for c in spec_columns if c not in model_columns]
+    if not only_model and not only_spec:
+        return "same feature columns in another order"
+    return f"features only in the model: {only_model}; only in the spec: {only_spec}"
+
+
+def signature_mismatches(
+    metadata: Mapping[str, Any], expected: Mapping[str, Any], observation_dim: int | None = None
+) -> list[str]:
+    """Human-readable differences between a model's metadata and the signature it must match.
+
+    A model saved before signatures existed has none: then only its symbol (when recorded) and its
+    network input size (``observation_dim``) can be compared.
+    """
+    problems = []
+    model_symbol = metadata.get("symbol")
+    if model_symbol is not None and model_symbol != expected["symbol"]:
+        problems.append(f"symbol: model {model_symbol!r} vs spec {expected['symbol']!r}")
+    spec_observation = expected["observation"]
+    model_observation = metadata.get("observation")
+    if model_observation is not None and model_observation.get("hash") != spec_observation["hash"]:
+        problems.append(
+            f"observation: model {_describe_observation(model_observation)} vs spec "
+            f"{_describe_observation(spec_observation)}; "
+            + _column_difference(model_observation.get("feature_columns") or [], spec_observation["feature_columns"])
+        )
+    elif observation_dim is not None and observation_dim != spec_observation["dim"]:
+        problems.append(
+            f"observation: model network takes {observation_dim} inputs vs spec "
+            f"{_describe_observation(spec_observation)}"
+        )
+    model_env_hash = metadata.get("env_config_hash")
+    if model_env_hash is not None and model_env_hash != expected["env_config_hash"]:
+        problems.append(f"env config hash: model {model_env_hash} vs spec {expected['env_config_hash']}")
+    return problems
+
+
+def check_model_fits_spec(
+    model: Any,
+    env_spec: Any,
+    *,
+    model_dataset: str,
+    spec_dataset: str = "env_spec",
+    pipeline: str,
+) -> None:
+    """Raise :class:`ModelCompatibilityError` naming both sides and the ``--load-versions`` fix when
+    ``model`` (an SB3 model with ``trading_rl_metadata``) was not trained on ``env_spec``."""
+    metadata = dict(getattr(model, "trading_rl_metadata", None) or {})
+    space = getattr(model, "observation_space", None)
+    observation_dim = int(space.shape[0]) if getattr(space, "shape", None) else None
+    problems = signature_mismatches(metadata, model_signature(env_spec), observation_dim)
+    if not problems:
+        return
+    made_by = metadata.get("save_version")
+    version_note = f" (the loaded model is version {made_by})" if made_by else ""
+    raise ModelCompatibilityError(
+        f"dataset '{model_dataset}'{version_note} was not trained on dataset '{spec_dataset}' "
+        f"(symbol {env_spec.symbol!r}): " + "; ".join(problems) + ". Nothing was written. Fix: load a "
+        f"model and spec that belong together, e.g. `kedro run --pipelines {pipeline} --load-versions "
+        f"{model_dataset}:<version>,{spec_dataset}:<version>` (a run's manifest under data/09_runs/ names "
+        f"the versions it loaded and wrote), or retrain the model on this spec."
+    )

@@ -1,0 +1,213 @@
+"""Fault suite, runs that must not mix: partial runs, and models or walk-forward results used with
+an env spec or prices they were not made from. Each case runs real Kedro sessions on a project copy
+and checks the message names what the user must fix, and that nothing a later run loads changed."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from manifest_faults_setup import (
+    TINY_SAC_ICM,
+    assert_unchanged,
+    commit,
+    completed_runs,
+    copy_project,
+    good_prices,
+    good_project_copy,
+    load,
+    make_good_project,
+    run_session,
+    snapshot,
+    write_prices,
+)
+from stable_baselines3 import PPO
+
+from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    return make_good_project(tmp_path_factory.mktemp("faults_runs") / "project")
+
+
+@pytest.fixture
+def project(prepared, tmp_path) -> Path:
+    return copy_project(prepared, tmp_path / "project")
+
+
+# ---------- partial runs ----------
+
+
+def _constant_prices() -> pd.DataFrame:
+    frame = good_prices()
+    frame[["Open", "High", "Low", "Close"]] = 100.0
+    return frame
+
+
+def _bad_tick() -> pd.DataFrame:
+    frame = good_prices()
+    frame.iloc[200, :4] = frame.iloc[200, :4] * 1000.0
+    return frame
+
+
+@pytest.mark.parametrize("bad_prices", [_constant_prices, _bad_tick], ids=["constant_prices", "bad_tick"])
+def test_failed_run_never_becomes_latest(project, bad_prices):
+    """Issue 18 case 2: feature_extraction fails after writing prices and splits; a later
+    env_construction must not pair those with the previous run's features."""
+    complete_spec = load(project, "env_spec")
+    write_prices(project, bad_prices())
+    with pytest.raises(Exception):  # test_faults_data checks this message
+        run_session(project, ["feature_extraction"])
+    runs_before = completed_runs(project)
+    run_session(project, ["env_construction"])
+    rebuilt = load(project, "env_spec")
+    for split, frame in complete_spec.prices.items():
+        pd.testing.assert_frame_equal(rebuilt.prices[split], frame)
+    assert len(completed_runs(project)) == len(runs_before) + 1
+
+
+def test_inputs_no_completed_run_wrote_are_refused(tmp_path):
+    """A project whose only feature_extraction run failed: env_construction refuses and says how
+    to accept the versions anyway."""
+    project = good_project_copy(tmp_path / "fresh")
+    write_prices(project, _constant_prices())
+    with pytest.raises(Exception):  # test_faults_data checks this message
+        run_session(project, ["feature_extraction"])
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, ["env_construction"])
+    message = str(raised.value)
+    for expected in ("'prices'", "'splits'", "no completed run", "--load-versions prices:", "rerun"):
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
+
+
+# ---------- models used with a spec they were not trained on ----------
+
+
+def _reordered_columns(spec):
+    columns = list(reversed(spec.feature_columns))
+    return replace(spec, feature_columns=columns, features={k: v[columns] for k, v in spec.features.items()})
+
+
+SPEC_VARIANTS = {
+    "other_symbol": lambda spec: replace(spec, symbol="sp500"),
+    "other_window": lambda spec: replace(spec, config={**spec.config, "window_size": 5}),
+    "reordered_columns": _reordered_columns,
+    "other_costs": lambda spec: replace(spec, config={**spec.config, "commission_rate": 0.001}),
+}
+
+
+@pytest.fixture(scope="module")
+def foreign_models(prepared, tmp_path_factory):
+    """A tiny sac_icm model per spec variant, trained by the project's own node."""
+    spec = load(prepared, "env_spec")
+    work = tmp_path_factory.mktemp("resume")
+    models = {}
+    for name, variant in SPEC_VARIANTS.items():
+        params = {**TINY_SAC_ICM, "resume_dir": str(work / name)}
+        model, *_ = train_sac_icm(variant(spec), params, 0, {"seed": 0, "save_version": "earlier-run"})
+        models[name] = model
+    return models
+
+
+# {small}/{large}: input sizes with window 5 / the spec's window 10 (filled in from the spec).
+COMPATIBILITY_CASES = [
+    ("export", "other_symbol", ["symbol: model 'sp500' vs spec 'GOOD'"]),
+    ("export", "other_window", ["observation: model {small} inputs (window 5", "vs spec {large} inputs (window 10"]),
+    ("export", "reordered_columns", ["same feature columns in another order"]),
+    ("export", "other_costs", ["env config hash"]),
+    ("export", "legacy_other_window", ["model network takes {small} inputs vs spec {large} inputs"]),
+    ("options_her", "other_window", ["observation: model {small} inputs"]),
+    ("options_her", "reordered_columns", ["same feature columns in another order"]),
+    ("reward_shaper", "other_symbol", ["symbol: model 'sp500' vs spec 'GOOD'"]),
+    ("reward_shaper", "other_window", ["observation: model {small} inputs"]),
+    ("final_evaluation", "other_window", ["observation: model {small} inputs"]),
+]
+
+
+def _input_sizes(project: Path) -> dict[str, int]:
+    spec = load(project, "env_spec")
+    return {"small": SPEC_VARIANTS["other_window"](spec).layout.dim, "large": spec.layout.dim}
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "variant", "expected_parts"), COMPATIBILITY_CASES, ids=[f"{p}-{v}" for p, v, _ in COMPATIBILITY_CASES]
+)
+def test_model_from_another_spec_is_refused_before_writing(project, foreign_models, pipeline, variant, expected_parts):
+    model = foreign_models[variant.removeprefix("legacy_")]
+    metadata = model.trading_rl_metadata
+    if variant.startswith("legacy_"):  # saved before models carried their spec's signature
+        model.trading_rl_metadata = {}
+    try:
+        commit(project, "sac_icm_model", model)
+    finally:
+        model.trading_rl_metadata = metadata
+    sizes = _input_sizes(project)
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, [pipeline])
+    message = str(raised.value)
+    expected_parts = [part.format(**sizes) for part in expected_parts]
+    for expected in ("dataset 'sac_icm_model'", "dataset 'env_spec'", f"--pipelines {pipeline} --load-versions", *expected_parts):
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
+
+
+def test_legacy_checkpoint_of_another_observation_is_refused(project):
+    sizes = _input_sizes(project)
+    other = SPEC_VARIANTS["other_window"](load(project, "env_spec"))
+    legacy = PPO("MlpPolicy", other.make_env("train", kind="discrete"), seed=0,
+                 policy_kwargs={"net_arch": {"pi": [256, 128], "vf": [256, 128]}})
+    buffer = io.BytesIO()
+    legacy.save(buffer)
+    folder = project / "data/01_raw/legacy"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "old_agent.zip").write_bytes(buffer.getvalue())
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, ["checkpoint_migration"])
+    message = str(raised.value)
+    dims = "observation dimension {small}, but the environment has {large}".format(**sizes)
+    for expected in ("old_agent.zip", dims, "--load-versions env_spec:"):
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
+
+
+# ---------- walk-forward results used with other prices ----------
+
+
+def _returns(symbol: str, timestamps: pd.DatetimeIndex) -> pd.DataFrame:
+    return pd.DataFrame({
+        "symbol": symbol, "fold": 0, "kind": "agent", "agent": "sac_icm", "seed": 0,
+        "timestamp": timestamps, "return": 0.001, "action_raw": 0.5, "trade_value": 0.0,
+    })
+
+
+RETURNS_CASES = {
+    "symbol_not_in_prices": (lambda index: _returns("sp500", index[-60:]), ["symbol(s) ['sp500']"]),
+    "bars_not_in_prices": (
+        lambda index: _returns("GOOD", pd.bdate_range("2015-01-02", periods=60, name="timestamp")),
+        ["tested 60 bar(s) of 'GOOD'", "prices cover 1999-01-04"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RETURNS_CASES))
+def test_walk_forward_returns_of_other_prices_are_refused_before_labels(project, case):
+    make_returns, expected_parts = RETURNS_CASES[case]
+    prices = load(project, "prices")
+    commit(project, "walk_forward_returns", make_returns(prices.index))
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, ["regime_validation"])
+    message = str(raised.value)
+    for expected in ("dataset 'walk_forward_returns'", "dataset 'prices'", "--load-versions walk_forward_returns:", *expected_parts):
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
