@@ -231,9 +231,6 @@ def train_agent(
     """
     resolved = resolve_params(params)
     training = resolved["training"]
-    for key in ("total_timesteps", "eval_freq", "eval_episodes", "resume_every", "log_interval"):
-        if int(training[key]) < 1:
-            raise ValueError(f"parameter 'sac_icm.training.{key}' must be >= 1, got {training[key]}")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = work_dir / RESUME_CHECKPOINT
