@@ -240,7 +240,7 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
         return wf.trial_rows(steps.replace({"a": "sac_icm", "b": "sac"}), params, NO_GARCH, {"window_size": 5},
                              {"X": 252.0}, agent_params, 7).iloc[0]["config_hash"]
     assert hash_of({**params, "agents": ["sac_icm"], "device": "cpu"}) == rows.iloc[0]["config_hash"]
-    assert hash_of(agent_params={"sac_icm": {"sac": {"batch_size": 32}}}) != rows.iloc[0]["config_hash"]
+    assert hash_of(agent_params={"sac_icm": {"sac": {"learning_rate": 1e-3}}}) != rows.iloc[0]["config_hash"]
     assert hash_of({**params, "seeds": 4}) != rows.iloc[0]["config_hash"]
 
 
