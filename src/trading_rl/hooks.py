@@ -74,7 +74,7 @@ class ReproducibilityHooks:
 
 class ValidationGateHooks:
     """Re-log a failed validation report as the last line of the run (WARNING, gates named), so it
-    is not buried under the nodes' logs when ``validation.fail_on_gate_failure`` is false. Only runs
+    is not buried under the nodes' logs when ``validation.fail_on_gate`` is false. Only runs
     that produced a ``validation_report`` say anything."""
 
     def __init__(self) -> None:

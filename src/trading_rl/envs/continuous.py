@@ -69,6 +69,15 @@ class EnvConfig(Section):
         return super().from_mapping(config, prefix, base)
 
 
+@dataclass(frozen=True, kw_only=True)
+class EnvConstructionParams(Section):
+    """The ``env_construction`` section; ``symbol`` has no code default (conf/base is its one place)."""
+
+    symbol: str  # one of feature_extraction.symbols
+    periods_per_year: float | None = setting(None, interval="(0, inf)")  # null: from the bar spacing
+    env: EnvConfig = setting(EnvConfig())
+
+
 def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int) -> None:
     if not isinstance(prices, pd.DataFrame) or not isinstance(features, pd.DataFrame):
         raise ValueError("prices and features must be pandas DataFrames")
