@@ -1,8 +1,8 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks
+from trading_rl.hooks import ParameterValidationHooks, ReproducibilityHooks, ValidationGateHooks
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks())
+HOOKS = (ReproducibilityHooks(), ParameterValidationHooks(), ValidationGateHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
