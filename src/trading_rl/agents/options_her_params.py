@@ -55,8 +55,8 @@ class OptionParams(
             option = getattr(self, name)
             if not option.min_duration <= option.max_steps <= option.hard_timeout:
                 raise ConfigError(
-                    f"parameter '{prefix}.{name}' needs min_duration <= max_steps <= hard_timeout, got "
-                    f"{option.min_duration}, {option.max_steps}, {option.hard_timeout}"
+                    f"parameter '{prefix}.{name}.min_duration' ({option.min_duration}) must be <= max_steps "
+                    f"({option.max_steps}) <= hard_timeout ({option.hard_timeout})"
                 )
 
 
