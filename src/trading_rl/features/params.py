@@ -21,6 +21,7 @@ from trading_rl.features.scaling import SCALING_METHODS
 PARAMS_PREFIX = "feature_extraction"
 SOURCES = ("packaged", "file")
 DEFAULT_SOURCE = "packaged"
+DEFAULT_MIN_ROWS = 250
 
 
 def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[dict[str, str]]:
@@ -100,16 +101,10 @@ class FeatureExtractionParams(Section):
     their one place)."""
 
     symbols: Any
-    min_rows: int = setting(250, interval="[1, inf)")
+    min_rows: int = setting(DEFAULT_MIN_ROWS, interval="[1, inf)")
     splits: SplitParams
     features: FeatureParams = setting(FeatureParams())
     scaler: ScalerParams = setting(ScalerParams())
 
     def validate(self, prefix: str) -> None:
         symbol_entries(self.symbols, f"{prefix}.symbols")
-
-
-def resolve_feature_extraction_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    """The section over its defaults, symbols as ``[{"name", "source"}, ...]``."""
-    resolved = FeatureExtractionParams.from_mapping(params, PARAMS_PREFIX).to_dict()
-    return {**resolved, "symbols": symbol_entries(resolved["symbols"])}

@@ -23,7 +23,7 @@ from trading_rl.features import (
     without_masked_entries,
 )
 from trading_rl.features.indicators import resolve_feature_params
-from trading_rl.features.params import resolve_feature_extraction_params
+from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
 
 def by_symbol(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Split a long frame into ``{symbol: frame without the symbol column}``."""
@@ -46,9 +46,8 @@ def load_and_validate_prices(
 
     Nothing is written unless every symbol passes, so a bad file never leaves half a run behind.
     """
-    resolved = resolve_feature_extraction_params(params)
     validated: dict[str, pd.DataFrame] = {}
-    for entry in resolved["symbols"]:
+    for entry in symbol_entries(params.get("symbols")):
         name = entry["name"]
         if entry["source"] == "file":
             if name not in raw_price_files:
@@ -61,7 +60,7 @@ def load_and_validate_prices(
         else:
             raw = load_prices(name, source="packaged")
             source_name = f"packaged:{name}"
-        frame = validate_prices(raw, name, min_rows=resolved["min_rows"], source_name=source_name)
+        frame = validate_prices(raw, name, min_rows=params.get("min_rows", DEFAULT_MIN_ROWS), source_name=source_name)
         validated[name] = frame
     return _long(validated)
 
