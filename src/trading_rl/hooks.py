@@ -74,9 +74,10 @@ class ReproducibilityHooks:
 
 class ParameterValidationHooks:
     """Check every parameter section the run's pipelines read before the first node runs, so a bad
-    parameter fails the run before any dataset is written (``trading_rl.parameter_sections``)."""
+    parameter fails the run before any dataset is written (``trading_rl.parameter_sections``).
+    ``tryfirst``: before kedro-mlflow's hook opens a tracking run for a run that will not happen."""
 
-    @hook_impl
+    @hook_impl(tryfirst=True)
     def before_pipeline_run(self, pipeline, catalog) -> None:
         from trading_rl.parameter_sections import validate_parameters
 

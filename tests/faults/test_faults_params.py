@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,6 @@ def test_a_kedro_run_with_a_bad_parameter_fails_before_writing(tmp_path, project
         os.chdir(cwd)
     assert _snapshot(project / "data") == before
     assert pd.read_csv(project / "data/01_raw/prices/MYSYM.csv").shape[0] == 300
+    # Refused before kedro-mlflow's hook: no tracking run was opened (none left RUNNING).
+    database = project / "mlflow.db"
+    assert not database.exists() or sqlite3.connect(database).execute("select count(*) from runs").fetchone() == (0,)
