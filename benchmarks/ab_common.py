@@ -25,7 +25,8 @@ import pandas as pd
 
 LEDGER = "data/08_reporting/trial_ledger"  # the catalog's `trial_ledger` folder, from the project root
 # Per-row details kept in the JSON file but left out of the printed table.
-DETAIL_KEYS = ("baselines", "return_moments", "split", "test_baselines", "test_return_moments")
+DETAIL_KEYS = ("baselines", "return_moments", "split", "test_baselines", "test_return_moments", "episode_hits",
+               "control_episode_hits", "achievement_difference_ci")
 
 
 def parse_args(description: str, default_out: str, variants: tuple[str, ...] = ()) -> argparse.Namespace:

@@ -32,6 +32,7 @@ def small_spec(n_bars: int = 900, episode_length: int = 60):
         splits,
         {"episode_length": episode_length, "allow_short": True, "smoothing_window": 1},
         periods_per_year=252.0,
+        feature_scaler=scaler,
     )
 
 

@@ -7,7 +7,14 @@ from options_her_env import small_spec
 from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from trading_rl.agents.her import FastHerReplayBuffer, goal_achievement, goal_view, relabelled_fraction, resolve_her_params
+from trading_rl.agents.her import (
+    FastHerReplayBuffer,
+    goal_achievement,
+    goal_achievement_against_control,
+    goal_view,
+    relabelled_fraction,
+    resolve_her_params,
+)
 from trading_rl.envs.goal import GoalConditionedView, goal_reward
 
 torch.set_num_threads(1)
@@ -16,7 +23,8 @@ EPISODE_WIDTH = 0.1
 
 
 def test_goal_reward_values():
-    assert float(goal_reward(np.array([0.02]), np.array([0.0205]))) == 1.0  # inside tolerance
+    assert float(goal_reward(np.array([0.02]), np.array([0.0245]))) == 1.0  # inside the 0.5% tolerance
+    assert float(goal_reward(np.array([0.02]), np.array([0.0205]), tolerance=0.0001)) == pytest.approx(0.99)
     assert float(goal_reward(np.array([0.0]), np.array([0.025]))) == pytest.approx(0.5)
     assert float(goal_reward(np.array([0.0]), np.array([0.05]))) == 0.0
     assert float(goal_reward(np.array([0.0]), np.array([-0.2]))) == 0.0
@@ -24,26 +32,38 @@ def test_goal_reward_values():
     desired = np.random.default_rng(1).normal(0, 0.03, (100, 1))
     batch = goal_reward(achieved, desired)
     distance = np.abs(achieved - desired)[:, 0]
-    expected = np.where(distance <= 0.001, 1.0, np.maximum(0.0, 1.0 - distance / 0.05))
+    expected = np.where(distance <= 0.005, 1.0, np.maximum(0.0, 1.0 - distance / 0.05))
     assert batch.shape == (100,) and np.allclose(batch, expected)
 
 
-def test_goal_view_tracks_return_and_keeps_base_reward():
+def test_goal_view_tracks_return_in_goal_units_time_to_go_and_keeps_the_pnl_reward():
     spec = small_spec()
-    env = GoalConditionedView(spec.make_env("train"), goal_low=0.01, goal_high=0.03)
+    env = GoalConditionedView(
+        spec.make_env("train"), goal_low=0.01, goal_high=0.03, goal_unit=0.01, pnl_weight=1.0, goal_weight=0.1,
+        pnl_scale=100.0,
+    )
     obs, info = env.reset(seed=3)
-    assert set(obs) == {"observation", "achieved_goal", "desired_goal"}
-    desired = float(obs["desired_goal"][0])
+    assert set(obs) == {"observation", "achieved_goal", "desired_goal", "time_to_go"}
+    desired = info["desired_goal"]
     assert 0.01 <= desired <= 0.03 and obs["achieved_goal"][0] == 0.0
-    assert env.reset(seed=3)[0]["desired_goal"][0] == desired  # the seed fixes the target
+    assert obs["desired_goal"][0] == pytest.approx(desired / 0.01)  # goal units: 1% per unit
+    assert obs["time_to_go"][0] == 1.0
+    assert env.reset(seed=3)[1]["desired_goal"] == desired  # the seed fixes the target
+    start, end = env.unwrapped.episode_bounds
     initial = info["equity"]
-    for _ in range(20):
+    for step in range(1, 21):
         obs, reward, _, _, info = env.step(np.array([0.9], dtype=np.float32))
-        assert obs["achieved_goal"][0] == pytest.approx(info["equity"] / initial - 1.0, abs=1e-6)
-        assert reward == pytest.approx(float(goal_reward(obs["achieved_goal"], obs["desired_goal"])))
-        assert np.isfinite(info["base_reward"])
-    named, _ = env.reset(options={"desired_goal": 0.042})
-    assert named["desired_goal"][0] == pytest.approx(0.042)
+        achieved = info["equity"] / initial - 1.0
+        assert obs["achieved_goal"][0] == pytest.approx(achieved / 0.01, rel=1e-5, abs=1e-6)
+        assert info["achieved_goal"] == pytest.approx(achieved)
+        assert obs["time_to_go"][0] == pytest.approx((end - start - step) / (end - start))
+        # P&L at the learner's scale + 0.1 x the goal reward in return units
+        goal_part = 0.1 * float(goal_reward(np.array([achieved]), np.array([desired])))
+        assert info["goal_reward"] == pytest.approx(goal_part, abs=1e-6)
+        assert reward == pytest.approx(100.0 * info["base_reward"] + goal_part, abs=1e-6)
+        assert info["is_success"] == float(abs(achieved - desired) <= 0.005)
+    named, named_info = env.reset(options={"desired_goal": 0.042})
+    assert named["desired_goal"][0] == pytest.approx(4.2) and named_info["desired_goal"] == 0.042
 
 
 def _filled_buffer(
@@ -71,6 +91,7 @@ def _filled_buffer(
                     "observation": observation,
                     "achieved_goal": np.array([[episode * EPISODE_WIDTH + k * EPISODE_STEP]], dtype=np.float32),
                     "desired_goal": np.array([[-9.0]], dtype=np.float32),  # never a real achieved goal
+                    "time_to_go": np.array([[1.0 - k / length]], dtype=np.float32),
                 }
             done = np.array([step == length - 1 and not (unfinished_last and episode == len(lengths) - 1)])
             buffer.add(goal_obs(step), goal_obs(step + 1), np.zeros((1, 1)), np.array([-5.0]), done, [{}])
@@ -102,11 +123,20 @@ def test_relabelled_goals_come_from_the_same_episode(strategy, buffer_class):
         assert (goal_step >= own_step[relabelled] + 1).all()
     else:
         assert goal_step.min() == 1 and (goal_step < own_step[relabelled]).any()
-    # next observation keeps the relabelled goal; rewards are recomputed from the new goal
+    # next observation keeps the relabelled goal; the goal part of the reward is recomputed from it
     assert np.array_equal(batch.next_observations["desired_goal"].numpy()[:, 0], desired)
     rewards = batch.rewards.numpy()[:, 0]
-    expected = goal_reward(batch.next_observations["achieved_goal"].numpy(), desired[:, None])
-    assert np.allclose(rewards[relabelled], expected[relabelled])
+    view = buffer.env.envs[0]
+    achieved = batch.next_observations["achieved_goal"].numpy()
+    new_part = view.compute_reward(achieved, desired[:, None], None)
+    if buffer_class is FastHerReplayBuffer:
+        # stored reward (-5: the P&L part plus the goal part for the stored goal -9) with its goal
+        # part swapped: the P&L part survives relabelling
+        old_part = view.compute_reward(achieved, np.full_like(achieved, -9.0), None)
+        expected = -5.0 - old_part + new_part
+    else:  # SB3's own buffer replaces the whole reward with the goal reward
+        expected = new_part
+    assert np.allclose(rewards[relabelled], expected[relabelled], atol=1e-6)
     assert (rewards[~relabelled] == -5.0).all()
 
 
@@ -143,5 +173,22 @@ def test_goal_achievement_counts():
     result = goal_achievement(np.array([0.0100, 0.03, -0.01]), np.array([0.0105, 0.02, 0.02]), 0.001)
     assert result["goal_achievement_rate"] == pytest.approx(1 / 3)
     assert result["target_reached_rate"] == pytest.approx(1 / 3)
+
+
+def test_goal_achievement_against_control_pairs_episodes_and_needs_a_ci_above_zero():
+    rng = np.random.default_rng(0)
+    desired = rng.uniform(0.0, 0.05, 60)
+    steering = desired + rng.normal(0, 0.002, 60)  # lands near its target
+    agnostic = rng.normal(0.02, 0.04, 60)  # ignores it
+    result = goal_achievement_against_control(steering, agnostic, desired, tolerance=0.005)
+    hits = np.abs(steering - desired) <= 0.005
+    control_hits = np.abs(agnostic - desired) <= 0.005
+    assert result["goal_achievement_rate"] == pytest.approx(hits.mean())
+    assert result["control"]["goal_achievement_rate"] == pytest.approx(control_hits.mean())
+    assert result["achievement_difference"] == pytest.approx(hits.mean() - control_hits.mean())
+    low, high = result["achievement_difference_ci"]
+    assert 0 < low <= result["achievement_difference"] <= high and result["beats_control"]
+    same = goal_achievement_against_control(agnostic, agnostic, desired, tolerance=0.005)
+    assert same["achievement_difference_ci"] == [0.0, 0.0] and not same["beats_control"]
     with pytest.raises(ValueError, match="goal_selection_strategy"):
         resolve_her_params({"goal_selection_strategy": "final_ish"})

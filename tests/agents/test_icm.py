@@ -3,9 +3,8 @@ import math
 import numpy as np
 import pytest
 import torch as th
-from stable_baselines3.common.running_mean_std import RunningMeanStd as SB3RunningMeanStd
 
-from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, RunningMeanStd
+from trading_rl.agents.icm import EmaVariance, ICMConfig, IntrinsicCuriosityModule
 
 
 def _batch(seed: int = 0, n: int = 64, obs_dim: int = 5):
@@ -22,16 +21,22 @@ def _icm(**config) -> IntrinsicCuriosityModule:
     return IntrinsicCuriosityModule(5, 1, ICMConfig(feature_dim=8, hidden_dim=32, **config))
 
 
-def test_running_mean_std_matches_numpy_over_all_batches():
+def test_ema_variance_is_the_bias_corrected_moving_average_of_batch_variances():
     rng = np.random.default_rng(1)
-    batches = [rng.normal(3.0, 2.0, size=n) for n in (7, 50, 1, 200)]
-    stats = RunningMeanStd(epsilon=1e-12)
+    batches = [rng.normal(3.0, scale, size=n) for scale, n in ((2.0, 7), (0.5, 50), (9.0, 3), (1.0, 200))]
+    ema = EmaVariance(decay=0.9)
+    assert float(ema.std) == 1.0  # nothing seen yet
     for batch in batches:
-        stats.update(th.as_tensor(batch))
-    everything = np.concatenate(batches)
-    assert float(stats.mean) == pytest.approx(everything.mean(), rel=1e-9)
-    assert float(stats.var) == pytest.approx(everything.var(), rel=1e-9)
-    assert float(stats.count) == pytest.approx(everything.size)
+        ema.update(th.as_tensor(batch))
+    # By hand: m_t = 0.9 m_{t-1} + 0.1 var_t, then m_t / (1 - 0.9^t)
+    average = 0.0
+    for batch in batches:
+        average = 0.9 * average + 0.1 * batch.var()
+    expected = np.sqrt(average / (1 - 0.9 ** len(batches)))
+    assert float(ema.std) == pytest.approx(expected, rel=1e-9)
+    first = EmaVariance(decay=0.99)
+    first.update(th.as_tensor(batches[0]))
+    assert float(first.std) == pytest.approx(batches[0].std(), rel=1e-9)  # not shrunk towards 0
 
 
 def test_one_update_changes_every_parameter_and_uses_the_documented_loss():
@@ -72,7 +77,7 @@ def test_gradients_are_clipped_to_max_norm():
     assert float(norm) <= 1e-3 * (1 + 1e-4)
 
 
-def test_intrinsic_reward_is_eta_times_half_squared_error_normalised_and_clipped():
+def test_intrinsic_reward_is_eta_times_half_squared_error_over_its_moving_std_and_clipped():
     icm = _icm(eta=0.01, reward_clip=5.0)
     obs, actions, next_obs = _batch()
     next_obs = next_obs.clone()
@@ -83,12 +88,39 @@ def test_intrinsic_reward_is_eta_times_half_squared_error_normalised_and_clipped
     assert th.allclose(icm.raw_intrinsic_reward(obs, actions, next_obs), raw)
 
     reward = icm.intrinsic_reward(obs, actions, next_obs)
-    reference = SB3RunningMeanStd(epsilon=1e-4, shape=())  # an independent implementation
-    reference.update(raw.double().numpy())
-    mean, var = reference.mean, reference.var
-    expected = np.clip((raw.double().numpy() - mean) / np.sqrt(var + 1e-8), -5, 5)
+    # First batch: the bias-corrected moving std is this batch's std; no centring, so every
+    # bonus stays >= 0 and only the top is clipped.
+    expected = np.minimum(raw.double().numpy() / raw.double().numpy().std(), 5.0)
     np.testing.assert_allclose(reward.numpy(), expected, rtol=1e-5, atol=1e-6)
     assert float(reward[0]) == 5.0
+    assert float(reward.min()) >= 0.0
+
+
+def test_bonus_keeps_its_spread_as_the_forward_model_converges():
+    """The defect this normalisation fixes: against all-time statistics the bonus of a converged
+    forward model was a near-constant negative number. With the moving scale its batch std stays ~1."""
+    icm = _icm(scale_decay=0.95)
+    batch = _batch()
+    first = None
+    for step in range(300):
+        reward, losses = icm.reward_and_update(*_batch(seed=step % 7))
+        first = first if first is not None else losses["forward_loss"]
+    assert losses["forward_loss"] < 0.1 * first  # the forward model has converged
+    late = icm.intrinsic_reward(*batch)
+    assert 0.5 < float(late.std()) < 2.0
+    assert float(late.mean()) > 0.0
+
+
+def test_models_saved_with_the_all_time_statistics_still_load():
+    icm = _icm()
+    state = {k: v for k, v in icm.state_dict().items() if "_scale." not in k}
+    for old in ("reward_stats", "extrinsic_stats"):
+        state[f"{old}.mean"] = th.tensor(0.3, dtype=th.float64)
+        state[f"{old}.var"] = th.tensor(4.0, dtype=th.float64)
+        state[f"{old}.count"] = th.tensor(100.0, dtype=th.float64)
+    icm.load_state_dict(state)
+    assert float(icm.intrinsic_scale.std) == pytest.approx(2.0)
+    assert float(icm.extrinsic_scale.std) == pytest.approx(2.0)
 
 
 def test_non_finite_loss_skips_the_step_and_is_reported():
@@ -107,3 +139,5 @@ def test_config_rejects_out_of_range_values():
         ICMConfig(beta=1.5)
     with pytest.raises(ValueError, match="icm.train_freq"):
         ICMConfig(train_freq=0)
+    with pytest.raises(ValueError, match="icm.scale_decay"):
+        ICMConfig(scale_decay=1.0)

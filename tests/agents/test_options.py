@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from trading_rl.agents.options import (
@@ -160,3 +161,54 @@ def test_bad_parameters_are_named():
         resolve_option_params({"wait": {"min_duration": 50}})
     with pytest.raises(ValueError, match="trend_feature"):
         TradingOptions(ObservationLayout(["ret_1"], 2))
+
+
+def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
+    """The trend is measured from a zero return, not from the training median the scaler centres
+    on: on a series whose 20-bar returns are symmetric, bullish and bearish signals fire equally
+    often, even with a scaler fitted on an up-trending training period."""
+    from trading_rl.features import compute_features, fit_scaler
+    from trading_rl.features.scaling import apply_scaler, scaled_value
+
+    rng = np.random.default_rng(0)
+    half = rng.normal(0.0, 0.01, 400)
+    training = rng.normal(0.002, 0.01, 400)  # an uptrend: the scaler's median 20-bar return is > 0
+    log_returns = np.concatenate([training, half, -half])  # then a path and its mirror image
+    index = pd.bdate_range("2001-01-01", periods=log_returns.size + 1)
+    close = 100 * np.exp(np.concatenate([[0.0], np.cumsum(log_returns)]))
+    prices = pd.DataFrame({"open": close, "high": close * 1.001, "low": close * 0.999, "close": close,
+                           "volume": 1e6}, index=index)
+    features = compute_features(prices, {"garch": None})
+    scaler = fit_scaler(features.iloc[:401].dropna(), clip=None)
+    assert scaler["center"]["ret_20"] > 0.02
+    # Symmetric part: 20-bar windows lying wholly inside the path or wholly inside its mirror.
+    symmetric = apply_scaler(features, scaler).iloc[np.r_[421:801, 821:1201]]
+    layout = ObservationLayout(list(symmetric.columns), window_size=1)
+    obs = make_obs(layout, n=len(symmetric))
+    for column in symmetric.columns:
+        obs[:, layout.index(f"feature:{column}")] = symmetric[column].to_numpy()
+
+    def signal_counts(options):
+        mask = options.initiation_mask(obs)
+        trend = options.trend(obs)
+        threshold = options.params["trend_follow"]["momentum_threshold"]
+        return (mask[:, OPEN_LONG].sum(), mask[:, OPEN_SHORT].sum(), (trend >= threshold).sum(),
+                (trend <= -threshold).sum())
+
+    from_zero = TradingOptions(layout, allow_short=True, trend_zero=scaled_value(scaler, "ret_20", 0.0))
+    long_open, short_open, up_trend, down_trend = signal_counts(from_zero)
+    assert abs(long_open - short_open) <= 0.02 * len(obs)
+    assert abs(up_trend - down_trend) <= 0.02 * len(obs) and up_trend > 0
+    # Measured from the scaler's centre (the old behaviour) the same bars lean heavily bearish.
+    long_median, short_median, _, _ = signal_counts(TradingOptions(layout, allow_short=True))
+    assert short_median > 1.5 * long_median
+
+
+def test_scaled_value_is_where_a_raw_value_lands():
+    from trading_rl.features.scaling import scaled_value
+
+    scaler = {"columns": ["r"], "center": {"r": 0.01}, "scale": {"r": 0.04}, "clip": 5.0, "method": "robust"}
+    assert scaled_value(scaler, "r", 0.0) == pytest.approx(-0.25)
+    assert scaled_value(scaler, "r", 1.0) == 5.0  # clipped like the data
+    with pytest.raises(ValueError, match="'x'"):
+        scaled_value(scaler, "x", 0.0)

@@ -3,9 +3,8 @@ import copy
 import numpy as np
 import pytest
 import torch as th
-from sac_icm_toy import ToyTradingEnv, toy_agent, toy_params
+from sac_icm_toy import ToyTradingEnv, run_training, toy_agent, toy_params
 from stable_baselines3 import SAC
-from stable_baselines3.common.running_mean_std import RunningMeanStd as SB3RunningMeanStd
 
 from trading_rl.agents import SACWithICM, TrainingDivergedError, build_agent, resolve_params
 from trading_rl.agents.sac_icm import sac_kwargs
@@ -64,19 +63,17 @@ def test_rewards_are_untouched_before_warmup_and_mixed_after_it():
         phi = reference_icm.encoder(batch.observations)
         predicted = reference_icm.forward_model(th.cat([phi, batch.actions], dim=1))
         raw = 0.01 * 0.5 * ((predicted - reference_icm.encoder(batch.next_observations)) ** 2).sum(dim=1)
-    stats = SB3RunningMeanStd(shape=())
-    stats.mean = float(reference_icm.reward_stats.mean)
-    stats.var = float(reference_icm.reward_stats.var)
-    stats.count = float(reference_icm.reward_stats.count)
-    stats.update(raw.double().numpy())
-    intrinsic = np.clip((raw.double().numpy() - stats.mean) / np.sqrt(stats.var + 1e-8), -5, 5)
+
+    def moving_std(ema, values: np.ndarray) -> float:
+        """The EMA of batch variances after one more batch, by hand (bias-corrected)."""
+        decay = ema.decay
+        average = decay * float(ema.average) + (1 - decay) * values.var()
+        return float(np.sqrt(average / (decay * float(ema.weight) + (1 - decay))))
+
+    raw = raw.double().numpy()
+    intrinsic = np.minimum(raw / moving_std(reference_icm.intrinsic_scale, raw), 5)
     extrinsic = batch.rewards.double().numpy().reshape(-1)
-    extrinsic_stats = SB3RunningMeanStd(shape=())
-    extrinsic_stats.mean = float(reference_icm.extrinsic_stats.mean)
-    extrinsic_stats.var = float(reference_icm.extrinsic_stats.var)
-    extrinsic_stats.count = float(reference_icm.extrinsic_stats.count)
-    extrinsic_stats.update(extrinsic)
-    intrinsic = intrinsic * np.sqrt(extrinsic_stats.var)  # on the extrinsic reward's scale
+    intrinsic = intrinsic * moving_std(reference_icm.extrinsic_scale, extrinsic)  # on the P&L reward's scale
     expected = 0.9 * extrinsic + 0.1 * intrinsic
 
     mixed = model.curious_batch(_sample(model, seed=1))
@@ -86,7 +83,7 @@ def test_rewards_are_untouched_before_warmup_and_mixed_after_it():
     # The ICM trained on exactly this batch: one update of the copy lands on the same weights.
     reference_icm.update(batch.observations, batch.actions, batch.next_observations)
     for name, value in reference_icm.state_dict().items():
-        if not name.startswith(("reward_stats.", "extrinsic_stats.")):
+        if not name.startswith(("intrinsic_scale.", "extrinsic_scale.")):
             assert th.allclose(value, model.icm.state_dict()[name]), name
 
 
@@ -126,7 +123,7 @@ def test_save_and_load_restore_policy_and_icm_state(tmp_path):
     original_state, loaded_state = model.icm.state_dict(), loaded.icm.state_dict()
     assert original_state.keys() == loaded_state.keys()
     assert all(th.equal(original_state[k], loaded_state[k]) for k in original_state)
-    assert int(loaded.icm.reward_stats.count) > 32  # the running statistics came back, not fresh ones
+    assert float(loaded.icm.intrinsic_scale.weight) > 0.0  # the moving scales came back, not fresh ones
     assert loaded.icm.optimizer.state_dict()["state"].keys() == model.icm.optimizer.state_dict()["state"].keys()
     assert loaded.icm.config == model.icm.config
     assert (loaded.icm_warmup_steps, loaded.intrinsic_weight, loaded.icm_batches) == (
@@ -179,3 +176,27 @@ def test_reward_scale_applies_before_curiosity_mixing():
     expected = reference.curious_batch(stored._replace(rewards=stored.rewards * 10.0))
     mixed = model.learner_batch(_sample(model, seed=5))
     np.testing.assert_allclose(mixed.rewards.numpy(), expected.rewards.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_effective_curiosity_share_stays_near_the_configured_weight_as_the_icm_converges():
+    """Issue: with all-time statistics the share fell to 0.01-0.03 once the forward model had
+    learned. Here the ICM trains on the replay buffer until its forward loss has fallen
+    five-fold, and the share of the learner reward's variation stays within 0.5x-2x of 0.1."""
+    model, _ = toy_agent(seed=2)
+    model.learn(300)  # past the warm-up: the learner sees the mixed reward
+    model.pop_train_stats()
+    losses, shares = [], []
+    for step in range(1500):
+        model.curious_batch(_sample(model, seed=step))
+        if step % 100 == 99:
+            stats = model.pop_train_stats()
+            losses.append(stats["icm/forward_loss"])
+            shares.append(stats["icm/effective_share"])
+    assert losses[-1] < 0.2 * losses[0]
+    assert all(0.05 <= share <= 0.2 for share in shares), shares
+
+
+def test_training_history_records_the_effective_share(tmp_path):
+    outcome = run_training(str(tmp_path), total_timesteps=400, seed=4)
+    shares = [entry["icm/effective_share"] for entry in outcome.history if "icm/effective_share" in entry]
+    assert shares and all(0.05 <= share <= 0.2 for share in shares), shares

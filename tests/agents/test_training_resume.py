@@ -31,7 +31,7 @@ def test_training_evaluates_keeps_the_best_model_and_cleans_up(tmp_path):
     assert calls[0][1] == {k: v for k, v in outcome.history[0].items() if k != "timestep"}
     first = outcome.history[0]
     for key in ("eval/sharpe", "eval/total_return", "eval/action_entropy", "collapse_det/trade_rate",
-                "collapse_stoch/dominance", "icm/forward_loss", "icm/intrinsic_extrinsic_ratio", "train/critic_loss"):
+                "collapse_stoch/dominance", "icm/forward_loss", "icm/effective_share", "train/critic_loss"):
         assert key in first and math.isfinite(first[key]), key
     assert outcome.model.num_timesteps == 300 and outcome.resumed_from is None
     assert not (tmp_path / RESUME_CHECKPOINT).exists()

@@ -1,5 +1,6 @@
 """EnvSpec construction, pickling, split coverage and the env check report."""
 
+import dataclasses
 import json
 import pickle
 
@@ -171,3 +172,12 @@ def test_env_rejects_a_close_history_that_does_not_cover_or_match_its_bars(spec)
     stale = EnvSpec(**{**spec.__dict__, "closes": None})
     with pytest.raises(ValueError, match="env_construction"):
         stale.make_env("train")
+
+
+def test_scaled_zero_is_where_a_raw_zero_lands_and_needs_the_scaler(spec):
+    scaler = {"method": "robust", "clip": 5.0, "columns": ["ret_20"], "center": {"ret_20": 0.008},
+              "scale": {"ret_20": 0.032}}
+    with_scaler = dataclasses.replace(spec, feature_scaler=scaler)
+    assert with_scaler.scaled_zero("ret_20") == pytest.approx(-0.25)
+    with pytest.raises(ValueError, match="no feature scaler.*env_construction"):
+        dataclasses.replace(spec, feature_scaler=None).scaled_zero("ret_20")

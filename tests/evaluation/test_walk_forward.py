@@ -293,3 +293,75 @@ def test_vtrace_and_es_train_with_their_walk_forward_sections():
     assert wf.agent_section("sac_icm", agent_params, {})["sac"] == {"batch_size": 64}
     with pytest.raises(ValueError, match=r"'walk_forward\.vtrace\.total_timesteps' is not accepted: .*walk_forward\.timesteps"):
         wf.resolve_walk_forward_params({"vtrace": {"total_timesteps": 100}}, NO_GARCH)
+
+
+@pytest.mark.slow
+def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option_layer():
+    """``options_her`` joins the walk-forward: fold 0 trains from scratch, fold 1 fine-tunes the
+    same agent (controller and replay buffer carried over), and each test window is scored with the
+    agent's own option layer and env settings (shorting on, no smoothing), not as a flat SB3 policy."""
+    from trading_rl.agents.hierarchical import HierarchicalAgent
+
+    prices = synthetic_prices(700, seed=3)
+    source = {"policy": {"net_arch": [16, 16]}, "sac": {"learning_starts": 50, "batch_size": 16, "buffer_size": 3000}}
+    phase = {
+        "env_overrides": {"allow_short": True, "smoothing_window": 1, "episode_length": 60},
+        "controller": {"hidden_dim": 16, "warmup_steps": 20, "batch_size": 8, "buffer_size": 500},
+        "sac": {"learning_starts": 70, "batch_size": 16, "buffer_size": 3000},
+        "training": {"log_freq": 50},
+    }
+    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,
+              "agents": ["options_her"], "timesteps": 150, "finetune_timesteps": 80, "data_end": "all"}
+    trained: list[HierarchicalAgent] = []
+    original = wf.AGENT_TRAINERS["options_her"]
+
+    def recording(*args, **kwargs):
+        agent = original(*args, **kwargs)
+        trained.append(agent)
+        return agent
+
+    wf.AGENT_TRAINERS["options_her"] = recording
+    try:
+        result = wf.run_walk_forward({"X": prices}, params, NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, seed=1)
+    finally:
+        wf.AGENT_TRAINERS["options_her"] = original
+    assert len(trained) == 2 and trained[0] is trained[1]  # fine-tuned, not rebuilt
+    agent = trained[0]
+    assert agent.her is not None and agent.uses_options and agent.low_level.num_timesteps == 150 + 80
+    assert agent.trend_zero != 0.0  # measured from a zero return via the fold's scaler
+    agents = result.folds[result.folds["kind"] == "agent"]
+    assert list(agents["agent"]) == ["options_her", "options_her"]
+    steps = result.returns[result.returns["agent"] == "options_her"]
+    cash = result.returns[result.returns["agent"] == "cash"]
+    assert steps.groupby("fold").size().equals(cash.groupby("fold").size())  # every test bar, once
+    assert (steps["action_raw"].abs() <= 1).all()
+
+
+@pytest.mark.slow
+def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine_tuned():
+    from trading_rl.rewards.shaper import ShapedRewardWrapper
+
+    prices = synthetic_prices(700, seed=4)
+    source = {"policy": {"net_arch": [16, 16]}, "reward": {"scale": 100.0},
+              "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
+              "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16}}
+    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,
+              "agents": ["shaped"], "timesteps": 120, "finetune_timesteps": 60, "data_end": "all"}
+    models = []
+    original = wf.AGENT_TRAINERS["shaped"]
+
+    def recording(*args, **kwargs):
+        models.append(original(*args, **kwargs))
+        return models[-1]
+
+    wf.AGENT_TRAINERS["shaped"] = recording
+    try:
+        result = wf.run_walk_forward({"X": prices}, params, NO_GARCH, {}, {"X": 252.0},
+                                     {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}}, seed=2)
+    finally:
+        wf.AGENT_TRAINERS["shaped"] = original
+    model = models[0]
+    assert models[1] is model and model.num_timesteps == 120 + 60
+    assert model.reward_scale == 1.0  # shaped rewards are O(1): not the P&L reward's x100
+    assert model.icm is not None and isinstance(model.get_env().envs[0].env, ShapedRewardWrapper)
+    assert (result.folds["agent"] == "shaped").sum() == 2

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -135,22 +136,31 @@ class OptionVecEnv(VecEnvWrapper):
     def reset_stats(self) -> None:
         self.usage_steps = np.zeros(self.n_options, dtype=np.int64)
         self.available = np.zeros(self.n_options, dtype=np.int64)
+        self.selections = 0
+        # Durations of options that ended by their own termination rule, and of those cut by the
+        # episode's end (kept apart: a truncated run says nothing about the termination rule).
         self.durations: list[list[int]] = [[] for _ in range(self.n_options)]
+        self.truncated: list[list[int]] = [[] for _ in range(self.n_options)]
         self.switches_per_episode: list[int] = []
 
     def stats(self) -> dict[str, Any]:
-        """Usage share, durations, availability and switches since ``reset_stats``."""
+        """Usage share, durations (terminated and truncated apart), availability and switches
+        since ``reset_stats``."""
         total = max(int(self.usage_steps.sum()), 1)
         per_option = {}
         for index, name in enumerate(OPTION_NAMES):
-            durations = self.durations[index]
+            durations, truncated = self.durations[index], self.truncated[index]
+            ended = len(durations) + len(truncated)
             per_option[name] = {
                 "usage": float(self.usage_steps[index] / total),
                 "steps": int(self.usage_steps[index]),
                 "runs": len(durations),
                 "avg_duration": float(np.mean(durations)) if durations else None,
                 "min_duration": int(np.min(durations)) if durations else None,
+                "truncated_runs": len(truncated),
+                "truncated_share": float(len(truncated) / ended) if ended else None,
                 "available_at_selection": int(self.available[index]),
+                "available_share": float(self.available[index] / self.selections) if self.selections else None,
                 "min_duration_config": int(self.options.min_durations[index]),
             }
         switches = self.switches_per_episode
@@ -167,6 +177,7 @@ class OptionVecEnv(VecEnvWrapper):
         states = base_obs[rows]
         masks = self.options.initiation_mask(states)
         self.available += masks.sum(axis=0)
+        self.selections += rows.size
         self.active[rows] = self.learner.select(states, masks, deterministic=self.deterministic)
         self.steps[rows] = 0
         self.option_return[rows] = 0.0
@@ -216,7 +227,7 @@ class OptionVecEnv(VecEnvWrapper):
 
         finished = np.flatnonzero(ends)
         for row in finished:
-            self.durations[active[row]].append(int(self.steps[row]))
+            (self.truncated if dones[row] else self.durations)[active[row]].append(int(self.steps[row]))
         if self.collect and finished.size:
             self.learner.store(
                 self.start_states[finished], self.start_masks[finished], active[finished], self.option_return[finished]
@@ -279,8 +290,8 @@ class ScaledRewardReplayBuffer(ReplayBuffer):
 
     Without HER the low-level SAC learns from P&L (daily log equity changes of ~1e-4); this keeps
     the learner reward scale its SAC+ICM source was trained with (``sac_icm.agent.reward.scale``),
-    against which the copied entropy coefficient was tuned. With HER the goal reward is already
-    in [0, 1] and is not scaled.
+    against which the copied entropy coefficient was tuned. With HER the goal view applies the
+    same scale to the P&L part of its reward itself (``envs.goal``).
     """
 
     def __init__(self, *args: Any, reward_scale: float = 1.0, **kwargs: Any) -> None:
@@ -308,6 +319,10 @@ class HierarchicalAgent:
     option_params: dict[str, Any] | None
     her: dict[str, Any] | None
     env_overrides: dict[str, Any] = field(default_factory=dict)
+    # The learner's P&L reward scale (the warm-start source's), which HER's reward keeps.
+    reward_scale: float = 1.0
+    # Where a zero return of the options' trend feature lands in scaled units (``TradingOptions``).
+    trend_zero: float = 0.0
 
     @property
     def uses_options(self) -> bool:
@@ -321,20 +336,37 @@ class HierarchicalAgent:
 
         def build() -> gym.Env:
             env = make_env()
-            return goal_view(env, her) if her is not None else env
+            return goal_view(env, her, self.reward_scale) if her is not None else env
 
         venv: VecEnv = DummyVecEnv([build])
         if self.learner is None:
             return venv
         env = venv.envs[0].unwrapped
-        options = TradingOptions(env.layout, self.option_params, allow_short=env.config.allow_short)
+        options = TradingOptions(
+            env.layout, self.option_params, allow_short=env.config.allow_short, trend_zero=self.trend_zero
+        )
         return OptionVecEnv(venv, options, self.learner, deterministic=deterministic, collect=collect, seed=seed)
+
+    def rollout(self, env_spec, split: str, seed: int) -> pd.DataFrame:
+        """One deterministic full-split episode with the env settings the agent trained with, aiming
+        at the middle of the goal range when HER is on (how the walk-forward scores it)."""
+        goal = 0.5 * (self.her["goal_low"] + self.her["goal_high"]) if self.her is not None else None
+        rows, _ = rollout_agent(
+            self, lambda: env_spec.make_env(split, evaluation=True, **self.env_overrides), seed, desired_goal=goal
+        )
+        return rows
 
     def to_bytes(self) -> bytes:
         """One zip: the SB3 SAC zip, the controller state (torch) and the settings (JSON)."""
         sac_bytes = io.BytesIO()
         self.low_level.save(sac_bytes)
-        settings = {"option_params": self.option_params, "her": self.her, "env_overrides": self.env_overrides}
+        settings = {
+            "option_params": self.option_params,
+            "her": self.her,
+            "env_overrides": self.env_overrides,
+            "reward_scale": self.reward_scale,
+            "trend_zero": self.trend_zero,
+        }
         archive = io.BytesIO()
         with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
             zipped.writestr("low_level_sac.zip", sac_bytes.getvalue())
@@ -359,7 +391,16 @@ class HierarchicalAgent:
             if "controller.pt" in zipped.namelist():
                 state = th.load(io.BytesIO(zipped.read("controller.pt")), map_location=device, weights_only=False)
                 learner = OptionLearner.from_state(state, device=device)
-        return cls(low_level, learner, settings["option_params"], settings["her"], settings["env_overrides"])
+        return cls(
+            low_level,
+            learner,
+            settings["option_params"],
+            settings["her"],
+            settings["env_overrides"],
+            # Agents saved before these settings existed used scale 1 for HER and the median reference.
+            float(settings.get("reward_scale", 1.0)),
+            float(settings.get("trend_zero", 0.0)),
+        )
 
 
 def build_hierarchical_agent(
@@ -372,11 +413,13 @@ def build_hierarchical_agent(
     seed: int,
     device: str = "cpu",
     env_overrides: dict[str, Any] | None = None,
+    trend_zero: float = 0.0,
 ) -> tuple[HierarchicalAgent, VecEnv]:
     """A warm-started hierarchical agent and the training VecEnv it is bound to.
 
     ``option_params=None`` leaves the options out (plain option-free SAC fine-tuning, for A/B runs);
-    ``her=None`` leaves HER out. The network sizes are the source's.
+    ``her=None`` leaves HER out. The network sizes and the P&L reward scale are the source's, with
+    or without HER, so the copied critic and entropy coefficient stay calibrated for the P&L part.
     """
     sac = {**DEFAULT_SAC_PARAMS, **(sac_params or {})}
     unknown = sorted(set(sac) - set(DEFAULT_SAC_PARAMS))
@@ -388,7 +431,16 @@ def build_hierarchical_agent(
         learner = OptionLearner(
             probe.layout.dim, len(OPTION_NAMES), ControllerConfig.from_mapping(controller_params), seed, device
         )
-    agent = HierarchicalAgent(None, learner, copy.deepcopy(option_params), copy.deepcopy(her), dict(env_overrides or {}))  # type: ignore[arg-type]
+    reward_scale = float(getattr(source, "reward_scale", 1.0))
+    agent = HierarchicalAgent(
+        None,  # type: ignore[arg-type]
+        learner,
+        copy.deepcopy(option_params),
+        copy.deepcopy(her),
+        dict(env_overrides or {}),
+        reward_scale,
+        float(trend_zero),
+    )
     venv = agent.make_vec_env(make_train_env, deterministic=False, collect=True, seed=seed)
     source_obs_dim = int(np.prod(source.observation_space.shape))
     policy_kwargs = {
@@ -401,7 +453,7 @@ def build_hierarchical_agent(
     if her is not None:
         buffer_class, buffer_kwargs = FastHerReplayBuffer, replay_buffer_kwargs(her)
     else:
-        buffer_class, buffer_kwargs = ScaledRewardReplayBuffer, {"reward_scale": float(getattr(source, "reward_scale", 1.0))}
+        buffer_class, buffer_kwargs = ScaledRewardReplayBuffer, {"reward_scale": reward_scale}
     low_level = SAC(
         WidenedSACPolicy,
         venv,
@@ -478,7 +530,8 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
     "her": {},
     "sac": {},
     "training": {"total_timesteps": 5000, "log_freq": 1000},
-    "evaluation": {"split": "validation", "goal_episodes": 5},
+    # 50 goal episodes: success rates move in steps of 0.02, not 0.2.
+    "evaluation": {"split": "validation", "goal_episodes": 50},
     "gates": DEFAULT_GATES,
 }
 
@@ -495,26 +548,49 @@ def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
     return options if options.pop("enabled") else None
 
 
-def train_from_spec(env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu"):
-    """Build, warm-start and train the phase's agent on ``env_spec``'s training split.
+def train_from_spec(
+    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None
+):
+    """Build, warm-start and train the phase's agent on ``env_spec``'s training split
+    (``timesteps`` env steps, default ``training.total_timesteps``).
 
+    The options measure their trend from a zero return, placed by the spec's feature scaler.
     Returns ``(agent, history, training_option_stats)``; the last is ``None`` without options.
     """
     resolved = resolve_phase_params(params)
     overrides = resolved["env_overrides"]
     her = resolved["her"] if resolved["her"]["enabled"] else None
+    option_params = _option_params(resolved)
+    trend_zero = env_spec.scaled_zero(option_params["signals"]["trend_feature"]) if option_params else 0.0
 
     def make_train_env() -> gym.Env:
         return env_spec.make_env("train", **overrides)
 
     agent, venv = build_hierarchical_agent(
-        source, make_train_env, _option_params(resolved), resolved["controller"], her,
-        resolved["sac"], seed, device, overrides,
+        source, make_train_env, option_params, resolved["controller"], her,
+        resolved["sac"], seed, device, overrides, trend_zero,
     )
     training = resolved["training"]
-    history = train_hierarchical_agent(agent, venv, training["total_timesteps"], training["log_freq"])
+    total = training["total_timesteps"] if timesteps is None else timesteps
+    history = train_hierarchical_agent(agent, venv, total, training["log_freq"])
     stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
     return agent, history, stats
+
+
+def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int, timesteps: int) -> None:
+    """Fine-tune ``agent`` on another spec's training split (the walk-forward's next fold): the
+    controller, the SAC and its replay buffer carry over. HER's unfinished episode is closed first,
+    so no relabelled goal spans the two windows."""
+    overrides = resolve_phase_params(params)["env_overrides"]
+    low_level = agent.low_level
+    if isinstance(low_level.replay_buffer, FastHerReplayBuffer):
+        with warnings.catch_warnings():  # SB3 warns that this is what it does: intended here
+            warnings.simplefilter("ignore", UserWarning)
+            low_level.replay_buffer.truncate_last_trajectory()
+    venv = agent.make_vec_env(lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed)
+    low_level.set_env(venv)
+    callback = OptionsCallback(agent.learner, venv) if isinstance(venv, OptionVecEnv) else None
+    low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 
 def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int) -> dict[str, Any]:
@@ -522,10 +598,12 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
     The full-split run aims at the middle of the goal range when HER is on. Goal achievement uses
     ``goal_episodes`` episodes with random starts on the same split, each with a target drawn from
-    the goal range (the same targets for every agent with the same seed; an agent without HER
-    ignores them, which makes it the reference).
+    the goal range (the same targets for every agent with the same seed). Each episode runs twice
+    from the same start: once shown its target, once shown another episode's target (the targets
+    shuffled) — the goal-agnostic control, scored against the true target. Without HER the agent
+    sees no target, and both runs coincide.
     """
-    from trading_rl.agents.her import goal_achievement
+    from trading_rl.agents.her import goal_achievement_against_control
     from trading_rl.evaluation.baselines import evaluate_baselines
     from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 
@@ -548,12 +626,19 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
     rng = np.random.default_rng(seed)
     targets = rng.uniform(her["goal_low"], her["goal_high"], size=int(resolved["evaluation"]["goal_episodes"]))
-    finals = []
-    for episode, target in enumerate(targets):
-        episode_rollout, _ = rollout_agent(agent, make_episode_env, seed + 1 + episode, desired_goal=float(target))
+    shown_to_control = rng.permutation(targets)
+
+    def final_return(episode: int, shown_target: float) -> float:
+        episode_rollout, _ = rollout_agent(agent, make_episode_env, seed + 1 + episode, desired_goal=shown_target)
         start_equity = float(episode_rollout["equity"].iloc[0]) / (1.0 + float(episode_rollout["return"].iloc[0]))
-        finals.append(float(episode_rollout["equity"].iloc[-1]) / start_equity - 1.0)
-    goals = goal_achievement(np.array(finals), targets, her["tolerance"])
+        return float(episode_rollout["equity"].iloc[-1]) / start_equity - 1.0
+
+    finals = np.array([final_return(episode, float(target)) for episode, target in enumerate(targets)])
+    if agent.her is not None:
+        controls = np.array([final_return(episode, float(shown)) for episode, shown in enumerate(shown_to_control)])
+    else:
+        controls = finals
+    goals = goal_achievement_against_control(finals, controls, targets, her["tolerance"])
     option_share = (
         rollout["option"].value_counts(normalize=True).reindex(OPTION_NAMES, fill_value=0.0).to_dict()
         if "option" in rollout
@@ -583,11 +668,15 @@ def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> 
     rows: list[dict[str, Any]] = []
     for name, option in options.items():
         if option["available_at_selection"] > 0:
-            rows.append({"gate": f"usage_{name}", "value": option["usage"], "threshold": f"> {g['min_usage']}",
-                         "passed": option["usage"] > g["min_usage"]})
-    max_usage = max(option["usage"] for option in options.values())
+            passed = option["usage"] > g["min_usage"]
+            row = {"gate": f"usage_{name}", "value": option["usage"], "threshold": f"> {g['min_usage']}", "passed": passed}
+            if not passed:
+                row["cause"] = _starvation_cause(option)
+            rows.append(row)
+    busiest = max(options, key=lambda name: options[name]["usage"])
+    max_usage = options[busiest]["usage"]
     rows.append({"gate": "max_usage", "value": max_usage, "threshold": f"<= {g['max_usage']}",
-                 "passed": max_usage <= g["max_usage"]})
+                 "passed": max_usage <= g["max_usage"], "option": busiest})
     finished = [option for option in options.values() if option["runs"]]
     runs = sum(option["runs"] for option in finished)
     avg = sum(option["avg_duration"] * option["runs"] for option in finished) / runs if runs else 0.0
@@ -599,3 +688,16 @@ def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> 
             rows.append({"gate": f"no_instant_termination_{name}", "value": option["avg_duration"],
                          "threshold": f">= {limit}", "passed": option["avg_duration"] >= limit})
     return rows
+
+
+def _starvation_cause(option: dict[str, Any]) -> str:
+    """Why an option is under its usage floor: its initiation set rarely held (the signals), or it
+    was offered and the controller passed it over (the learner), or its runs are short."""
+    offered_share = option.get("available_share")
+    offered = option["available_at_selection"]
+    if offered_share is not None and offered_share < 0.5:
+        return f"initiation set held at only {offered_share:.0%} of option selections"
+    started = option["runs"] + option.get("truncated_runs", 0)
+    if started < 0.1 * offered:
+        return f"offered at {offered} selections, chosen {started} times by the controller"
+    return f"chosen {started} times but its runs average {option['avg_duration']} steps"

@@ -29,11 +29,15 @@ Termination probability: 0 before ``min_duration`` (even when the success rule f
 option where the seed caps it (close 0.02, trend 0.15, wait 0.5).
 
 Signals. The data has no sentiment or supervised-model confidence, so ``confidence`` is a
-price-derived proxy: ``sigmoid(trend)`` with ``trend`` the scaled ``trend_feature`` (default the
-20-bar return, robust-scaled) — above 0.5 in an uptrend. When the observation carries a
-``confidence_feature`` column (a real sentiment/confidence in [0, 1]) it is used instead. Features in
-the observation are robust-scaled (about one unit per standard deviation), so the trend thresholds
-are in those units: the seed's 1.5% 20-bar momentum is about 0.35 scaled units on daily equity bars.
+price-derived proxy: ``sigmoid(trend)`` with ``trend`` the ``trend_feature`` (default the 20-bar
+return) in scaled units *measured from a zero return*: ``scaled − trend_zero``, where ``trend_zero``
+is where a raw 0 lands after the feature scaler (``features.scaling.scaled_value``). The scaler
+centres on the training median (+0.84% for the S&P 500's 20-bar return), so measured from the
+scaled 0 the 0.35 threshold meant +2.3% upward but −0.6% downward and 12.9% of validation bars with
+positive momentum were bearish; from the zero return, up and down are treated alike. When the
+observation carries a ``confidence_feature`` column (a real sentiment/confidence in [0, 1]) it is used
+instead. Scaled units are about one standard deviation, so the seed's 1.5% 20-bar momentum is about
+0.35 on daily equity bars.
 """
 
 from __future__ import annotations
@@ -110,10 +114,17 @@ class TradingOptions:
 
     names = OPTION_NAMES
 
-    def __init__(self, layout: ObservationLayout, params: dict | None = None, allow_short: bool = False):
+    def __init__(
+        self,
+        layout: ObservationLayout,
+        params: dict | None = None,
+        allow_short: bool = False,
+        trend_zero: float = 0.0,
+    ):
         self.layout = layout
         self.params = resolve_option_params(params)
         self.allow_short = bool(allow_short)
+        self.trend_zero = float(trend_zero)
         signals = self.params["signals"]
         trend_name = f"feature:{signals['trend_feature']}"
         if trend_name not in layout:
@@ -135,7 +146,8 @@ class TradingOptions:
 
     # ---- signals -------------------------------------------------------------------------------
     def trend(self, obs: np.ndarray) -> np.ndarray:
-        return np.asarray(self.layout.get(obs, self._trend_field), dtype=np.float64)
+        """The trend feature in scaled units, measured from a zero return (positive = up)."""
+        return np.asarray(self.layout.get(obs, self._trend_field), dtype=np.float64) - self.trend_zero
 
     def confidence(self, obs: np.ndarray) -> np.ndarray:
         """Bullish confidence in [0, 1]: the real column when present, else ``sigmoid(trend)``."""

@@ -277,23 +277,20 @@ class SACWithICM(SAC):
 
         extrinsic = batch.rewards
         intrinsic = intrinsic.reshape(extrinsic.shape)
-        icm.extrinsic_stats.update(extrinsic)
+        icm.extrinsic_scale.update(extrinsic)
         if icm.config.match_extrinsic_scale:
-            intrinsic = intrinsic * th.sqrt(icm.extrinsic_stats.var).to(intrinsic.dtype)
+            intrinsic = intrinsic * icm.extrinsic_scale.std.to(intrinsic.dtype)
         weighted_intrinsic = self.intrinsic_weight * intrinsic
         weighted_extrinsic = self.extrinsic_weight * extrinsic
-        diagnostics = th.stack(
-            [
-                intrinsic.mean(),
-                weighted_intrinsic.abs().mean() / weighted_extrinsic.abs().mean().clamp_min(1e-12),
-            ]
-        ).tolist()
-        self._accumulate(
-            {"icm/intrinsic_reward_mean": diagnostics[0], "icm/intrinsic_extrinsic_ratio": diagnostics[1]}
-        )
-        if self.num_timesteps < self.icm_warmup_steps:
-            return batch
-        return batch._replace(rewards=weighted_extrinsic + weighted_intrinsic)
+        mixed = weighted_extrinsic + weighted_intrinsic
+        stats = {"icm/intrinsic_reward_mean": intrinsic.mean()}
+        warm = self.num_timesteps >= self.icm_warmup_steps
+        if warm:
+            # The share of the learner reward's variation that curiosity carries in this batch:
+            # what ``intrinsic_weight`` is meant to set (measured once the warm-up is over).
+            stats["icm/effective_share"] = weighted_intrinsic.std() / mixed.std().clamp_min(1e-12)
+        self._accumulate(dict(zip(stats, th.stack(list(stats.values())).tolist())))
+        return batch._replace(rewards=mixed) if warm else batch
 
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         if self.icm is None and self.reward_scale == 1.0:

@@ -17,6 +17,7 @@ from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvC
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
 from trading_rl.envs.layout import ObservationLayout
+from trading_rl.features.scaling import scaled_value
 
 ENV_KINDS: dict[str, type[TradingEnvBase]] = {
     "continuous": ContinuousTradingEnv,
@@ -39,6 +40,9 @@ class EnvSpec:
     feature_columns: list[str]
     splits: dict[str, dict[str, Any]] = field(default_factory=dict)
     closes: pd.Series | None = None
+    # The scaler the features were scaled with (``features.scaling``), for rules that must measure a
+    # scaled feature from a raw reference (the options' trend from a zero return).
+    feature_scaler: dict[str, Any] | None = None
 
     @property
     def layout(self) -> ObservationLayout:
@@ -52,6 +56,15 @@ class EnvSpec:
                 "rerun `kedro run --pipelines env_construction`"
             )
         return self.closes.loc[: self.prices[split].index[-1]]
+
+    def scaled_zero(self, column: str) -> float:
+        """Where a raw 0 of feature ``column`` lands in the observation's scaled units."""
+        if self.feature_scaler is None:
+            raise ValueError(
+                f"env spec of {self.symbol} has no feature scaler (built before it was stored); "
+                "rerun `kedro run --pipelines env_construction`"
+            )
+        return scaled_value(self.feature_scaler, column, 0.0)
 
     def make_env(
         self,
@@ -102,6 +115,7 @@ def build_env_spec(
     splits: Mapping[str, Any],
     config: Mapping[str, Any] | None = None,
     periods_per_year: float = 252.0,
+    feature_scaler: Mapping[str, Any] | None = None,
 ) -> EnvSpec:
     """Cut prices and features per split, with ``window_size - 1`` context bars before each start.
 
@@ -157,4 +171,5 @@ def build_env_spec(
         feature_columns=[str(c) for c in features.columns],
         splits=split_ranges,
         closes=prices["close"].astype(np.float64),
+        feature_scaler=None if feature_scaler is None else dict(feature_scaler),
     )

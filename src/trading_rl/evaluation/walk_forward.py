@@ -251,6 +251,7 @@ def fold_env_spec(
         splits=splits,
         config=dict(env_config),
         periods_per_year=periods_per_year,
+        feature_scaler=scaler,
     )
 
 
@@ -316,18 +317,60 @@ def _train_es(spec, agent_params, seed, timesteps, model=None, device="auto"):
     return train_es_agent(spec, agent_params, seed, model, num_workers=1)
 
 
+def train_hierarchical(spec, agent_params, seed, timesteps, model=None, device="auto", her=False):
+    """The options_her phase's hierarchical agent (options, with or without HER) on the fold's
+    training window. ``agent_params``: ``{"source": sac_icm agent section, "phase": options_her
+    section}``; the source is a fresh SAC+ICM model that gives the networks and the P&L reward scale
+    (untrained: the walk-forward compares mechanisms from scratch). With ``model`` given, it is
+    fine-tuned on the new window instead."""
+    from trading_rl.agents import build_agent, resolve_device
+    from trading_rl.agents.hierarchical import continue_on_spec, train_from_spec
+
+    phase = {section: values for section, values in dict(agent_params.get("phase") or {}).items()}
+    phase["her"] = {**dict(phase.get("her") or {}), "enabled": her}
+    device = resolve_device(device)
+    if model is None:
+        source = build_agent(spec.make_env("train", seed=seed), dict(agent_params.get("source") or {}), seed, device)
+        model, _, _ = train_from_spec(spec, source, phase, seed, device, timesteps)
+    else:
+        continue_on_spec(model, spec, phase, seed, timesteps)
+    return model
+
+
+def _train_options(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    return train_hierarchical(spec, agent_params, seed, timesteps, model, device, her=False)
+
+
+def _train_options_her(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    return train_hierarchical(spec, agent_params, seed, timesteps, model, device, her=True)
+
+
+def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"):
+    """SAC+ICM on the reward_shaper phase's shaped reward (prior objective weights). ``agent_params``:
+    ``{"source": sac_icm agent section, "phase": reward_shaper section}``."""
+    from trading_rl.agents import resolve_device
+    from trading_rl.rewards.phase import train_shaped
+
+    return train_shaped(spec, dict(agent_params.get("source") or {}), dict(agent_params.get("phase") or {}), seed,
+                        timesteps, model, resolve_device(device))
+
+
 # name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
-# ``predict``. Another phase's agent joins walk-forward by registering its trainer here and listing
+# ``predict``, or with its own ``rollout(spec, split, seed)`` (the hierarchical agent, whose option
+# layer and env settings must wrap the env). Another phase's agent joins walk-forward by registering its trainer here and listing
 # its name in ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
 AGENT_TRAINERS: dict[str, Trainer] = {
     "sac_icm": _train_sac_icm,
     "sac": _train_plain_sac,
     "vtrace": _train_vtrace,
     "es": _train_es,
+    "options": _train_options,
+    "options_her": _train_options_her,
+    "shaped": _train_shaped,
 }
 
 # Agents that share another agent's parameter section ("sac" is SAC+ICM with the ICM switched off).
-AGENT_PARAMS_SOURCE: dict[str, str] = {"sac": "sac_icm"}
+AGENT_PARAMS_SOURCE: dict[str, str] = {"sac": "sac_icm", "options_her": "options"}
 
 # Parameter sections that ``walk_forward.agent_overrides`` (sections of the sac_icm schema: ``sac``,
 # ``icm``, ...) applies to; other agents (vtrace, es) have flat parameters of their own.
@@ -435,7 +478,10 @@ def run_retrain_group(
             model = trainer(spec, agent_params, seed, timesteps, None, device)
         elif finetune_timesteps > 0:
             model = trainer(spec, agent_params, seed, finetune_timesteps, model, device)
-        rollouts.append(run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed))
+        if hasattr(model, "rollout"):
+            rollouts.append(model.rollout(spec, "test", seed))
+        else:
+            rollouts.append(run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed))
     return rollouts
 
 

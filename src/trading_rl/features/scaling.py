@@ -65,3 +65,15 @@ def apply_scaler(features: pd.DataFrame, scaler: dict) -> pd.DataFrame:
     if scaler["clip"] is not None:
         scaled = np.clip(scaled, -scaler["clip"], scaler["clip"])
     return pd.DataFrame(scaled, index=features.index, columns=columns)
+
+
+def scaled_value(scaler: dict, column: str, raw: float) -> float:
+    """Where the raw value ``raw`` of ``column`` lands in scaled units (clipped like the data).
+
+    Rules on scaled features need it to measure from a raw reference such as a zero return instead
+    of from the training median the scaler centred on."""
+    if column not in scaler["center"]:
+        raise ValueError(f"scaler has no column {column!r}; columns: {scaler['columns']}")
+    value = (float(raw) - scaler["center"][column]) / scaler["scale"][column]
+    clip = scaler["clip"]
+    return float(value if clip is None else np.clip(value, -clip, clip))

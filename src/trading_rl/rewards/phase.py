@@ -326,3 +326,29 @@ def shaping_report(shaped_model, source_model, env_spec, fit_report: dict, train
         failed = [row["gate"] for row in fit_report["weight_gates"] if not row["passed"]]
         raise ValueError(f"reward shaper weight gates failed: {failed} (set reward_shaper.gates.fail_on_gate: false to report only)")
     return report
+
+
+def train_shaped(env_spec, agent_params: dict, params: dict | None, seed: int, timesteps: int, model=None, device: str = "cpu"):
+    """SAC+ICM trained on the shaped reward with the phase's *prior* objective weights, for the
+    walk-forward A/B of shaped against P&L reward; with ``model`` given, fine-tuned on
+    ``env_spec``'s training window instead.
+
+    The phase proper shapes a trained source with a learned weight network and potential; a
+    from-scratch walk-forward agent has neither to fit them on, so this is the phase's starting
+    point (``weight_network.initial_weights``, no potential term), at ``training.shaped_reward_scale``.
+    The exploration objective reads the agent's ICM as it was when the window's training began.
+    """
+    from trading_rl.agents import build_agent
+
+    resolved = resolve_phase_params(params)
+    env = env_spec.make_env("train", seed=seed)
+    if model is None:
+        learner = {section: dict(values) for section, values in dict(agent_params or {}).items()}
+        learner["reward"] = {**learner.get("reward", {}), "scale": float(resolved["training"]["shaped_reward_scale"])}
+        model = build_agent(env, learner, seed=seed, device=device)
+        model.set_env(ShapedRewardWrapper(env, make_shaper(env, resolved, model)))
+        model.learn(total_timesteps=int(timesteps))
+    else:
+        model.set_env(ShapedRewardWrapper(env, make_shaper(env, resolved, model)))
+        model.learn(total_timesteps=int(timesteps), reset_num_timesteps=False)
+    return model

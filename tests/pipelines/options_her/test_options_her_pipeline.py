@@ -32,17 +32,20 @@ class KeptDataset(MemoryDataset):
         pass
 
 
-def _spec():
+def _spec_and_scaler():
     prices = load_prices("sp500").iloc[:800]
     features = compute_features(prices, {"garch": None}).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
-    return build_env_spec("sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0)
+    spec = build_env_spec(
+        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0, feature_scaler=scaler
+    )
+    return spec, scaler
 
 
 @pytest.mark.slow
 def test_pipeline_trains_and_reports():
-    spec = _spec()
+    spec, scaler = _spec_and_scaler()
     source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}}, seed=0, device="cpu")
     catalog = DataCatalog(
         {
@@ -58,11 +61,15 @@ def test_pipeline_trains_and_reports():
     SequentialRunner().run(create_pipeline(), catalog)
     agent = catalog.load("options_her_model")
     assert isinstance(agent, HierarchicalAgent) and agent.uses_options and agent.her is not None
+    # the options measure the trend from a zero 20-bar return, placed by the spec's feature scaler
+    assert agent.trend_zero == pytest.approx(-scaler["center"]["ret_20"] / scaler["scale"]["ret_20"])
+    assert agent.trend_zero != 0.0
     usage = catalog.load("option_usage_report")
     assert {row["gate"] for row in usage["training_gates"]} >= {"max_usage", "avg_duration"}
     assert usage["final_controller"]["temperature"] < 1.0
     her = catalog.load("her_report")
     assert her["relabelled_fraction"] == 0.8 and her["episodes"] == 2
+    assert set(her["control"]) >= {"goal_achievement_rate"} and len(her["achievement_difference_ci"]) == 2
     evaluation = catalog.load("options_her_evaluation")
     assert {"buy_and_hold", "cash"} <= set(evaluation["baselines"]) and "sharpe" in evaluation["agent"]
     metrics = catalog.load("options_her_metrics")

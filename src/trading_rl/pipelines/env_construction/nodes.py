@@ -16,7 +16,9 @@ def build_spec(
     scaled_features: pd.DataFrame,
     splits: dict[str, Any],
     params: dict[str, Any],
+    scalers: dict[str, Any] | None = None,
 ) -> EnvSpec:
+    """The symbol's env spec; with ``scalers``, it keeps the symbol's feature scaler."""
     symbol = params["symbol"]
     price_frames = by_symbol(prices)
     if symbol not in price_frames:
@@ -33,6 +35,7 @@ def build_spec(
         splits=splits[symbol],
         config=dict(params.get("env") or {}),
         periods_per_year=float(periods_per_year),
+        feature_scaler=(scalers or {}).get(symbol),
     )
 
 

@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.build_spec,
-                inputs=["prices", "scaled_features", "splits", "params:env_construction"],
+                inputs=["prices", "scaled_features", "splits", "params:env_construction", "scalers"],
                 outputs="env_spec",
                 name="build_env_spec",
             ),

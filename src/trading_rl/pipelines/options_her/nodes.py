@@ -66,6 +66,8 @@ def evaluate_options_her(
         "goal_range": [her["goal_low"], her["goal_high"]],
         "tolerance": her["tolerance"],
         "reward_distance": her["reward_distance"],
+        "goal_unit": her["goal_unit"],
+        "reward": f"{her['pnl_weight']} x P&L x reward_scale {agent.reward_scale} + {her['goal_weight']} x goal reward",
         **evaluation["goals"],
     }
     evaluation_report = {
