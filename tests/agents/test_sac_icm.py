@@ -102,8 +102,7 @@ def test_icm_train_freq_updates_every_kth_batch():
 
 
 def test_icm_off_trains_exactly_like_plain_sb3_sac():
-    # Plain SAC learns from the env's reward as it is: reward scale 1 (the phase's default is 100).
-    params = {**toy_params(icm=False), "reward": {"scale": 1.0}}
+    params = toy_params(icm=False)  # reward scale 1: the learner sees the env's reward as it is
     # Build and train one after the other: SB3 seeds the global RNGs at construction.
     ours = build_agent(ToyTradingEnv(), params, seed=5, device="cpu").learn(100)
     plain = SAC("MlpPolicy", ToyTradingEnv(), **sac_kwargs(params), seed=5, device="cpu").learn(100)
