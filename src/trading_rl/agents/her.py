@@ -15,7 +15,6 @@ of them relabelled).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np

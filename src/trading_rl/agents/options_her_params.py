@@ -16,7 +16,7 @@ from trading_rl.agents.her import DEFAULT_HER_PARAMS, GOAL_SELECTION_STRATEGIES
 from trading_rl.agents.hierarchical import DEFAULT_PHASE_PARAMS
 from trading_rl.agents.options import DEFAULT_OPTION_PARAMS, OPTION_NAMES
 from trading_rl.agents.sac_icm import SacParams
-from trading_rl.config import ConfigError, Section, section_from_defaults, setting
+from trading_rl.config import ConfigError, section_from_defaults, setting
 from trading_rl.envs.continuous import EnvConfig
 
 PARAMS_PREFIX = "options_her"
