@@ -36,7 +36,7 @@ def _run(report: dict, with_validation: bool = True) -> None:
     pipeline = Pipeline(nodes)
     catalog = DataCatalog()
     catalog["comparison"] = {}
-    catalog["params:validation"] = {"fail_on_gate_failure": False}
+    catalog["params:validation"] = {"fail_on_gate": False}
     hook_manager.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=catalog)
     SequentialRunner().run(pipeline, catalog, hook_manager)
     logging.getLogger("trading_rl.other").info("a node logs after the gates")

@@ -73,9 +73,22 @@ class ReproducibilityHooks:
             self._tagged = True
 
 
+class ParameterValidationHooks:
+    """Check every parameter section the run's pipelines read before the first node runs, so a bad
+    parameter fails the run before any dataset is written (``trading_rl.parameter_sections``).
+    ``tryfirst``: before kedro-mlflow's hook opens a tracking run for a run that will not happen."""
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, pipeline, catalog) -> None:
+        from trading_rl.parameter_sections import validate_parameters
+
+        used = {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
+        validate_parameters(catalog.load("parameters"), used)
+
+
 class ValidationGateHooks:
     """Re-log a failed validation report as the last line of the run (WARNING, gates named), so it
-    is not buried under the nodes' logs when ``validation.fail_on_gate_failure`` is false. Only runs
+    is not buried under the nodes' logs when ``validation.fail_on_gate`` is false. Only runs
     that produced a ``validation_report`` say anything."""
 
     def __init__(self) -> None:

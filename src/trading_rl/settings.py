@@ -1,9 +1,20 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import MlflowRunHygieneHooks, ReproducibilityHooks, ValidationGateHooks
+from trading_rl.hooks import (
+    MlflowRunHygieneHooks,
+    ParameterValidationHooks,
+    ReproducibilityHooks,
+    ValidationGateHooks,
+)
 from trading_rl.run_manifest import RunManifestHooks
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks(), MlflowRunHygieneHooks(), RunManifestHooks())
+HOOKS = (
+    ReproducibilityHooks(),
+    ParameterValidationHooks(),
+    ValidationGateHooks(),
+    MlflowRunHygieneHooks(),
+    RunManifestHooks(),
+)
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",

@@ -21,10 +21,10 @@ def _sample(model, seed: int, batch_size: int = 32):
 @pytest.mark.parametrize(
     ("params", "named"),
     [
-        ({"sac": {"learnin_rate": 1e-3}}, "sac_icm.sac.learnin_rate"),
-        ({"icm": {"etaa": 0.1}}, "sac_icm.icm.etaa"),
-        ({"polcy": {}}, "sac_icm.polcy"),
-        ({"policy": {"activation": "swish"}}, "sac_icm.policy.activation"),
+        ({"sac": {"learnin_rate": 1e-3}}, "sac_icm.agent.sac.learnin_rate"),
+        ({"icm": {"etaa": 0.1}}, "sac_icm.agent.icm.etaa"),
+        ({"polcy": {}}, "sac_icm.agent.polcy"),
+        ({"policy": {"activation": "swish"}}, "sac_icm.agent.policy.activation"),
     ],
 )
 def test_unknown_or_invalid_parameters_are_rejected_by_name(params, named):
@@ -102,7 +102,7 @@ def test_icm_train_freq_updates_every_kth_batch():
 
 
 def test_icm_off_trains_exactly_like_plain_sb3_sac():
-    params = toy_params(icm=False)
+    params = toy_params(icm=False)  # reward scale 1: the learner sees the env's reward as it is
     # Build and train one after the other: SB3 seeds the global RNGs at construction.
     ours = build_agent(ToyTradingEnv(), params, seed=5, device="cpu").learn(100)
     plain = SAC("MlpPolicy", ToyTradingEnv(), **sac_kwargs(params), seed=5, device="cpu").learn(100)
@@ -160,7 +160,7 @@ def test_reward_scale_multiplies_what_the_learner_sees_only():
     seen = model.learner_batch(_sample(model, seed=3))
     np.testing.assert_allclose(seen.rewards.numpy(), 50.0 * stored.rewards.numpy(), rtol=1e-6)
     assert th.equal(seen.observations, stored.observations)
-    with pytest.raises(ValueError, match="sac_icm.reward.scale"):
+    with pytest.raises(ValueError, match="sac_icm.agent.reward.scale"):
         build_agent(ToyTradingEnv(), {**params, "reward": {"scale": 0.0}}, seed=0, device="cpu")
 
 

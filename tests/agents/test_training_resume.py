@@ -99,9 +99,9 @@ def test_killed_run_resumes_from_its_checkpoint_and_finishes_the_budget(tmp_path
 
 def test_bad_training_parameters_fail_by_name(tmp_path):
     model, params = toy_agent(total_timesteps=100)
-    with pytest.raises(ValueError, match=r"sac_icm\.training\.total_timestep'"):
+    with pytest.raises(ValueError, match=r"sac_icm\.agent\.training\.total_timestep'"):
         train_agent(model, ToyTradingEnv, {**params, "training": {"total_timestep": 100}}, tmp_path, **TOY)
-    with pytest.raises(ValueError, match=r"sac_icm\.training\.eval_freq' must be >= 1"):
+    with pytest.raises(ValueError, match=r"sac_icm\.agent\.training\.eval_freq' must be in \[1, inf\)"):
         train_agent(model, ToyTradingEnv, {**params, "training": {"eval_freq": 0}}, tmp_path, **TOY)
     with pytest.raises(ValueError, match=r"best_metric' is 'sharp'"):
         train_agent(model, ToyTradingEnv, {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, tmp_path, **TOY)

@@ -240,7 +240,8 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
         return wf.trial_rows(steps.replace({"a": "sac_icm", "b": "sac"}), params, NO_GARCH, {"window_size": 5},
                              {"X": 252.0}, agent_params, 7).iloc[0]["config_hash"]
     assert hash_of({**params, "agents": ["sac_icm"], "device": "cpu"}) == rows.iloc[0]["config_hash"]
-    assert hash_of(agent_params={"sac_icm": {"sac": {"batch_size": 32}}}) != rows.iloc[0]["config_hash"]
+    assert hash_of({**params, "vtrace": {"unroll_length": 8}}) == rows.iloc[0]["config_hash"]  # another agent's
+    assert hash_of(agent_params={"sac_icm": {"sac": {"learning_rate": 1e-3}}}) != rows.iloc[0]["config_hash"]
     assert hash_of({**params, "seeds": 4}) != rows.iloc[0]["config_hash"]
 
 
@@ -282,6 +283,16 @@ def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
                                                                          ["True", "False", "False", "False"])])
     summary = wf.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
     assert summary["trading_share"] == 0.25
+
+
+def test_vtrace_and_es_train_with_their_walk_forward_sections():
+    config = wf.resolve_walk_forward_params({"vtrace": {"unroll_length": 8}, "es": {"generations": 3}}, NO_GARCH)
+    agent_params = wf.with_walk_forward_agents({"sac_icm": {"sac": {"batch_size": 64}}}, config)
+    assert wf.agent_section("vtrace", agent_params, config["agent_overrides"])["unroll_length"] == 8
+    assert wf.agent_section("es", agent_params, config["agent_overrides"])["generations"] == 3
+    assert wf.agent_section("sac_icm", agent_params, {})["sac"] == {"batch_size": 64}
+    with pytest.raises(ValueError, match=r"'walk_forward\.vtrace\.total_timesteps' is not accepted: .*walk_forward\.timesteps"):
+        wf.resolve_walk_forward_params({"vtrace": {"total_timesteps": 100}}, NO_GARCH)
 
 
 @pytest.mark.slow

@@ -20,35 +20,37 @@ import numpy as np
 import torch as th
 from torch import nn
 
+from trading_rl.config import Section, setting
+
 MASKED_LOGIT = -1e9
 
 
-@dataclass(frozen=True)
-class ControllerConfig:
-    hidden_dim: int = 512
-    dropout: float = 0.1
-    lr: float = 3e-4
-    train_freq: int = 8
-    warmup_steps: int = 2000
-    value_loss_weight: float = 1.0
-    grad_clip: float = 0.5
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig(Section):
+    """``options_her.controller`` (seed ``003`` values)."""
+
+    hidden_dim: int = setting(512, interval="[1, inf)")
+    dropout: float = setting(0.1, interval="[0, 1)")
+    # ``lr`` (not learning_rate): saved controllers store this config by field name.
+    lr: float = setting(3e-4, interval="[0, inf)")
+    train_freq: int = setting(8, interval="[1, inf)")
+    warmup_steps: int = setting(2000, interval="[0, inf)")
+    value_loss_weight: float = setting(1.0, interval="[0, inf)")
+    grad_clip: float = setting(0.5, interval="(0, inf)")
     normalize_advantages: bool = True
-    advantage_epsilon: float = 1e-8
-    entropy_bonus: float = 0.01
-    temperature: float = 1.0
-    temperature_decay: float = 0.9995
-    min_temperature: float = 0.1
-    buffer_size: int = 80_000
-    batch_size: int = 128
+    advantage_epsilon: float = setting(1e-8, interval="(0, inf)")
+    entropy_bonus: float = setting(0.01, interval="[0, inf)")
+    temperature: float = setting(1.0, interval="(0, inf)")
+    temperature_decay: float = setting(0.9995, interval="(0, 1]")
+    min_temperature: float = setting(0.1, interval="(0, inf)")
+    buffer_size: int = setting(80_000, interval="[1, inf)")
+    batch_size: int = setting(128, interval="[1, inf)")
 
     @classmethod
-    def from_mapping(cls, params: dict | None) -> "ControllerConfig":
-        params = dict(params or {})
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ValueError(f"unknown controller parameter(s) {unknown}; expected some of {sorted(known)}")
-        return cls(**params)
+    def from_mapping(
+        cls, params: Any = None, prefix: str = "options_her.controller", base: "ControllerConfig | None" = None
+    ) -> "ControllerConfig":
+        return super().from_mapping(params, prefix, base)
 
 
 class OptionController(nn.Module):

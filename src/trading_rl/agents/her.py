@@ -15,7 +15,6 @@ of them relabelled).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -46,20 +45,10 @@ _GOAL_KEYS = ("goal_low", "goal_high", "tolerance", "reward_distance", "goal_uni
 
 
 def resolve_her_params(params: dict | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; unknown keys and strategies raise ``ValueError``."""
-    resolved = copy.deepcopy(DEFAULT_HER_PARAMS)
-    for key, value in (params or {}).items():
-        if key not in resolved:
-            raise ValueError(f"unknown her parameter {key!r}; expected one of {sorted(resolved)}")
-        resolved[key] = value
-    if resolved["goal_selection_strategy"] not in GOAL_SELECTION_STRATEGIES:
-        raise ValueError(
-            f"her.goal_selection_strategy must be one of {GOAL_SELECTION_STRATEGIES}, "
-            f"got {resolved['goal_selection_strategy']!r}"
-        )
-    if int(resolved["n_sampled_goal"]) < 1:
-        raise ValueError(f"her.n_sampled_goal must be >= 1, got {resolved['n_sampled_goal']}")
-    return resolved
+    """Defaults overlaid with ``params``; bad keys and values raise ``ConfigError`` naming them."""
+    from trading_rl.agents.options_her_params import HerParams
+
+    return HerParams.from_mapping(params, "options_her.her").to_dict()
 
 
 def relabelled_fraction(n_sampled_goal: int) -> float:

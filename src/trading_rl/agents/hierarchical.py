@@ -529,7 +529,7 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
     "controller": {},
     "her": {},
     "sac": {},
-    "training": {"total_timesteps": 8000, "log_freq": 1000},
+    "training": {"total_timesteps": 5000, "log_freq": 1000},
     # 50 goal episodes: success rates move in steps of 0.02, not 0.2.
     "evaluation": {"split": "validation", "goal_episodes": 50},
     "gates": DEFAULT_GATES,
@@ -537,29 +537,10 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
 
 
 def resolve_phase_params(params: dict | None) -> dict[str, Any]:
-    """Phase defaults overlaid with ``params``; every section is checked by the code that owns it."""
-    from trading_rl.agents.her import resolve_her_params
-    from trading_rl.agents.options import resolve_option_params
+    """Phase defaults overlaid with ``params``; a bad key or value raises ``ConfigError`` naming it."""
+    from trading_rl.agents.options_her_params import OptionsHerParams
 
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_PHASE_PARAMS))
-    if unknown:
-        raise ValueError(f"unknown options_her parameter(s) {unknown}; expected some of {sorted(DEFAULT_PHASE_PARAMS)}")
-    resolved = copy.deepcopy(DEFAULT_PHASE_PARAMS)
-    for section, values in params.items():
-        if isinstance(resolved[section], dict):
-            extra = sorted(set(values or {}) - set(resolved[section])) if section in ("training", "evaluation", "gates") else []
-            if extra:
-                raise ValueError(f"unknown options_her.{section} parameter(s) {extra}; expected {sorted(resolved[section])}")
-            resolved[section] = {**resolved[section], **(values or {})}
-        else:
-            resolved[section] = values
-    options = dict(resolved["options"])
-    enabled = bool(options.pop("enabled", True))
-    resolved["options"] = {"enabled": enabled, **resolve_option_params(options)}
-    ControllerConfig.from_mapping(resolved["controller"])
-    resolved["her"] = resolve_her_params(resolved["her"])
-    return resolved
+    return OptionsHerParams.from_mapping(params, "options_her").to_dict()
 
 
 def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:

@@ -42,7 +42,6 @@ instead. Scaled units are about one standard deviation, so the seed's 1.5% 20-ba
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -91,27 +90,10 @@ DEFAULT_OPTION_PARAMS: dict[str, dict[str, Any]] = {
 
 
 def resolve_option_params(params: dict | None) -> dict[str, dict[str, Any]]:
-    """Defaults overlaid with ``params``; an unknown section or key raises ``ValueError`` naming it."""
-    resolved = copy.deepcopy(DEFAULT_OPTION_PARAMS)
-    for section, values in (params or {}).items():
-        if section not in resolved:
-            raise ValueError(f"unknown options parameter {section!r}; expected one of {sorted(resolved)}")
-        for key, value in (values or {}).items():
-            if key not in resolved[section]:
-                raise ValueError(
-                    f"unknown options parameter '{section}.{key}'; expected one of {sorted(resolved[section])}"
-                )
-            resolved[section][key] = value
-    for name in OPTION_NAMES:
-        p = resolved[name]
-        if not 0 <= p["min_duration"] <= p["max_steps"] <= p["hard_timeout"]:
-            raise ValueError(
-                f"options parameter '{name}' needs 0 <= min_duration <= max_steps <= hard_timeout, got "
-                f"{p['min_duration']}, {p['max_steps']}, {p['hard_timeout']}"
-            )
-        if not 0.0 <= p["action_scale"] <= 1.0:
-            raise ValueError(f"options parameter '{name}.action_scale' must lie in [0, 1], got {p['action_scale']}")
-    return resolved
+    """Defaults overlaid with ``params``; a bad section, key or value raises ``ConfigError`` naming it."""
+    from trading_rl.agents.options_her_params import OptionParams
+
+    return OptionParams.from_mapping(params, "options_her.options").to_dict()
 
 
 def sigmoid_termination_prob(step, min_duration: int, max_steps: int, steepness: float = 0.5):

@@ -4,15 +4,15 @@ The hook is the replay-buffer sample: during ``train`` the buffer is wrapped so 
 (1) gets an intrinsic reward from the ICM, (2) trains the ICM on that same batch and (3) after a
 warm-up carries ``extrinsic_weight·r_ext + intrinsic_weight·r_int`` as its reward. Everything
 curiosity needs happens batched on the learner side; nothing runs per env step, which keeps the env
-loop as fast as plain SAC's. With the ICM switched off the class *is* plain SAC (same numbers for
-the same seed) plus the divergence guard.
+loop as fast as plain SAC's. With the ICM switched off and reward scale 1 the class *is* plain SAC
+(same numbers for the same seed) plus the divergence guard.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch as th
@@ -22,67 +22,10 @@ from torch import nn
 
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
 PARAMS_PREFIX = "sac_icm"
-
-# The full parameter schema of the sac_icm phase (defaults from the seeds' phase A.2/A.3 template).
-# Every section is validated here, in one place, so a typo anywhere fails before training starts.
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "sac": {
-        "learning_rate": 3e-4,
-        "buffer_size": 100_000,
-        "learning_starts": 1000,
-        "batch_size": 256,
-        "tau": 0.005,
-        "gamma": 0.99,
-        "train_freq": 1,
-        "gradient_steps": 1,
-        "ent_coef": "auto",
-        "target_entropy": "auto",
-        "target_update_interval": 1,
-    },
-    "policy": {"net_arch": [256, 256, 128], "activation": "relu"},
-    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
-    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
-    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
-    "reward": {"scale": 1.0},
-    "icm": {
-        "enabled": True,
-        "eta": 0.01,
-        "beta": 0.2,
-        "extrinsic_weight": 0.9,
-        "intrinsic_weight": 0.1,
-        "warmup_steps": 1000,
-        "feature_dim": 64,
-        "hidden_dim": 128,
-        "lr": 1e-3,
-        "weight_decay": 1e-4,
-        "grad_clip": 1.0,
-        "train_freq": 1,
-        "reward_clip": 5.0,
-        "scale_decay": 0.95,
-        "match_extrinsic_scale": True,
-    },
-    "training": {
-        "total_timesteps": 100_000,
-        "eval_freq": 5000,
-        "eval_episodes": 1,
-        "resume_every": 10_000,
-        # auto: continue only a checkpoint of this exact run; force: also one written with other
-        # parameters (trading_rl.agents.resume).
-        "resume": "auto",
-        "log_interval": 10,
-        "best_metric": "sharpe",
-    },
-    "collapse": {
-        **DEFAULT_THRESHOLDS,
-        "hold_threshold": 0.1,
-        "window": 1000,
-        "check_freq": 1000,
-        "fail_on_collapse": False,
-    },
-}
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
@@ -91,6 +34,131 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
     "leaky_relu": nn.LeakyReLU,
     "gelu": nn.GELU,
 }
+
+
+def entropy_coefficient_problem(value: str | float) -> str | None:
+    """SB3's ``ent_coef``: ``auto``, ``auto_<initial value>`` (learned from it) or a fixed positive
+    number; anything else (``autox``) SB3 would read as ``auto``."""
+    expected = "'auto', 'auto_<positive number>' or a positive number"
+    if isinstance(value, str):
+        if value == "auto":
+            return None
+        try:
+            initial = float(value.removeprefix("auto_")) if value.startswith("auto_") else math.nan
+        except ValueError:
+            return expected
+        return None if math.isfinite(initial) and initial > 0 else expected
+    return None if value > 0 else expected
+
+
+def _widths_problem(widths: list[int]) -> str | None:
+    return None if widths and min(widths) >= 1 else "a non-empty list of layer widths >= 1"
+
+
+# The sections of ``sac_icm.agent``, defaults from the seeds' phase A.2/A.3 template. conf/base states
+# the same values (tests/test_config.py checks it). Every section is validated here, so a typo
+# anywhere fails before training starts.
+@dataclass(frozen=True, kw_only=True)
+class SacParams(Section):
+    """SB3 SAC keyword arguments."""
+
+    learning_rate: float = setting(3e-4, interval="(0, inf)")
+    buffer_size: int = setting(100_000, interval="[1, inf)")
+    learning_starts: int = setting(1000, interval="[0, inf)")
+    batch_size: int = setting(256, interval="[1, inf)")
+    tau: float = setting(0.005, interval="(0, 1]")
+    gamma: float = setting(0.99, interval="(0, 1]")
+    train_freq: int = setting(1, interval="[1, inf)")
+    gradient_steps: int = setting(1, check=lambda v: None if v >= 1 or v == -1 else ">= 1, or -1 (one per env step)")
+    ent_coef: str | float = setting("auto", check=entropy_coefficient_problem)
+    target_entropy: str | float = setting(
+        "auto", check=lambda v: None if v == "auto" or not isinstance(v, str) else "'auto' or a number"
+    )
+    target_update_interval: int = setting(1, interval="[1, inf)")
+
+    def validate(self, prefix: str) -> None:
+        if self.batch_size > self.buffer_size:
+            raise ConfigError(
+                f"parameter '{prefix}.batch_size' ({self.batch_size}) must be <= '{prefix}.buffer_size' "
+                f"({self.buffer_size})"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyParams(Section):
+    net_arch: list[int] = setting([256, 256, 128], check=_widths_problem)
+    activation: str = setting("relu", choices=tuple(ACTIVATIONS))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardParams(Section):
+    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
+    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
+    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
+    # Measured: at scale 1 every one of 6 base runs collapsed to hold; at 100, 5 of 6 traded
+    # (docs/results.md).
+    scale: float = setting(100.0, interval="(0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IcmParams(ICMConfig, Section):
+    """``ICMConfig`` (its fields, defaults and checks) plus how the phase mixes curiosity in."""
+
+    enabled: bool = True
+    extrinsic_weight: float = setting(0.9, interval="[0, inf)")
+    intrinsic_weight: float = setting(0.1, interval="[0, inf)")
+    warmup_steps: int = setting(1000, interval="[0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingParams(Section):
+    total_timesteps: int = setting(10_000, interval="[1, inf)")
+    eval_freq: int = setting(2500, interval="[1, inf)")
+    eval_episodes: int = setting(1, interval="[1, inf)")
+    resume_every: int = setting(2500, interval="[1, inf)")
+    # auto: continue only a checkpoint of this exact run; force: also one written with other
+    # parameters (trading_rl.agents.resume).
+    resume: str = setting("auto", choices=("auto", "force"))
+    log_interval: int = setting(10, interval="[1, inf)")
+    best_metric: str = "sharpe"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollapseParams(Section):
+    dominance_max: float = setting(DEFAULT_THRESHOLDS["dominance_max"], interval="(0, 1]")
+    entropy_min: float = setting(DEFAULT_THRESHOLDS["entropy_min"], interval="[0, inf)")
+    trade_rate_min: float = setting(DEFAULT_THRESHOLDS["trade_rate_min"], interval="[0, 1]")
+    hold_threshold: float = setting(0.1, interval="[0, 1)")
+    window: int = setting(1000, interval="[1, inf)")
+    check_freq: int = setting(1000, interval="[1, inf)")
+    fail_on_collapse: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentParams(Section):
+    """``sac_icm.agent``: everything ``build_agent`` and ``train_agent`` read."""
+
+    sac: SacParams = setting(SacParams())
+    policy: PolicyParams = setting(PolicyParams())
+    reward: RewardParams = setting(RewardParams())
+    icm: IcmParams = setting(IcmParams())
+    training: TrainingParams = setting(TrainingParams())
+    collapse: CollapseParams = setting(CollapseParams())
+
+
+@dataclass(frozen=True, kw_only=True)
+class SacIcmParams(Section):
+    """The ``sac_icm`` section. Its phase-level keys have no code default: conf/base is their one
+    place."""
+
+    device: str
+    progress_bar: bool
+    evaluation_split: Literal["train", "validation", "test"]
+    resume_dir: str
+    agent: AgentParams = setting(AgentParams())
+
+
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = AgentParams().to_dict()
 
 # Losses SB3's SAC.train records (means over the gradient steps of one call).
 _SAC_LOSS_KEYS = ("actor_loss", "critic_loss", "ent_coef_loss", "ent_coef")
@@ -102,29 +170,9 @@ class TrainingDivergedError(RuntimeError):
 
 
 def resolve_params(params: dict | None) -> dict[str, dict[str, Any]]:
-    """Defaults overlaid with ``params``; an unknown section or key raises ``ValueError`` naming it."""
-    params = params or {}
-    resolved = copy.deepcopy(DEFAULT_PARAMS)
-    for section, values in params.items():
-        if section not in DEFAULT_PARAMS:
-            raise ValueError(
-                f"unknown parameter '{PARAMS_PREFIX}.{section}'; expected one of {sorted(DEFAULT_PARAMS)}"
-            )
-        if not isinstance(values, dict):
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.{section}' must be a mapping, got {values!r}")
-        for key, value in values.items():
-            if key not in DEFAULT_PARAMS[section]:
-                raise ValueError(
-                    f"unknown parameter '{PARAMS_PREFIX}.{section}.{key}'; "
-                    f"expected one of {sorted(DEFAULT_PARAMS[section])}"
-                )
-            resolved[section][key] = value
-    activation = resolved["policy"]["activation"]
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.policy.activation' must be one of {sorted(ACTIVATIONS)}, got {activation!r}"
-        )
-    return resolved
+    """``sac_icm.agent`` over its defaults as plain data; a bad key or value raises ``ConfigError``
+    naming its dotted key."""
+    return AgentParams.from_mapping(params, f"{PARAMS_PREFIX}.agent").to_dict()
 
 
 class _CuriousSampler:
@@ -164,7 +212,7 @@ class SACWithICM(SAC):
         self.intrinsic_weight = float(intrinsic_weight)
         self.icm_warmup_steps = int(icm_warmup_steps)
         if not reward_scale > 0:
-            raise ValueError(f"parameter 'sac_icm.reward.scale' must be > 0, got {reward_scale}")
+            raise ValueError(f"parameter 'sac_icm.agent.reward.scale' must be > 0, got {reward_scale}")
         self.reward_scale = float(reward_scale)
         # Batches seen by the ICM; a plain int (saved with the model) so ``icm.train_freq`` survives
         # save/load without a device round trip per batch.

@@ -245,9 +245,6 @@ def train_agent(
     """
     resolved = resolve_params(params)
     training = resolved["training"]
-    for key in ("total_timesteps", "eval_freq", "eval_episodes", "resume_every", "log_interval"):
-        if int(training[key]) < 1:
-            raise ValueError(f"parameter 'sac_icm.training.{key}' must be >= 1, got {training[key]}")
     identity = RunIdentity(phase, str(symbol), _identity_parameters(resolved, model, run_parameters or {}))
     slot = ResumeSlot(Path(work_dir), identity, training["resume"])
     slot.open()

@@ -41,70 +41,55 @@ from torch import nn
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.sac_icm import ACTIVATIONS
 from trading_rl.algorithms.vtrace import vtrace_from_importance_weights
+from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
 
 PARAMS_PREFIX = "vtrace"
 BACKENDS = ("auto", "ray", "local")
 
-VTRACE_DEFAULTS: dict[str, Any] = {
-    "total_timesteps": 50_000,  # env steps over all actors
-    "unroll_length": 64,  # T: steps per trajectory
-    "learning_rate": 3e-4,
-    "gamma": 0.99,
-    "reward_scale": 100.0,  # log returns per bar are ~1e-3; scaled so values and advantages are O(0.1)
-    "entropy_coef": 1e-3,
-    "value_coef": 0.5,
-    "max_grad_norm": 1.0,
-    "clip_rho_threshold": 1.0,
-    "clip_pg_rho_threshold": 1.0,
-    "clip_c_threshold": 1.0,
-    "net_arch": [64, 64],
-    "activation": "tanh",
-    "initial_log_std": -0.5,
-    "cpus_per_worker": 1.0,  # Ray CPUs reserved per actor
-}
-_POSITIVE = ("total_timesteps", "unroll_length", "learning_rate", "reward_scale", "max_grad_norm", "cpus_per_worker")
-_NON_NEGATIVE = ("entropy_coef", "value_coef")
-_THRESHOLDS = ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold")
+def _widths_problem(widths: list[int]) -> str | None:
+    return None if all(width >= 1 for width in widths) else "a list of positive layer widths"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VTraceLearnerParams(Section):
+    """Everything but the budget: ``walk_forward.vtrace`` (the walk-forward sets the budget)."""
+
+    REFUSED = {"total_timesteps": "the walk-forward's budget is walk_forward.timesteps"}
+
+    unroll_length: int = setting(64, interval="[1, inf)")  # T: steps per trajectory
+    learning_rate: float = setting(3e-4, interval="(0, inf)")
+    gamma: float = setting(0.99, interval="(0, 1]")
+    # log returns per bar are ~1e-3; scaled so values and advantages are O(0.1)
+    reward_scale: float = setting(100.0, interval="(0, inf)")
+    entropy_coef: float = setting(1e-3, interval="[0, inf)")
+    value_coef: float = setting(0.5, interval="[0, inf)")
+    max_grad_norm: float = setting(1.0, interval="(0, inf)")
+    # null: no clipping
+    clip_rho_threshold: float | None = setting(1.0, interval="(0, inf)")
+    clip_pg_rho_threshold: float | None = setting(1.0, interval="(0, inf)")
+    clip_c_threshold: float | None = setting(1.0, interval="(0, inf)")
+    net_arch: list[int] = setting([64, 64], check=_widths_problem)
+    activation: str = setting("tanh", choices=tuple(ACTIVATIONS))
+    initial_log_std: float = -0.5
+    cpus_per_worker: float = setting(1.0, interval="(0, inf)")  # Ray CPUs reserved per actor
+
+
+@dataclass(frozen=True, kw_only=True)
+class VTraceParams(VTraceLearnerParams):
+    REFUSED = {}
+
+    total_timesteps: int = setting(50_000, interval="[1, inf)")  # env steps over all actors
+
+
+VTRACE_DEFAULTS: dict[str, Any] = VTraceParams().to_dict()
 # History keys that measure time rather than learning (they differ between otherwise identical runs).
 TIMING_KEYS = ("collect_seconds", "learner_seconds", "wait_seconds", "update_seconds")
 
 
 def resolve_vtrace_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; an unknown key or a bad value raises ``ValueError`` naming it."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(VTRACE_DEFAULTS))
-    if unknown:
-        names = [f"{PARAMS_PREFIX}.{key}" for key in unknown]
-        raise ValueError(f"unknown parameter(s) {names}; known: {sorted(VTRACE_DEFAULTS)}")
-    resolved = {**copy.deepcopy(VTRACE_DEFAULTS), **params}
-
-    def fail(key: str, expected: str) -> None:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be {expected}, got {resolved[key]!r}")
-
-    for key in _POSITIVE:
-        if isinstance(resolved[key], bool) or not isinstance(resolved[key], (int, float)) or not resolved[key] > 0:
-            fail(key, "a positive number")
-    for key in ("total_timesteps", "unroll_length"):
-        if not float(resolved[key]).is_integer():
-            fail(key, "an integer")
-        resolved[key] = int(resolved[key])
-    for key in _NON_NEGATIVE:
-        if isinstance(resolved[key], bool) or not isinstance(resolved[key], (int, float)) or resolved[key] < 0:
-            fail(key, "a number >= 0")
-    if not 0.0 <= resolved["gamma"] <= 1.0:
-        fail("gamma", "in [0, 1]")
-    for key in _THRESHOLDS:
-        if resolved[key] is not None and not (isinstance(resolved[key], (int, float)) and resolved[key] > 0):
-            fail(key, "a positive number or null (no clipping)")
-    arch = resolved["net_arch"]
-    widths_ok = all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in arch)
-    if isinstance(arch, (str, bytes)) or not widths_ok:
-        fail("net_arch", "a list of positive layer widths")
-    resolved["net_arch"] = [int(n) for n in arch]
-    if resolved["activation"] not in ACTIVATIONS:
-        fail("activation", f"one of {sorted(ACTIVATIONS)}")
-    return resolved
+    """Defaults overlaid with ``params``; an unknown key or a bad value raises ``ConfigError`` naming it."""
+    return VTraceParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:

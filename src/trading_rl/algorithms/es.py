@@ -16,64 +16,43 @@ identical results. The module stays numpy-only so pool workers start fast.
 
 from __future__ import annotations
 
-import copy
 import math
 import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
 
+from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
 
 PARAMS_PREFIX = "es"
 
-# Seeds' phase D.2 values for sigma, learning rate and weight decay; the seeds' population of 256 is
-# a config value for long budgets (conf), 64 keeps a generation to seconds on a laptop.
-ES_DEFAULTS: dict[str, Any] = {
-    "generations": 50,
-    "population_size": 64,  # even: antithetic pairs
-    "sigma": 0.02,
-    "learning_rate": 0.01,
-    "weight_decay": 0.001,
-    "episodes_per_generation": 1,  # training episodes each candidate is scored on
-    "hidden_sizes": [16],
-}
+@dataclass(frozen=True, kw_only=True)
+class EsParams(Section):
+    """Seeds' phase D.2 values for sigma, learning rate and weight decay; the seeds' population of
+    256 is a config value for long budgets (conf), 64 keeps a generation to seconds on a laptop."""
+
+    generations: int = setting(50, interval="[1, inf)")
+    population_size: int = setting(64, check=lambda n: None if n >= 2 and n % 2 == 0 else "an even integer >= 2 (antithetic pairs)")
+    sigma: float = setting(0.02, interval="(0, inf)")
+    learning_rate: float = setting(0.01, interval="(0, inf)")
+    weight_decay: float = setting(0.001, interval="[0, 1)")
+    episodes_per_generation: int = setting(1, interval="[1, inf)")  # training episodes per candidate
+    # empty: linear policy
+    hidden_sizes: list[int] = setting([16], check=lambda sizes: None if all(n >= 1 for n in sizes) else "a list of positive layer widths")
+
+
+ES_DEFAULTS: dict[str, Any] = EsParams().to_dict()
 
 
 def resolve_es_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; an unknown key or a bad value raises ``ValueError`` naming it."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(ES_DEFAULTS))
-    if unknown:
-        names = [f"{PARAMS_PREFIX}.{key}" for key in unknown]
-        raise ValueError(f"unknown parameter(s) {names}; known: {sorted(ES_DEFAULTS)}")
-    resolved = {**copy.deepcopy(ES_DEFAULTS), **params}
-
-    def fail(key: str, expected: str) -> None:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be {expected}, got {resolved[key]!r}")
-
-    def is_int(value: Any) -> bool:
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-    for key in ("generations", "episodes_per_generation"):
-        if not is_int(resolved[key]) or resolved[key] < 1:
-            fail(key, "an integer >= 1")
-    if not is_int(resolved["population_size"]) or resolved["population_size"] < 2 or resolved["population_size"] % 2:
-        fail("population_size", "an even integer >= 2 (antithetic pairs)")
-    for key in ("sigma", "learning_rate"):
-        if isinstance(resolved[key], bool) or not isinstance(resolved[key], (int, float)) or not resolved[key] > 0:
-            fail(key, "a positive number")
-    if isinstance(resolved["weight_decay"], bool) or not 0 <= resolved["weight_decay"] < 1:
-        fail("weight_decay", "in [0, 1)")
-    sizes = resolved["hidden_sizes"]
-    if isinstance(sizes, (str, bytes)) or not all(is_int(n) and n > 0 for n in sizes):
-        fail("hidden_sizes", "a list of positive layer widths (empty: linear policy)")
-    resolved["hidden_sizes"] = [int(n) for n in sizes]
-    return resolved
+    """Defaults overlaid with ``params``; an unknown key or a bad value raises ``ConfigError`` naming it."""
+    return EsParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 class MLPPolicy:

@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from trading_rl.config import Section, setting
 from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import HOLD, Portfolio
 
-FILL_MODES = ("next_open", "close")
-STALE_OPEN_POLICIES = ("close_fill", "keep")
 PRICE_COLUMNS = ("open", "high", "low", "close")
 
 # Writes the five float32 state values (STATE_FIELDS order) into an observation's buffer.
@@ -43,74 +42,40 @@ _pack_state = struct.Struct(f"={len(STATE_FIELDS)}f").pack_into
 _EQUITY_FLOOR_FRACTION = 1e-9
 
 
-@dataclass(frozen=True)
-class EnvConfig:
-    """Validated env configuration; ``EnvConfig.from_mapping`` rejects unknown keys by name."""
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig(Section):
+    """Validated env configuration (``env_construction.env``); ``EnvConfig.from_mapping`` rejects
+    unknown keys and out-of-range values by their dotted key."""
 
-    initial_cash: float = 100_000.0
-    window_size: int = 10
-    commission_rate: float = 0.0002
-    slippage_rate: float = 0.0001
-    hold_threshold: float = 0.1
-    smoothing_window: int = 3
-    max_position_pct: float = 0.15
-    min_trade_value: float = 25.0
+    initial_cash: float = setting(100_000.0, interval="(0, inf)")
+    window_size: int = setting(10, interval="[1, inf)")
+    commission_rate: float = setting(0.0002, interval="[0, 1)")
+    slippage_rate: float = setting(0.0001, interval="[0, 1)")
+    hold_threshold: float = setting(0.1, interval="[0, 1)")
+    smoothing_window: int = setting(3, interval="[1, inf)")
+    max_position_pct: float = setting(0.15, interval="(0, 1]")
+    min_trade_value: float = setting(25.0, interval="[0, inf)")
     allow_short: bool = False
-    episode_length: int = 500
+    episode_length: int = setting(500, interval="[1, inf)")
     random_start: bool = True
     evaluation: bool = False
-    fill: str = "next_open"
-    stale_open_policy: str = "close_fill"
-    stale_open_rtol: float = STALE_OPEN_RTOL
-    periods_per_year: float = 252.0
+    fill: Literal["next_open", "close"] = "next_open"
+    stale_open_policy: Literal["close_fill", "keep"] = "close_fill"
+    stale_open_rtol: float = setting(STALE_OPEN_RTOL, interval="[0, 1)")
+    periods_per_year: float = setting(252.0, interval="(0, inf)")
 
     @classmethod
-    def from_mapping(cls, config: dict[str, Any] | None = None) -> "EnvConfig":
-        config = dict(config or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(config) - set(known))
-        if unknown:
-            raise ValueError(f"unknown env config key(s) {unknown}; known keys: {known}")
-        return cls(**config)
+    def from_mapping(cls, config: Any = None, prefix: str = "env", base: "EnvConfig | None" = None) -> "EnvConfig":
+        return super().from_mapping(config, prefix, base)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    def __post_init__(self) -> None:
-        for name in ("window_size", "smoothing_window", "episode_length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"env config '{name}' must be an integer >= 1, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        for name in ("allow_short", "random_start", "evaluation"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"env config '{name}' must be true or false, got {getattr(self, name)!r}")
-            object.__setattr__(self, name, bool(getattr(self, name)))
-        # name: (interval as written in errors, check)
-        intervals = {
-            "initial_cash": ("(0, inf)", lambda v: v > 0),
-            "commission_rate": ("[0, 1)", lambda v: 0 <= v < 1),
-            "slippage_rate": ("[0, 1)", lambda v: 0 <= v < 1),
-            "hold_threshold": ("[0, 1)", lambda v: 0 <= v < 1),
-            "max_position_pct": ("(0, 1]", lambda v: 0 < v <= 1),
-            "min_trade_value": ("[0, inf)", lambda v: v >= 0),
-            "periods_per_year": ("(0, inf)", lambda v: v > 0),
-            "stale_open_rtol": ("[0, 1)", lambda v: 0 <= v < 1),
-        }
-        for name, (interval, inside) in intervals.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(f"env config '{name}' must be a number, got {value!r}")
-            if not (math.isfinite(value) and inside(value)):
-                raise ValueError(f"env config '{name}' must lie in {interval}, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if self.fill not in FILL_MODES:
-            raise ValueError(f"env config 'fill' must be one of {FILL_MODES}, got {self.fill!r}")
-        if self.stale_open_policy not in STALE_OPEN_POLICIES:
-            raise ValueError(
-                f"env config 'stale_open_policy' must be one of {STALE_OPEN_POLICIES}, "
-                f"got {self.stale_open_policy!r}"
-            )
+@dataclass(frozen=True, kw_only=True)
+class EnvConstructionParams(Section):
+    """The ``env_construction`` section; ``symbol`` has no code default (conf/base is its one place)."""
+
+    symbol: str  # one of feature_extraction.symbols
+    periods_per_year: float | None = setting(None, interval="(0, inf)")  # null: from the bar spacing
+    env: EnvConfig = setting(EnvConfig())
 
 
 def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int) -> None:

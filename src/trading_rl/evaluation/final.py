@@ -11,11 +11,13 @@ metrics with PSR, and the agent's DSR against the configurations the ledger coun
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import pandas as pd
 
+from trading_rl.config import Section, setting
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe, earlier_evaluations, trial_row, trials_for
 from trading_rl.evaluation.metrics import json_ready
@@ -27,7 +29,12 @@ PARAMS_PREFIX = "final_evaluation"
 SOURCE = "final_evaluation"
 SPLIT = "test"
 SUPPORTED_AGENTS = ("sac_icm",)  # catalog model: <agent>_model
-DEFAULT_FINAL_PARAMS: dict[str, Any] = {"agent": "sac_icm", "allow_repeat": False}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinalEvaluationParams(Section):
+    agent: str = setting("sac_icm", choices=SUPPORTED_AGENTS)
+    allow_repeat: bool = False
 
 
 class SpentTestSplitError(RuntimeError):
@@ -36,19 +43,7 @@ class SpentTestSplitError(RuntimeError):
 
 def resolve_final_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Defaults overlaid with ``params``, validated; errors name the parameter."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_FINAL_PARAMS))
-    if unknown:
-        raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_FINAL_PARAMS)}")
-    resolved = {**DEFAULT_FINAL_PARAMS, **params}
-    if resolved["agent"] not in SUPPORTED_AGENTS:
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.agent' is {resolved['agent']!r}, which final_evaluation does not "
-            f"support; supported: {list(SUPPORTED_AGENTS)}"
-        )
-    if not isinstance(resolved["allow_repeat"], bool):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.allow_repeat' must be true or false, got {resolved['allow_repeat']!r}")
-    return resolved
+    return FinalEvaluationParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def final_configuration(

@@ -22,17 +22,45 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from trading_rl.config import Section, setting
 from trading_rl.evaluation.actions import ACTION_BUCKETS
 from trading_rl.evaluation.regimes import REGIMES
 from trading_rl.monitoring.collapse import trading_flags
 
 COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 PARAMS_PREFIX = "validation.gates"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateParams(Section):
+    metric: str
+    comparison: str = setting(choices=tuple(COMPARISONS))
+    threshold: float
+    optional: bool = False  # applies only when the agent reports the metric
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonParams(Section):
+    tolerance: float = setting(interval="[0, inf)")  # absolute change that counts as "moved"
+    tolerances: dict[str, float] = setting({})  # per-metric overrides
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationParams(Section):
+    """The ``validation`` section. No code defaults: conf/base is their one place."""
+
+    RENAMED = {"fail_on_gate_failure": "fail_on_gate"}
+
+    primary_agent: str
+    gates: dict[str, GateParams]
+    fail_on_gate: bool  # true: the run fails (after saving the report and the comparison)
+    comparison: ComparisonParams
 
 # Gate metrics that only mean something over windows in which the agent traded (see module doc).
 ACTIVITY_METRICS = ("max_drawdown_median", "win_rate_median", "profitable_regimes")
@@ -184,7 +212,7 @@ def failure_message(report: Mapping[str, Any]) -> str | None:
 
 
 def raise_on_failure(report: Mapping[str, Any]) -> None:
-    """Fail the run with the failing gates named (used when ``fail_on_gate_failure`` is set)."""
+    """Fail the run with the failing gates named (used when ``fail_on_gate`` is set)."""
     message = failure_message(report)
     if message is not None:
         raise GateFailure(message)

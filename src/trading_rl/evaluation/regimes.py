@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from trading_rl.config import Section, setting
 from trading_rl.envs.compatibility import ModelCompatibilityError
 from trading_rl.evaluation.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import json_ready, return_metrics
@@ -36,47 +38,38 @@ from trading_rl.evaluation.metrics import json_ready, return_metrics
 REGIMES: tuple[str, ...] = ("bull", "bear", "sideways", "high_volatility")
 UNLABELLED = "unlabelled"
 PARAMS_PREFIX = "regime_validation.regimes"
-REGIME_VALIDATION_KEYS = ("regimes",)
 
-DEFAULT_REGIME_PARAMS: dict[str, Any] = {
-    "trend_window": 50,
-    "trend_threshold": 0.5,
-    "vol_window": 20,
-    "vol_lookback": 252,
-    "vol_quantile": 0.8,
-}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegimeParams(Section):
+    trend_window: int = setting(50, interval="[2, inf)")  # bars of the trend statistic
+    trend_threshold: float = setting(0.5, interval="[0, inf)")
+    vol_window: int = setting(20, interval="[2, inf)")
+    vol_lookback: int = setting(252, interval="[2, inf)")
+    vol_quantile: float = setting(0.8, interval="(0, 1)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegimeValidationParams(Section):
+    """``regime_validation`` holds ``regimes`` only; ``split`` is refused with the reason."""
+
+    REFUSED = {
+        "split": "regimes are measured on the walk-forward test windows, and the test split is reserved "
+        "for the final_evaluation pipeline"
+    }
+
+    regimes: RegimeParams = setting(RegimeParams())
 
 
 def resolve_regime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; unknown or out-of-range keys raise ``ValueError`` naming them."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_REGIME_PARAMS))
-    if unknown:
-        raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_REGIME_PARAMS)}")
-    resolved = {**DEFAULT_REGIME_PARAMS, **params}
-    for key in ("trend_window", "vol_window", "vol_lookback"):
-        value = resolved[key]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be an integer >= 2, got {value!r}")
-    if not 0.0 < float(resolved["vol_quantile"]) < 1.0:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.vol_quantile' must lie in (0, 1), got {resolved['vol_quantile']!r}")
-    if float(resolved["trend_threshold"]) < 0.0:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.trend_threshold' must be >= 0, got {resolved['trend_threshold']!r}")
-    return resolved
+    """Defaults overlaid with ``params``; unknown or out-of-range keys raise ``ConfigError`` naming them."""
+    return RegimeParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def check_regime_validation_params(params: Mapping[str, Any] | None) -> None:
-    """``regime_validation`` holds ``regimes`` only; ``split`` is refused with the reason."""
-    params = dict(params or {})
-    if "split" in params:
-        raise ValueError(
-            "parameter 'regime_validation.split' is no longer supported: regimes are measured on the "
-            "walk-forward test windows, and the test split is reserved for the final_evaluation pipeline"
-        )
-    unknown = sorted(set(params) - set(REGIME_VALIDATION_KEYS))
-    if unknown:
-        raise ValueError(f"unknown parameter 'regime_validation.{unknown[0]}'; known: {list(REGIME_VALIDATION_KEYS)}")
-    resolve_regime_params(params.get("regimes"))
+    """The whole ``regime_validation`` section, checked."""
+    RegimeValidationParams.from_mapping(params, "regime_validation")
 
 
 def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> pd.Series:

@@ -33,6 +33,10 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
+from trading_rl.agents.sac_icm import AgentParams
+from trading_rl.algorithms.actor_learner import VTraceLearnerParams
+from trading_rl.algorithms.es import EsParams
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, trial_row
@@ -58,22 +62,46 @@ from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
 
-DEFAULT_WALK_FORWARD_PARAMS: dict[str, Any] = {
-    "symbols": None,
-    "data_end": "validation",
-    "train_length": 1000,
-    "test_length": 250,
-    "step": 250,
-    "gap_bars": None,
-    "max_folds": None,
-    "retrain_frequency": 1,
-    "seeds": 3,
-    "agents": ["sac_icm"],
-    "timesteps": 5000,
-    "finetune_timesteps": 1000,
-    "agent_overrides": {},
-    "device": "auto",
-}
+
+
+def _agents_problem(agents: list[str]) -> str | None:
+    unknown = [name for name in agents if name not in AGENT_TRAINERS]
+    if not agents or unknown or len(set(agents)) != len(agents):
+        return f"a non-empty list of distinct agents among {sorted(AGENT_TRAINERS)}"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WalkForwardParams(Section):
+    """The ``walk_forward`` section (conf/base states the same defaults; tests/test_config.py
+    checks it). ``vtrace`` and ``es`` configure those agents when ``agents`` lists them."""
+
+    symbols: list[str] | None = None
+    data_end: str | None = "validation"
+    train_length: int = setting(1000, interval="[1, inf)")
+    test_length: int = setting(250, interval="[1, inf)")
+    step: int = setting(250, interval="[1, inf)")
+    gap_bars: int | None = setting(None, interval="[0, inf)")
+    max_folds: int | None = setting(3, interval="[1, inf)")
+    retrain_frequency: int = setting(3, interval="[1, inf)")
+    seeds: int = setting(2, interval="[1, inf)")
+    agents: list[str] = setting(["sac_icm"], check=_agents_problem)
+    timesteps: int = setting(20_000, interval="[1, inf)")
+    finetune_timesteps: int = setting(2000, interval="[0, inf)")
+    agent_overrides: dict[str, Any] = setting(
+        {
+            "sac": {"learning_starts": 300, "buffer_size": 20_000, "batch_size": 64},
+            "policy": {"net_arch": [64, 64]},
+            "icm": {"warmup_steps": 300},
+        }
+    )
+    device: str = "auto"
+    vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
+    es: EsParams = setting(EsParams())
+
+    def validate(self, prefix: str) -> None:
+        # Keys and values of the overrides are those of sac_icm.agent.
+        AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
 
 
 @dataclass(frozen=True)
@@ -88,56 +116,21 @@ class Fold:
     retrain: bool
 
 
-def _positive_int(params: Mapping[str, Any], key: str, minimum: int = 1) -> int:
-    value = params[key]
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params: Mapping[str, Any] | None) -> dict:
     """Defaults overlaid with ``params``, validated; errors name the offending key.
 
     ``gap_bars: null`` means the longest feature look-back; a smaller explicit gap is an error
     because test features would then reach back into training bars.
     """
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_WALK_FORWARD_PARAMS))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_WALK_FORWARD_PARAMS)}"
-        )
-    resolved = {**DEFAULT_WALK_FORWARD_PARAMS, **params}
-    for key in ("train_length", "test_length", "step", "retrain_frequency", "seeds", "timesteps"):
-        resolved[key] = _positive_int(resolved, key)
-    resolved["finetune_timesteps"] = _positive_int(resolved, "finetune_timesteps", minimum=0)
-    if resolved["data_end"] is not None and not isinstance(resolved["data_end"], str):
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.data_end' must be 'validation', 'all' or an ISO date string, "
-            f"got {resolved['data_end']!r}"
-        )
-    if resolved["max_folds"] is not None:
-        resolved["max_folds"] = _positive_int(resolved, "max_folds")
+    resolved = WalkForwardParams.from_mapping(params, PARAMS_PREFIX).to_dict()
     lookback = max_lookback(dict(feature_params.get("features") or {}) if feature_params else None)
     if resolved["gap_bars"] is None:
         resolved["gap_bars"] = lookback
-    gap = _positive_int(resolved, "gap_bars", minimum=0)
-    if gap < lookback:
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.gap_bars' is {gap}, smaller than the longest feature look-back "
-            f"({lookback} bars): test features would reach back into training bars"
+    if resolved["gap_bars"] < lookback:
+        raise ConfigError(
+            f"parameter '{PARAMS_PREFIX}.gap_bars' is {resolved['gap_bars']}, smaller than the longest feature "
+            f"look-back ({lookback} bars): test features would reach back into training bars"
         )
-    agents = resolved["agents"]
-    if isinstance(agents, str) or not agents:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.agents' must be a non-empty list, got {agents!r}")
-    unknown_agents = [name for name in agents if name not in AGENT_TRAINERS]
-    if unknown_agents:
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.agents' lists unknown agent(s) {unknown_agents}; "
-            f"known: {sorted(AGENT_TRAINERS)}"
-        )
-    if len(set(agents)) != len(agents):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.agents' repeats an agent: {agents}")
     return resolved
 
 
@@ -514,6 +507,7 @@ def run_walk_forward(
     """
     executor = executor or SequentialExecutor()
     config = resolve_walk_forward_params(params, feature_params)
+    agent_params = with_walk_forward_agents(agent_params, config)
     hold_threshold = float(env_config.get("hold_threshold", 0.1))
     symbols = config["symbols"] or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
@@ -702,7 +696,13 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
 # ---------------------------------------------------------------- trial ledger
 
 # Walk-forward parameters that do not change what one agent configuration is.
-NOT_CONFIGURATION = ("symbols", "agents", "agent_overrides", "device")
+# vtrace and es are part of those agents' own configuration (agent_params), not of the protocol.
+NOT_CONFIGURATION = ("symbols", "agents", "agent_overrides", "device", "vtrace", "es")
+
+
+def with_walk_forward_agents(agent_params: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]) -> dict:
+    """``agent_params`` plus the agents configured inside ``walk_forward`` (``vtrace``, ``es``)."""
+    return {"vtrace": config["vtrace"], "es": config["es"], **agent_params}
 
 
 def agent_section(agent: str, agent_params: Mapping[str, Mapping[str, Any]], overrides: Mapping[str, Any]) -> dict:
@@ -731,6 +731,7 @@ def trial_rows(
     the base seed and the symbol.
     """
     config = resolve_walk_forward_params(params, feature_params)
+    agent_params = with_walk_forward_agents(agent_params, config)
     protocol = {key: value for key, value in config.items() if key not in NOT_CONFIGURATION}
     features = {key: (feature_params or {}).get(key) for key in ("features", "scaler")}
     agent_steps = returns[returns["kind"] == "agent"]

@@ -14,12 +14,16 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+
+from trading_rl.config import ConfigError, Section, setting
+from trading_rl.export.safeguards import SafeguardConfig
 
 INPUT_NAME = "observation"
 OUTPUT_NAME = "action"
@@ -200,32 +204,39 @@ def export_versions() -> dict[str, str]:
             "onnxruntime": onnxruntime.__version__, "onnxscript": onnxscript.__version__}
 
 
-EXPORT_DEFAULTS: dict[str, Any] = {
-    "opset": DEFAULT_OPSET,
-    "parity": {"split": "validation", "n_observations": 1000, "max_real": 500, "tolerance": 1e-5},
-    "latency": {"repeats": 1000, "warmup": 50, "intra_op_threads": 1},
-}
+@dataclass(frozen=True, kw_only=True)
+class ParityParams(Section):
+    split: Literal["train", "validation", "test"] = "validation"  # real observations come from this split
+    n_observations: int = setting(1000, interval="[1, inf)")  # real ones (at most max_real) + random ones
+    max_real: int = setting(500, interval="[0, inf)")
+    tolerance: float = setting(1e-5, interval="(0, inf)")  # max |ONNX - model.predict|; larger fails
+
+    def validate(self, prefix: str) -> None:
+        if self.max_real > self.n_observations:
+            raise ConfigError(
+                f"parameter '{prefix}.max_real' ({self.max_real}) must be <= '{prefix}.n_observations' "
+                f"({self.n_observations})"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatencyParams(Section):
+    repeats: int = setting(1000, interval="[1, inf)")
+    warmup: int = setting(50, interval="[0, inf)")
+    intra_op_threads: int = setting(1, interval="[1, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportParams(Section):
+    opset: int = setting(DEFAULT_OPSET, interval="[1, inf)")
+    parity: ParityParams = setting(ParityParams())
+    latency: LatencyParams = setting(LatencyParams())
+    safeguards: SafeguardConfig = setting(SafeguardConfig())
 
 
 def resolve_export_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    """``EXPORT_DEFAULTS`` overlaid with ``params`` (sections key by key); unknown keys are errors."""
-    resolved = copy.deepcopy(EXPORT_DEFAULTS)
-    for key, value in (params or {}).items():
-        if key == "safeguards":
-            continue  # validated by trading_rl.export.safeguards
-        if key not in resolved:
-            raise ValueError(f"unknown parameter 'export.{key}'; expected one of {sorted(resolved) + ['safeguards']}")
-        if isinstance(resolved[key], dict):
-            unknown = sorted(set(value or {}) - set(resolved[key]))
-            if unknown:
-                raise ValueError(f"unknown export parameter {key}.{unknown[0]}; known: {sorted(resolved[key])}")
-            resolved[key].update(value or {})
-        else:
-            resolved[key] = value
-    parity = resolved["parity"]
-    if not 0 <= parity["max_real"] <= parity["n_observations"]:
-        raise ValueError(f"export parameter parity.max_real must lie in [0, n_observations], got {parity}")
-    return resolved
+    """The ``export`` section over its defaults, checked; errors name the dotted key."""
+    return ExportParams.from_mapping(params, "export").to_dict()
 
 
 def export_and_verify(model: Any, parity_env, params: dict[str, Any] | None = None,

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from trading_rl.config import Section, setting
 
 logger = logging.getLogger(__name__)
 
@@ -33,40 +35,21 @@ DAILY_LOSS_LIMIT = "daily_loss_limit"
 MAX_DRAWDOWN = "max_drawdown"
 
 
-@dataclass(frozen=True)
-class SafeguardConfig:
-    max_trades_per_day: int | None = 10
-    max_position_pct: float | None = 0.15
-    daily_loss_limit: float | None = 0.02
-    max_drawdown: float | None = 0.10
-    min_confidence: float | None = 0.0
+@dataclass(frozen=True, kw_only=True)
+class SafeguardConfig(Section):
+    """``export.safeguards`` (also stored in each inference config); ``null`` switches a rule off."""
+
+    max_trades_per_day: int | None = setting(10, interval="[0, inf)")
+    max_position_pct: float | None = setting(0.15, interval="[0, inf)")
+    daily_loss_limit: float | None = setting(0.02, interval="[0, 1]")
+    max_drawdown: float | None = setting(0.10, interval="[0, 1]")
+    min_confidence: float | None = setting(0.0, interval="[0, 1]")
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None = None) -> "SafeguardConfig":
-        values = dict(values or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(f"unknown safeguard key(s) {unknown}; known: {known}")
-        return cls(**values)
-
-    def __post_init__(self) -> None:
-        limit = self.max_trades_per_day
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"safeguard 'max_trades_per_day' must be an integer >= 0 or null, got {limit!r}")
-        for name, upper in ((MAX_POSITION_PCT, None), (DAILY_LOSS_LIMIT, 1.0), (MAX_DRAWDOWN, 1.0),
-                            (MIN_CONFIDENCE, 1.0)):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
-                upper is not None and value > upper
-            ):
-                bound = "[0, 1]" if upper is not None else ">= 0"
-                raise ValueError(f"safeguard '{name}' must be a number in {bound} or null, got {value!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def from_mapping(
+        cls, values: Mapping[str, Any] | None = None, prefix: str = "export.safeguards", base: "SafeguardConfig | None" = None
+    ) -> "SafeguardConfig":
+        return super().from_mapping(values, prefix, base)
 
 
 class Safeguards:

@@ -39,11 +39,12 @@ Always present: ``hl_range`` = (high - low) / close and ``co_return`` = close / 
 
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
 from trading_rl.features.garch import (
     GARCH_PARAM_NAMES,
@@ -55,101 +56,76 @@ from trading_rl.features.splits import bars_through, check_time_index
 
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
 
-DEFAULT_FEATURE_PARAMS: dict = {
-    "return_horizons": [1, 5, 20],
-    "sma_windows": [10, 50],
-    "ema_windows": [12, 26],
-    "rsi_window": 14,
-    "macd": {"fast": 12, "slow": 26, "signal": 9},
-    "bollinger": {"window": 20, "num_std": 2.0},
-    "atr_window": 14,
-    "vol_windows": [20, 60],
-    "volume_z_window": 20,
-    "drawdown_window": 60,
-    "garch": {"params": None, "fit_end": None, "fit_bars": 1000},
-    "calendar": True,
-    "stale_opens": {"mask": True, "rtol": STALE_OPEN_RTOL},
-}
-_NESTED_KEYS = ("macd", "bollinger", "garch", "stale_opens")
-_WINDOW_LIST_KEYS = {"return_horizons": 1, "sma_windows": 2, "ema_windows": 2, "vol_windows": 2}
-_WINDOW_KEYS = ("rsi_window", "atr_window", "volume_z_window", "drawdown_window")
+PARAMS_PREFIX = "feature_extraction.features"
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+def _windows_problem(minimum: int):
+    def problem(windows: list[int]) -> str | None:
+        if any(window < minimum for window in windows) or len(set(windows)) != len(windows):
+            return f"a list of distinct integers >= {minimum}"
+        return None
+
+    return problem
 
 
-def _check_window(key: str, value, minimum: int = 2) -> int:
-    if not _is_int(value) or value < minimum:
-        raise ValueError(f"feature parameter {key} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+@dataclass(frozen=True, kw_only=True)
+class MacdParams(Section):
+    fast: int = setting(12, interval="[2, inf)")
+    slow: int = setting(26, interval="[2, inf)")
+    signal: int = setting(9, interval="[2, inf)")
+
+    def validate(self, prefix: str) -> None:
+        if self.fast >= self.slow:
+            raise ConfigError(f"parameter '{prefix}.fast' ({self.fast}) must be < '{prefix}.slow' ({self.slow})")
 
 
-def _overlay_defaults(params: dict | None) -> dict:
-    """Defaults overlaid with ``params``, nested mappings key by key; unknown keys are errors."""
-    resolved = copy.deepcopy(DEFAULT_FEATURE_PARAMS)
-    for key, value in (params or {}).items():
-        if key not in DEFAULT_FEATURE_PARAMS:
-            raise ValueError(
-                f"unknown feature parameter {key!r}; known: {sorted(DEFAULT_FEATURE_PARAMS)}"
-            )
-        if key not in _NESTED_KEYS or (key == "garch" and value is None):
-            resolved[key] = value
-            continue
-        if not isinstance(value, dict):
-            raise ValueError(f"feature parameter {key} must be a mapping, got {value!r}")
-        unknown = sorted(set(value) - set(DEFAULT_FEATURE_PARAMS[key]))
-        if unknown:
-            raise ValueError(
-                f"unknown feature parameter {key}.{unknown[0]}; "
-                f"known: {sorted(DEFAULT_FEATURE_PARAMS[key])}"
-            )
-        resolved[key].update(value)
-    return resolved
+@dataclass(frozen=True, kw_only=True)
+class BollingerParams(Section):
+    window: int = setting(20, interval="[2, inf)")
+    num_std: float = setting(2.0, interval="(0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GarchParams(Section):
+    params: dict[str, float] | None = setting(
+        None,
+        check=lambda given: None if set(GARCH_PARAM_NAMES) <= set(given) else f"a mapping with keys {list(GARCH_PARAM_NAMES)}",
+    )
+    fit_end: str | None = None
+    fit_bars: int = setting(1000, interval="[100, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StaleOpenParams(Section):
+    mask: bool = True
+    rtol: float = setting(STALE_OPEN_RTOL, interval="[0, 1)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureParams(Section):
+    """``feature_extraction.features`` (all keys optional; see the module docstring)."""
+
+    return_horizons: list[int] = setting([1, 5, 20], check=_windows_problem(1))
+    sma_windows: list[int] = setting([10, 50], check=_windows_problem(2))
+    ema_windows: list[int] = setting([12, 26], check=_windows_problem(2))
+    rsi_window: int = setting(14, interval="[2, inf)")
+    macd: MacdParams = setting(MacdParams())
+    bollinger: BollingerParams = setting(BollingerParams())
+    atr_window: int = setting(14, interval="[2, inf)")
+    vol_windows: list[int] = setting([20, 60], check=_windows_problem(2))
+    volume_z_window: int = setting(20, interval="[2, inf)")
+    drawdown_window: int = setting(60, interval="[2, inf)")
+    garch: GarchParams | None = setting(GarchParams())  # null leaves the feature out
+    calendar: bool = True
+    stale_opens: StaleOpenParams = setting(StaleOpenParams())
+
+
+DEFAULT_FEATURE_PARAMS: dict = FeatureParams().to_dict()
 
 
 def resolve_feature_params(params: dict | None) -> dict:
-    """Defaults overlaid with ``params`` and validated; every error names the offending key."""
-    resolved = _overlay_defaults(params)
-    for key, minimum in _WINDOW_LIST_KEYS.items():
-        windows = resolved[key]
-        if not isinstance(windows, (list, tuple)):
-            raise ValueError(f"feature parameter {key} must be a list, got {windows!r}")
-        resolved[key] = [_check_window(key, window, minimum) for window in windows]
-        if len(set(resolved[key])) != len(resolved[key]):
-            raise ValueError(f"feature parameter {key} has duplicates: {windows!r}")
-    for key in _WINDOW_KEYS:
-        resolved[key] = _check_window(key, resolved[key])
-    resolved["macd"] = {
-        name: _check_window(f"macd.{name}", window) for name, window in resolved["macd"].items()
-    }
-    if resolved["macd"]["fast"] >= resolved["macd"]["slow"]:
-        raise ValueError(f"feature parameter macd.fast must be < macd.slow, got {resolved['macd']}")
-    bands = resolved["bollinger"]
-    bands["window"] = _check_window("bollinger.window", bands["window"])
-    if isinstance(bands["num_std"], bool) or not isinstance(bands["num_std"], (int, float)):
-        raise ValueError(f"feature parameter bollinger.num_std must be a number > 0, got {bands}")
-    if bands["num_std"] <= 0:
-        raise ValueError(f"feature parameter bollinger.num_std must be > 0, got {bands}")
-    garch = resolved["garch"]
-    if garch is not None:
-        garch["fit_bars"] = _check_window("garch.fit_bars", garch["fit_bars"], minimum=100)
-        given = garch["params"]
-        if given is not None and not set(GARCH_PARAM_NAMES) <= set(given):
-            missing = sorted(set(GARCH_PARAM_NAMES) - set(given))
-            raise ValueError(f"feature parameter garch.params lacks {missing}")
-    if not isinstance(resolved["calendar"], bool):
-        raise ValueError(
-            f"feature parameter calendar must be true or false, got {resolved['calendar']!r}"
-        )
-    stale = resolved["stale_opens"]
-    if not isinstance(stale["mask"], bool):
-        raise ValueError(f"feature parameter stale_opens.mask must be true or false, got {stale['mask']!r}")
-    rtol = stale["rtol"]
-    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
-        raise ValueError(f"feature parameter stale_opens.rtol must be a number in [0, 1), got {rtol!r}")
-    stale["rtol"] = float(rtol)
-    return resolved
+    """Defaults overlaid with ``params`` and validated; every error names the dotted key."""
+    return FeatureParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def _lookbacks(p: dict) -> dict[str, int]:

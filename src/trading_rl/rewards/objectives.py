@@ -31,12 +31,13 @@ scale fitted on rollouts, so the objective weights are comparable shares.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from trading_rl.config import section_from_defaults
 
 OBJECTIVES: tuple[str, ...] = ("profit", "risk", "activity", "timing", "exploration")
 PROFIT, RISK, ACTIVITY, TIMING, EXPLORATION = range(len(OBJECTIVES))
@@ -78,22 +79,31 @@ DEFAULT_OBJECTIVE_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def _band_problem(band: list[float]) -> str | None:
+    fits = len(band) == 2 and 0.0 < band[0] <= 1.0 <= band[1]
+    return None if fits else "[low, high] with 0 < low <= 1 <= high (around the target frequency)"
+
+
+# The schema of ``reward_shaper.objectives``, read from the defaults above (their one copy).
+ObjectiveParams = section_from_defaults(
+    "ObjectiveParams",
+    DEFAULT_OBJECTIVE_PARAMS,
+    kinds={"activity.band": list[float], "exploration.novelty_bins": dict[str, list[float]]},
+    ranges={
+        "activity.band": {"check": _band_problem},
+        "exploration.decay_rate": {"interval": "(0, 1]"},
+        "profit.roi_scale": {"interval": "(0, inf)"},
+        "risk.volatility_window": {"interval": "[2, inf)"},
+        "activity.diversity_window": {"interval": "[1, inf)"},
+        "exploration.novelty_threshold": {"interval": "(0, inf)"},
+    },
+    module=__name__,
+)
+
+
 def resolve_objective_params(params: dict | None) -> dict[str, dict[str, Any]]:
-    """Defaults overlaid with ``params``; unknown objectives or keys raise ``ValueError`` naming them."""
-    resolved = copy.deepcopy(DEFAULT_OBJECTIVE_PARAMS)
-    for name, values in (params or {}).items():
-        if name not in resolved:
-            raise ValueError(f"unknown objective '{name}'; expected one of {list(OBJECTIVES)}")
-        unknown = sorted(set(values or {}) - set(resolved[name]))
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {unknown} of objective '{name}'; expected {sorted(resolved[name])}")
-        resolved[name].update(values or {})
-    low, high = resolved["activity"]["band"]
-    if not 0.0 < low <= 1.0 <= high:
-        raise ValueError(f"objective activity.band must be [low <= 1, high >= 1] around the target, got {[low, high]}")
-    if not 0.0 < resolved["exploration"]["decay_rate"] <= 1.0:
-        raise ValueError("objective exploration.decay_rate must lie in (0, 1]")
-    return resolved
+    """Defaults overlaid with ``params``; unknown objectives or keys raise ``ConfigError`` naming them."""
+    return ObjectiveParams.from_mapping(params, "reward_shaper.objectives").to_dict()
 
 
 @dataclass

@@ -9,10 +9,10 @@ continue from. The flat SAC sees the env's own observation, so the wrapper appli
 
 from __future__ import annotations
 
-import copy
 import io
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch as th
@@ -20,9 +20,10 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from trading_rl.agents.training import train_agent
+from trading_rl.config import ConfigError, Section, section_from_defaults, setting
 from trading_rl.evaluation.report import evaluate_policy
 from trading_rl.evaluation.rollout import policy_from_sb3
-from trading_rl.rewards.objectives import OBJECTIVES, resolve_objective_params
+from trading_rl.rewards.objectives import OBJECTIVES, ObjectiveParams
 from trading_rl.rewards.potential import DEFAULT_POTENTIAL_TRAINING, discounted_returns, train_potential
 from trading_rl.rewards.shaper import (
     DEFAULT_ADAPTATION,
@@ -41,50 +42,86 @@ from trading_rl.rewards.weights import (
     weight_gates,
 )
 
-DEFAULT_PHASE_PARAMS: dict[str, Any] = {
-    "device": "auto",
-    "evaluation_split": "validation",
-    "resume_dir": "data/06_models/resume/reward_shaper",
-    "rollouts": {"steps": 4000, "deterministic": False},
-    "objectives": {},
-    "weight_network": {"initial_weights": DEFAULT_INITIAL_WEIGHTS, **DEFAULT_WEIGHT_TRAINING},
-    "potential": DEFAULT_POTENTIAL_TRAINING,
-    "shaping": DEFAULT_ADAPTATION,
-    # shaped_reward_scale: the learner's reward scale while it trains on the shaped reward. The
-    # source agent's scale (sac_icm.agent.reward.scale, 100) is sized for raw daily P&L (~1e-4);
-    # shaped rewards are already O(1) (each objective over its typical size), and 100x that
-    # drowned SAC's entropy term and collapsed every shaped A/B run.
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutParams(Section):
+    """The source agent (sac_icm_model) on random training episodes."""
+
+    steps: int = setting(3000, interval="[1, inf)")
+    deterministic: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapedTrainingParams(Section):
     # n_envs: training-split envs stepped together, so the shaper scores them in one batched call
     # (see docs/benchmarks.md); the update-to-data ratio is the source agent's.
-    "training": {
-        "n_envs": 128,
-        "continue_timesteps": 5000,
-        "learning_starts": 500,
-        "eval_freq": 2500,
-        "log_interval": 10,
-        "shaped_reward_scale": 1.0,
-        "resume": "auto",  # as sac_icm.agent.training.resume
-    },
-    "gates": {**DEFAULT_WEIGHT_GATES, "fail_on_gate": False},
+    n_envs: int = setting(128, interval="[1, inf)")
+    continue_timesteps: int = setting(4000, interval="[0, inf)")
+    # The learner's reward scale while it trains on the shaped reward. The source agent's scale
+    # (sac_icm.agent.reward.scale, 100) is sized for raw daily P&L (~1e-4); shaped rewards are
+    # already O(1) (each objective over its typical size), and 100x that drowned SAC's entropy term
+    # and collapsed every shaped A/B run.
+    shaped_reward_scale: float = setting(1.0, interval="(0, inf)")
+    learning_starts: int = setting(500, interval="[0, inf)")
+    eval_freq: int = setting(2000, interval="[1, inf)")
+    log_interval: int = setting(10, interval="[1, inf)")
+    resume: str = setting("auto", choices=("auto", "force"))  # as sac_icm.agent.training.resume
+
+
+_POSITIVE_TRAINING = {
+    "hidden_dim": {"interval": "[1, inf)"},
+    "learning_rate": {"interval": "(0, inf)"},
+    "epochs": {"interval": "[1, inf)"},
+    "batch_size": {"interval": "[1, inf)"},
 }
+# Sections whose defaults live with the code that uses them (weights.py, potential.py, shaper.py).
+WeightNetworkParams = section_from_defaults(
+    "WeightNetworkParams",
+    {"initial_weights": DEFAULT_INITIAL_WEIGHTS, **DEFAULT_WEIGHT_TRAINING},
+    kinds={"initial_weights": dict[str, float]},
+    ranges={**_POSITIVE_TRAINING, "horizon": {"interval": "[1, inf)"}, "balance_coef": {"interval": "[0, inf)"}},
+    module=__name__,
+)
+PotentialParams = section_from_defaults(
+    "PotentialParams", DEFAULT_POTENTIAL_TRAINING, ranges=_POSITIVE_TRAINING, module=__name__
+)
+ShapingParams = section_from_defaults(
+    "ShapingParams",
+    DEFAULT_ADAPTATION,
+    ranges={"adapt_every": {"interval": "[1, inf)"}, "window": {"interval": "[1, inf)"}},
+    module=__name__,
+)
+GateParams = section_from_defaults(
+    "GateParams", {**DEFAULT_WEIGHT_GATES, "fail_on_gate": False}, kinds={"last_updates": int}, module=__name__
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardShaperParams(Section):
+    """The ``reward_shaper`` section (conf/base states the same defaults)."""
+
+    device: str = "auto"
+    evaluation_split: Literal["train", "validation", "test"] = "validation"
+    resume_dir: str = "data/06_models/resume/reward_shaper"
+    rollouts: RolloutParams = setting(RolloutParams())
+    objectives: ObjectiveParams = setting(ObjectiveParams())
+    weight_network: WeightNetworkParams = setting(WeightNetworkParams())
+    potential: PotentialParams = setting(PotentialParams())
+    shaping: ShapingParams = setting(ShapingParams())
+    training: ShapedTrainingParams = setting(ShapedTrainingParams())
+    gates: GateParams = setting(GateParams())
+
+    def validate(self, prefix: str) -> None:
+        try:
+            initial_weight_vector(self.weight_network.initial_weights)
+        except ValueError as error:
+            raise ConfigError(f"parameter '{prefix}.weight_network.initial_weights': {error}") from error
 
 
 def resolve_phase_params(params: dict | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; an unknown section or key raises ``ValueError`` naming it."""
-    resolved = copy.deepcopy(DEFAULT_PHASE_PARAMS)
-    for section, values in (params or {}).items():
-        if section not in resolved:
-            raise ValueError(f"unknown reward_shaper parameter '{section}'; expected one of {sorted(resolved)}")
-        if isinstance(resolved[section], dict) and section != "objectives":
-            unknown = sorted(set(values or {}) - set(resolved[section]))
-            if unknown:
-                raise ValueError(f"unknown reward_shaper.{section} parameter(s) {unknown}; expected {sorted(resolved[section])}")
-            resolved[section].update(values or {})
-        else:
-            resolved[section] = values
-    resolved["objectives"] = resolve_objective_params(resolved["objectives"])
-    initial_weight_vector(resolved["weight_network"]["initial_weights"])
-    return resolved
+    """Defaults overlaid with ``params``; an unknown section or key raises ``ConfigError`` naming it."""
+    return RewardShaperParams.from_mapping(params, "reward_shaper").to_dict()
 
 
 def make_shaper(env, resolved: dict, model, weight_network=None, potential=None, n_envs: int = 1) -> RewardShaper:

@@ -18,16 +18,37 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from trading_rl.config import Section, setting
 
 logger = logging.getLogger(__name__)
 
 PARAMS_PREFIX = "runtime"
-ENGINES = ("sequential", "ray")
-DEFAULT_RUNTIME_PARAMS: dict[str, Any] = {
-    "engine": "sequential",
-    "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0},
-}
+
+
+def _gpu_share_problem(gpus: float) -> str | None:
+    # Ray accepts a fraction of one GPU or a whole number of GPUs per task.
+    return None if 0 <= gpus <= 1 or gpus == int(gpus) else "a fraction in [0, 1] or a whole number of GPUs"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayParams(Section):
+    address: str | None = None
+    num_cpus: int | None = setting(None, interval="[1, inf)")
+    num_gpus_per_task: float = setting(0.0, interval="[0, inf)", check=_gpu_share_problem)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeParams(Section):
+    """The ``runtime`` section (defaults = conf/base: Ray on every local core)."""
+
+    engine: Literal["sequential", "ray"] = "ray"
+    ray: RayParams = setting(RayParams())
+
+
+DEFAULT_RUNTIME_PARAMS: dict[str, Any] = RuntimeParams().to_dict()
 
 
 class Executor(Protocol):
@@ -40,37 +61,7 @@ class Executor(Protocol):
 
 def resolve_runtime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Defaults overlaid with ``params``, validated; errors name the offending key."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_RUNTIME_PARAMS))
-    if unknown:
-        raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_RUNTIME_PARAMS)}")
-    ray_params = dict(params.get("ray") or {})
-    unknown = sorted(set(ray_params) - set(DEFAULT_RUNTIME_PARAMS["ray"]))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter '{PARAMS_PREFIX}.ray.{unknown[0]}'; known: {sorted(DEFAULT_RUNTIME_PARAMS['ray'])}"
-        )
-    resolved = {
-        "engine": params.get("engine", DEFAULT_RUNTIME_PARAMS["engine"]),
-        "ray": {**DEFAULT_RUNTIME_PARAMS["ray"], **ray_params},
-    }
-    if resolved["engine"] not in ENGINES:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.engine' must be one of {list(ENGINES)}, got {resolved['engine']!r}")
-    num_cpus = resolved["ray"]["num_cpus"]
-    if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.ray.num_cpus' must be a positive integer or null, got {num_cpus!r}")
-    gpus = resolved["ray"]["num_gpus_per_task"]
-    # Ray accepts a fraction of one GPU or a whole number of GPUs per task.
-    if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or gpus < 0 or (gpus > 1 and gpus != int(gpus)):
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.ray.num_gpus_per_task' must be a fraction in [0, 1] or a whole "
-            f"number of GPUs, got {gpus!r}"
-        )
-    resolved["ray"]["num_gpus_per_task"] = float(gpus)
-    address = resolved["ray"]["address"]
-    if address is not None and not isinstance(address, str):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.ray.address' must be a string or null, got {address!r}")
-    return resolved
+    return RuntimeParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 @contextlib.contextmanager
@@ -158,7 +149,7 @@ class RayExecutor:
 
 
 def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
-    """The executor ``runtime.engine`` names (``sequential`` when ``runtime_params`` is empty)."""
+    """The executor ``runtime.engine`` names (``ray``, as in conf/base, when it is not given)."""
     config = resolve_runtime_params(runtime_params)
     if config["engine"] == "sequential":
         return SequentialExecutor()

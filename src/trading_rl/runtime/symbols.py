@@ -17,6 +17,7 @@ import copy
 import io
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -27,6 +28,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import set_random_seed
 from torch import nn
 
+from trading_rl.config import Section, setting
 from trading_rl.agents import build_agent, train_agent
 from trading_rl.envs import EnvSpec
 
@@ -34,47 +36,41 @@ PARAMS_PREFIX = "multi_symbol"
 # A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.
 SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
 
-DEFAULT_ENCODER_PARAMS: dict[str, Any] = {
-    "enabled": True,
-    "latent_dim": 32,
-    "hidden_dim": 128,
-    "steps_per_symbol": 2000,
-    "epochs": 30,
-    "batch_size": 256,
-    "lr": 1e-3,
-}
+
+
+def _symbols_problem(symbols: list[str]) -> str | None:
+    if not symbols or len(set(symbols)) != len(symbols):
+        return "a non-empty list of distinct names"
+    if not all(SYMBOL_PATTERN.match(symbol) for symbol in symbols):
+        return "names of letters, digits and '_' only (a symbol names a Kedro namespace)"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedEncoderParams(Section):
+    RENAMED = {"lr": "learning_rate"}
+
+    enabled: bool = True
+    latent_dim: int = setting(32, interval="[1, inf)")
+    hidden_dim: int = setting(128, interval="[1, inf)")
+    steps_per_symbol: int = setting(2000, interval="[1, inf)")
+    epochs: int = setting(30, interval="[1, inf)")
+    batch_size: int = setting(256, interval="[1, inf)")
+    learning_rate: float = setting(1e-3, interval="(0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiSymbolParams(Section):
+    """The ``multi_symbol`` section; ``symbols`` has no code default (conf/base is its one place)."""
+
+    symbols: list[str] = setting(check=_symbols_problem)
+    shared_encoder: SharedEncoderParams = setting(SharedEncoderParams())
 
 
 def resolve_multi_symbol_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """``{"symbols": [...], "shared_encoder": {...}}`` with encoder defaults, validated; errors name
     the key."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - {"symbols", "shared_encoder"})
-    if unknown:
-        raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: ['shared_encoder', 'symbols']")
-    symbols = params.get("symbols")
-    if isinstance(symbols, str) or not symbols or len(set(symbols)) != len(symbols):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' must be a non-empty list of distinct names, got {symbols!r}")
-    bad = [symbol for symbol in symbols if not isinstance(symbol, str) or not SYMBOL_PATTERN.match(symbol)]
-    if bad:
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.symbols' has {bad}: a symbol names a Kedro namespace, so letters, "
-            "digits and '_' only"
-        )
-    encoder = dict(params.get("shared_encoder") or {})
-    unknown = sorted(set(encoder) - set(DEFAULT_ENCODER_PARAMS))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter '{PARAMS_PREFIX}.shared_encoder.{unknown[0]}'; known: {sorted(DEFAULT_ENCODER_PARAMS)}"
-        )
-    encoder = {**DEFAULT_ENCODER_PARAMS, **encoder}
-    for key in ("latent_dim", "hidden_dim", "steps_per_symbol", "epochs", "batch_size"):
-        value = encoder[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.shared_encoder.{key}' must be a positive integer, got {value!r}")
-    if not float(encoder["lr"]) > 0:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.shared_encoder.lr' must be > 0, got {encoder['lr']!r}")
-    return {"symbols": list(symbols), "shared_encoder": encoder}
+    return MultiSymbolParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 class SharedEncoder(nn.Module):
@@ -125,7 +121,7 @@ def fit_shared_encoder(
     decoder = nn.Sequential(
         nn.Linear(config["latent_dim"], config["hidden_dim"]), nn.ReLU(), nn.Linear(config["hidden_dim"], data.shape[1])
     )
-    optimizer = th.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=float(config["lr"]))
+    optimizer = th.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=float(config["learning_rate"]))
     losses = []
     for _ in range(config["epochs"]):
         total = 0.0

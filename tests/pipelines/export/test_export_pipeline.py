@@ -54,7 +54,7 @@ def test_pipeline_writes_onnx_report_and_a_working_inference_config(export_pipel
 
 def test_bad_parameters_fail_before_anything_is_written(export_pipeline_setup):
     bad = {**PARAMS, "safeguards": {"max_trade_per_day": 3}}
-    with pytest.raises(ValueError, match="unknown safeguard key"):
+    with pytest.raises(ValueError, match="unknown parameter 'export.safeguards.max_trade_per_day'"):
         SequentialRunner().run(create_pipeline(agents=["sac_icm_model"]), _catalog(export_pipeline_setup, bad))
 
 

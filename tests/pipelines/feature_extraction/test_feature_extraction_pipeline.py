@@ -188,6 +188,7 @@ def test_bad_input_session_writes_nothing(tmp_path, project_copy, kedro_run):
         (project / "conf/local/parameters_feature_extraction.yml").write_text(
             "feature_extraction:\n  symbols:\n    - {name: BAD, source: file}\n"
         )
+        (project / "conf/local/parameters_env_construction.yml").write_text("env_construction:\n  symbol: BAD\n")
         with pytest.raises(PriceValidationError, match="BAD"):
             kedro_run(project, ["feature_extraction", "env_construction"], env="local")
         after = _snapshot(project / "data")

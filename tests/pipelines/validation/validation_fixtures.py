@@ -20,7 +20,8 @@ PARAMS = {
     "env_construction": {"symbol": "X", "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
     "sac_icm": {"agent": AGENT},
     "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
-                     "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu", "data_end": "all"},
+                     "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu", "data_end": "all",
+                     "agent_overrides": {}},
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
 }

@@ -22,7 +22,8 @@ PARAMS = {
     "sac_icm.agent": {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
                       "policy": {"net_arch": [16, 16]}, "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16}},
     "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
-                     "seeds": 2, "timesteps": 40, "finetune_timesteps": 0, "device": "cpu", "data_end": "all"},
+                     "seeds": 2, "timesteps": 40, "finetune_timesteps": 0, "device": "cpu", "data_end": "all",
+                     "agent_overrides": {}},
     "runtime": {"engine": "sequential"},
 }
 

@@ -7,7 +7,6 @@ from typing import Any
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
-from trading_rl.export.safeguards import SafeguardConfig
 
 
 def export_agent(
@@ -27,7 +26,6 @@ def export_agent(
     check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="export")
     symbol = env_spec.symbol
     resolved = resolve_export_params(params)
-    safeguards = SafeguardConfig.from_mapping(params.get("safeguards")).to_dict()
     parity_env = env_spec.make_env(resolved["parity"]["split"])
     onnx_bytes, report = export_and_verify(model, parity_env, resolved, seed=seed)
     report = {**report, "symbol": symbol, "parity_split": resolved["parity"]["split"],
@@ -38,6 +36,6 @@ def export_agent(
         "scaler": scalers[symbol],
         "env_config": env_spec.config,
         "feature_columns": list(env_spec.feature_columns),
-        "safeguards": safeguards,
+        "safeguards": resolved["safeguards"],
     }
     return onnx_bytes, report, inference_config

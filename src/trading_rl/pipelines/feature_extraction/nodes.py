@@ -23,32 +23,7 @@ from trading_rl.features import (
     without_masked_entries,
 )
 from trading_rl.features.indicators import resolve_feature_params
-
-KNOWN_SOURCES = ("packaged", "file")
-
-
-def _symbol_entries(params: dict[str, Any]) -> list[dict[str, Any]]:
-    entries = params.get("symbols")
-    if not entries:
-        raise ValueError("parameter 'feature_extraction.symbols' must list at least one symbol")
-    normalised = []
-    for i, entry in enumerate(entries):
-        if isinstance(entry, str):
-            entry = {"name": entry, "source": "packaged"}
-        if "name" not in entry:
-            raise ValueError(f"parameter 'feature_extraction.symbols[{i}]' has no 'name'")
-        source = entry.get("source", "packaged")
-        if source not in KNOWN_SOURCES:
-            raise ValueError(
-                f"parameter 'feature_extraction.symbols[{i}].source' is {source!r}; "
-                f"expected one of {KNOWN_SOURCES}"
-            )
-        normalised.append({"name": str(entry["name"]), "source": source})
-    names = [e["name"] for e in normalised]
-    if len(set(names)) != len(names):
-        raise ValueError(f"parameter 'feature_extraction.symbols' repeats a symbol: {names}")
-    return normalised
-
+from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
 
 def by_symbol(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Split a long frame into ``{symbol: frame without the symbol column}``."""
@@ -72,7 +47,7 @@ def load_and_validate_prices(
     Nothing is written unless every symbol passes, so a bad file never leaves half a run behind.
     """
     validated: dict[str, pd.DataFrame] = {}
-    for entry in _symbol_entries(params):
+    for entry in symbol_entries(params.get("symbols")):
         name = entry["name"]
         if entry["source"] == "file":
             if name not in raw_price_files:
@@ -85,7 +60,7 @@ def load_and_validate_prices(
         else:
             raw = load_prices(name, source="packaged")
             source_name = f"packaged:{name}"
-        frame = validate_prices(raw, name, min_rows=params.get("min_rows", 250), source_name=source_name)
+        frame = validate_prices(raw, name, min_rows=params.get("min_rows", DEFAULT_MIN_ROWS), source_name=source_name)
         validated[name] = frame
     return _long(validated)
 

@@ -30,17 +30,15 @@ def compare_with_previous(
     report: dict[str, Any], previous_report: dict[str, Any] | None, params: dict[str, Any]
 ) -> dict[str, Any]:
     """Gates that flipped and metrics that moved beyond tolerance since the previous report."""
-    comparison = params.get("comparison") or {}
-    return compare_reports(
-        report, previous_report, float(comparison.get("tolerance", 0.05)), comparison.get("tolerances")
-    )
+    comparison = params["comparison"]
+    return compare_reports(report, previous_report, float(comparison["tolerance"]), comparison.get("tolerances"))
 
 
 def enforce_gates(report: dict[str, Any], comparison: dict[str, Any], params: dict[str, Any]) -> None:
     """Warn, naming the failed gates, and fail the run (after both reports are saved) when
-    ``fail_on_gate_failure`` asks for it."""
+    ``fail_on_gate`` asks for it."""
     message = failure_message(report)
     if message is not None:
         logger.warning(message)
-    if params.get("fail_on_gate_failure", False):
+    if params["fail_on_gate"]:
         raise_on_failure(report)

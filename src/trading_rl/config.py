@@ -1,0 +1,307 @@
+"""Typed parameter sections: one frozen dataclass per ``conf/*/parameters_*.yml`` section.
+
+Why dataclasses (not pydantic): the domain library already passes frozen dataclasses around
+(``EnvConfig``, ``ICMConfig``); what Kedro hands a node is a plain mapping, and what the checks need
+is small (types, intervals, choices, unknown keys with the full dotted key named), so the standard
+library covers it without a new dependency or a second object model.
+
+A section is declared as a frozen dataclass subclassing :class:`Section`; each field's type comes
+from its annotation and its range from :func:`setting` metadata::
+
+    @dataclass(frozen=True, kw_only=True)
+    class TrainingParams(Section):
+        total_timesteps: int = setting(10_000, interval="[1, inf)")
+
+``Section.from_mapping(mapping, "sac_icm.agent.training")`` overlays ``mapping`` on the defaults
+(nested sections key by key, lists and free mappings whole) and raises :class:`ConfigError` naming
+the dotted key of the first unknown, renamed, missing, mistyped or out-of-range parameter. A field
+without a default is required: its only value is the one in ``conf/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, Literal, TypeVar, Union
+
+import numpy as np
+
+S = TypeVar("S", bound="Section")
+
+_INTERVAL = re.compile(r"^([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])$")
+
+
+class ConfigError(ValueError):
+    """A parameter is unknown, missing, of the wrong type or out of range; the message names it."""
+
+
+def dotted(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def setting(
+    default: Any = MISSING,
+    *,
+    interval: str | None = None,
+    choices: tuple[Any, ...] | None = None,
+    check: Callable[[Any], str | None] | None = None,
+) -> Any:
+    """A dataclass field with a range: ``interval`` like ``"(0, 1]"`` (``inf`` allowed), ``choices``
+    the allowed values, ``check(value)`` returns what the value must be, or ``None`` when it is fine.
+    Mutable defaults (lists, dicts, sections) are copied per instance."""
+    if interval is not None and not _INTERVAL.match(interval):
+        raise ValueError(f"bad interval {interval!r}; write it like '(0, 1]'")
+    metadata = {"interval": interval, "choices": choices, "check": check}
+    if default is MISSING:
+        return dataclasses.field(metadata=metadata)
+    if isinstance(default, (list, dict, Section)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def in_interval(value: float, interval: str) -> bool:
+    low_bracket, low, high, high_bracket = _INTERVAL.match(interval).groups()
+    low_value, high_value = float(low), float(high)
+    above = value > low_value if low_bracket == "(" else value >= low_value
+    below = value < high_value if high_bracket == ")" else value <= high_value
+    return above and below
+
+
+@dataclass(frozen=True)
+class Section:
+    """Base of every parameter section: :meth:`from_mapping`, :meth:`to_dict`, :meth:`validate`.
+
+    ``RENAMED`` maps an old key to its new name and ``REFUSED`` a key to the reason it is no longer
+    accepted; both are refused with that message instead of "unknown".
+    """
+
+    RENAMED: ClassVar[Mapping[str, str]] = {}
+    REFUSED: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def from_mapping(cls: type[S], mapping: Mapping[str, Any] | None = None, prefix: str = "", base: S | None = None) -> S:
+        """``mapping`` over ``base`` (default: the field defaults), checked; ``prefix`` is the
+        section's dotted key, used in every error."""
+        if isinstance(mapping, cls) and base is None:
+            return mapping
+        if mapping is None:
+            mapping = {}
+        if not isinstance(mapping, Mapping):
+            raise ConfigError(f"parameter '{prefix}' must be a mapping, got {mapping!r}")
+        known = {f.name: f for f in fields(cls) if f.init}
+        for key in mapping:
+            if key not in known:
+                raise ConfigError(cls._unknown_message(str(key), prefix, known))
+        hints = _type_hints(cls)
+        values: dict[str, Any] = {}
+        for name, field in known.items():
+            key = dotted(prefix, name)
+            if base is not None:
+                current = getattr(base, name)
+            elif field.default is not MISSING:
+                current = field.default
+            elif field.default_factory is not MISSING:
+                current = field.default_factory()
+            else:
+                current = MISSING
+            if name in mapping:
+                values[name] = _convert(mapping[name], hints[name], key, current)
+                _check_range(values[name], field, key)
+            elif current is MISSING:
+                raise ConfigError(f"parameter '{key}' is missing")
+            else:
+                values[name] = current
+        try:
+            section = cls(**values)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"parameter '{prefix}': {error}") from error
+        section.validate(prefix)
+        return section
+
+    @classmethod
+    def _unknown_message(cls, key: str, prefix: str, known: Mapping[str, Any]) -> str:
+        if key in cls.RENAMED:
+            return f"'{dotted(prefix, key)}' was renamed to '{dotted(prefix, cls.RENAMED[key])}'"
+        if key in cls.REFUSED:
+            return f"parameter '{dotted(prefix, key)}' is not accepted: {cls.REFUSED[key]}"
+        close = difflib.get_close_matches(key, list(known), n=1)
+        hint = f" (did you mean '{dotted(prefix, close[0])}'?)" if close else f"; known: {sorted(known)}"
+        return f"unknown parameter '{dotted(prefix, key)}'{hint}"
+
+    def validate(self, prefix: str) -> None:
+        """Checks across fields (``min <= max`` ...); raise :class:`ConfigError` naming the key."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (nested sections as dicts): what the domain functions take."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.init}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Section):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _fail(key: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(f"parameter '{key}' must be {expected}, got {value!r}")
+
+
+def _describe(kind: Any) -> str:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if kind in names:
+        return names[kind]
+    if typing.get_origin(kind) is Literal:
+        return f"one of {list(typing.get_args(kind))}"
+    if isinstance(kind, type) and issubclass(kind, Section):
+        return "a mapping"
+    if typing.get_origin(kind) in (list, tuple):
+        return "a list"
+    if typing.get_origin(kind) is dict:
+        return "a mapping"
+    return str(kind)
+
+
+def _convert(value: Any, kind: Any, key: str, current: Any = MISSING) -> Any:
+    """``value`` checked against the annotation ``kind``; numbers normalised to int/float."""
+    origin = typing.get_origin(kind)
+    if kind is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(kind)
+        if value is None:
+            if type(None) in options:
+                return None
+            raise _fail(key, " or ".join(_describe(option) for option in options), value)
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, key, current if isinstance(current, Section) else MISSING)
+            except ConfigError as error:
+                errors.append(error)
+        if len(errors) == 1:
+            raise errors[0]
+        raise _fail(key, " or ".join(_describe(option) for option in options if option is not type(None)), value)
+    if origin is Literal:
+        if value not in typing.get_args(kind):
+            raise _fail(key, _describe(kind), value)
+        return value
+    if isinstance(kind, type) and issubclass(kind, Section):
+        base = current if isinstance(current, kind) else None
+        return kind.from_mapping(value, key, base)
+    if kind is bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise _fail(key, "true or false", value)
+        return bool(value)
+    if kind is int:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise _fail(key, "an integer", value)
+        return int(value)
+    if kind is float:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise _fail(key, "a number", value)
+        if not math.isfinite(value):
+            raise _fail(key, "a finite number", value)
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise _fail(key, "a string", value)
+        return value
+    if origin in (list, tuple):
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+            raise _fail(key, "a list", value)
+        (item_kind, *_) = typing.get_args(kind) or (Any,)
+        return [_convert(item, item_kind, f"{key}[{index}]") for index, item in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise _fail(key, "a mapping", value)
+        _, item_kind = typing.get_args(kind) or (str, Any)
+        return {name: _convert(item, item_kind, dotted(key, name)) for name, item in value.items()}
+    raise TypeError(f"parameter '{key}': annotation {kind!r} is not supported by Section")
+
+
+def _check_range(value: Any, field: dataclasses.Field, key: str) -> None:
+    if value is None:
+        return
+    interval = field.metadata.get("interval")
+    if interval is not None and not in_interval(value, interval):
+        raise _fail(key, f"in {interval}", value)
+    choices = field.metadata.get("choices")
+    if choices is not None and value not in choices:
+        raise _fail(key, f"one of {list(choices)}", value)
+    check = field.metadata.get("check")
+    if check is not None:
+        expected = check(value)
+        if expected is not None:
+            raise _fail(key, expected, value)
+
+
+def section_from_defaults(
+    name: str,
+    defaults: Mapping[str, Any],
+    *,
+    ranges: Mapping[str, Mapping[str, Any]] | None = None,
+    kinds: Mapping[str, Any] | None = None,
+    module: str | None = None,
+) -> type[Section]:
+    """A :class:`Section` dataclass whose fields, types and defaults are read from a defaults
+    mapping (nested mappings become nested sections). For modules whose defaults are a dict that
+    other code reads, so the dict stays the one copy of the defaults.
+
+    ``ranges``: ``{key: setting() keywords}``; ``kinds``: annotations for keys whose default does
+    not tell the type (``None``, or an int default that may be given as a float).
+    """
+    ranges = dict(ranges or {})
+    kinds = dict(kinds or {})
+    entries = []
+    for key, default in defaults.items():
+        options = ranges.get(key, {})
+        if key in kinds:
+            kind = kinds[key]
+        elif isinstance(default, Mapping):
+            nested_ranges = {k[len(key) + 1 :]: v for k, v in ranges.items() if k.startswith(f"{key}.")}
+            nested_kinds = {k[len(key) + 1 :]: v for k, v in kinds.items() if k.startswith(f"{key}.")}
+            kind = section_from_defaults(
+                f"{name}_{key}", default, ranges=nested_ranges, kinds=nested_kinds, module=module
+            )
+            default = kind()
+        elif isinstance(default, bool):
+            kind = bool
+        elif isinstance(default, int):
+            kind = int
+        elif isinstance(default, float):
+            kind = float
+        elif isinstance(default, str):
+            kind = str
+        elif isinstance(default, (list, tuple)):
+            kind = list[Any]
+            default = list(default)
+        else:
+            kind = Any
+        entries.append((key, kind, setting(default, **options)))
+    return dataclasses.make_dataclass(
+        name, entries, bases=(Section,), frozen=True, kw_only=True, namespace={"__module__": module or __name__}
+    )

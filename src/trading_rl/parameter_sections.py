@@ -1,0 +1,87 @@
+"""Every parameter section of ``conf/*/parameters*.yml``, by its top-level key, with its check.
+
+``validate_parameters`` runs the checks of the sections a run reads (``hooks.ParameterValidationHooks``
+calls it before the first node, so a bad parameter fails the run before anything is written) and
+refuses top-level keys that no section owns. A new section is added here, next to its dataclass.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from trading_rl.agents.options_her_params import OptionsHerParams
+from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
+from trading_rl.config import ConfigError, Section
+from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.final import FinalEvaluationParams
+from trading_rl.evaluation.gates import ValidationParams
+from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.evaluation.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
+from trading_rl.export.onnx_export import ExportParams
+from trading_rl.features.params import FeatureExtractionParams, symbol_entries
+from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.rewards.phase import RewardShaperParams
+from trading_rl.runtime.engine import RuntimeParams
+from trading_rl.runtime.symbols import MultiSymbolParams
+
+# Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
+RUN_KEYS = ("seed", "torch_threads")
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "feature_extraction": FeatureExtractionParams,
+    "env_construction": EnvConstructionParams,
+    "sac_icm": SacIcmParams,
+    "options_her": OptionsHerParams,
+    "reward_shaper": RewardShaperParams,
+    "checkpoint_migration": CheckpointMigrationParams,
+    "export": ExportParams,
+    "walk_forward": WalkForwardParams,
+    "regime_validation": RegimeValidationParams,
+    "validation": ValidationParams,
+    "final_evaluation": FinalEvaluationParams,
+    "multi_symbol": MultiSymbolParams,
+    "runtime": RuntimeParams,
+}
+
+
+def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
+    symbol = parameters["env_construction"]["symbol"]
+    if "feature_extraction" in parameters:
+        names = [entry["name"] for entry in symbol_entries(parameters["feature_extraction"].get("symbols"))]
+        if symbol not in names:
+            raise ConfigError(
+                f"parameter 'env_construction.symbol' is {symbol!r}, which is not among feature_extraction.symbols {names}"
+            )
+
+
+def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
+    config = resolve_walk_forward_params(parameters.get("walk_forward"), parameters.get("feature_extraction"))
+    # What the walk-forward's SAC+ICM agents train with: sac_icm.agent under the overrides.
+    agent_params = {"sac_icm": dict((parameters.get("sac_icm") or {}).get("agent") or {})}
+    AgentParams.from_mapping(agent_section("sac_icm", agent_params, config["agent_overrides"]), "walk_forward.agent_overrides")
+
+
+# Checks that read more than their own section.
+CROSS_CHECKS: dict[str, Callable[[Mapping[str, Any]], None]] = {
+    "env_construction": _env_symbol_is_extracted,
+    "walk_forward": _walk_forward_agents,
+}
+
+
+def validate_parameters(parameters: Mapping[str, Any], sections: Iterable[str] | None = None) -> None:
+    """Refuse unknown top-level keys, then check ``sections`` (default: every section); the first
+    problem raises ``ConfigError`` naming its dotted key."""
+    known = [*RUN_KEYS, *SECTIONS]
+    for key in parameters:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f"; known sections: {sorted(SECTIONS)}"
+            raise ConfigError(f"unknown parameter '{key}'{hint}")
+    for name in SECTIONS if sections is None else sections:
+        if name in SECTIONS:
+            SECTIONS[name].from_mapping(parameters.get(name), name)
+            if name in CROSS_CHECKS:
+                CROSS_CHECKS[name](parameters)

@@ -1,0 +1,99 @@
+"""Every conf environment loads through the typed sections, and the code defaults are conf/base's."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from trading_rl.agents import build_agent
+from trading_rl.config import ConfigError, Section, section_from_defaults, setting
+from trading_rl.parameter_sections import SECTIONS, validate_parameters
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+ENVIRONMENTS = sorted(path.name for path in (PROJECT_ROOT / "conf").iterdir() if path.is_dir() and path.name != "local")
+
+
+def load_parameters(env: str) -> dict[str, Any]:
+    """Parameters as Kedro merges them for ``--env env``: conf/base, then the env on top (soft)."""
+    from kedro.config import OmegaConfigLoader
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # omegaconf's resolver deprecation notice
+        loader = OmegaConfigLoader(
+            str(PROJECT_ROOT / "conf"), base_env="base", default_run_env=env, merge_strategy={"parameters": "soft"}
+        )
+        return loader["parameters"]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_environment_loads_through_the_sections(env):
+    parameters = load_parameters(env)
+    assert set(parameters) - {"seed", "torch_threads"} == set(SECTIONS), "a section file without a dataclass"
+    validate_parameters(parameters)
+
+
+def _default_of(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+def disagreements(section: Section, prefix: str) -> list[str]:
+    """Dotted keys whose conf/base value (in ``section``) differs from the dataclass default."""
+    found = []
+    for field in dataclasses.fields(section):
+        value, default, key = getattr(section, field.name), _default_of(field), f"{prefix}.{field.name}"
+        if isinstance(value, Section) and type(value) is type(default):
+            found += disagreements(value, key)
+        elif default is not dataclasses.MISSING and value != default:
+            found.append(f"{key}: conf/base {value!r}, code {default!r}")
+    return found
+
+
+def test_code_defaults_equal_conf_base():
+    """Defaults live in the dataclasses; conf/base states them for users, and must state the same."""
+    base = load_parameters("base")
+    found = [problem for name, section in SECTIONS.items() for problem in disagreements(section.from_mapping(base[name], name), name)]
+    assert found == []
+
+
+def test_an_empty_agent_config_gets_the_default_runs_reward_scale():
+    scale = load_parameters("base")["sac_icm"]["agent"]["reward"]["scale"]
+    model = build_agent(gym.make("Pendulum-v1"), {}, seed=0, device="cpu")
+    assert scale == 100.0 and model.reward_scale == scale
+
+
+def test_a_changed_default_is_caught():
+    """The agreement check can fail: a section whose default differs from what conf says."""
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Budget(Section):
+        total_timesteps: int = setting(100_000, interval="[1, inf)")
+
+    assert disagreements(Budget.from_mapping({"total_timesteps": 10_000}, "x"), "x") == [
+        "x.total_timesteps: conf/base 10000, code 100000"
+    ]
+
+
+def test_unknown_top_level_sections_are_refused_with_a_suggestion():
+    parameters = load_parameters("ci")
+    with pytest.raises(ConfigError, match=r"unknown parameter 'sac_icn' \(did you mean 'sac_icm'\?\)"):
+        validate_parameters({**parameters, "sac_icn": {"agent": {}}})
+
+
+def test_sections_read_from_defaults_dicts_type_check_and_nest():
+    schema = section_from_defaults("Toy", {"rate": 0.5, "steps": 3, "inner": {"on": True}}, ranges={"rate": {"interval": "(0, 1)"}})
+    assert schema.from_mapping({"inner": {"on": False}}, "toy").to_dict() == {"rate": 0.5, "steps": 3, "inner": {"on": False}}
+    with pytest.raises(ConfigError, match=r"'toy\.inner\.onn' \(did you mean 'toy\.inner\.on'\?\)"):
+        schema.from_mapping({"inner": {"onn": False}}, "toy")
+    with pytest.raises(ConfigError, match=r"'toy\.steps' must be an integer, got 2\.5"):
+        schema.from_mapping({"steps": 2.5}, "toy")
+    with pytest.raises(ConfigError, match=r"'toy\.rate' must be in \(0, 1\), got 1\.0"):
+        schema.from_mapping({"rate": 1.0}, "toy")
