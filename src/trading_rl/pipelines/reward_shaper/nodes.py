@@ -6,9 +6,11 @@ The one deliberate side effect is the rolling resume checkpoint under ``resume_d
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from trading_rl.evaluation.report import flat_metrics, metrics_history
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.rewards.phase import (
     collect_rollouts,
     continue_training,
@@ -54,3 +56,13 @@ def report_reward_shaping(
     for row in report["weight_gates"]:
         metrics[f"reward_shaper_gates/{row['gate']}"] = [{"step": int(final_step), "value": float(row["value"])}]
     return report, metrics
+
+
+def reward_shaper_tearsheet(
+    shaped_model, sac_icm_model, env_spec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """The shaped agent and its source (unshaped SAC+ICM) on the evaluation split, with the baselines."""
+    split = resolve_phase_params(params)["evaluation_split"]
+    make_env = partial(env_spec.make_env, split)
+    agents = sb3_rollouts({"reward_shaped": shaped_model, "sac_icm (source)": sac_icm_model}, make_env, seed)
+    return env_tearsheet("reward_shaper", agents, env_spec, split, make_env, seed, regime_params)
