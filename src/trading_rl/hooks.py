@@ -1,5 +1,5 @@
-"""Cross-cutting concerns: one seed drives everything, every run records where it came from, and a
-run whose validation gates failed ends by saying so.
+"""Cross-cutting concerns: one seed drives everything, every run records where it came from, and
+every run ends with a summary of what it trained and which gates failed.
 
 ``run_metadata`` (seed, config hash, git commit, save version) is injected into the catalog so that
 nodes storing a model can store it alongside, and it is set as MLflow tags on the active run.
@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from kedro.framework.hooks import hook_impl
+from kedro.io import AbstractVersionedDataset
 
 from trading_rl.provenance import config_hash, git_commit
 
@@ -72,27 +73,79 @@ class ReproducibilityHooks:
             self._tagged = True
 
 
-class ValidationGateHooks:
-    """Re-log a failed validation report as the last line of the run (WARNING, gates named), so it
-    is not buried under the nodes' logs when ``validation.fail_on_gate_failure`` is false. Only runs
-    that produced a ``validation_report`` say anything."""
+class RunSummaryHooks:
+    """End every run with a summary (``evaluation.summary``): each phase's agent next to capped
+    buy-and-hold and random, collapse verdicts, gates with failures named, the MLflow run(s) and the
+    reports, plots and tearsheets written with this save version. Failed gates follow at WARNING, the
+    validation gates last, so the log's last lines say what failed even when
+    ``validation.fail_on_gate_failure`` is false.
+
+    The MLflow run is noted while nodes run: kedro-mlflow's own ``after_pipeline_run`` (a plugin
+    hook, called before the project's) has already closed it when the summary is written.
+    """
 
     def __init__(self) -> None:
-        self._report: dict[str, Any] | None = None
+        self._reports: dict[str, Any] = {}
+        self._saved: list[str] = []
+        self._runs: dict[str, str] = {}
+        self._catalog = None
+        self._ui: tuple[str, str] = ("127.0.0.1", "5000")
 
     @hook_impl
-    def before_pipeline_run(self) -> None:
-        self._report = None
+    def after_context_created(self, context) -> None:
+        ui = getattr(getattr(context, "mlflow", None), "ui", None)  # set by kedro-mlflow from mlflow.yml
+        if ui is not None:
+            self._ui = (ui.host, ui.port)
+
+    @hook_impl
+    def before_pipeline_run(self, catalog) -> None:
+        self._reports, self._saved, self._runs, self._catalog = {}, [], {}, catalog
 
     @hook_impl
     def after_node_run(self, outputs: dict[str, Any]) -> None:
-        if "validation_report" in outputs:
-            self._report = outputs["validation_report"]
+        from trading_rl.evaluation.summary import SUMMARY_REPORTS
+
+        self._reports.update({name: data for name, data in outputs.items() if name in SUMMARY_REPORTS})
+        self._note_mlflow_run()
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str) -> None:
+        self._saved.append(dataset_name)
+
+    def _note_mlflow_run(self) -> None:
+        import mlflow
+
+        run = mlflow.active_run()
+        if run is not None and run.info.run_id not in self._runs:
+            host, port = self._ui
+            self._runs[run.info.run_id] = (
+                f"run {run.info.run_id} ({mlflow.get_tracking_uri()}); open it with `kedro mlflow ui`: "
+                f"http://{host}:{port}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+            )
+
+    def _written_paths(self) -> dict[str, list[str]]:
+        """Files of the versioned datasets saved in this run under ``08_reporting``, by kind."""
+        groups: dict[str, list[str]] = {"tearsheets": [], "plots": [], "reports": []}
+        for name in dict.fromkeys(self._saved):
+            dataset = self._catalog.get(name) if self._catalog is not None and name in self._catalog else None
+            if not isinstance(dataset, AbstractVersionedDataset):
+                continue
+            path = str(dataset._get_versioned_path(dataset.resolve_save_version()))  # the file this run wrote
+            if "08_reporting" not in path:
+                continue
+            kind = "tearsheets" if name.endswith("_tearsheet") else "plots" if "plot" in name else "reports"
+            groups[kind].append(path)
+        return groups
 
     @hook_impl
     def after_pipeline_run(self) -> None:
-        from trading_rl.evaluation.gates import failure_message
+        from trading_rl.evaluation.summary import gate_results, summary_text
 
-        message = None if self._report is None else failure_message(self._report)
-        if message is not None:
-            logger.warning("%s (see validation_report)", message)
+        logger.info("%s", summary_text(self._reports, list(self._runs.values()), self._written_paths()))
+        for gate in gate_results(self._reports):
+            if gate.passed:
+                continue
+            if gate.report == "validation_report":
+                logger.warning("validation gates failed: %s (see validation_report)", gate.failures)
+            else:
+                logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.failures, gate.report)

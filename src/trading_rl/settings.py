@@ -1,8 +1,8 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks
+from trading_rl.hooks import ReproducibilityHooks, RunSummaryHooks
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks())
+HOOKS = (ReproducibilityHooks(), RunSummaryHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",

@@ -17,6 +17,8 @@ from stable_baselines3 import DQN, PPO
 from trading_rl.migration import sb3_zip_bytes
 from trading_rl.pipelines.checkpoint_migration import create_pipeline
 
+from tearsheet_inputs import tearsheet_inputs
+
 CONF = Path(__file__).resolve().parents[3] / "conf"
 OUTPUTS = (
     "legacy_checkpoint_backups",
@@ -45,6 +47,8 @@ def _catalog(tmp_path, env_spec, params_override=None, save_version="2026-11-25T
     catalog["env_spec"] = env_spec
     catalog["params:checkpoint_migration"] = params
     catalog["params:seed"] = 7
+    for name, dataset in tearsheet_inputs().items():
+        catalog[name] = dataset
     catalog["run_metadata"] = {"seed": 7, "config_hash": "test", "git_commit": "test"}
     return catalog
 

@@ -23,6 +23,7 @@ PARAMS = {
                      "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu", "data_end": "all"},
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
+    "tearsheet": {"rolling_window": 20, "dpi": 40},
 }
 
 
