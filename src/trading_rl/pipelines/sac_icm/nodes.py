@@ -14,6 +14,7 @@ from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics, metrics_history
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
+from trading_rl.pipelines.tracking import stream_to_mlflow
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 
 
@@ -30,7 +31,8 @@ def train_sac_icm(
         agent_params,
         work_dir=f"{params['resume_dir']}/{env_spec.symbol}",
         periods_per_year=env_spec.periods_per_year,
-        progress_bar=bool(params.get("progress_bar", False)),
+        metrics_callback=stream_to_mlflow("sac_icm"),
+        progress_bar=params.get("progress_bar", "auto"),
     )
     metadata = {**run_metadata, "symbol": env_spec.symbol, "best_timestep": outcome.best_timestep}
     for trained in (outcome.model, outcome.best_model):
