@@ -8,7 +8,9 @@ nodes storing a model can store it alongside, and it is set as MLflow tags on th
 from __future__ import annotations
 
 import logging
+import os
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -130,11 +132,12 @@ class RunSummaryHooks:
             dataset = self._catalog.get(name) if self._catalog is not None and name in self._catalog else None
             if not isinstance(dataset, AbstractVersionedDataset):
                 continue
-            path = str(dataset._get_versioned_path(dataset.resolve_save_version()))  # the file this run wrote
-            if "08_reporting" not in path:
+            path = Path(str(dataset._get_versioned_path(dataset.resolve_save_version())))  # what this run wrote
+            if "08_reporting" not in path.parts:
                 continue
             kind = "tearsheets" if name.endswith("_tearsheet") else "plots" if "plot" in name else "reports"
-            groups[kind].append(path)
+            files = sorted(path.iterdir()) if path.is_dir() else [path]  # a figure dataset saves a folder
+            groups[kind] += [os.path.relpath(file) if file.is_relative_to(Path.cwd()) else str(file) for file in files]
         return groups
 
     @hook_impl
