@@ -90,9 +90,11 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     catalog = DataCatalog(save_version="2026-11-26T10.00.00.000Z")
     catalog["sac_icm_tearsheet"] = TextDataset(filepath=str(tmp_path / "08_reporting/sac_icm_tearsheet.html"),
                                                version=Version(None, "2026-11-26T10.00.00.000Z"))
+    # unversioned, like the staging file of an MLflow artifact: not listed, and no error
+    catalog["staging_plot"] = TextDataset(filepath=str(tmp_path / "08_reporting/mlflow_staging/plot.txt"))
     pipeline = Pipeline([
-        Node(lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>"), inputs=None,
-             outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_tearsheet"],
+        Node(lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>", "x"), inputs=None,
+             outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_tearsheet", "staging_plot"],
              name="evaluate_sac_icm"),
     ])
     hook_manager.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=catalog)
@@ -110,5 +112,6 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     assert "mlflow: run 0123abcd" in summary and "http://127.0.0.1:5000/#/experiments/7/runs/0123abcd" in summary
     written = tmp_path / "08_reporting/sac_icm_tearsheet.html/2026-11-26T10.00.00.000Z/sac_icm_tearsheet.html"
     assert written.is_file() and f"tearsheets:\n  {written}" in summary
+    assert "mlflow_staging" not in summary
     last = caplog.records[-1]
     assert last.levelno == logging.WARNING and "sac_icm gates failed: deterministic: dominance" in last.getMessage()

@@ -130,9 +130,10 @@ class RunSummaryHooks:
         groups: dict[str, list[str]] = {"tearsheets": [], "plots": [], "reports": []}
         for name in dict.fromkeys(self._saved):
             dataset = self._catalog.get(name) if self._catalog is not None and name in self._catalog else None
-            if not isinstance(dataset, AbstractVersionedDataset):
+            version = dataset.resolve_save_version() if isinstance(dataset, AbstractVersionedDataset) else None
+            if version is None:  # not versioned (e.g. an MLflow artifact's staging file): not this run's own
                 continue
-            path = Path(str(dataset._get_versioned_path(dataset.resolve_save_version())))  # what this run wrote
+            path = Path(str(dataset._get_versioned_path(version)))  # what this run wrote
             if "08_reporting" not in path.parts:
                 continue
             kind = "tearsheets" if name.endswith("_tearsheet") else "plots" if "plot" in name else "reports"

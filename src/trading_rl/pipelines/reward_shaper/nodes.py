@@ -11,6 +11,7 @@ from typing import Any
 
 from trading_rl.evaluation.report import flat_metrics, metrics_history
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 from trading_rl.rewards.phase import (
     collect_rollouts,
     continue_training,
@@ -37,6 +38,7 @@ def train_shaped_agent(
     outcome, reward_history, adaptation_history = continue_training(
         sac_icm_model, env_spec, weight_network, potential, params, seed,
         work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
+        metrics_callback=stream_to_mlflow("reward_shaper"),
     )
     outcome.model.trading_rl_metadata = {**run_metadata, "symbol": env_spec.symbol, "source": "sac_icm_model"}
     training = {"history": outcome.history, "reward_history": reward_history, "adaptation_history": adaptation_history}

@@ -14,8 +14,8 @@ from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics, metrics_history
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
-from trading_rl.pipelines.tracking import stream_to_mlflow
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def train_sac_icm(
