@@ -149,7 +149,4 @@ class RunSummaryHooks:
         for gate in gate_results(self._reports):
             if gate.passed:
                 continue
-            if gate.report == "validation_report":
-                logger.warning("validation gates failed: %s (see validation_report)", gate.failures)
-            else:
-                logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.failures, gate.report)
+            logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.details, gate.report)

@@ -33,7 +33,8 @@ class GateResult:
     phase: str
     report: str
     passed: bool
-    failures: str  # the failed gates, named ("" when passed)
+    failed: str  # the failed gates' names ("" when passed), for the table
+    details: str  # the same with values and reasons, for the WARNING line
 
 
 def _collapse_verdict(collapse: Report | None) -> str:
@@ -112,23 +113,29 @@ def _failed(rows: Sequence[Report], name_key: str = "gate") -> str:
     return ", ".join(str(row[name_key]) for row in rows if not row["passed"])
 
 
-def _collapse_gates(report: Report) -> tuple[bool, str]:
-    failed = [f"{mode}: {_failed(report[mode]['gates'])}" for mode in ("deterministic", "stochastic")
-              if mode in report and report[mode].get("collapsed")]
-    return not report["collapsed"], "; ".join(failed)
+def _collapse_gates(report: Report) -> tuple[bool, str, str]:
+    failed = "; ".join(f"{mode}: {_failed(report[mode]['gates'])}" for mode in ("deterministic", "stochastic")
+                       if mode in report and report[mode].get("collapsed"))
+    return not report["collapsed"], failed, failed
 
 
-def _validation_gates(report: Report) -> tuple[bool, str]:
+def _validation_gates(report: Report) -> tuple[bool, str, str]:
     message = failure_message(report)
-    return report["passed"], "" if message is None else message.removeprefix("validation gates failed: ")
+    details = "" if message is None else message.removeprefix("validation gates failed: ")
+    return report["passed"], ", ".join(report["failed"]), details
 
 
-# report dataset -> (phase, gate reader); validation last: its warning ends the run's log
-GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str]]]] = {
+def _same(passed: bool, failed: str) -> tuple[bool, str, str]:
+    return passed, failed, failed
+
+
+# report dataset -> (phase, reader of (passed, failed names, details)); validation last: its
+# warning ends the run's log
+GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] = {
     "sac_icm_collapse_report": ("sac_icm", _collapse_gates),
-    "option_usage_report": ("options_her", lambda r: (bool(r.get("passed", True)), _failed(r.get("training_gates", [])))),
-    "reward_shaping_report": ("reward_shaper", lambda r: (bool(r["passed"]), _failed(r["weight_gates"]))),
-    "migration_comparison": ("checkpoint_migration", lambda r: (
+    "option_usage_report": ("options_her", lambda r: _same(bool(r.get("passed", True)), _failed(r.get("training_gates", [])))),
+    "reward_shaping_report": ("reward_shaper", lambda r: _same(bool(r["passed"]), _failed(r["weight_gates"]))),
+    "migration_comparison": ("checkpoint_migration", lambda r: _same(
         bool(r["all_gates_passed"]),
         ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]))),
     "validation_report": ("validation", _validation_gates),
@@ -144,8 +151,7 @@ def gate_results(reports: Mapping[str, Report]) -> list[GateResult]:
     results = []
     for name, (phase, read) in GATE_REPORTS.items():
         if name in reports:
-            passed, failures = read(reports[name])
-            results.append(GateResult(phase, name, passed, failures))
+            results.append(GateResult(phase, name, *read(reports[name])))
     return results
 
 
@@ -185,7 +191,7 @@ def summary_text(
     gates = gate_results(reports)
     if gates:
         lines += ["", *_table(["phase", "gate report", "result", "failed"],
-                              [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failures or "-"] for g in gates])]
+                              [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failed or "-"] for g in gates])]
     lines += ["", *(f"mlflow: {run}" for run in mlflow_runs)] if mlflow_runs else ["", "mlflow: no run was active"]
     for group, group_paths in (paths or {}).items():
         if group_paths:

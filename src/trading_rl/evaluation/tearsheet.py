@@ -65,6 +65,7 @@ TABLE_COLUMNS = {
     "annualized_volatility": "ann. vol", "n_trades": "fills", "action_entropy": "entropy", "hold_share": "hold",
     "psr": "PSR", "dsr": "DSR",
 }
+TITLE_TOP = 0.985  # figure fraction above which the section title sits
 BUCKET_COLOURS = ("#b2182b", "#ef8a62", "#bdbdbd", "#67a9cf", "#2166ac")
 BASELINE_STYLE = {"buy_and_hold": ("black", "-"), "cash": ("#999999", ":"), "random": ("#8c564b", "-."),
                   "sma_crossover": ("#9467bd", "--")}
@@ -300,10 +301,9 @@ def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
     shown = formatted_table(table)
     ax.axis("off")
     cell = ax.table(cellText=shown.to_numpy(), rowLabels=[str(i)[:38] for i in shown.index],
-                    colLabels=list(shown.columns), loc="center", cellLoc="right")
+                    colLabels=list(shown.columns), cellLoc="right", bbox=(0.27, 0.0, 0.73, 1.0))
     cell.auto_set_font_size(False)
     cell.set_fontsize(7)
-    cell.scale(1.0, 1.25)
 
 
 @dataclass(frozen=True)
@@ -332,317 +332,37 @@ def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: Te
 def tearsheet_figure(section: Section, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
     """Every panel of one section in one figure (the versioned PNG)."""
     fig, axes = plt.subplots(len(PANELS), 1, figsize=(11, 3.0 * len(PANELS)))
+    # fixed margins: a layout engine (tight/constrained) measures every label and costs seconds
+    fig.subplots_adjust(left=0.09, right=0.91, top=TITLE_TOP - 0.015, bottom=0.02, hspace=0.45)
     for ax, key in zip(axes, PANELS):
         _draw(key, ax, section, table, options)
-    fig.suptitle(section.title, fontsize=13)
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.98))
+    fig.suptitle(section.title, fontsize=13, y=0.995)
     return fig
 
 
 def panel_images(fig: Figure, dpi: int) -> dict[str, str]:
-    """Each chart panel of ``tearsheet_figure``'s figure as a base64 PNG, cut from one rendering of
-    the figure at ``dpi`` (drawing every panel again on its own figure would double the time)."""
+    """Each chart panel of ``tearsheet_figure``'s figure as a base64 PNG: one rendering at ``dpi``,
+    cut into full-width bands halfway between neighbouring panels (drawing every panel again on its
+    own figure, or measuring each panel's extent, would double the time)."""
     from PIL import Image
 
     original_dpi = fig.dpi
     fig.set_dpi(dpi)
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
     pixels = np.asarray(fig.canvas.buffer_rgba())
     height = pixels.shape[0]
+    boxes = [ax.get_position() for ax in fig.axes[: len(PANELS)]]
+    tops = [TITLE_TOP] + [(upper.y0 + lower.y1) / 2 for upper, lower in zip(boxes, boxes[1:])]
+    bottoms = tops[1:] + [0.0]
     images = {}
-    for key, ax in zip(PANELS, fig.axes):
-        if key == "metrics":
+    for key, top, bottom in zip(PANELS, tops, bottoms):
+        if key == "metrics":  # the page has it as an HTML table
             continue
-        # the panel's axis and its twin (same position), with their labels and legends
-        boxes = [other.get_tightbbox(renderer) for other in fig.axes if other.get_position().bounds == ax.get_position().bounds]
-        x0, x1 = max(0, int(min(b.x0 for b in boxes)) - 4), int(max(b.x1 for b in boxes)) + 4
-        y0, y1 = max(0, int(min(b.y0 for b in boxes)) - 4), int(max(b.y1 for b in boxes)) + 4
         buffer = io.BytesIO()
-        Image.fromarray(pixels[max(0, height - y1) : height - y0, x0:x1]).save(buffer, format="png")
+        Image.fromarray(pixels[int((1 - top) * height) : int((1 - bottom) * height)]).save(buffer, format="png")
         images[key] = base64.b64encode(buffer.getvalue()).decode("ascii")
     fig.set_dpi(original_dpi)
     return images
-
-
-_STYLE = {"buy_and_hold": ("black", "-"), "cash": ("#999999", ":"), "random": ("#8c564b", "-."),
-                  "sma_crossover": ("#9467bd", "--")}
-
-
-@dataclass
-class Section:
-    """One tearsheet section: ``agents`` and ``baselines`` map a name to a rollout
-    (``rollout.run_episode`` rows; only ``return`` is needed for the market line in ``baselines``),
-    ``close`` the closes over at least the rollout's bars, ``regimes`` causal labels of those bars."""
-
-    title: str
-    symbol: str
-    periods_per_year: float
-    agents: Mapping[str, pd.DataFrame]
-    baselines: Mapping[str, pd.DataFrame]
-    close: pd.Series
-    regimes: pd.Series | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.agents:
-            raise ValueError(f"tearsheet section {self.title!r} has no agent rollout")
-        for name, rollout in {**self.agents, **self.baselines}.items():
-            missing = [c for c in ("timestamp", "return") if c not in rollout]
-            if missing:
-                raise ValueError(f"tearsheet section {self.title!r}: rollout {name!r} lacks column(s) {missing}")
-            if rollout.empty:
-                raise ValueError(f"tearsheet section {self.title!r}: rollout {name!r} is empty")
-
-    @property
-    def primary(self) -> tuple[str, pd.DataFrame]:
-        return next(iter(self.agents.items()))
-
-
-def env_section(
-    title: str,
-    symbol: str,
-    periods_per_year: float,
-    agents: Mapping[str, pd.DataFrame],
-    make_env: Callable[[], gym.Env],
-    closes: pd.Series,
-    seed: int,
-    regime_params: Mapping | None = None,
-) -> Section:
-    """A section for agents evaluated on ``make_env``'s episode: the baselines run through the same
-    env, seed and costs, the market line on the same bars, regimes labelled causally on ``closes``
-    (every close up to the episode's, so the labels are warm from its first bar)."""
-    baselines = run_baselines(make_env, seed)
-    market = pd.DataFrame(
-        {"timestamp": baselines["buy_and_hold"]["timestamp"].to_numpy(), "return": market_returns(make_env(), seed)}
-    )
-    return Section(
-        title, symbol, periods_per_year, agents, {**baselines, MARKET: market}, closes,
-        label_regimes(closes, regime_params),
-    )
-
-
-def _timestamps(rollout: pd.DataFrame) -> pd.DatetimeIndex:
-    return pd.DatetimeIndex(pd.to_datetime(rollout["timestamp"]))
-
-
-def _returns(rollout: pd.DataFrame) -> np.ndarray:
-    return rollout["return"].to_numpy(dtype=np.float64)
-
-
-def rollout_table(sections: Sequence[Section]) -> pd.DataFrame:
-    """Every section's agent and baseline rollouts as one long frame (``section``, ``kind``,
-    ``agent``, ``step`` + ``ROLLOUT_COLUMNS`` present, ``equity_index``: growth of 1)."""
-    frames = []
-    for section in sections:
-        named = [("agent", n, r) for n, r in section.agents.items()]
-        named += [("market" if n == MARKET else "baseline", n, r) for n, r in section.baselines.items()]
-        for kind, name, rollout in named:
-            columns = [c for c in ROLLOUT_COLUMNS if c in rollout]
-            frame = rollout[columns].reset_index(drop=True).copy()
-            frame["timestamp"] = pd.to_datetime(frame["timestamp"])
-            frame.insert(0, "step", np.arange(len(frame)))
-            frame.insert(0, "agent", name)
-            frame.insert(0, "kind", kind)
-            frame.insert(0, "section", section.title)
-            frame["equity_index"] = np.cumprod(1.0 + _returns(rollout))
-            if "action_type" in frame:
-                frame["action_type"] = frame["action_type"].astype(str)
-            frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
-
-
-def metrics_table(section: Section, hold_threshold: float, trials: Trials | None = None) -> pd.DataFrame:
-    """One row per agent and baseline, one column per ``TABLE_COLUMNS`` key; PSR against a zero Sharpe for every row,
-    DSR (agents only) against the ``trials`` the ledger counts (undefined with fewer than 2)."""
-    rows, periods_per_year = {}, section.periods_per_year
-    for name, rollout in section.agents.items():
-        metrics = compute_metrics(rollout, periods_per_year, hold_threshold)
-        dsr = math.nan if trials is None else deflated_sharpe(return_moments(_returns(rollout)), trials)
-        rows[name] = {**metrics, "dsr": dsr}
-    for name, rollout in section.baselines.items():
-        if name == MARKET:
-            rows[REFERENCE_LABELS[MARKET]] = json_ready(return_metrics(_returns(rollout), periods_per_year))
-        else:
-            rows[name] = compute_metrics(rollout, periods_per_year, hold_threshold)
-    table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(TABLE_COLUMNS))
-    return table.apply(pd.to_numeric, errors="coerce")
-
-
-# ------------------------------------------------------------------------------------ panels
-
-
-def _agent_colours(section: Section) -> dict[str, tuple]:
-    return dict(zip(section.agents, plt.cm.tab10.colors))
-
-
-def draw_equity(ax: Axes, section: Section) -> None:
-    """Agents thick and coloured on top, baselines thin, the market dashed, 1.0 under everything."""
-    ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
-    for name, rollout in section.baselines.items():
-        colour, style = ("black", "--") if name == MARKET else BASELINE_STYLE.get(name, ("grey", "-"))
-        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, ls=style, lw=1.1,
-                zorder=1, label=REFERENCE_LABELS.get(name, name))
-    for name, colour in _agent_colours(section).items():
-        rollout = section.agents[name]
-        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, lw=2.2, zorder=3,
-                label=name)
-    ax.set_ylabel("growth of 1")
-    ax.legend(loc="upper left", fontsize=7, ncol=2)
-
-
-def draw_drawdown(ax: Axes, section: Section) -> None:
-    for name, colour in _agent_colours(section).items():
-        rollout = section.agents[name]
-        drawdown = drawdown_series(_returns(rollout))
-        ax.fill_between(_timestamps(rollout), drawdown, 0.0, color=colour, alpha=0.25, lw=0, zorder=2)
-        ax.plot(_timestamps(rollout), drawdown, color=colour, lw=1.6, zorder=3, label=name)
-    if "buy_and_hold" in section.baselines:
-        rollout = section.baselines["buy_and_hold"]
-        ax.plot(_timestamps(rollout), drawdown_series(_returns(rollout)), color="black", lw=1.0, zorder=1,
-                label=REFERENCE_LABELS["buy_and_hold"])
-    ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
-    ax.set_ylabel("drawdown from peak")
-    ax.legend(loc="lower left", fontsize=7)
-
-
-def rolling_window(n_steps: int, window: int) -> int:
-    """The rolling-Sharpe window: ``window`` bars, shortened to a third of a short rollout (>= 5)."""
-    return max(5, min(int(window), n_steps // 3))
-
-
-def rolling_sharpe(returns: np.ndarray, window: int, periods_per_year: float) -> np.ndarray:
-    """Annualised Sharpe of the trailing ``window`` returns (NaN before the window fills and where
-    the returns did not move)."""
-    series = pd.Series(returns)
-    rolling = series.rolling(window)
-    std = rolling.std(ddof=1)
-    return (rolling.mean() / std.where(std > 0) * math.sqrt(periods_per_year)).to_numpy()
-
-
-def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
-    n_steps = len(section.primary[1])
-    window = rolling_window(n_steps, window)
-    ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
-    curves = {name: (rollout, colour, 1.8, 3) for (name, rollout), colour in
-              zip(section.agents.items(), _agent_colours(section).values())}
-    if "buy_and_hold" in section.baselines:
-        curves[REFERENCE_LABELS["buy_and_hold"]] = (section.baselines["buy_and_hold"], "black", 1.0, 1)
-    for name, (rollout, colour, width, order) in curves.items():
-        ax.plot(_timestamps(rollout), rolling_sharpe(_returns(rollout), window, section.periods_per_year), color=colour,
-                lw=width, zorder=order, label=name)
-    ax.set_ylabel(f"Sharpe, {window}-bar window")
-    ax.legend(loc="upper left", fontsize=7)
-
-
-def draw_trades(ax: Axes, section: Section) -> None:
-    """Closes over the primary agent's bars, background by regime, buys ▲ and sells ▼ at their fill
-    price, and the position (units) on the right axis. A rollout without a fill says so."""
-    name, rollout = section.primary
-    stamps = _timestamps(rollout)
-    close = section.close.loc[stamps[0] : stamps[-1]]
-    regime_handles = [] if section.regimes is None else shade_regimes(ax, close.index, section.regimes)
-    ax.plot(close.index, close.to_numpy(), color="black", lw=0.9, zorder=2, label="close")
-    traded = rollout["trade_value"].to_numpy(dtype=np.float64) if "trade_value" in rollout else np.zeros(len(rollout))
-    prices = rollout["fill_price"].to_numpy(dtype=np.float64) if "fill_price" in rollout else np.full(len(rollout), np.nan)
-    for mask, marker, colour, label in ((traded > 0, "^", "#1a9850", "buy fill"), (traded < 0, "v", "#d73027", "sell fill")):
-        if mask.any():
-            ax.scatter(stamps[mask], prices[mask], marker=marker, color=colour, s=22, zorder=4, label=label)
-    if not (traded != 0).any():
-        ax.text(0.5, 0.5, f"no trades: {name} never filled an order in this window", transform=ax.transAxes,
-                ha="center", va="center", fontsize=11, color="#d73027",
-                bbox={"facecolor": "white", "edgecolor": "#d73027", "alpha": 0.9})
-    ax.set_ylabel("close")
-    handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=handles + regime_handles, loc="upper left", fontsize=7, ncol=3)
-    if "position" in rollout:
-        twin = ax.twinx()
-        twin.step(stamps, rollout["position"].to_numpy(dtype=np.float64), where="post", color="#1f77b4", lw=1.0,
-                  alpha=0.8)
-        twin.set_ylabel(f"{name} position (units)", color="#1f77b4")
-
-
-def action_shares(actions: np.ndarray, window: int, hold_threshold: float) -> pd.DataFrame:
-    """Share of each ``ACTION_BUCKETS`` bucket over the trailing ``window`` raw actions."""
-    buckets = bucketize(actions, hold_threshold=hold_threshold)
-    one_hot = pd.DataFrame(np.eye(len(ACTION_BUCKETS))[buckets], columns=list(ACTION_BUCKETS))
-    return one_hot.rolling(window, min_periods=1).mean()
-
-
-def draw_actions(ax: Axes, section: Section, window: int, hold_threshold: float) -> None:
-    name, rollout = section.primary
-    window = rolling_window(len(rollout), window)
-    shares = action_shares(rollout["action_raw"].to_numpy(dtype=np.float64), window, hold_threshold)
-    ax.stackplot(_timestamps(rollout), shares.T.to_numpy(), labels=list(ACTION_BUCKETS), colors=BUCKET_COLOURS,
-                 alpha=0.9)
-    ax.set_ylim(0.0, 1.0)
-    ax.set_ylabel(f"{name}: share, {window}-bar window")
-    ax.legend(loc="upper left", fontsize=7, ncol=5)
-
-
-def _format(column: str, value: float) -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    if column in ("total_return", "max_drawdown", "annualized_volatility", "hold_share"):
-        return f"{value:.1%}"
-    if column == "n_trades":
-        return f"{int(value)}"
-    return f"{value:.3f}"
-
-
-def formatted_table(table: pd.DataFrame) -> pd.DataFrame:
-    """``metrics_table`` as text: percentages, counts, ``n/a`` for undefined; headings from ``TABLE_COLUMNS``."""
-    return pd.DataFrame({TABLE_COLUMNS[c]: [_format(c, v) for v in table[c]] for c in table.columns}, index=table.index)
-
-
-def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
-    shown = formatted_table(table)
-    ax.axis("off")
-    cell = ax.table(cellText=shown.to_numpy(), rowLabels=[str(i)[:38] for i in shown.index],
-                    colLabels=list(shown.columns), loc="center", cellLoc="right")
-    cell.auto_set_font_size(False)
-    cell.set_fontsize(7)
-    cell.scale(1.0, 1.25)
-
-
-@dataclass(frozen=True)
-class TearsheetOptions:
-    hold_threshold: float = 0.1
-    rolling_window: int = 63
-    dpi: int = 80
-
-
-def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: TearsheetOptions) -> None:
-    if key == "equity":
-        draw_equity(ax, section)
-    elif key == "drawdown":
-        draw_drawdown(ax, section)
-    elif key == "rolling_sharpe":
-        draw_rolling_sharpe(ax, section, options.rolling_window)
-    elif key == "trades":
-        draw_trades(ax, section)
-    elif key == "actions":
-        draw_actions(ax, section, options.rolling_window, options.hold_threshold)
-    else:
-        draw_metrics(ax, table)
-    ax.set_title(PANELS[key], fontsize=10, loc="left")
-
-
-def tearsheet_figure(section: Section, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
-    """Every panel of one section in one figure (the versioned PNG)."""
-    fig, axes = plt.subplots(len(PANELS), 1, figsize=(11, 3.0 * len(PANELS)))
-    for ax, key in zip(axes, PANELS):
-        _draw(key, ax, section, table, options)
-    fig.suptitle(section.title, fontsize=13)
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.98))
-    return fig
-
-
-def _png_base64(fig: Figure, dpi: int) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 _STYLE = """
