@@ -108,7 +108,8 @@ def walk_forward_tearsheet(
             {f"{agent} seed {seed}": rows for (agent, seed), rows in agents.groupby(["agent", "seed"], sort=False)},
             {name: rows for name, rows in data[data["kind"] == "baseline"].groupby("agent", sort=False)},
             close, label_regimes(close, (regime_params or {}).get("regimes")),
-            notes=[f"{agents['fold'].nunique()} test window(s) per seed, retrained as walk_forward.retrain_frequency says"],
+            notes=[f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
+                   "seed's trades and actions are drawn"],
         ))
     hold_threshold = float(dict(env_params.get("env") or {}).get("hold_threshold", 0.1))
     return TearsheetInput("walk_forward: out-of-sample", hold_threshold, sections)
