@@ -105,6 +105,14 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     n_validation_steps = entry["agents"]["discrete"]["n_steps"]
     assert n_validation_steps == comparison["baselines"]["cash"]["n_steps"] > 50
 
+    # the tearsheet shows the migrated agent's run on the comparison split
+    rollout = _load(tmp_path, tiny_env_spec, "checkpoint_migration_rollout")
+    migrated_rows = rollout[rollout["agent"] == "sp500.zip migrated"]
+    assert len(migrated_rows) == n_validation_steps
+    assert migrated_rows["equity_index"].iloc[-1] - 1.0 == pytest.approx(entry["agents"]["migrated"]["total_return"])
+    assert "checkpoint_migration: sp500.zip on sp500, validation split" in _load(
+        tmp_path, tiny_env_spec, "checkpoint_migration_tearsheet")
+
 
 def test_batch_of_legacy_checkpoints_is_backed_up_and_migrated(tmp_path, tiny_env_spec):
     dim = tiny_env_spec.layout.dim
