@@ -1,17 +1,18 @@
-"""Project hooks: a run whose validation gates failed ends with a WARNING naming them."""
+"""Project hooks: every run ends with a summary; failed gates follow at WARNING, named."""
 
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 from kedro.framework.hooks.manager import _create_hook_manager
-from kedro.io import DataCatalog
+from kedro.io import DataCatalog, Version
 from kedro.pipeline import Node, Pipeline
 from kedro.runner import SequentialRunner
 
 from trading_rl import settings
 from trading_rl.evaluation.gates import evaluate_gates
-from trading_rl.hooks import ValidationGateHooks
+from trading_rl.hooks import RunSummaryHooks
 from trading_rl.pipelines.validation.nodes import enforce_gates
 
 GATES = {
@@ -25,7 +26,7 @@ NAMED = "validation gates failed: max_drawdown (agent never traded in 9 of 9 win
 def _run(report: dict, with_validation: bool = True) -> None:
     """A run like ``kedro run``: the runner fires the node hooks, the session ``after_pipeline_run``."""
     hook_manager = _create_hook_manager()
-    hook_manager.register(ValidationGateHooks())
+    hook_manager.register(RunSummaryHooks())
     nodes = [Node(lambda: "done", inputs=None, outputs="other", name="later_node")]
     if with_validation:
         nodes += [
@@ -62,4 +63,55 @@ def test_passing_gates_and_runs_without_validation_say_nothing(caplog):
 
 
 def test_the_hook_is_registered_in_the_project_settings():
-    assert any(isinstance(hook, ValidationGateHooks) for hook in settings.HOOKS)
+    assert any(isinstance(hook, RunSummaryHooks) for hook in settings.HOOKS)
+
+
+SAC_ICM_REPORT = {
+    "agent": "sac_icm",
+    "metrics": {"sharpe": 1.234, "total_return": 0.051, "max_drawdown": -0.021},
+    "baselines": {"buy_and_hold": {"sharpe": 0.5, "total_return": 0.02, "max_drawdown": -0.03},
+                  "random": {"sharpe": -0.7, "total_return": -0.01, "max_drawdown": -0.04}},
+}
+COLLAPSED = {"agent": "sac_icm", "collapsed": True,
+             "deterministic": {"collapsed": True, "gates": [{"gate": "dominance", "passed": False},
+                                                            {"gate": "entropy", "passed": True}]},
+             "stochastic": {"collapsed": False, "gates": []}}
+
+
+def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(tmp_path, caplog, monkeypatch):
+    import mlflow
+    from kedro_datasets.text import TextDataset
+
+    active = SimpleNamespace(info=SimpleNamespace(run_id="0123abcd", experiment_id="7"))
+    monkeypatch.setattr(mlflow, "active_run", lambda: active)  # as kedro-mlflow leaves it during the nodes
+    hooks = RunSummaryHooks()
+    hook_manager = _create_hook_manager()
+    hook_manager.register(hooks)
+    catalog = DataCatalog(save_version="2026-11-26T10.00.00.000Z")
+    catalog["sac_icm_tearsheet"] = TextDataset(filepath=str(tmp_path / "08_reporting/sac_icm_tearsheet.html"),
+                                               version=Version(None, "2026-11-26T10.00.00.000Z"))
+    # unversioned, like the staging file of an MLflow artifact: not listed, and no error
+    catalog["staging_plot"] = TextDataset(filepath=str(tmp_path / "08_reporting/mlflow_staging/plot.txt"))
+    pipeline = Pipeline([
+        Node(lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>", "x"), inputs=None,
+             outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_tearsheet", "staging_plot"],
+             name="evaluate_sac_icm"),
+    ])
+    hook_manager.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=catalog)
+    with caplog.at_level(logging.INFO):
+        SequentialRunner().run(pipeline, catalog, hook_manager)
+    monkeypatch.setattr(mlflow, "active_run", lambda: None)  # kedro-mlflow closes it before this hook
+    with caplog.at_level(logging.INFO):
+        hook_manager.hook.after_pipeline_run(run_params={}, run_result={}, pipeline=pipeline, catalog=catalog)
+    summary = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("run summary"))
+    row = next(line for line in summary.splitlines() if line.startswith("sac_icm "))
+    assert "1.23 / 5.1% / -2.1%" in row and "0.50 / 2.0% / -3.0%" in row and "-0.70 / -1.0% / -4.0%" in row
+    assert "COLLAPSED" in row
+    assert any(line.split()[:4] == ["sac_icm", "sac_icm_collapse_report", "FAILED", "deterministic:"]
+               for line in summary.splitlines())
+    assert "mlflow: run 0123abcd" in summary and "http://127.0.0.1:5000/#/experiments/7/runs/0123abcd" in summary
+    written = tmp_path / "08_reporting/sac_icm_tearsheet.html/2026-11-26T10.00.00.000Z/sac_icm_tearsheet.html"
+    assert written.is_file() and f"tearsheets:\n  {written}" in summary
+    assert "mlflow_staging" not in summary
+    last = caplog.records[-1]
+    assert last.levelno == logging.WARNING and "sac_icm gates failed: deterministic: dominance" in last.getMessage()

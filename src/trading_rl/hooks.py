@@ -1,6 +1,6 @@
-"""Cross-cutting concerns: one seed drives everything, every run records where it came from, a
-run whose validation gates failed ends by saying so, and an MLflow run whose process was killed
-does not stay ``RUNNING``.
+"""Cross-cutting concerns: one seed drives everything, parameters are checked before anything is
+written, every run records where it came from and ends with a summary of what it trained and which
+gates failed, and an MLflow run whose process was killed does not stay ``RUNNING``.
 
 ``run_metadata`` (seed, config hash, git commit, save version) is injected into the catalog so that
 nodes storing a model can store it alongside, and it is set as MLflow tags on the active run.
@@ -9,11 +9,14 @@ nodes storing a model can store it alongside, and it is set as MLflow tags on th
 from __future__ import annotations
 
 import logging
+import os
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from kedro.framework.hooks import hook_impl
+from kedro.io import AbstractVersionedDataset
 
 from trading_rl.provenance import config_hash, git_commit
 
@@ -86,30 +89,81 @@ class ParameterValidationHooks:
         validate_parameters(catalog.load("parameters"), used)
 
 
-class ValidationGateHooks:
-    """Re-log a failed validation report as the last line of the run (WARNING, gates named), so it
-    is not buried under the nodes' logs when ``validation.fail_on_gate`` is false. Only runs
-    that produced a ``validation_report`` say anything."""
+class RunSummaryHooks:
+    """End every run with a summary (``evaluation.summary``): each phase's agent next to capped
+    buy-and-hold and random, collapse verdicts, gates with failures named, the MLflow run(s) and the
+    reports, plots and tearsheets written with this save version. Failed gates follow at WARNING, the
+    validation gates last, so the log's last lines say what failed even when
+    ``validation.fail_on_gate`` is false.
+
+    The MLflow run is noted while nodes run: kedro-mlflow's own ``after_pipeline_run`` (a plugin
+    hook, called before the project's) has already closed it when the summary is written.
+    """
 
     def __init__(self) -> None:
-        self._report: dict[str, Any] | None = None
+        self._reports: dict[str, Any] = {}
+        self._saved: list[str] = []
+        self._runs: dict[str, str] = {}
+        self._catalog = None
+        self._ui: tuple[str, str] = ("127.0.0.1", "5000")
 
     @hook_impl
-    def before_pipeline_run(self) -> None:
-        self._report = None
+    def after_context_created(self, context) -> None:
+        ui = getattr(getattr(context, "mlflow", None), "ui", None)  # set by kedro-mlflow from mlflow.yml
+        if ui is not None:
+            self._ui = (ui.host, ui.port)
+
+    @hook_impl
+    def before_pipeline_run(self, catalog) -> None:
+        self._reports, self._saved, self._runs, self._catalog = {}, [], {}, catalog
 
     @hook_impl
     def after_node_run(self, outputs: dict[str, Any]) -> None:
-        if "validation_report" in outputs:
-            self._report = outputs["validation_report"]
+        from trading_rl.evaluation.summary import SUMMARY_REPORTS
+
+        self._reports.update({name: data for name, data in outputs.items() if name in SUMMARY_REPORTS})
+        self._note_mlflow_run()
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str) -> None:
+        self._saved.append(dataset_name)
+
+    def _note_mlflow_run(self) -> None:
+        import mlflow
+
+        run = mlflow.active_run()
+        if run is not None and run.info.run_id not in self._runs:
+            host, port = self._ui
+            self._runs[run.info.run_id] = (
+                f"run {run.info.run_id} ({mlflow.get_tracking_uri()}); open it with `kedro mlflow ui`: "
+                f"http://{host}:{port}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+            )
+
+    def _written_paths(self) -> dict[str, list[str]]:
+        """Files of the versioned datasets saved in this run under ``08_reporting``, by kind."""
+        groups: dict[str, list[str]] = {"tearsheets": [], "plots": [], "reports": []}
+        for name in dict.fromkeys(self._saved):
+            dataset = self._catalog.get(name) if self._catalog is not None and name in self._catalog else None
+            version = dataset.resolve_save_version() if isinstance(dataset, AbstractVersionedDataset) else None
+            if version is None:  # not versioned (e.g. an MLflow artifact's staging file): not this run's own
+                continue
+            path = Path(str(dataset._get_versioned_path(version)))  # what this run wrote
+            if "08_reporting" not in path.parts:
+                continue
+            kind = "tearsheets" if name.endswith("_tearsheet") else "plots" if "plot" in name else "reports"
+            files = sorted(path.iterdir()) if path.is_dir() else [path]  # a figure dataset saves a folder
+            groups[kind] += [os.path.relpath(file) if file.is_relative_to(Path.cwd()) else str(file) for file in files]
+        return groups
 
     @hook_impl
     def after_pipeline_run(self) -> None:
-        from trading_rl.evaluation.gates import failure_message
+        from trading_rl.evaluation.summary import gate_results, summary_text
 
-        message = None if self._report is None else failure_message(self._report)
-        if message is not None:
-            logger.warning("%s (see validation_report)", message)
+        logger.info("%s", summary_text(self._reports, list(self._runs.values()), self._written_paths()))
+        for gate in gate_results(self._reports):
+            if gate.passed:
+                continue
+            logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.details, gate.report)
 
 
 class MlflowRunHygieneHooks:

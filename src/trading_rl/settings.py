@@ -4,14 +4,14 @@ from trading_rl.hooks import (
     MlflowRunHygieneHooks,
     ParameterValidationHooks,
     ReproducibilityHooks,
-    ValidationGateHooks,
+    RunSummaryHooks,
 )
 from trading_rl.run_manifest import RunManifestHooks
 
 HOOKS = (
     ReproducibilityHooks(),
     ParameterValidationHooks(),
-    ValidationGateHooks(),
+    RunSummaryHooks(),
     MlflowRunHygieneHooks(),
     RunManifestHooks(),
 )

@@ -45,6 +45,7 @@ from trading_rl.agents.controller import ControllerConfig, OptionLearner
 from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs
 from trading_rl.agents.options import OPTION_NAMES, WAIT, TradingOptions
 from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
+from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
 
 # ---------------------------------------------------------------------------------------------
@@ -478,7 +479,7 @@ def train_hierarchical_agent(
 ) -> list[dict[str, float]]:
     """SB3's ``learn`` on the option VecEnv; returns the option monitoring history (empty without options)."""
     callback = OptionsCallback(agent.learner, venv, log_freq) if isinstance(venv, OptionVecEnv) else None
-    agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callback, progress_bar=False)
+    agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callback, progress_bar=progress_bar_enabled())
     return callback.history if callback is not None else []
 
 

@@ -15,6 +15,8 @@ import io
 import logging
 import math
 import os
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -95,6 +97,25 @@ def _progress_bar_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("tqdm", "rich"))
 
 
+def progress_bar_enabled(requested: bool | str | None = "auto") -> bool:
+    """SB3's ``progress_bar`` for a training run: ``"auto"`` (or ``None``) shows it only when stdout is
+    a terminal, so logs of scheduled or CI runs get no bar; ``True`` always; ``False`` never.
+    Without tqdm and rich it is off (with a warning when it was asked for)."""
+    if requested in ("auto", None):
+        return sys.stdout.isatty() and _progress_bar_available()
+    if not isinstance(requested, bool):
+        raise ValueError(f"parameter 'progress_bar' must be true, false or auto, got {requested!r}")
+    if requested and not _progress_bar_available():
+        logger.warning("progress bar requested but tqdm/rich are not installed; training without it")
+        return False
+    return requested
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
 class _EvaluationCallback(BaseCallback):
     """Every ``eval_freq`` steps: deterministic evaluation, best-model bookkeeping and
     ``metrics_callback``; every ``resume_every`` steps: the resume checkpoint."""
@@ -126,6 +147,7 @@ class _Trainer:
         self.periods_per_year = periods_per_year
         self.metrics_callback = metrics_callback
         self.state = _RunState()
+        self.started: tuple[float, int] | None = None  # (monotonic time, timestep) when learn() began
         self.monitor = CollapseMonitorCallback(
             window=self.collapse["window"],
             check_freq=self.collapse["check_freq"],
@@ -172,7 +194,11 @@ class _Trainer:
             entry[f"{prefix}/collapsed"] = float(collapse_report(stats, self.thresholds)["collapsed"])
         if hasattr(model, "pop_train_stats"):
             entry.update(model.pop_train_stats())
+        episode_rewards = [info["r"] for info in (model.ep_info_buffer or []) if "r" in info]
+        if episode_rewards:  # SB3's Monitor: the env's own reward per finished training episode
+            entry["train/episode_reward"] = float(np.mean(episode_rewards))
         self.state.history.append(entry)
+        self.log_evaluation(entry)
         self.state.last_eval_step = model.num_timesteps
 
         best_metric = self.training["best_metric"]
@@ -188,6 +214,24 @@ class _Trainer:
             self.best = snapshot(model)
         if self.metrics_callback is not None:
             self.metrics_callback({k: v for k, v in entry.items() if k != "timestep"}, model.num_timesteps)
+
+    def log_evaluation(self, entry: dict[str, Any]) -> None:
+        """One INFO line per evaluation: what it scored, whether it collapsed, time spent and left."""
+        step, total = entry["timestep"], int(self.training["total_timesteps"])
+        elapsed = eta = "-"
+        if self.started is not None:
+            start_time, start_step = self.started
+            seconds = time.monotonic() - start_time
+            elapsed = _duration(seconds)
+            if step > start_step:
+                eta = _duration(seconds / (step - start_step) * max(total - step, 0))
+        fmt = lambda key, spec: "n/a" if not math.isfinite(entry.get(key, math.nan)) else format(entry[key], spec)  # noqa: E731
+        logger.info(
+            "evaluation at step %d/%d: sharpe %s, return %s, entropy %s, dominance %s, collapsed %s, "
+            "elapsed %s, ETA %s",
+            step, total, fmt("eval/sharpe", ".2f"), fmt("eval/total_return", ".2%"), fmt("collapse_det/entropy", ".2f"),
+            fmt("collapse_det/dominance", ".2f"), "yes" if entry.get("collapse_det/collapsed") else "no", elapsed, eta,
+        )
 
     def on_step(self, model: BaseAlgorithm) -> None:
         step = model.num_timesteps
@@ -225,7 +269,7 @@ def train_agent(
     work_dir: str | os.PathLike,
     periods_per_year: float = 252,
     metrics_callback: MetricsCallback | None = None,
-    progress_bar: bool = False,
+    progress_bar: bool | str | None = "auto",
     *,
     phase: str,
     symbol: str,
@@ -237,7 +281,9 @@ def train_agent(
     the starting weights; ``training.resume: force`` continues one written with other parameters).
 
     ``make_eval_env()`` builds the evaluation env (deterministic pass over the evaluation split);
-    ``metrics_callback(metrics, step)`` gets each evaluation's flat metrics. The best model maximises
+    ``metrics_callback(metrics, step)`` gets each evaluation's flat metrics (streamed to a tracker
+    while training runs); each evaluation is also logged as one INFO line. ``progress_bar``: see
+    ``progress_bar_enabled``. The best model maximises
     ``training.best_metric`` (a ``compute_metrics`` key, higher is better; undefined counts as worst).
     The checkpoint is taken inside the env step that reaches a multiple of ``resume_every``, so a
     resumed run lacks that one transition and starts a fresh episode. A diverged loss raises
@@ -261,17 +307,16 @@ def _train(
     slot: ResumeSlot,
     periods_per_year: float,
     metrics_callback: MetricsCallback | None,
-    progress_bar: bool,
+    progress_bar: bool | str | None,
 ) -> TrainingOutcome:
     training = resolved["training"]
     trainer = _Trainer(make_eval_env, resolved, slot, periods_per_year, metrics_callback)
     resumed_from = trainer.restore(model)
-    if progress_bar and not _progress_bar_available():
-        logger.warning("progress bar requested but tqdm/rich are not installed; training without it")
-        progress_bar = False
+    progress_bar = progress_bar_enabled(progress_bar)
 
     remaining = int(training["total_timesteps"]) - model.num_timesteps
     try:
+        trainer.started = (time.monotonic(), model.num_timesteps)
         if remaining > 0:
             model.learn(
                 total_timesteps=remaining,

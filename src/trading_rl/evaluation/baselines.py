@@ -29,6 +29,7 @@ from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_me
 from trading_rl.evaluation.rollout import Policy, run_episode
 
 BASELINE_NAMES = ("buy_and_hold", "cash", "random", "sma_crossover")
+MARKET = "buy_and_hold_full"  # the market line: metrics (and tearsheet equity) only, no rollout
 
 
 def constant_policy(action: float, action_space: gym.spaces.Box) -> Policy:
@@ -119,5 +120,5 @@ def evaluate_baselines(
         name: compute_metrics(rollout, periods_per_year, hold_threshold)
         for name, rollout in run_baselines(make_env, seed, fast, slow).items()
     }
-    results["buy_and_hold_full"] = json_ready(return_metrics(market_returns(reference_env, seed), periods_per_year))
+    results[MARKET] = json_ready(return_metrics(market_returns(reference_env, seed), periods_per_year))
     return results

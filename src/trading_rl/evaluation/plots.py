@@ -17,29 +17,65 @@ from trading_rl.evaluation.regimes import REGIMES
 
 REGIME_COLOURS = {"bull": "#2ca02c", "bear": "#d62728", "sideways": "#7f7f7f", "high_volatility": "#ff7f0e"}
 REFERENCE_LINES = ("buy_and_hold", "buy_and_hold_full")
+# The two buy-and-hold lines differ in what they hold; a label must say which is which.
+MARKET_LABEL = "buy_and_hold_full (market: fully invested, no cap, no costs)"
+REFERENCE_LABELS = {"buy_and_hold": "buy_and_hold (capped like the agent)", "buy_and_hold_full": MARKET_LABEL}
+NO_TRADE_COLOUR = "#fdd0a2"
+
+
+def shade_regimes(ax, index: pd.DatetimeIndex, labels: pd.Series) -> list[Patch]:
+    """Colour the background of each run of bars by its regime label (unlabelled bars stay white);
+    returns the legend handles of the regimes."""
+    values = labels.reindex(index).to_numpy(dtype=object)
+    change = np.flatnonzero(values[1:] != values[:-1]) + 1
+    starts = np.concatenate(([0], change)) if len(values) else change
+    stops = np.concatenate((change, [len(values)]))
+    for start, stop in zip(starts, stops):
+        regime = values[start]
+        if regime in REGIME_COLOURS:
+            right = index[stop] if stop < len(index) else index[-1]
+            ax.axvspan(index[start], right, color=REGIME_COLOURS[regime], alpha=0.18, lw=0, zorder=0)
+    return [Patch(color=REGIME_COLOURS[r], alpha=0.35, label=r) for r in REGIMES]
+
+
+def idle_windows(stitched: pd.DataFrame) -> pd.DataFrame:
+    """Test windows (``agent``, ``seed``, ``fold``, ``start``, ``end``) of the agents' stitched
+    steps in which no order was filled (every ``trade_value`` is 0)."""
+    agents = stitched[stitched["kind"] == "agent"]
+    if agents.empty:
+        return pd.DataFrame(columns=["agent", "seed", "fold", "start", "end"])
+    windows = agents.groupby(["agent", "seed", "fold"], sort=False).agg(
+        start=("timestamp", "min"), end=("timestamp", "max"),
+        traded=("trade_value", lambda values: bool((values.fillna(0.0) != 0.0).any())),
+    )
+    return windows[~windows["traded"]].drop(columns="traded").reset_index()
 
 
 def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
     """Stitched test-window equity per symbol: every agent seed (thick, coloured, on top) over the
-    buy-and-hold references (black)."""
+    buy-and-hold references (black) and the 1.0 line (under everything). A test window in which an
+    agent seed filled no order is shaded and labelled, so a flat line reads as "did not trade"."""
     symbols = list(dict.fromkeys(stitched["symbol"]))
     fig, axes = plt.subplots(len(symbols), 1, figsize=(11, 3.5 * len(symbols)), squeeze=False)
     for ax, symbol in zip(axes[:, 0], symbols):
         data = stitched[stitched["symbol"] == symbol]
         agents = data[data["kind"] == "agent"]
         colours = dict(zip(dict.fromkeys(agents["agent"]), plt.cm.tab10.colors))
-        # The reference line goes under everything; the agents' seeds go on top, thick and coloured.
         ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
-        labels = {"buy_and_hold": "buy_and_hold (capped like the agent)",
-                  "buy_and_hold_full": "buy_and_hold_full (market: fully invested, no cap, no costs)"}
         for name, style in zip(REFERENCE_LINES, ("-", "--")):
             curve = data[data["agent"] == name]
             if not curve.empty:
                 ax.plot(curve["timestamp"], curve["equity"], color="black", ls=style, lw=1.4, zorder=1,
-                        label=labels.get(name, name))
+                        label=REFERENCE_LABELS[name])
         for (agent, seed), curve in agents.groupby(["agent", "seed"], sort=False):
-            ax.plot(curve["timestamp"], curve["equity"], color=colours[agent], lw=2.0, alpha=0.9, zorder=3,
+            ax.plot(curve["timestamp"], curve["equity"], color=colours[agent], lw=2.2, alpha=0.9, zorder=3,
                     label=f"{agent} (each line a seed)" if seed == agents[agents["agent"] == agent]["seed"].min() else None)
+        idle = idle_windows(data)
+        for row in idle.itertuples():
+            ax.axvspan(row.start, row.end, color=NO_TRADE_COLOUR, alpha=0.35, lw=0, zorder=0.5,
+                       label="test window with no trade" if row.Index == idle.index[0] else None)
+            ax.annotate(f"no trades: {row.agent} seed {row.seed}, fold {row.fold}", (row.start, 1.0),
+                        textcoords="offset points", xytext=(2, -12 - 9 * (row.Index % 3)), fontsize=7, color="#a63603")
         ax.set_title(f"{symbol}: stitched out-of-sample equity (growth of 1)")
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
@@ -89,19 +125,7 @@ def regime_shaded_panels(panels: Mapping[str, tuple[pd.Series, pd.Series]], titl
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4 * len(panels)), squeeze=False)
     for ax, (symbol, (close, labels)) in zip(axes[:, 0], panels.items()):
         ax.plot(close.index, close.to_numpy(), color="black", lw=0.9)
-        values = labels.reindex(close.index).to_numpy(dtype=object)
-        change = np.flatnonzero(values[1:] != values[:-1]) + 1
-        starts = np.concatenate(([0], change))
-        stops = np.concatenate((change, [len(values)]))
-        index = close.index
-        for start, stop in zip(starts, stops):
-            regime = values[start]
-            if regime in REGIME_COLOURS:
-                right = index[stop] if stop < len(index) else index[-1]
-                ax.axvspan(index[start], right, color=REGIME_COLOURS[regime], alpha=0.18, lw=0)
-        ax.legend(
-            handles=[Patch(color=REGIME_COLOURS[r], alpha=0.35, label=r) for r in REGIMES], loc="upper left", fontsize=8
-        )
+        ax.legend(handles=shade_regimes(ax, close.index, labels), loc="upper left", fontsize=8)
         ax.set_title(f"{symbol}: {title}")
     fig.tight_layout()
     return fig

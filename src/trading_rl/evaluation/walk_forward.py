@@ -38,7 +38,7 @@ from trading_rl.algorithms.actor_learner import VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvSpec, build_env_spec
-from trading_rl.evaluation.baselines import market_returns, run_baselines
+from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, trial_row
 from trading_rl.evaluation.metrics import (
     compute_metrics,
@@ -380,8 +380,6 @@ OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 # ---------------------------------------------------------------- running
 
 
-MARKET = "buy_and_hold_full"
-
 
 def trial_seed(*keys: int) -> int:
     """Independent, reproducible seed from non-negative integer keys (base seed, role, indices)."""
@@ -396,6 +394,9 @@ def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
             "return": rollout["return"].to_numpy(dtype=np.float64),
             "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
             "trade_value": rollout["trade_value"].to_numpy(dtype=np.float64),
+            # for the tearsheet's position-and-trades panel
+            "position": rollout["position"].to_numpy(dtype=np.float64),
+            "fill_price": rollout["fill_price"].to_numpy(dtype=np.float64),
         }
     )
 
@@ -403,7 +404,9 @@ def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
 def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFrame:
     """The market line (fully invested, no cap, no costs) on the same steps as ``rollout``."""
     returns = market_returns(spec.make_env("test", evaluation=True), seed)
-    return rollout.assign(**{"return": returns, "action_raw": np.nan, "trade_value": np.nan})
+    return rollout.assign(
+        **{"return": returns, "action_raw": np.nan, "trade_value": np.nan, "position": np.nan, "fill_price": np.nan}
+    )
 
 
 def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -285,17 +285,22 @@ def continue_agent(
     )
 
 
-def continue_training(model, env_spec, weight_network, potential, params: dict | None, seed: int, work_dir: str):
+def continue_training(
+    model, env_spec, weight_network, potential, params: dict | None, seed: int, work_dir: str, metrics_callback=None
+):
     """``continue_agent`` on ``training.n_envs`` training envs under one ``ShapedRewardVecEnv``.
     Returns ``(outcome, reward_history, adaptation_history)``; the shaper's statistics are taken at
-    every evaluation."""
+    every evaluation and go, with the evaluation's metrics, to ``metrics_callback(metrics, step)``."""
     resolved = resolve_phase_params(params)
     venv = training_vec_env(env_spec, params, seed)
     shaper = make_shaper(venv.envs[0], resolved, model, weight_network, potential, n_envs=venv.num_envs)
     reward_history: list[dict[str, float]] = []
 
-    def record(_metrics: dict, step: int) -> None:
-        reward_history.append({"timestep": step, **shaper.pop_stats()})
+    def record(metrics: dict, step: int) -> None:
+        stats = shaper.pop_stats()
+        reward_history.append({"timestep": step, **stats})
+        if metrics_callback is not None:
+            metrics_callback({**metrics, **stats}, step)
 
     outcome = continue_agent(
         model, env_spec, ShapedRewardVecEnv(venv, shaper), params, seed, work_dir, record,

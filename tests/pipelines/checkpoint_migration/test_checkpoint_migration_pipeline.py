@@ -16,6 +16,8 @@ from stable_baselines3 import DQN, PPO
 from trading_rl.migration import discrete_policy_from_checkpoint, sb3_zip_bytes
 from trading_rl.pipelines.checkpoint_migration import create_pipeline
 
+from tearsheet_inputs import tearsheet_inputs
+
 CONF = Path(__file__).resolve().parents[3] / "conf"
 OUTPUTS = (
     "legacy_checkpoint_backups",
@@ -44,6 +46,8 @@ def _catalog(tmp_path, env_spec, params_override=None, save_version="2026-11-25T
     catalog["env_spec"] = env_spec
     catalog["params:checkpoint_migration"] = params
     catalog["params:seed"] = 7
+    for name, dataset in tearsheet_inputs().items():
+        catalog[name] = dataset
     catalog["run_metadata"] = {"seed": 7, "config_hash": "test", "git_commit": "test"}
     return catalog
 
@@ -101,6 +105,14 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     assert {"buy_and_hold", "cash", "random", "sma_crossover"} <= set(comparison["baselines"])
     n_validation_steps = entry["agents"]["discrete"]["n_steps"]
     assert n_validation_steps == comparison["baselines"]["cash"]["n_steps"] > 50
+
+    # the tearsheet shows the migrated agent's run on the comparison split
+    rollout = _load(tmp_path, tiny_env_spec, "checkpoint_migration_rollout")
+    migrated_rows = rollout[rollout["agent"] == "sp500.zip migrated"]
+    assert len(migrated_rows) == n_validation_steps
+    assert migrated_rows["equity_index"].iloc[-1] - 1.0 == pytest.approx(entry["agents"]["migrated"]["total_return"])
+    assert "checkpoint_migration: sp500.zip on sp500, validation split" in _load(
+        tmp_path, tiny_env_spec, "checkpoint_migration_tearsheet")
 
 
 def test_batch_of_legacy_checkpoints_is_backed_up_and_migrated(tmp_path, tiny_env_spec):

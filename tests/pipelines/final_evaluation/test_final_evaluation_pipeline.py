@@ -14,11 +14,13 @@ from trading_rl.evaluation.final import SpentTestSplitError
 
 LEDGER = "data/08_reporting/trial_ledger"
 REPORT = "data/08_reporting/final_evaluation/final_evaluation_report.json"
+TEARSHEET = "data/08_reporting/final_evaluation/final_evaluation_tearsheet.html"
+ROLLOUT = "data/07_model_output/final_evaluation/final_evaluation_rollout.parquet"
 
 
 def _snapshot(project: Path) -> dict[str, bytes]:
     return {str(path.relative_to(project)): path.read_bytes()
-            for folder in (LEDGER, REPORT) if (project / folder).exists()
+            for folder in (LEDGER, REPORT, TEARSHEET, ROLLOUT) if (project / folder).exists()
             for path in sorted((project / folder).rglob("*")) if path.is_file()}
 
 
@@ -49,6 +51,15 @@ def test_the_test_split_is_spent_once_per_configuration(foundation_project, kedr
         assert "psr" in report["baselines"]["buy_and_hold"]
         assert report["trials"]["n_trials"] == 0 and report["dsr"] is None  # nothing tried on sp500 yet
         assert ledger.iloc[0]["save_version"] == report["run"]["save_version"]
+        # its tearsheet: the same test-split run (same env and seed) as the report
+        import pandas as pd
+
+        version = report["run"]["save_version"]
+        rollout = pd.read_parquet(project / ROLLOUT / version / Path(ROLLOUT).name)
+        agent = rollout[rollout["agent"] == "sac_icm"]
+        assert len(agent) == report["n_steps"]
+        assert agent["equity_index"].iloc[-1] - 1.0 == pytest.approx(report["metrics"]["total_return"])
+        assert "final_evaluation: sp500, test split" in (project / TEARSHEET / version / Path(TEARSHEET).name).read_text()
 
         # second run, same configuration: refused before anything is written
         before = _snapshot(project)

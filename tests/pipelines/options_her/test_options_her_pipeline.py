@@ -11,7 +11,10 @@ from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.pipelines.options_her import create_pipeline
+from trading_rl.evaluation.tearsheet import PANELS
 from trading_rl.pipelines.options_her.nodes import evaluate_options_her
+
+from tearsheet_inputs import tearsheet_inputs
 
 torch.set_num_threads(1)
 
@@ -53,10 +56,12 @@ def test_pipeline_trains_and_reports():
             "sac_icm_model": MemoryDataset(source, copy_mode="assign"),
             "params:options_her": MemoryDataset(PARAMS),
             "params:seed": MemoryDataset(3),
+            **tearsheet_inputs(),
         }
     )
     for name in ("options_her_model", "options_her_metrics", "options_her_training",
-                 "option_usage_report", "her_report", "options_her_evaluation"):
+                 "option_usage_report", "her_report", "options_her_evaluation",
+                 "options_her_rollout", "options_her_tearsheet_plot", "options_her_tearsheet"):
         catalog[name] = KeptDataset(copy_mode="assign")
     SequentialRunner().run(create_pipeline(), catalog)
     agent = catalog.load("options_her_model")
@@ -74,6 +79,11 @@ def test_pipeline_trains_and_reports():
     assert {"buy_and_hold", "cash"} <= set(evaluation["baselines"]) and "sharpe" in evaluation["agent"]
     metrics = catalog.load("options_her_metrics")
     assert [point["step"] for point in metrics["options_her/temperature"]] == [40, 80, 120]
+    rollout = catalog.load("options_her_rollout")
+    agent_rows = rollout[rollout["agent"] == "options_her"]
+    assert len(agent_rows) == evaluation["agent"]["n_steps"]
+    assert agent_rows["equity_index"].iloc[-1] == pytest.approx(1.0 + evaluation["agent"]["total_return"])
+    assert all(title in catalog.load("options_her_tearsheet") for title in PANELS.values())
 
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "max_usage": 0.0}}
     with pytest.raises(ValueError, match="option gates failed"):

@@ -14,6 +14,8 @@ from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
 
+from tearsheet_inputs import tearsheet_inputs
+
 PARAMS = {
     "device": "cpu",
     "rollouts": {"steps": 160},
@@ -51,11 +53,12 @@ def test_pipeline_shapes_and_reports(tmp_path):
             "sac_icm_model": MemoryDataset(source, copy_mode="assign"),
             "params:reward_shaper": MemoryDataset({**PARAMS, "resume_dir": str(tmp_path / "resume")}),
             "params:seed": MemoryDataset(5),
-            "run_metadata": MemoryDataset({"seed": 5}),
+            **tearsheet_inputs(),
         }
     )
     for name in ("objective_weight_network", "potential_function", "reward_shaper_fit", "reward_shaped_model",
-                 "reward_shaper_training", "reward_shaping_report", "reward_shaper_metrics", "reward_shaper_rollouts"):
+                 "reward_shaper_training", "reward_shaping_report", "reward_shaper_metrics", "reward_shaper_rollouts",
+                 "reward_shaper_rollout", "reward_shaper_tearsheet_plot", "reward_shaper_tearsheet"):
         catalog[name] = KeptDataset(copy_mode="assign")
     SequentialRunner().run(create_pipeline(), catalog)
 
@@ -68,6 +71,11 @@ def test_pipeline_shapes_and_reports(tmp_path):
     assert {row["gate"] for row in report["weight_gates"]} == {"max_weight", "weight_entropy", "weight_stability"}
     assert {"buy_and_hold", "cash"} <= set(report["baselines"])
     assert "sharpe" in report["shaped_agent"]["metrics"] and "sharpe" in report["source_agent"]["metrics"]
+    rollout = catalog.load("reward_shaper_rollout")
+    finals = rollout[rollout["kind"] == "agent"].groupby("agent")["equity_index"].last() - 1.0
+    assert finals["reward_shaped"] == pytest.approx(report["shaped_agent"]["metrics"]["total_return"])
+    assert finals["sac_icm (source)"] == pytest.approx(report["source_agent"]["metrics"]["total_return"])
+    assert "reward_shaped" in catalog.load("reward_shaper_tearsheet")
     assert [row["timestep"] for row in report["training_reward"]] == [60, 120]
     metrics = catalog.load("reward_shaper_metrics")
     for name in OBJECTIVES:

@@ -62,6 +62,18 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
     agent_steps = regimes[(regimes["model"] == "sac_icm") & (regimes["regime"] == "all")]
     assert agent_steps["n_steps"].sum() == folds.loc[folds["agent"] == "sac_icm", "n_steps"].sum()
 
+    # The out-of-sample tearsheet draws the stitched curves walk_forward_equity holds.
+    equity = pd.read_parquet(tmp_path / "data/07_model_output/walk_forward_equity.parquet" / second
+                             / "walk_forward_equity.parquet")
+    rollout = pd.read_parquet(tmp_path / "data/07_model_output/walk_forward_rollout.parquet" / second
+                              / "walk_forward_rollout.parquet")
+    agent = rollout[rollout["agent"] == "sac_icm seed 0"]
+    assert agent["equity_index"].to_numpy() == pytest.approx(
+        equity[(equity["agent"] == "sac_icm") & (equity["seed"] == 0)]["equity"].to_numpy())
+    assert versions(tmp_path, "data/08_reporting/walk_forward/tearsheet.html") == [first, second]
+    assert "walk_forward: X, stitched out-of-sample test windows" in (
+        tmp_path / "data/08_reporting/walk_forward/tearsheet.html" / second / "tearsheet.html").read_text()
+
 
 def test_validation_reads_neither_the_phase_model_nor_the_env_spec():
     assert not {"sac_icm_model", "env_spec"} & create_pipeline().inputs()

@@ -24,6 +24,7 @@ PARAMS = {
                      "agent_overrides": {}},
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
+    "tearsheet": {"rolling_window": 20, "dpi": 40},
 }
 
 

@@ -10,6 +10,7 @@ stored beside the project's models.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from trading_rl.agents.device import resolve_device
@@ -26,8 +27,10 @@ from trading_rl.migration import (
     train_discrete_baseline,
     validate_migrated_model,
 )
+from trading_rl.evaluation.tearsheet import env_section
 from trading_rl.migration.checkpoints import DiscreteCheckpoint
 from trading_rl.migration.comparison import summarise
+from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
 
 logger = logging.getLogger(__name__)
 
@@ -176,3 +179,28 @@ def compare_discrete_and_continuous(
         "all_gates_passed": all(entry["gate"]["passed"] for entry in per_checkpoint.values()),
         "baselines": {name: summarise(metrics) for name, metrics in baselines.items()},
     }
+
+
+def checkpoint_migration_tearsheet(
+    migrated_models: dict[str, Any],
+    fine_tuned_models: dict[str, Any],
+    env_spec: EnvSpec,
+    params: dict[str, Any],
+    seed: int,
+    regime_params: dict[str, Any],
+) -> TearsheetInput:
+    """One section per migrated checkpoint: the migrated agent (and its fine-tuned copy when there is
+    one) on the comparison split of the continuous env, next to the baselines."""
+    split = params["comparison"]["split"]
+    make_env = partial(env_spec.make_env, split, kind="continuous", evaluation=True)
+    sections = []
+    for name, model in migrated_models.items():
+        models = {f"{name} migrated": model}
+        if name in fine_tuned_models:
+            models[f"{name} fine-tuned"] = fine_tuned_models[name]
+        sections.append(env_section(
+            f"checkpoint_migration: {name} on {env_spec.symbol}, {split} split", env_spec.symbol,
+            env_spec.periods_per_year, sb3_rollouts(models, make_env, seed), make_env, env_spec.closes, seed,
+            (regime_params or {}).get("regimes"),
+        ))
+    return TearsheetInput(f"checkpoint_migration: {env_spec.symbol}", float(env_spec.config["hold_threshold"]), sections)

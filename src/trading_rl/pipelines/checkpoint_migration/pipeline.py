@@ -1,6 +1,7 @@
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipelines.checkpoint_migration import nodes
+from trading_rl.pipelines.tearsheet import tearsheet_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -48,6 +49,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs="migration_comparison",
                 name="compare_discrete_and_continuous",
+            ),
+            tearsheet_node(
+                "checkpoint_migration",
+                nodes.checkpoint_migration_tearsheet,
+                ["migrated_models", "fine_tuned_models", "env_spec", "params:checkpoint_migration", "params:seed",
+                 "params:regime_validation"],
             ),
         ]
     )

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
-from trading_rl.evaluation.final import check_test_split, evaluate_on_test, final_configuration, resolve_final_params
+from trading_rl.evaluation.final import (
+    SPLIT,
+    check_test_split,
+    evaluate_on_test,
+    final_configuration,
+    resolve_final_params,
+)
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 
 
 def check_final_evaluation(
@@ -34,3 +42,13 @@ def evaluate_final(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The test-split report (agent + baselines, PSR, DSR) and the ledger row to append."""
     return evaluate_on_test(model, env_spec, identity, prior_trial_ledger, seed, run_metadata)
+
+
+def final_evaluation_tearsheet(
+    model: Any, env_spec: Any, identity: dict[str, Any], seed: int, regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """The test-split run behind ``final_evaluation_report`` (same env and seed), with the baselines.
+    Takes the identity so it runs only once the test split was found unspent (or a repeat allowed)."""
+    make_env = partial(env_spec.make_env, SPLIT)
+    agents = sb3_rollouts({identity["configuration"]["agent"]: model}, make_env, seed)
+    return env_tearsheet("final_evaluation", agents, env_spec, SPLIT, make_env, seed, regime_params)

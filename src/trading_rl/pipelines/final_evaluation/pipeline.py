@@ -1,6 +1,7 @@
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipelines.final_evaluation import nodes
+from trading_rl.pipelines.tearsheet import tearsheet_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -31,6 +32,11 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs=["final_evaluation_report", "trial_ledger"],
                 name="evaluate_final",
+            ),
+            tearsheet_node(
+                "final_evaluation",
+                nodes.final_evaluation_tearsheet,
+                ["sac_icm_model", "env_spec", "final_evaluation_identity", "params:seed", "params:regime_validation"],
             ),
         ]
     )

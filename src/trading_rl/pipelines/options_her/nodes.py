@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from trading_rl.agents.device import resolve_device
@@ -11,9 +12,11 @@ from trading_rl.agents.hierarchical import (
     evaluate_from_spec,
     option_gates,
     resolve_phase_params,
+    rollout_agent,
     train_from_spec,
 )
 from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 
 
 def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
@@ -79,3 +82,15 @@ def evaluate_options_her(
         "baselines": evaluation["baselines"],
     }
     return usage_report, her_report, evaluation_report
+
+
+def options_her_tearsheet(
+    agent: HierarchicalAgent, env_spec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """The hierarchical agent's deterministic run on the evaluation split (aiming at the middle of
+    the goal range, as its evaluation report does), next to the baselines on the same env."""
+    resolved = resolve_phase_params(params)
+    split, her = resolved["evaluation"]["split"], resolved["her"]
+    make_env = partial(env_spec.make_env, split, evaluation=True, **resolved["env_overrides"])
+    rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=0.5 * (her["goal_low"] + her["goal_high"]))
+    return env_tearsheet("options_her", {"options_her": rollout}, env_spec, split, make_env, seed, regime_params)

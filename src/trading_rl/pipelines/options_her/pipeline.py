@@ -1,6 +1,7 @@
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipelines.options_her import nodes
+from trading_rl.pipelines.tearsheet import tearsheet_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -17,6 +18,11 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["options_her_model", "env_spec", "options_her_training", "params:options_her", "params:seed"],
                 outputs=["option_usage_report", "her_report", "options_her_evaluation"],
                 name="evaluate_options_her",
+            ),
+            tearsheet_node(
+                "options_her",
+                nodes.options_her_tearsheet,
+                ["options_her_model", "env_spec", "params:options_her", "params:seed", "params:regime_validation"],
             ),
         ]
     )

@@ -6,10 +6,13 @@ The one deliberate side effect is the rolling resume checkpoint under ``resume_d
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from trading_rl.envs.compatibility import check_model_fits_spec, model_signature
 from trading_rl.evaluation.report import flat_metrics, metrics_history
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 from trading_rl.rewards.phase import (
     collect_rollouts,
     continue_training,
@@ -38,6 +41,7 @@ def train_shaped_agent(
     outcome, reward_history, adaptation_history = continue_training(
         sac_icm_model, env_spec, weight_network, potential, params, seed,
         work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
+        metrics_callback=stream_to_mlflow("reward_shaper"),
     )
     outcome.model.trading_rl_metadata = {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"}
     training = {"history": outcome.history, "reward_history": reward_history, "adaptation_history": adaptation_history}
@@ -57,3 +61,13 @@ def report_reward_shaping(
     for row in report["weight_gates"]:
         metrics[f"reward_shaper_gates/{row['gate']}"] = [{"step": int(final_step), "value": float(row["value"])}]
     return report, metrics
+
+
+def reward_shaper_tearsheet(
+    shaped_model, sac_icm_model, env_spec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """The shaped agent and its source (unshaped SAC+ICM) on the evaluation split, with the baselines."""
+    split = resolve_phase_params(params)["evaluation_split"]
+    make_env = partial(env_spec.make_env, split)
+    agents = sb3_rollouts({"reward_shaped": shaped_model, "sac_icm (source)": sac_icm_model}, make_env, seed)
+    return env_tearsheet("reward_shaper", agents, env_spec, split, make_env, seed, regime_params)

@@ -1,6 +1,7 @@
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipelines.reward_shaper import nodes
+from trading_rl.pipelines.tearsheet import tearsheet_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -31,6 +32,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                         "reward_shaper_training", "params:reward_shaper", "params:seed"],
                 outputs=["reward_shaping_report", "reward_shaper_metrics"],
                 name="report_reward_shaping",
+            ),
+            tearsheet_node(
+                "reward_shaper",
+                nodes.reward_shaper_tearsheet,
+                ["reward_shaped_model", "sac_icm_model", "env_spec", "params:reward_shaper", "params:seed",
+                 "params:regime_validation"],
             ),
         ]
     )

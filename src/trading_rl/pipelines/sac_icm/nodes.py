@@ -15,6 +15,8 @@ from trading_rl.envs.compatibility import model_signature
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics, metrics_history
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def train_sac_icm(
@@ -30,7 +32,8 @@ def train_sac_icm(
         agent_params,
         work_dir=f"{params['resume_dir']}/{env_spec.symbol}",
         periods_per_year=env_spec.periods_per_year,
-        progress_bar=bool(params.get("progress_bar", False)),
+        metrics_callback=stream_to_mlflow("sac_icm"),
+        progress_bar=params.get("progress_bar", "auto"),
         phase="sac_icm",
         symbol=env_spec.symbol,
         run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
@@ -65,3 +68,13 @@ def evaluate_sac_icm(
         for key, value in flat_metrics(evaluation, "sac_icm_eval").items()
     }
     return evaluation, collapse_summary, metrics
+
+
+def sac_icm_tearsheet(
+    model: Any, env_spec: EnvSpec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """The final model's deterministic run on the evaluation split, next to the baselines."""
+    split = params["evaluation_split"]
+    make_env = partial(env_spec.make_env, split)
+    agents = sb3_rollouts({"sac_icm": model}, make_env, seed)
+    return env_tearsheet("sac_icm", agents, env_spec, split, make_env, seed, regime_params)

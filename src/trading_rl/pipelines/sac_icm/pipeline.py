@@ -1,6 +1,7 @@
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipelines.sac_icm import nodes
+from trading_rl.pipelines.tearsheet import tearsheet_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -22,6 +23,11 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["sac_icm_model", "env_spec", "params:sac_icm", "params:seed"],
                 outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_eval_metrics"],
                 name="evaluate_sac_icm",
+            ),
+            tearsheet_node(
+                "sac_icm",
+                nodes.sac_icm_tearsheet,
+                ["sac_icm_model", "env_spec", "params:sac_icm", "params:seed", "params:regime_validation"],
             ),
         ]
     )

@@ -10,8 +10,11 @@ from matplotlib.figure import Figure
 from trading_rl.data import infer_periods_per_year
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.ledger import trials_for
+from trading_rl.evaluation.regimes import label_regimes
+from trading_rl.evaluation.tearsheet import Section
 from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
+from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.runtime import make_executor
 
 
@@ -87,3 +90,26 @@ def plot_walk_forward(
     sharpe = plots.fold_sharpe_distribution(folds)
     actions = plots.action_histograms(folds)
     return equity, sharpe, actions, equity, sharpe, actions
+
+
+def walk_forward_tearsheet(
+    stitched: pd.DataFrame, prices: pd.DataFrame, env_params: dict[str, Any], regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """One section per symbol: every agent seed's stitched out-of-sample test steps (the first seed's
+    trades and actions drawn) next to the baselines' on the same windows."""
+    frames = by_symbol(prices)
+    periods_per_year = _periods_per_year(frames, env_params)
+    sections = []
+    for symbol, data in stitched.groupby("symbol", sort=False):
+        agents = data[data["kind"] == "agent"]
+        close = frames[symbol]["close"]
+        sections.append(Section(
+            f"walk_forward: {symbol}, stitched out-of-sample test windows", symbol, periods_per_year[symbol],
+            {f"{agent} seed {seed}": rows for (agent, seed), rows in agents.groupby(["agent", "seed"], sort=False)},
+            {name: rows for name, rows in data[data["kind"] == "baseline"].groupby("agent", sort=False)},
+            close, label_regimes(close, (regime_params or {}).get("regimes")),
+            notes=[f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
+                   "seed's trades and actions are drawn"],
+        ))
+    hold_threshold = float(dict(env_params.get("env") or {}).get("hold_threshold", 0.1))
+    return TearsheetInput("walk_forward: out-of-sample", hold_threshold, sections)

@@ -1,5 +1,6 @@
 from kedro.pipeline import Node, Pipeline
 
+from trading_rl.pipelines.tearsheet import tearsheet_node
 from trading_rl.pipelines.walk_forward import nodes
 
 
@@ -53,6 +54,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "walk_forward_actions_plot_mlflow",
                 ],
                 name="plot_walk_forward",
+            ),
+            tearsheet_node(
+                "walk_forward",
+                nodes.walk_forward_tearsheet,
+                ["walk_forward_equity", "prices", "params:env_construction", "params:regime_validation"],
+                ledger="trial_ledger",
             ),
         ]
     )

@@ -1,0 +1,199 @@
+"""The end-of-run summary: what each phase's agent did next to capped buy-and-hold and random, its
+collapse verdict, the gates with the failures named, where MLflow has the run and which files this
+save version wrote.
+
+Everything is read from the reports the phases already produced (their catalog outputs, by
+dataset name); nothing is recomputed. ``summary_tables`` returns plain text for the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trading_rl.evaluation.gates import failure_message
+
+Report = Mapping[str, Any]
+METRICS = ("sharpe", "total_return", "max_drawdown")
+BASELINES = ("buy_and_hold", "random")
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    phase: str
+    agent: str
+    metrics: Mapping[str, Any]
+    baselines: Mapping[str, Mapping[str, Any]]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class GateResult:
+    phase: str
+    report: str
+    passed: bool
+    failed: str  # the failed gates' names ("" when passed), for the table
+    details: str  # the same with values and reasons, for the WARNING line
+
+
+def _collapse_verdict(collapse: Report | None) -> str:
+    if not collapse or "collapsed" not in collapse:
+        return "n/a"
+    return "COLLAPSED" if collapse["collapsed"] else "not collapsed"
+
+
+def _sac_icm(reports: Mapping[str, Report]) -> list[AgentRow]:
+    report = reports["sac_icm_evaluation_report"]
+    verdict = _collapse_verdict(reports.get("sac_icm_collapse_report"))
+    return [AgentRow("sac_icm", report["agent"], report["metrics"], report["baselines"], verdict)]
+
+
+def _options_her(reports: Mapping[str, Report]) -> list[AgentRow]:
+    report = reports["options_her_evaluation"]
+    return [AgentRow("options_her", "options_her", report["agent"], report["baselines"], "n/a (option gates below)")]
+
+
+def _reward_shaper(reports: Mapping[str, Report]) -> list[AgentRow]:
+    report = reports["reward_shaping_report"]
+    return [
+        AgentRow("reward_shaper", label, report[key]["metrics"], report["baselines"],
+                 _collapse_verdict(report[key].get("collapse")))
+        for key, label in (("shaped_agent", "reward_shaped"), ("source_agent", "sac_icm (source)"))
+    ]
+
+
+def _checkpoint_migration(reports: Mapping[str, Report]) -> list[AgentRow]:
+    report = reports["migration_comparison"]
+    rows = []
+    for name, entry in report["checkpoints"].items():
+        gate = entry["gate"]
+        judged = gate["continuous_agent"]
+        verdict = f"diversity gate {'passed' if gate['passed'] else 'FAILED'}"
+        rows.append(AgentRow("checkpoint_migration", f"{name} {judged}", entry["agents"][judged], report["baselines"], verdict))
+    return rows
+
+
+def _medians(entry: Report) -> dict[str, Any]:
+    return {metric: (entry["metrics"].get(metric) or {}).get("median") for metric in METRICS}
+
+
+def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
+    rows = []
+    for symbol, summary in reports["walk_forward_summary"].items():
+        entries = summary["agents"]
+        baselines = {name: _medians(entries[name]) for name in BASELINES if name in entries}
+        for agent, entry in entries.items():
+            if entry["kind"] != "agent":
+                continue
+            share = entry.get("trading_share")
+            verdict = "n/a" if share is None else f"trading in {share:.0%} of windows"
+            rows.append(AgentRow("walk_forward", f"{agent} on {symbol} (median)", _medians(entry), baselines, verdict))
+    return rows
+
+
+def _final_evaluation(reports: Mapping[str, Report]) -> list[AgentRow]:
+    report = reports["final_evaluation_report"]
+    return [AgentRow("final_evaluation", f"{report['agent']} on {report['symbol']} (test)", report["metrics"],
+                     report["baselines"], _collapse_verdict(report.get("collapse")))]
+
+
+# report dataset -> the rows it gives; the order is the order of the phases in the default run
+AGENT_REPORTS: dict[str, Callable[[Mapping[str, Report]], list[AgentRow]]] = {
+    "sac_icm_evaluation_report": _sac_icm,
+    "options_her_evaluation": _options_her,
+    "reward_shaping_report": _reward_shaper,
+    "migration_comparison": _checkpoint_migration,
+    "walk_forward_summary": _walk_forward,
+    "final_evaluation_report": _final_evaluation,
+}
+
+
+def _failed(rows: Sequence[Report], name_key: str = "gate") -> str:
+    return ", ".join(str(row[name_key]) for row in rows if not row["passed"])
+
+
+def _collapse_gates(report: Report) -> tuple[bool, str, str]:
+    failed = "; ".join(f"{mode}: {_failed(report[mode]['gates'])}" for mode in ("deterministic", "stochastic")
+                       if mode in report and report[mode].get("collapsed"))
+    return not report["collapsed"], failed, failed
+
+
+def _validation_gates(report: Report) -> tuple[bool, str, str]:
+    message = failure_message(report)
+    details = "" if message is None else message.removeprefix("validation gates failed: ")
+    return report["passed"], ", ".join(report["failed"]), details
+
+
+def _same(passed: bool, failed: str) -> tuple[bool, str, str]:
+    return passed, failed, failed
+
+
+# report dataset -> (phase, reader of (passed, failed names, details)); validation last: its
+# warning ends the run's log
+GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] = {
+    "sac_icm_collapse_report": ("sac_icm", _collapse_gates),
+    "option_usage_report": ("options_her", lambda r: _same(bool(r.get("passed", True)), _failed(r.get("training_gates", [])))),
+    "reward_shaping_report": ("reward_shaper", lambda r: _same(bool(r["passed"]), _failed(r["weight_gates"]))),
+    "migration_comparison": ("checkpoint_migration", lambda r: _same(
+        bool(r["all_gates_passed"]),
+        ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]))),
+    "validation_report": ("validation", _validation_gates),
+}
+SUMMARY_REPORTS = frozenset(AGENT_REPORTS) | frozenset(GATE_REPORTS)
+
+
+def agent_rows(reports: Mapping[str, Report]) -> list[AgentRow]:
+    return [row for name, read in AGENT_REPORTS.items() if name in reports for row in read(reports)]
+
+
+def gate_results(reports: Mapping[str, Report]) -> list[GateResult]:
+    results = []
+    for name, (phase, read) in GATE_REPORTS.items():
+        if name in reports:
+            results.append(GateResult(phase, name, *read(reports[name])))
+    return results
+
+
+def _number(value: Any, percent: bool) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return "n/a"
+    return f"{value:.1%}" if percent else f"{value:.2f}"
+
+
+def _triple(metrics: Mapping[str, Any] | None) -> str:
+    metrics = metrics or {}
+    return " / ".join(_number(metrics.get(m), m != "sharpe") for m in METRICS)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def summary_text(
+    reports: Mapping[str, Report], mlflow_runs: Sequence[str] = (), paths: Mapping[str, Sequence[str]] | None = None
+) -> str:
+    """The summary as lines of text: agents next to baselines (Sharpe / return / max drawdown), the
+    gates, the MLflow run(s) and the files this save version wrote, grouped (``paths``)."""
+    lines = ["run summary", ""]
+    rows = agent_rows(reports)
+    if rows:
+        lines += _table(
+            ["phase", "agent", "agent S/ret/DD", "buy_and_hold (capped)", "random", "collapse"],
+            [[r.phase, r.agent, _triple(r.metrics), _triple(r.baselines.get("buy_and_hold")),
+              _triple(r.baselines.get("random")), r.verdict] for r in rows],
+        )
+        lines.append("(S/ret/DD: annualised Sharpe / total return / max drawdown on the phase's evaluation split)")
+    else:
+        lines.append("no agent was evaluated in this run")
+    gates = gate_results(reports)
+    if gates:
+        lines += ["", *_table(["phase", "gate report", "result", "failed"],
+                              [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failed or "-"] for g in gates])]
+    lines += ["", *(f"mlflow: {run}" for run in mlflow_runs)] if mlflow_runs else ["", "mlflow: no run was active"]
+    for group, group_paths in (paths or {}).items():
+        if group_paths:
+            lines += ["", f"{group}:", *(f"  {path}" for path in group_paths)]
+    return "\n".join(lines)

@@ -1,0 +1,440 @@
+"""The tearsheet of a trained agent: its rollout next to every baseline, as one PNG and one
+self-contained HTML page.
+
+Library choice (docs/tearsheets.md): matplotlib only. quantstats/pyfolio draw returns-only
+tearsheets (no positions over price, no regimes, no action shares) and pull in yfinance, seaborn
+and IPython; plotly's self-contained HTML carries ~4 MB of inline JavaScript per file. The panels
+here are drawn once per axis with matplotlib (already a dependency), and the HTML embeds the
+panels as base64 PNGs next to a real HTML metrics table, so it opens offline in any browser.
+
+A tearsheet has one or more *sections* (a symbol, a checkpoint): each holds the agents' rollouts
+(several lines when there are several agents or seeds; the first is the one whose trades and
+actions are drawn), the baselines' rollouts, the market line (``buy_and_hold_full``), closes and
+causal regime labels. Every number comes from the rollouts (``evaluation.metrics``), DSR from the
+trial ledger's trial count (``evaluation.ledger.deflated_sharpe``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from trading_rl.evaluation.actions import ACTION_BUCKETS, bucketize
+from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
+from trading_rl.evaluation.ledger import Trials, deflated_sharpe
+from trading_rl.evaluation.metrics import (
+    compute_metrics,
+    drawdown_series,
+    json_ready,
+    return_metrics,
+    return_moments,
+)
+from trading_rl.evaluation.plots import REFERENCE_LABELS, shade_regimes
+from trading_rl.evaluation.regimes import label_regimes
+
+# Panel key -> title. The HTML gives every panel a section with this title (tests and the
+# screenshot check look for them); the PNG draws them as axis titles.
+PANELS: dict[str, str] = {
+    "equity": "Equity against every baseline (growth of 1)",
+    "drawdown": "Underwater drawdown",
+    "rolling_sharpe": "Rolling Sharpe",
+    "trades": "Position and trades over price, shaded by regime",
+    "actions": "Action shares over time",
+    "metrics": "Metrics with PSR and DSR",
+}
+# The rollout columns a tearsheet keeps (returns, positions, actions and fills), one row per step.
+ROLLOUT_COLUMNS = (
+    "timestamp", "return", "equity", "position", "action_raw", "action_type", "trade_value", "trade_units",
+    "fill_price", "fees",
+)
+# metric key -> column heading of the tearsheet's table
+TABLE_COLUMNS = {
+    "sharpe": "Sharpe", "total_return": "return", "max_drawdown": "max DD", "sortino": "Sortino",
+    "annualized_volatility": "ann. vol", "n_trades": "fills", "action_entropy": "entropy", "hold_share": "hold",
+    "psr": "PSR", "dsr": "DSR",
+}
+TITLE_TOP = 0.985  # figure fraction above which the section title sits
+BUCKET_COLOURS = ("#b2182b", "#ef8a62", "#bdbdbd", "#67a9cf", "#2166ac")
+BASELINE_STYLE = {"buy_and_hold": ("black", "-"), "cash": ("#999999", ":"), "random": ("#8c564b", "-."),
+                  "sma_crossover": ("#9467bd", "--")}
+
+
+@dataclass
+class Section:
+    """One tearsheet section: ``agents`` and ``baselines`` map a name to a rollout
+    (``rollout.run_episode`` rows; only ``return`` is needed for the market line in ``baselines``),
+    ``close`` the closes over at least the rollout's bars, ``regimes`` causal labels of those bars."""
+
+    title: str
+    symbol: str
+    periods_per_year: float
+    agents: Mapping[str, pd.DataFrame]
+    baselines: Mapping[str, pd.DataFrame]
+    close: pd.Series
+    regimes: pd.Series | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.agents:
+            raise ValueError(f"tearsheet section {self.title!r} has no agent rollout")
+        for name, rollout in {**self.agents, **self.baselines}.items():
+            missing = [c for c in ("timestamp", "return") if c not in rollout]
+            if missing:
+                raise ValueError(f"tearsheet section {self.title!r}: rollout {name!r} lacks column(s) {missing}")
+            if rollout.empty:
+                raise ValueError(f"tearsheet section {self.title!r}: rollout {name!r} is empty")
+
+    @property
+    def primary(self) -> tuple[str, pd.DataFrame]:
+        return next(iter(self.agents.items()))
+
+
+def env_section(
+    title: str,
+    symbol: str,
+    periods_per_year: float,
+    agents: Mapping[str, pd.DataFrame],
+    make_env: Callable[[], gym.Env],
+    closes: pd.Series,
+    seed: int,
+    regime_params: Mapping | None = None,
+) -> Section:
+    """A section for agents evaluated on ``make_env``'s episode: the baselines run through the same
+    env, seed and costs, the market line on the same bars, regimes labelled causally on ``closes``
+    (every close up to the episode's, so the labels are warm from its first bar)."""
+    baselines = run_baselines(make_env, seed)
+    market = pd.DataFrame(
+        {"timestamp": baselines["buy_and_hold"]["timestamp"].to_numpy(), "return": market_returns(make_env(), seed)}
+    )
+    return Section(
+        title, symbol, periods_per_year, agents, {**baselines, MARKET: market}, closes,
+        label_regimes(closes, regime_params),
+    )
+
+
+def _timestamps(rollout: pd.DataFrame) -> pd.DatetimeIndex:
+    return pd.DatetimeIndex(pd.to_datetime(rollout["timestamp"]))
+
+
+def _returns(rollout: pd.DataFrame) -> np.ndarray:
+    return rollout["return"].to_numpy(dtype=np.float64)
+
+
+def rollout_table(sections: Sequence[Section]) -> pd.DataFrame:
+    """Every section's agent and baseline rollouts as one long frame (``section``, ``kind``,
+    ``agent``, ``step`` + ``ROLLOUT_COLUMNS`` present, ``equity_index``: growth of 1)."""
+    frames = []
+    for section in sections:
+        named = [("agent", n, r) for n, r in section.agents.items()]
+        named += [("market" if n == MARKET else "baseline", n, r) for n, r in section.baselines.items()]
+        for kind, name, rollout in named:
+            columns = [c for c in ROLLOUT_COLUMNS if c in rollout]
+            frame = rollout[columns].reset_index(drop=True).copy()
+            frame["timestamp"] = pd.to_datetime(frame["timestamp"])
+            frame.insert(0, "step", np.arange(len(frame)))
+            frame.insert(0, "agent", name)
+            frame.insert(0, "kind", kind)
+            frame.insert(0, "section", section.title)
+            frame["equity_index"] = np.cumprod(1.0 + _returns(rollout))
+            if "action_type" in frame:
+                frame["action_type"] = frame["action_type"].astype(str)
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def metrics_table(section: Section, hold_threshold: float, trials: Trials | None = None) -> pd.DataFrame:
+    """One row per agent and baseline, one column per ``TABLE_COLUMNS`` key; PSR against a zero Sharpe for every row,
+    DSR (agents only) against the ``trials`` the ledger counts (undefined with fewer than 2)."""
+    rows, periods_per_year = {}, section.periods_per_year
+    for name, rollout in section.agents.items():
+        metrics = compute_metrics(rollout, periods_per_year, hold_threshold)
+        dsr = math.nan if trials is None else deflated_sharpe(return_moments(_returns(rollout)), trials)
+        rows[name] = {**metrics, "dsr": dsr}
+    for name, rollout in section.baselines.items():
+        if name == MARKET:
+            rows[REFERENCE_LABELS[MARKET]] = json_ready(return_metrics(_returns(rollout), periods_per_year))
+        else:
+            rows[name] = compute_metrics(rollout, periods_per_year, hold_threshold)
+    table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(TABLE_COLUMNS))
+    return table.apply(pd.to_numeric, errors="coerce")
+
+
+# ------------------------------------------------------------------------------------ panels
+
+
+def _agent_colours(section: Section) -> dict[str, tuple]:
+    return dict(zip(section.agents, plt.cm.tab10.colors))
+
+
+def draw_equity(ax: Axes, section: Section) -> None:
+    """Agents thick and coloured on top, baselines thin, the market dashed, 1.0 under everything."""
+    ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
+    for name, rollout in section.baselines.items():
+        colour, style = ("black", "--") if name == MARKET else BASELINE_STYLE.get(name, ("grey", "-"))
+        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, ls=style, lw=1.1,
+                zorder=1, label=REFERENCE_LABELS.get(name, name))
+    for name, colour in _agent_colours(section).items():
+        rollout = section.agents[name]
+        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, lw=2.2, zorder=3,
+                label=name)
+    ax.set_ylabel("growth of 1")
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+
+
+def draw_drawdown(ax: Axes, section: Section) -> None:
+    for name, colour in _agent_colours(section).items():
+        rollout = section.agents[name]
+        drawdown = drawdown_series(_returns(rollout))
+        ax.fill_between(_timestamps(rollout), drawdown, 0.0, color=colour, alpha=0.25, lw=0, zorder=2)
+        ax.plot(_timestamps(rollout), drawdown, color=colour, lw=1.6, zorder=3, label=name)
+    if "buy_and_hold" in section.baselines:
+        rollout = section.baselines["buy_and_hold"]
+        ax.plot(_timestamps(rollout), drawdown_series(_returns(rollout)), color="black", lw=1.0, zorder=1,
+                label=REFERENCE_LABELS["buy_and_hold"])
+    ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
+    ax.set_ylabel("drawdown from peak")
+    ax.legend(loc="lower left", fontsize=7)
+
+
+def rolling_window(n_steps: int, window: int) -> int:
+    """The rolling-Sharpe window: ``window`` bars, shortened to a third of a short rollout (>= 5)."""
+    return max(5, min(int(window), n_steps // 3))
+
+
+def rolling_sharpe(returns: np.ndarray, window: int, periods_per_year: float) -> np.ndarray:
+    """Annualised Sharpe of the trailing ``window`` returns (NaN before the window fills and where
+    the returns did not move)."""
+    series = pd.Series(returns)
+    rolling = series.rolling(window)
+    std = rolling.std(ddof=1)
+    return (rolling.mean() / std.where(std > 0) * math.sqrt(periods_per_year)).to_numpy()
+
+
+def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
+    n_steps = len(section.primary[1])
+    window = rolling_window(n_steps, window)
+    ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
+    curves = {name: (rollout, colour, 1.8, 3) for (name, rollout), colour in
+              zip(section.agents.items(), _agent_colours(section).values())}
+    if "buy_and_hold" in section.baselines:
+        curves[REFERENCE_LABELS["buy_and_hold"]] = (section.baselines["buy_and_hold"], "black", 1.0, 1)
+    for name, (rollout, colour, width, order) in curves.items():
+        ax.plot(_timestamps(rollout), rolling_sharpe(_returns(rollout), window, section.periods_per_year), color=colour,
+                lw=width, zorder=order, label=name)
+    ax.set_ylabel(f"Sharpe, {window}-bar window")
+    ax.legend(loc="upper left", fontsize=7)
+
+
+def draw_trades(ax: Axes, section: Section) -> None:
+    """Closes over the primary agent's bars, background by regime, buys ▲ and sells ▼ at their fill
+    price, and the position (units) on the right axis. A rollout without a fill says so."""
+    name, rollout = section.primary
+    stamps = _timestamps(rollout)
+    close = section.close.loc[stamps[0] : stamps[-1]]
+    regime_handles = [] if section.regimes is None else shade_regimes(ax, close.index, section.regimes)
+    ax.plot(close.index, close.to_numpy(), color="black", lw=0.9, zorder=2, label="close")
+    traded = rollout["trade_value"].to_numpy(dtype=np.float64) if "trade_value" in rollout else np.zeros(len(rollout))
+    prices = rollout["fill_price"].to_numpy(dtype=np.float64) if "fill_price" in rollout else np.full(len(rollout), np.nan)
+    for mask, marker, colour, label in ((traded > 0, "^", "#1a9850", "buy fill"), (traded < 0, "v", "#d73027", "sell fill")):
+        if mask.any():
+            ax.scatter(stamps[mask], prices[mask], marker=marker, color=colour, s=22, zorder=4, label=label)
+    if not (traded != 0).any():
+        ax.text(0.5, 0.5, f"no trades: {name} never filled an order in this window", transform=ax.transAxes,
+                ha="center", va="center", fontsize=11, color="#d73027",
+                bbox={"facecolor": "white", "edgecolor": "#d73027", "alpha": 0.9})
+    ax.set_ylabel("close")
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + regime_handles, loc="upper left", fontsize=7, ncol=3)
+    if "position" in rollout:
+        twin = ax.twinx()
+        twin.step(stamps, rollout["position"].to_numpy(dtype=np.float64), where="post", color="#1f77b4", lw=1.0,
+                  alpha=0.8)
+        twin.set_ylabel(f"{name} position (units)", color="#1f77b4")
+
+
+def action_shares(actions: np.ndarray, window: int, hold_threshold: float) -> pd.DataFrame:
+    """Share of each ``ACTION_BUCKETS`` bucket over the trailing ``window`` raw actions."""
+    buckets = bucketize(actions, hold_threshold=hold_threshold)
+    one_hot = pd.DataFrame(np.eye(len(ACTION_BUCKETS))[buckets], columns=list(ACTION_BUCKETS))
+    return one_hot.rolling(window, min_periods=1).mean()
+
+
+def draw_actions(ax: Axes, section: Section, window: int, hold_threshold: float) -> None:
+    name, rollout = section.primary
+    window = rolling_window(len(rollout), window)
+    shares = action_shares(rollout["action_raw"].to_numpy(dtype=np.float64), window, hold_threshold)
+    ax.stackplot(_timestamps(rollout), shares.T.to_numpy(), labels=list(ACTION_BUCKETS), colors=BUCKET_COLOURS,
+                 alpha=0.9)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel(f"{name}: share, {window}-bar window")
+    ax.legend(loc="upper left", fontsize=7, ncol=5)
+
+
+def _format(column: str, value: float) -> str:
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if column in ("total_return", "max_drawdown", "annualized_volatility", "hold_share"):
+        return f"{value:.1%}"
+    if column == "n_trades":
+        return f"{int(value)}"
+    return f"{value:.3f}"
+
+
+def formatted_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``metrics_table`` as text: percentages, counts, ``n/a`` for undefined; headings from ``TABLE_COLUMNS``."""
+    return pd.DataFrame({TABLE_COLUMNS[c]: [_format(c, v) for v in table[c]] for c in table.columns}, index=table.index)
+
+
+def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
+    shown = formatted_table(table)
+    ax.axis("off")
+    cell = ax.table(cellText=shown.to_numpy(), rowLabels=[str(i)[:38] for i in shown.index],
+                    colLabels=list(shown.columns), cellLoc="right", bbox=(0.27, 0.0, 0.73, 1.0))
+    cell.auto_set_font_size(False)
+    cell.set_fontsize(7)
+
+
+@dataclass(frozen=True)
+class TearsheetOptions:
+    hold_threshold: float = 0.1
+    rolling_window: int = 63
+    dpi: int = 80
+
+
+def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: TearsheetOptions) -> None:
+    if key == "equity":
+        draw_equity(ax, section)
+    elif key == "drawdown":
+        draw_drawdown(ax, section)
+    elif key == "rolling_sharpe":
+        draw_rolling_sharpe(ax, section, options.rolling_window)
+    elif key == "trades":
+        draw_trades(ax, section)
+    elif key == "actions":
+        draw_actions(ax, section, options.rolling_window, options.hold_threshold)
+    else:
+        draw_metrics(ax, table)
+    ax.set_title(PANELS[key], fontsize=10, loc="left")
+
+
+def tearsheet_figure(section: Section, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
+    """Every panel of one section in one figure (the versioned PNG)."""
+    fig, axes = plt.subplots(len(PANELS), 1, figsize=(11, 3.0 * len(PANELS)))
+    # fixed margins: a layout engine (tight/constrained) measures every label and costs seconds
+    fig.subplots_adjust(left=0.09, right=0.91, top=TITLE_TOP - 0.015, bottom=0.02, hspace=0.45)
+    for ax, key in zip(axes, PANELS):
+        _draw(key, ax, section, table, options)
+    fig.suptitle(section.title, fontsize=13, y=0.995)
+    return fig
+
+
+def panel_images(fig: Figure, dpi: int) -> dict[str, str]:
+    """Each chart panel of ``tearsheet_figure``'s figure as a base64 PNG: one rendering at ``dpi``,
+    cut into full-width bands halfway between neighbouring panels (drawing every panel again on its
+    own figure, or measuring each panel's extent, would double the time)."""
+    from PIL import Image
+
+    original_dpi = fig.dpi
+    fig.set_dpi(dpi)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())
+    height = pixels.shape[0]
+    boxes = [ax.get_position() for ax in fig.axes[: len(PANELS)]]
+    tops = [TITLE_TOP] + [(upper.y0 + lower.y1) / 2 for upper, lower in zip(boxes, boxes[1:])]
+    bottoms = tops[1:] + [0.0]
+    images = {}
+    for key, top, bottom in zip(PANELS, tops, bottoms):
+        if key == "metrics":  # the page has it as an HTML table
+            continue
+        buffer = io.BytesIO()
+        Image.fromarray(pixels[int((1 - top) * height) : int((1 - bottom) * height)]).save(buffer, format="png")
+        images[key] = base64.b64encode(buffer.getvalue()).decode("ascii")
+    fig.set_dpi(original_dpi)
+    return images
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc}h3{font-size:1.05em;margin-bottom:.2em}
+table.metrics{border-collapse:collapse;font-size:.85em}table.metrics td,table.metrics th{padding:.2em .6em;
+border-bottom:1px solid #eee;text-align:right}img{max-width:100%}.notes{color:#555;font-size:.9em}
+.warning{color:#b2182b;font-weight:bold}
+"""
+
+
+def section_html(section: Section, table: pd.DataFrame, images: Mapping[str, str]) -> str:
+    """One section: every chart panel (``panel_images``) under its title, then the metrics as an
+    HTML table."""
+    parts = [f'<section class="tearsheet-section"><h2>{html.escape(section.title)}</h2>']
+    if section.notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in section.notes) + "</ul>")
+    for key, title in PANELS.items():
+        parts.append(f'<div class="panel" data-panel="{key}"><h3>{html.escape(title)}</h3>')
+        if key == "metrics":
+            parts.append(formatted_table(table).to_html(classes="metrics", border=0, escape=True))
+        else:
+            parts.append(f'<img alt="{html.escape(title)}" src="data:image/png;base64,{images[key]}">')
+        parts.append("</div>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def file_stem(title: str) -> str:
+    """A section title as a file name: runs of anything but letters, digits, ``-`` and ``.`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", title).strip("_")
+
+
+@dataclass
+class Tearsheet:
+    """What a tearsheet step saves: the rollouts, one figure per section and the HTML page."""
+
+    rollouts: pd.DataFrame
+    figures: dict[str, Figure]
+    html: str
+    tables: dict[str, pd.DataFrame]
+
+
+def build_tearsheet(
+    title: str,
+    sections: Sequence[Section],
+    options: TearsheetOptions,
+    trials: Mapping[str, Trials] | None = None,
+    header: Mapping[str, object] | None = None,
+) -> Tearsheet:
+    """Rollout table, per-section figures (keyed ``<file_stem(section title)>.png``) and the self-contained HTML;
+    ``trials`` per symbol (from the trial ledger) deflate the agents' Sharpe ratios (DSR)."""
+    if not sections:
+        raise ValueError(f"tearsheet {title!r} has no section")
+    trials = trials or {}
+    tables = {s.title: metrics_table(s, options.hold_threshold, trials.get(s.symbol)) for s in sections}
+    figures = {s.title: tearsheet_figure(s, tables[s.title], options) for s in sections}
+    facts = "".join(f"<li><b>{html.escape(str(k))}</b>: {html.escape(str(v))}</li>" for k, v in (header or {}).items())
+    counted = ", ".join(f"{s.symbol}: {trials[s.symbol].n if s.symbol in trials else 0}" for s in sections)
+    dsr_note = (
+        "DSR deflates each agent's Sharpe by the configurations the trial ledger counts per symbol "
+        f"({counted}); it is n/a with fewer than 2."
+    )
+    body = "\n".join(section_html(s, tables[s.title], panel_images(figures[s.title], options.dpi)) for s in sections)
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<ul class=\"notes\">{facts}"
+        f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n{body}\n</body></html>\n"
+    )
+    return Tearsheet(
+        rollouts=rollout_table(sections),
+        figures={f"{file_stem(title)}.png": figure for title, figure in figures.items()},
+        html=page,
+        tables=tables,
+    )

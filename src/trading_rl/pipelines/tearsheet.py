@@ -1,0 +1,108 @@
+"""The one evaluation step every phase with a trained agent ends with: its tearsheet.
+
+``tearsheet_node`` wraps a phase's own ``sections`` function (which rolls out that phase's agents
+its way: an SB3 model, the hierarchical agent, migrated checkpoints, the walk-forward's stored
+test steps) into a node that saves ``<prefix>_rollout`` (parquet), ``<prefix>_tearsheet_plot``
+(one PNG per section) and ``<prefix>_tearsheet`` (self-contained HTML), all versioned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import pandas as pd
+from kedro.pipeline import Node
+
+from trading_rl.envs import EnvSpec
+from trading_rl.evaluation.ledger import trials_for
+from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, build_tearsheet, env_section
+
+TEARSHEET_PARAMS = "params:tearsheet"
+DEFAULT_TEARSHEET_PARAMS = {"rolling_window": 63, "dpi": 80}
+
+
+@dataclass
+class TearsheetInput:
+    """What a phase's ``sections`` function returns."""
+
+    title: str
+    hold_threshold: float
+    sections: Sequence[Section]
+
+
+def sb3_rollouts(models: Mapping[str, Any], make_env: Callable[[], gym.Env], seed: int) -> dict[str, pd.DataFrame]:
+    """The deterministic run of every SB3 model on a fresh ``make_env()`` reset with ``seed``."""
+    return {name: run_episode(make_env(), policy_from_sb3(model, deterministic=True), seed=seed)
+            for name, model in models.items()}
+
+
+def env_tearsheet(
+    phase: str,
+    agents: Mapping[str, pd.DataFrame],
+    env_spec: EnvSpec,
+    split: str,
+    make_env: Callable[[], gym.Env],
+    seed: int,
+    regime_params: Mapping[str, Any] | None,
+) -> TearsheetInput:
+    """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it."""
+    title = f"{phase}: {env_spec.symbol}, {split} split"
+    section = env_section(
+        title, env_spec.symbol, env_spec.periods_per_year, agents, make_env, env_spec.closes, seed,
+        (regime_params or {}).get("regimes"),
+    )
+    return TearsheetInput(title, float(make_env().unwrapped.config.hold_threshold), [section])
+
+
+def tearsheet_outputs(prefix: str) -> list[str]:
+    return [f"{prefix}_rollout", f"{prefix}_tearsheet_plot", f"{prefix}_tearsheet"]
+
+
+def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(DEFAULT_TEARSHEET_PARAMS))
+    if unknown:
+        raise ValueError(f"unknown parameter 'tearsheet.{unknown[0]}'; known: {sorted(DEFAULT_TEARSHEET_PARAMS)}")
+    resolved = {**DEFAULT_TEARSHEET_PARAMS, **params}
+    for key, value in resolved.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+            raise ValueError(f"parameter 'tearsheet.{key}' must be an integer >= 2, got {value!r}")
+    return resolved
+
+
+def render_tearsheet(
+    spec: TearsheetInput, params: dict[str, Any] | None, ledger: pd.DataFrame, run_metadata: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any], str]:
+    """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials."""
+    resolved = resolve_tearsheet_params(params)
+    options = TearsheetOptions(spec.hold_threshold, resolved["rolling_window"], resolved["dpi"])
+    header = {k: run_metadata.get(k) for k in ("save_version", "seed", "config_hash", "git_commit")}
+    trials = {section.symbol: trials_for(ledger, section.symbol) for section in spec.sections}
+    tearsheet = build_tearsheet(spec.title, spec.sections, options, trials, header)
+    return tearsheet.rollouts, tearsheet.figures, tearsheet.html
+
+
+def tearsheet_node(
+    prefix: str, sections: Callable[..., TearsheetInput], inputs: list[str], ledger: str = "prior_trial_ledger"
+) -> Node:
+    """A node ``render_<prefix>_tearsheet``: ``sections(*inputs)`` then ``render_tearsheet``."""
+
+    def node_function(*args: Any) -> tuple[pd.DataFrame, dict[str, Any], str]:
+        *phase_inputs, params, trial_ledger, run_metadata = args
+        return render_tearsheet(sections(*phase_inputs), params, trial_ledger, run_metadata)
+
+    # Named after the phase's function for kedro-viz; no ``__wrapped__``, so Kedro checks the inputs
+    # against this function's own ``*args`` signature.
+    node_function.__name__ = node_function.__qualname__ = sections.__name__
+    node_function.__doc__ = sections.__doc__
+
+    return Node(
+        node_function,
+        inputs=[*inputs, TEARSHEET_PARAMS, ledger, "run_metadata"],
+        outputs=tearsheet_outputs(prefix),
+        name=f"render_{prefix}_tearsheet",
+    )

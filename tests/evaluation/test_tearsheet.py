@@ -1,0 +1,98 @@
+"""The tearsheet: every panel in the PNG and the HTML, numbers from the rollouts, a window without
+trades said so, and the page rendering in headless Chromium."""
+
+import functools
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+from arch.data import sp500
+
+from trading_rl.envs import build_env_spec
+from trading_rl.evaluation.baselines import constant_policy, random_policy
+from trading_rl.evaluation.ledger import Trials
+from trading_rl.evaluation.metrics import compute_metrics
+from trading_rl.evaluation.rollout import run_episode
+from trading_rl.evaluation.tearsheet import PANELS, TearsheetOptions, build_tearsheet, env_section
+
+SPLITS = {
+    "train": {"start": "2012-01-01", "end": "2014-12-31"},
+    "validation": {"start": "2015-01-01", "end": "2015-04-30"},
+    "test": {"start": "2015-07-01", "end": "2015-12-31"},
+}
+
+
+@pytest.fixture(scope="module")
+def section():
+    prices = sp500.load().loc["2011-01-01":"2015-12-31"].rename(columns=str.lower)[["open", "high", "low", "close"]]
+    features = pd.DataFrame({"log_return": np.log(prices["close"]).diff() * 10}, index=prices.index).dropna()
+    spec = build_env_spec("sp500", prices.loc[features.index], features, SPLITS, {"window_size": 5}, 252.0)
+    make_env = functools.partial(spec.make_env, "validation")
+    env = make_env()
+    agents = {"agent": run_episode(env, random_policy(env.action_space, 3), seed=0),
+              "idle agent": run_episode(make_env(), constant_policy(0.0, env.action_space), seed=0)}
+    return env_section("sp500 validation", "sp500", 252.0, agents, make_env, spec.closes, 0,
+                       {"vol_lookback": 60, "trend_window": 20})
+
+
+def test_every_panel_is_in_the_png_and_the_html(section):
+    tearsheet = build_tearsheet("t", [section], TearsheetOptions(rolling_window=20, dpi=40), {"sp500": Trials((0.1, -0.2, 0.05), {})})
+    (figure,) = tearsheet.figures.values()
+    assert [ax.get_title(loc="left") for ax in figure.axes if ax.get_title(loc="left")] == list(PANELS.values())
+    for key, title in PANELS.items():
+        assert f'data-panel="{key}"><h3>{title}</h3>' in tearsheet.html
+    assert tearsheet.html.count("data:image/png;base64,") == len(PANELS) - 1  # the metrics are an HTML table
+    assert "<script" not in tearsheet.html and "http" not in tearsheet.html  # self-contained, offline
+    assert list(tearsheet.figures) == ["sp500_validation.png"]
+
+
+def test_metrics_come_from_the_rollouts_with_dsr_for_agents_only(section):
+    tearsheet = build_tearsheet("t", [section], TearsheetOptions(dpi=30), {"sp500": Trials((0.1, -0.2, 0.05), {})})
+    table = tearsheet.tables["sp500 validation"]
+    expected = compute_metrics(section.agents["agent"], 252.0)
+    assert table.loc["agent", "sharpe"] == pytest.approx(expected["sharpe"])
+    assert table.loc["agent", "psr"] == pytest.approx(expected["psr"])
+    assert np.isfinite(table.loc["agent", "dsr"]) and np.isnan(table.loc["buy_and_hold", "dsr"])
+    assert {"buy_and_hold", "cash", "random", "sma_crossover"} <= set(table.index)
+    assert any(name.startswith("buy_and_hold_full (market") for name in table.index)
+    rollouts = tearsheet.rollouts
+    agent = rollouts[rollouts["agent"] == "agent"]
+    assert agent["equity_index"].iloc[-1] == pytest.approx(1.0 + expected["total_return"])
+    assert {"position", "action_raw", "trade_value", "fill_price"} <= set(rollouts.columns)
+
+
+def test_a_window_without_trades_is_marked(section):
+    idle_first = type(section)(section.title, section.symbol, section.periods_per_year,
+                               {"idle agent": section.agents["idle agent"]}, section.baselines, section.close,
+                               section.regimes)
+    tearsheet = build_tearsheet("t", [idle_first], TearsheetOptions(dpi=30))
+    trades_axis = next(ax for ax in tearsheet.figures["sp500_validation.png"].axes
+                       if ax.get_title(loc="left") == PANELS["trades"])
+    assert any("no trades: idle agent never filled an order" in text.get_text() for text in trades_axis.texts)
+
+
+def test_bad_section_names_the_rollout(section):
+    with pytest.raises(ValueError, match="rollout 'agent' lacks column\\(s\\) \\['return'\\]"):
+        type(section)("s", "sp500", 252.0, {"agent": section.agents["agent"].drop(columns="return")}, {}, section.close)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium not installed (apt install chromium)")
+def test_the_html_renders_in_headless_chromium(section, tmp_path):
+    from PIL import Image
+
+    tearsheet = build_tearsheet("tearsheet", [section], TearsheetOptions(dpi=80))
+    page = tmp_path / "tearsheet.html"
+    page.write_text(tearsheet.html)
+    shot = tmp_path / "shot.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1100,2200", page.as_uri()],
+                   check=True, capture_output=True, timeout=60)
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    assert pixels.shape == (2200, 1100)
+    # the five chart panels (about 300 pixels each) and the table fill the page: no 250-pixel band
+    # of its upper 1750 pixels is blank
+    bands = pixels[:1750].reshape(7, 250, 1100)
+    assert all(band.std() > 5.0 for band in bands), [round(band.std(), 1) for band in bands]
