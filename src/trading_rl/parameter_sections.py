@@ -18,6 +18,7 @@ from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.final import FinalEvaluationParams
 from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.evaluation.tearsheet import TearsheetParams
 from trading_rl.evaluation.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
@@ -44,6 +45,7 @@ SECTIONS: dict[str, type[Section]] = {
     "final_evaluation": FinalEvaluationParams,
     "multi_symbol": MultiSymbolParams,
     "runtime": RuntimeParams,
+    "tearsheet": TearsheetParams,
 }
 
 

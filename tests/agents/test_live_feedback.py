@@ -31,7 +31,7 @@ def test_progress_bar_auto_follows_the_terminal(monkeypatch):
 def test_every_evaluation_logs_one_info_line(tmp_path, caplog):
     model, params = toy_agent(seed=1, total_timesteps=200)
     with caplog.at_level(logging.INFO, logger="trading_rl.agents.training"):
-        outcome = train_agent(model, ToyTradingEnv, params, tmp_path)
+        outcome = train_agent(model, ToyTradingEnv, params, tmp_path, phase="toy", symbol="TOY")
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("evaluation at step")]
     assert [line.split(":")[0] for line in lines] == ["evaluation at step 100/200", "evaluation at step 200/200"]
     final = outcome.history[-1]
@@ -53,7 +53,8 @@ def test_training_metrics_reach_mlflow_with_their_steps(tmp_path):
     try:
         model, params = toy_agent(seed=1, total_timesteps=200)
         with mlflow.start_run() as run:
-            train_agent(model, ToyTradingEnv, params, tmp_path / "work", metrics_callback=stream_to_mlflow("sac_icm"))
+            train_agent(model, ToyTradingEnv, params, tmp_path / "work", metrics_callback=stream_to_mlflow("sac_icm"),
+                        phase="toy", symbol="TOY")
         client = MlflowClient(uri)
         keys = set(client.get_run(run.info.run_id).data.metrics)
         assert {"sac_icm/eval/sharpe", "sac_icm/train/episode_reward", "sac_icm/collapse_det/entropy"} <= keys

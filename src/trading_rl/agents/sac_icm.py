@@ -152,7 +152,7 @@ class SacIcmParams(Section):
     place."""
 
     device: str
-    progress_bar: bool
+    progress_bar: bool | str = setting(check=lambda v: None if v in (True, False, "auto") else "true, false or 'auto'")
     evaluation_split: Literal["train", "validation", "test"]
     resume_dir: str
     agent: AgentParams = setting(AgentParams())

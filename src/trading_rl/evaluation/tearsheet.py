@@ -31,6 +31,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from trading_rl.config import Section as ParameterSection, setting
 from trading_rl.evaluation.actions import ACTION_BUCKETS, bucketize
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe
@@ -306,11 +307,19 @@ def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
     cell.set_fontsize(7)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TearsheetParams(ParameterSection):
+    """The ``tearsheet`` parameter section."""
+
+    rolling_window: int = setting(63, interval="[2, inf)")  # bars of the rolling Sharpe / action shares
+    dpi: int = setting(80, interval="[2, inf)")  # resolution of the panels embedded in the page
+
+
 @dataclass(frozen=True)
 class TearsheetOptions:
     hold_threshold: float = 0.1
-    rolling_window: int = 63
-    dpi: int = 80
+    rolling_window: int = TearsheetParams().rolling_window
+    dpi: int = TearsheetParams().dpi
 
 
 def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: TearsheetOptions) -> None:

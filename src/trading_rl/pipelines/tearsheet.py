@@ -19,10 +19,9 @@ from kedro.pipeline import Node
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, build_tearsheet, env_section
+from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
 
 TEARSHEET_PARAMS = "params:tearsheet"
-DEFAULT_TEARSHEET_PARAMS = {"rolling_window": 63, "dpi": 80}
 
 
 @dataclass
@@ -63,15 +62,7 @@ def tearsheet_outputs(prefix: str) -> list[str]:
 
 
 def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_TEARSHEET_PARAMS))
-    if unknown:
-        raise ValueError(f"unknown parameter 'tearsheet.{unknown[0]}'; known: {sorted(DEFAULT_TEARSHEET_PARAMS)}")
-    resolved = {**DEFAULT_TEARSHEET_PARAMS, **params}
-    for key, value in resolved.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 2:
-            raise ValueError(f"parameter 'tearsheet.{key}' must be an integer >= 2, got {value!r}")
-    return resolved
+    return TearsheetParams.from_mapping(params, "tearsheet").to_dict()
 
 
 def render_tearsheet(
