@@ -1,8 +1,13 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks
+from trading_rl.warnings_filters import quiet_known_warnings
 
-HOOKS = (ReproducibilityHooks(), ValidationGateHooks())
+quiet_known_warnings()
+
+from trading_rl.hooks import ReproducibilityHooks, ValidationGateHooks  # noqa: E402
+from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
+
+HOOKS = (ReproducibilityHooks(), ValidationGateHooks(), MlflowConventionHooks())
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",

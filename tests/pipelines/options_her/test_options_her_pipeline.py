@@ -66,7 +66,7 @@ def test_pipeline_trains_and_reports():
     evaluation = catalog.load("options_her_evaluation")
     assert {"buy_and_hold", "cash"} <= set(evaluation["baselines"]) and "sharpe" in evaluation["agent"]
     metrics = catalog.load("options_her_metrics")
-    assert [point["step"] for point in metrics["options_her/temperature"]] == [40, 80, 120]
+    assert [point["step"] for point in metrics["temperature"]] == [40, 80, 120]
 
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "max_usage": 0.0}}
     with pytest.raises(ValueError, match="option gates failed"):
