@@ -150,3 +150,16 @@ def test_metric_keys_get_the_phase_once():
     assert metric_key("sac_icm", "train/actor_loss") == "sac_icm/train/actor_loss"
     assert metric_key("sac_icm", "sac_icm/eval/sharpe") == "sac_icm/eval/sharpe"
     assert metric_key("", "sharpe") == "sharpe"
+
+
+@pytest.mark.slow
+def test_a_folder_of_agents_is_logged_as_one_model_per_agent(tmp_path, tracking, agent):
+    experiment = mlflow.create_experiment("folder", artifact_location=(tmp_path / "artifacts").as_uri())
+    catalog = DataCatalog.from_config({"agents": {"type": "MemoryDataset", "metadata": {"mlflow": {"model": "fine_tuned"}}}})
+    hooks = MlflowConventionHooks()
+    hooks.after_catalog_created(catalog=catalog, save_version=VERSION)
+    node = Node(lambda: None, None, "agents", name="fine_tune", namespace="checkpoint_migration")
+    with mlflow.start_run(experiment_id=experiment):
+        hooks.after_dataset_saved(dataset_name="agents", data={"sp500": agent, "nasdaq": agent}, node=node)
+    models = mlflow.search_logged_models(experiment_ids=[experiment], output_format="list")
+    assert sorted(m.name for m in models) == ["fine_tuned_nasdaq", "fine_tuned_sp500"]

@@ -6,7 +6,8 @@
 - Every saved figure is logged as an artifact ``<phase>/plots/<dataset>.png`` and every
   reporting-layer JSON as ``<phase>/reports/<dataset>.json``: no ``*_mlflow`` twin dataset per plot.
 - A dataset whose catalog entry has ``metadata: {mlflow: {model: NAME}}`` is logged as an MLflow
-  model (SB3 agent → pyfunc, ONNX bytes → onnx flavour) with a signature. With
+  model (SB3 agent → pyfunc, ONNX bytes → onnx flavour) with a signature; a folder dataset's
+  ``{key: agent}`` as ``NAME_<key>`` each. With
   ``registered_model`` and ``gates`` also set, a model version is registered at the end of the run
   only if every named gate report was produced by this run and passed.
 """
@@ -94,9 +95,10 @@ class MlflowConventionHooks:
         if isinstance(data, dict) and layer_of(metadata) == "reporting" and dataset_has_file(self._catalog, dataset_name):
             mlflow.log_dict(data, f"{phase}/reports/{dataset_name}.json")
         spec = metadata.get("mlflow") or {}
-        if "model" in spec:
-            info = self._log_model(data, spec["model"], dataset_name)
-            self._models.append((dataset_name, info, spec))
+        if "model" in spec:  # one model, or a folder dataset's {name: model}
+            for key, model in data.items() if isinstance(data, dict) else [(None, data)]:
+                name = spec["model"] if key is None else f"{spec['model']}_{key}"
+                self._models.append((dataset_name, self._log_model(model, name, dataset_name), spec))
 
     def _log_model(self, data: Any, name: str, dataset_name: str):
         provenance = {"dataset": dataset_name, "save_version": self._save_version}
