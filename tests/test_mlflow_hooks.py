@@ -160,6 +160,6 @@ def test_a_folder_of_agents_is_logged_as_one_model_per_agent(tmp_path, tracking,
     hooks.after_catalog_created(catalog=catalog, save_version=VERSION)
     node = Node(lambda: None, None, "agents", name="fine_tune", namespace="checkpoint_migration")
     with mlflow.start_run(experiment_id=experiment):
-        hooks.after_dataset_saved(dataset_name="agents", data={"sp500": agent, "nasdaq": agent}, node=node)
+        hooks.after_dataset_saved(dataset_name="agents", data={"sp500.zip": agent, "nasdaq.zip": agent}, node=node)
     models = mlflow.search_logged_models(experiment_ids=[experiment], output_format="list")
     assert sorted(m.name for m in models) == ["fine_tuned_nasdaq", "fine_tuned_sp500"]

@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import logging
+from pathlib import PurePosixPath
 from typing import Any
 
 import mlflow
 from kedro.framework.hooks import hook_impl
 from kedro.io.core import DatasetError
+from mlflow.exceptions import MlflowException
 
 from trading_rl.mlflow_tracking import log_onnx_model, log_sb3_model, register_if_gates_pass, run_name
 
@@ -95,10 +97,13 @@ class MlflowConventionHooks:
         if isinstance(data, dict) and layer_of(metadata) == "reporting" and dataset_has_file(self._catalog, dataset_name):
             mlflow.log_dict(data, f"{phase}/reports/{dataset_name}.json")
         spec = metadata.get("mlflow") or {}
-        if "model" in spec:  # one model, or a folder dataset's {name: model}
+        if "model" in spec:  # one model, or a folder dataset's {file name: model}
             for key, model in data.items() if isinstance(data, dict) else [(None, data)]:
-                name = spec["model"] if key is None else f"{spec['model']}_{key}"
-                self._models.append((dataset_name, self._log_model(model, name, dataset_name), spec))
+                name = spec["model"] if key is None else f"{spec['model']}_{PurePosixPath(key).stem}"
+                try:
+                    self._models.append((dataset_name, self._log_model(model, name, dataset_name), spec))
+                except MlflowException as error:  # the model is saved in data/ already; say so, run on
+                    logger.warning("%s not logged to MLflow as model %r: %s", dataset_name, name, error)
 
     def _log_model(self, data: Any, name: str, dataset_name: str):
         provenance = {"dataset": dataset_name, "save_version": self._save_version}

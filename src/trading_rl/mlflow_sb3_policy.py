@@ -5,6 +5,7 @@ so the logged model holds no pickled Python object."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -16,7 +17,7 @@ class SB3PolicyModel(mlflow.pyfunc.PythonModel):
     _skip_type_hint_validation = True
 
     def load_context(self, context) -> None:
-        module_name, _, class_name = context.model_config["model_class"].rpartition(".")
+        module_name, _, class_name = Path(context.artifacts["model_class"]).read_text().strip().rpartition(".")
         model_class = getattr(importlib.import_module(module_name), class_name)
         self._agent = model_class.load(context.artifacts["agent"], device="cpu")
 

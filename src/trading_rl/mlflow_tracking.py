@@ -73,13 +73,13 @@ def log_sb3_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = No
     signature = observation_signature(observation_shape, tuple(agent.action_space.shape))
     model_class = f"{type(agent).__module__}.{type(agent).__qualname__}"
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "agent.zip"
+        path, class_file = Path(folder) / "agent.zip", Path(folder) / "model_class.txt"
         agent.save(path)
+        class_file.write_text(model_class)  # an artifact: model_config would also be logged as run params
         return mlflow.pyfunc.log_model(
             name=name,
             python_model=str(Path(__file__).with_name("mlflow_sb3_policy.py")),
-            artifacts={"agent": str(path)},
-            model_config={"model_class": model_class},
+            artifacts={"agent": str(path), "model_class": str(class_file)},
             signature=signature,
             input_example=np.zeros((1, *observation_shape), dtype=np.float32),
             pip_requirements=[f"{package}=={version(package)}" for package in REQUIREMENTS],
