@@ -74,18 +74,21 @@ def _figure():
     return figure
 
 
-def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: bool) -> tuple[mlflow.MlflowClient, str]:
-    """A run as `kedro run` makes it: kedro-mlflow's open run, the project hook, the runner."""
+def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: bool | None):
+    """A run as `kedro run` makes it: kedro-mlflow's open run, the project hook, the runner
+    (``validation_passed=None``: a run without the validation phase)."""
     experiment = mlflow.create_experiment(registered, artifact_location=(tmp_path / "artifacts").as_uri())
     metrics = {"train/actor_loss": [{"step": 10, "value": 1.5}, {"step": 20, "value": float("nan")}],
                "eval/sharpe": {"step": 20, "value": float("inf")}, "sac_icm/eval/total_return": {"step": 20, "value": 0.1}}
-    pipeline = Pipeline([
+    nodes = [
         Node(lambda: agent, None, "agent_model", name="train"),
         Node(lambda: ({"collapsed": collapsed}, metrics, _figure()), None,
              ["agent_collapse_report", "agent_metrics", "agent_plot"], name="evaluate"),
-        Node(lambda: {"passed": validation_passed, "failed": [] if validation_passed else ["sharpe"]}, None,
-             "validation_report", name="validate"),
-    ], namespace="sac_icm", prefix_datasets_with_namespace=False)
+    ]
+    if validation_passed is not None:
+        nodes.append(Node(lambda: {"passed": validation_passed, "failed": [] if validation_passed else ["sharpe"]},
+                          None, "validation_report", name="validate"))
+    pipeline = Pipeline(nodes, namespace="sac_icm", prefix_datasets_with_namespace=False)
     hooks = MlflowConventionHooks()
     hook_manager = _create_hook_manager()
     hook_manager.register(hooks)
@@ -144,6 +147,16 @@ def test_no_registered_version_when_a_gate_failed(tmp_path, tracking, agent, cap
     assert [m.name for m in models] == ["agent"]  # still logged, only not registered
     failed = "agent_collapse_report collapsed" if collapsed else "validation_report failed: sharpe"
     assert any(failed in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.slow
+def test_a_run_without_the_validation_phase_registers_nothing_and_says_so_at_info(tmp_path, tracking, agent, caplog):
+    registered = "agent_without_validation"
+    with caplog.at_level(logging.INFO, logger="trading_rl.mlflow_hooks"):
+        client, _ = _run(tmp_path, agent, registered, collapsed=False, validation_passed=None)
+    assert client.search_model_versions(f"name='{registered}'") == []
+    [record] = [r for r in caplog.records if "not registered" in r.getMessage()]
+    assert record.levelno == logging.INFO and "validation_report not produced by this run" in record.getMessage()
 
 
 def test_metric_keys_get_the_phase_once():

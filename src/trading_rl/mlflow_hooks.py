@@ -23,7 +23,7 @@ from kedro.framework.hooks import hook_impl
 from kedro.io.core import DatasetError
 from mlflow.exceptions import MlflowException
 
-from trading_rl.mlflow_tracking import log_onnx_model, log_sb3_model, register_if_gates_pass, run_name
+from trading_rl.mlflow_tracking import NOT_PRODUCED, log_onnx_model, log_sb3_model, register_if_gates_pass, run_name
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def dataset_metadata(catalog, name: str) -> dict[str, Any]:
 
 def dataset_has_file(catalog, name: str) -> bool:
     """A file dataset (not one of kedro-mlflow's metric datasets, which are in MLflow already)."""
-    return getattr(catalog.get(name), "_filepath", None) is not None
+    return catalog is not None and getattr(catalog.get(name), "_filepath", None) is not None
 
 
 def layer_of(metadata: dict[str, Any]) -> str | None:
@@ -120,8 +120,9 @@ class MlflowConventionHooks:
                 continue
             gates = {gate: self._reports.get(gate) for gate in spec.get("gates") or []}
             version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates)
-            if version is None:
-                logger.warning("%s not registered as %s: %s", dataset_name, spec["registered_model"],
-                               "; ".join(f"{gate} {why}" for gate, why in blocking.items()))
+            if version is None:  # WARNING for a failed gate; INFO when a gate report is only missing
+                failed = any(why != NOT_PRODUCED for why in blocking.values())
+                logger.log(logging.WARNING if failed else logging.INFO, "%s not registered as %s: %s", dataset_name,
+                           spec["registered_model"], "; ".join(f"{gate} {why}" for gate, why in blocking.items()))
             else:
                 logger.info("%s registered as %s version %s", dataset_name, spec["registered_model"], version.version)

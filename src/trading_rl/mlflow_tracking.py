@@ -24,6 +24,7 @@ from mlflow.models import ModelSignature
 from mlflow.types import Schema, TensorSpec
 
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
+NOT_PRODUCED = "not produced by this run"
 
 
 def metric_key(prefix: str, name: str) -> str:
@@ -114,7 +115,7 @@ def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str,
     Returns the ModelVersion, or ``None`` with the reason when not registered."""
     verdicts = {}
     for report_name, report in gate_reports.items():
-        verdicts[report_name] = (False, "not produced by this run") if report is None else gate_verdict(report)
+        verdicts[report_name] = (False, NOT_PRODUCED) if report is None else gate_verdict(report)
     mlflow.log_dict(
         {"model": name, "verdicts": {k: {"passed": p, "why": w} for k, (p, w) in verdicts.items()},
          "reports": dict(gate_reports)},
