@@ -1,9 +1,10 @@
 """kedro-mlflow's metric-history dataset with the project's key convention and no NaN: the one place
 the pipelines' metrics reach MLflow.
 
-``prefix`` (e.g. ``sac_icm/eval``) goes in front of every key the node returns, joined by ``/``
-(kedro-mlflow joins with ``.``, which gave keys like ``sac_icm_eval.sac_icm_eval/sharpe``), so keys
-read ``<phase>/<group>/<metric>``. Non-finite values are dropped, not stored as NaN points.
+``prefix`` (e.g. ``sac_icm/final``) goes in front of every key the node returns, joined by ``/``
+(kedro-mlflow's own ``prefix`` is joined with ``.``) and not repeated when the key already starts
+with it, so keys read ``<phase>/<group>/<metric>``. Non-finite values are dropped, not stored as NaN
+points.
 """
 
 from __future__ import annotations
