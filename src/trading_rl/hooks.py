@@ -63,7 +63,10 @@ class ReproducibilityHooks:
             "save_version": save_version,
         }
         self._tagged = False
-        catalog["run_metadata"] = self._metadata
+        if "run_metadata" in catalog:  # declared in the catalog (for its Kedro-Viz layer): fill it
+            catalog.get("run_metadata").save(self._metadata)
+        else:
+            catalog["run_metadata"] = self._metadata
 
     @hook_impl
     def before_node_run(self) -> None:

@@ -1,17 +1,23 @@
 """Kedro project settings."""
 
-from trading_rl.hooks import (
+from trading_rl.warnings_filters import quiet_known_warnings
+
+quiet_known_warnings()
+
+from trading_rl.hooks import (  # noqa: E402
     MlflowRunHygieneHooks,
     ParameterValidationHooks,
     ReproducibilityHooks,
     RunSummaryHooks,
 )
-from trading_rl.run_manifest import RunManifestHooks
+from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
+from trading_rl.run_manifest import RunManifestHooks  # noqa: E402
 
 HOOKS = (
     ReproducibilityHooks(),
     ParameterValidationHooks(),
     RunSummaryHooks(),
+    MlflowConventionHooks(),
     MlflowRunHygieneHooks(),
     RunManifestHooks(),
 )

@@ -60,6 +60,13 @@ def test_fraction_splits_follow_the_fractions(sp500_prices):
     assert sum(splits[name]["n_bars"] for name in ("train", "validation", "test")) == n
 
 
+def test_null_dates_give_way_to_fractions(sp500_prices):
+    """conf/local switches conf/base's dates off with nulls (parameters merge softly)."""
+    fractions = {"train_fraction": 0.6, "validation_fraction": 0.2}
+    nulled = make_splits(sp500_prices.index, {"train_end": None, "validation_end": None, **fractions})
+    assert nulled == make_splits(sp500_prices.index, fractions)
+
+
 def test_date_only_bound_covers_the_whole_intraday_day():
     index = pd.date_range("2021-03-01 09:00", periods=24 * 10, freq="h", tz="UTC", name="timestamp")
     splits = make_splits(index, {"train_end": "2021-03-04", "validation_end": "2021-03-07 12:00"})

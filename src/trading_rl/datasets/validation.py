@@ -37,6 +37,9 @@ class PreviousVersionJSONDataset(BytesVersionedDataset):
         earlier = [version for version in versions if current is None or version < current]
         return max(earlier) if earlier else None
 
+    def resolve_load_version(self) -> str | None:
+        return self.previous_version()
+
     def _get_load_path(self) -> PurePosixPath:
         version = self.previous_version()
         if version is None:

@@ -62,17 +62,19 @@ def evaluate_policy(
     return evaluation, collapse_summary
 
 
-def flat_metrics(report: dict[str, Any], prefix: str) -> dict[str, float]:
-    """Numeric top-level metrics of an evaluation report as ``{prefix}/{name}: value`` (for MLflow)."""
+def flat_metrics(report: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Numeric top-level metrics of an evaluation report as ``{prefix}/{name}: value`` (no prefix:
+    ``name``; the MLflow metrics dataset adds the phase)."""
     flat = {}
+    prefix = f"{prefix}/" if prefix else ""
     for key, value in report["metrics"].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            flat[f"{prefix}/{key}"] = float(value)
+            flat[f"{prefix}{key}"] = float(value)
     for baseline, metrics in report["baselines"].items():
         for key in ("sharpe", "total_return", "max_drawdown"):
             value = metrics.get(key)
             if isinstance(value, (int, float)):
-                flat[f"{prefix}/baseline_{baseline}/{key}"] = float(value)
+                flat[f"{prefix}baseline_{baseline}/{key}"] = float(value)
     return flat
 
 

@@ -67,7 +67,9 @@ def _int_param(params: dict, key: str, default: int, minimum: int) -> int:
 
 
 def _boundaries(index: pd.DatetimeIndex, params: dict) -> tuple[int, int, tuple[str, str]]:
-    """Bar counts through the end of train and of validation, and the keys that set them."""
+    """Bar counts through the end of train and of validation, and the keys that set them. A key set
+    to null counts as absent, so conf/local can switch conf/base's dates to fractions."""
+    params = {key: value for key, value in params.items() if value is not None}
     by_date = [key for key in _DATE_KEYS if key in params]
     by_fraction = [key for key in _FRACTION_KEYS if key in params]
     if by_date and by_fraction:

@@ -46,7 +46,8 @@ def test_registry_has_foundation_pipelines():
     pipelines = register_pipelines()
     assert {"feature_extraction", "env_construction", "__default__"} <= set(pipelines)
     default_nodes = {n.name for n in pipelines["__default__"].nodes}
-    assert {"load_and_validate_prices", "build_env_spec", "check_env"} <= default_nodes
+    assert {"feature_extraction.load_and_validate_prices", "env_construction.build_env_spec",
+            "env_construction.check_env"} <= default_nodes
 
 
 def test_session_writes_versioned_causal_outputs(foundation_project):

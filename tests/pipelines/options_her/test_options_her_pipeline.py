@@ -78,7 +78,7 @@ def test_pipeline_trains_and_reports():
     evaluation = catalog.load("options_her_evaluation")
     assert {"buy_and_hold", "cash"} <= set(evaluation["baselines"]) and "sharpe" in evaluation["agent"]
     metrics = catalog.load("options_her_metrics")
-    assert [point["step"] for point in metrics["options_her/temperature"]] == [40, 80, 120]
+    assert [point["step"] for point in metrics["temperature"]] == [40, 80, 120]
     rollout = catalog.load("options_her_rollout")
     agent_rows = rollout[rollout["agent"] == "options_her"]
     assert len(agent_rows) == evaluation["agent"]["n_steps"]

@@ -83,7 +83,7 @@ def test_pipeline_shapes_and_reports(tmp_path):
             assert [point["step"] for point in metrics[key]] == [60, 120], key
     shares = [metrics[f"reward/{name}_share"][-1]["value"] for name in OBJECTIVES]
     assert sum(shares) == pytest.approx(1.0)
-    assert "reward/shaping_term" in metrics and "reward_shaper_eval/total_return" in metrics
+    assert "reward/shaping_term" in metrics and "eval/total_return" in metrics
 
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "min_entropy": 5.0}}
     _, _, failing_fit = fit_reward_shaper(catalog.load("reward_shaper_rollouts"), source, failing, 5)

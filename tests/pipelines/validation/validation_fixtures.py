@@ -41,16 +41,12 @@ def market(n_bars: int) -> pd.DataFrame:
 def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCatalog:
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_validation.yml").read_text())
     config["trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())["trial_ledger"]
-    config = {name: entry for name, entry in config.items() if not name.endswith("_mlflow")}
     for entry in config.values():
         entry["filepath"] = str(root / entry["filepath"])
     catalog = DataCatalog.from_config(config, save_version=save_version)
 
     catalog["prices"] = prices
     catalog["run_metadata"] = {"seed": 7, "save_version": save_version}
-    for name in ("walk_forward_equity_plot_mlflow", "walk_forward_sharpe_plot_mlflow",
-                 "walk_forward_actions_plot_mlflow", "regime_prices_plot_mlflow"):
-        catalog[name] = None
     parameters = {**PARAMS, "validation": yaml.safe_load(
         (PROJECT_ROOT / "conf/base/parameters_validation.yml").read_text())["validation"]}
     for key, value in parameters.items():

@@ -12,12 +12,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["legacy_checkpoints", "env_spec", "params:checkpoint_migration"],
                 outputs="legacy_checkpoint_backups",
                 name="check_and_back_up_legacy_checkpoints",
+                tags=["data"],
             ),
             Node(
                 nodes.provide_discrete_checkpoints,
                 inputs=["legacy_checkpoint_backups", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="discrete_checkpoints",
                 name="provide_discrete_checkpoints",
+                tags=["train"],
             ),
             Node(
                 nodes.migrate_checkpoints,
@@ -30,12 +32,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs=["migrated_models", "migration_report"],
                 name="migrate_checkpoints",
+                tags=["train"],
             ),
             Node(
                 nodes.fine_tune_models,
                 inputs=["migrated_models", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="fine_tuned_models",
                 name="fine_tune_migrated_models",
+                tags=["train"],
             ),
             Node(
                 nodes.compare_discrete_and_continuous,
@@ -49,6 +53,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs="migration_comparison",
                 name="compare_discrete_and_continuous",
+                tags=["evaluate"],
             ),
             tearsheet_node(
                 "checkpoint_migration",

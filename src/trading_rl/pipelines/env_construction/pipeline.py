@@ -11,7 +11,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["prices", "scaled_features", "splits", "params:env_construction", "scalers"],
                 outputs="env_spec",
                 name="build_env_spec",
+                tags=["data"],
             ),
-            Node(nodes.check_env, inputs="env_spec", outputs="env_check_report", name="check_env"),
+            Node(nodes.check_env, inputs="env_spec", outputs="env_check_report", name="check_env", tags=["report"]),
         ]
     )

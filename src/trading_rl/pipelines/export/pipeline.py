@@ -25,6 +25,7 @@ def create_pipeline(agents: Sequence[str] = EXPORTED_AGENTS, **kwargs) -> Pipeli
                 inputs=[agent, "env_spec", "feature_params", "scalers", "params:export", "params:seed"],
                 outputs=[f"{agent}_onnx", f"{agent}_export_report", f"{agent}_inference_config"],
                 name=f"export_{agent}",
+                tags=["export"],
             )
             for agent in agents
         ]

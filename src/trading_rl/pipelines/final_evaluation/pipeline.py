@@ -19,6 +19,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs="final_evaluation_identity",
                 name="check_final_evaluation",
+                tags=["evaluate"],
             ),
             Node(
                 nodes.evaluate_final,
@@ -32,6 +33,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs=["final_evaluation_report", "trial_ledger"],
                 name="evaluate_final",
+                tags=["evaluate"],
             ),
             tearsheet_node(
                 "final_evaluation",

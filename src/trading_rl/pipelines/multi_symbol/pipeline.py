@@ -55,6 +55,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
                 inputs=[*shared_data, "params:env_construction", "params:multi_symbol", "params:seed"],
                 outputs=[ENCODER, "multi_symbol_encoder_report"],
                 name="fit_shared_encoder",
+                tags=["train"],
             )
         ]
     )
@@ -66,6 +67,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
                     inputs=[*shared_data, "params:env_construction", "params:multi_symbol"],
                     outputs="env_spec",
                     name="build_symbol_env_spec",
+                    tags=["data"],
                 ),
                 Node(
                     nodes.train_symbol,
@@ -79,6 +81,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
                     ],
                     outputs=["sac_icm_model", "sac_icm_best_model", "sac_icm_training_history"],
                     name="train_symbol_agent",
+                    tags=["train"],
                 ),
             ],
             namespace=symbol,

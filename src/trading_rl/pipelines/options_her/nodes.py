@@ -29,7 +29,7 @@ def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int
         env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"])
     )
     metrics = {
-        f"options_her/{key}": [{"step": int(row["step"]), "value": float(row[key])} for row in history if key in row]
+        key: [{"step": int(row["step"]), "value": float(row[key])} for row in history if key in row]
         for key in sorted({key for row in history for key in row} - {"step"})
     }
     return agent, metrics, {"history": history, "option_stats": training_stats}

@@ -12,12 +12,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["env_spec", "sac_icm_model", "params:options_her", "params:seed"],
                 outputs=["options_her_model", "options_her_metrics", "options_her_training"],
                 name="train_options_her",
+                tags=["train"],
             ),
             Node(
                 nodes.evaluate_options_her,
                 inputs=["options_her_model", "env_spec", "options_her_training", "params:options_her", "params:seed"],
                 outputs=["option_usage_report", "her_report", "options_her_evaluation"],
                 name="evaluate_options_her",
+                tags=["evaluate"],
             ),
             tearsheet_node(
                 "options_her",

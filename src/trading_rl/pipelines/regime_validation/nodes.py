@@ -49,9 +49,8 @@ def evaluate_regimes(
     return walk_forward_regime_metrics(returns, _labels_by_symbol(regime_labels), periods_per_year, hold_threshold)
 
 
-def plot_regimes(prices: pd.DataFrame, regime_labels: pd.DataFrame, returns: pd.DataFrame) -> tuple[Figure, Figure]:
-    """Closes over the walk-forward test windows, shaded by regime on the tested bars (twice:
-    versioned image and MLflow artifact)."""
+def plot_regimes(prices: pd.DataFrame, regime_labels: pd.DataFrame, returns: pd.DataFrame) -> Figure:
+    """Closes over the walk-forward test windows, shaded by regime on the tested bars."""
     frames, labels = by_symbol(prices), _labels_by_symbol(regime_labels)
     panels = {}
     for symbol, steps in returns.groupby("symbol", sort=False):
@@ -59,4 +58,4 @@ def plot_regimes(prices: pd.DataFrame, regime_labels: pd.DataFrame, returns: pd.
         close = frames[symbol]["close"].loc[tested[0] : tested[-1]]
         panels[symbol] = (close, labels[symbol].reindex(close.index).where(close.index.isin(tested)))
     figure = plots.regime_shaded_panels(panels, "walk-forward test windows by causal regime")
-    return figure, figure
+    return figure

@@ -11,18 +11,21 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["prices", "walk_forward_returns", "params:regime_validation"],
                 outputs="regime_labels",
                 name="label_market_regimes",
+                tags=["data"],
             ),
             Node(
                 nodes.evaluate_regimes,
                 inputs=["walk_forward_returns", "regime_labels", "prices", "params:env_construction"],
                 outputs="regime_metrics",
                 name="evaluate_regimes",
+                tags=["evaluate"],
             ),
             Node(
                 nodes.plot_regimes,
                 inputs=["prices", "regime_labels", "walk_forward_returns"],
-                outputs=["regime_prices_plot", "regime_prices_plot_mlflow"],
+                outputs="regime_prices_plot",
                 name="plot_regimes",
+                tags=["plot"],
             ),
         ]
     )

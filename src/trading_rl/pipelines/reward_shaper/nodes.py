@@ -56,10 +56,10 @@ def report_reward_shaping(
     metrics = metrics_history(training["reward_history"])
     evaluation = {"metrics": report["shaped_agent"]["metrics"], "baselines": report["baselines"]}
     final_step = training["reward_history"][-1]["timestep"] if training["reward_history"] else 0
-    for key, value in flat_metrics(evaluation, "reward_shaper_eval").items():
+    for key, value in flat_metrics(evaluation, "eval").items():
         metrics[key] = [{"step": int(final_step), "value": value}]
     for row in report["weight_gates"]:
-        metrics[f"reward_shaper_gates/{row['gate']}"] = [{"step": int(final_step), "value": float(row["value"])}]
+        metrics[f"gates/{row['gate']}"] = [{"step": int(final_step), "value": float(row["value"])}]
     return report, metrics
 
 

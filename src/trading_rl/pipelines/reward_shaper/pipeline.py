@@ -12,12 +12,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=["sac_icm_model", "env_spec", "params:reward_shaper", "params:seed"],
                 outputs="reward_shaper_rollouts",
                 name="collect_reward_rollouts",
+                tags=["data"],
             ),
             Node(
                 nodes.fit_reward_shaper,
                 inputs=["reward_shaper_rollouts", "sac_icm_model", "params:reward_shaper", "params:seed"],
                 outputs=["objective_weight_network", "potential_function", "reward_shaper_fit"],
                 name="fit_reward_shaper",
+                tags=["train"],
             ),
             Node(
                 nodes.train_shaped_agent,
@@ -25,6 +27,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                         "params:reward_shaper", "params:seed", "run_metadata"],
                 outputs=["reward_shaped_model", "reward_shaper_training"],
                 name="train_shaped_agent",
+                tags=["train"],
             ),
             Node(
                 nodes.report_reward_shaping,
@@ -32,6 +35,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                         "reward_shaper_training", "params:reward_shaper", "params:seed"],
                 outputs=["reward_shaping_report", "reward_shaper_metrics"],
                 name="report_reward_shaping",
+                tags=["evaluate", "report"],
             ),
             tearsheet_node(
                 "reward_shaper",

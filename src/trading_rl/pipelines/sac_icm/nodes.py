@@ -65,7 +65,7 @@ def evaluate_sac_icm(
     enforce(collapse_summary["deterministic"], fail_on_collapse)
     metrics = {
         key: {"value": value, "step": 0}
-        for key, value in flat_metrics(evaluation, "sac_icm_eval").items()
+        for key, value in flat_metrics(evaluation).items()
     }
     return evaluation, collapse_summary, metrics
 

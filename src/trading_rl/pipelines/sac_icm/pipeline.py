@@ -17,12 +17,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "sac_icm_training_metrics",
                 ],
                 name="train_sac_icm",
+                tags=["train"],
             ),
             Node(
                 nodes.evaluate_sac_icm,
                 inputs=["sac_icm_model", "env_spec", "params:sac_icm", "params:seed"],
                 outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_eval_metrics"],
                 name="evaluate_sac_icm",
+                tags=["evaluate"],
             ),
             tearsheet_node(
                 "sac_icm",

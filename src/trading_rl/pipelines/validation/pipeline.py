@@ -23,18 +23,21 @@ def create_pipeline(**kwargs) -> Pipeline:
                     ],
                     outputs="validation_report",
                     name="build_validation_report",
+                    tags=["report"],
                 ),
                 Node(
                     nodes.compare_with_previous,
                     inputs=["validation_report", "previous_validation_report", "params:validation"],
                     outputs="validation_comparison",
                     name="compare_with_previous_validation",
+                    tags=["report"],
                 ),
                 Node(
                     nodes.enforce_gates,
                     inputs=["validation_report", "validation_comparison", "params:validation"],
                     outputs=None,
                     name="enforce_validation_gates",
+                    tags=["report"],
                 ),
             ]
         )

@@ -82,14 +82,14 @@ def summarise_walk_forward(
     return summarise(folds, returns, trials), stitch_out_of_sample(returns)
 
 
-def plot_walk_forward(
-    folds: pd.DataFrame, stitched: pd.DataFrame
-) -> tuple[Figure, Figure, Figure, Figure, Figure, Figure]:
-    """Each figure twice: once for the versioned image, once for the MLflow artifact."""
-    equity = plots.out_of_sample_equity(stitched)
-    sharpe = plots.fold_sharpe_distribution(folds)
-    actions = plots.action_histograms(folds)
-    return equity, sharpe, actions, equity, sharpe, actions
+def plot_walk_forward(folds: pd.DataFrame, stitched: pd.DataFrame) -> tuple[Figure, Figure, Figure]:
+    """Out-of-sample equity, fold Sharpe distribution and action histograms (versioned PNGs; the
+    MLflow artifact hook logs each saved figure)."""
+    return (
+        plots.out_of_sample_equity(stitched),
+        plots.fold_sharpe_distribution(folds),
+        plots.action_histograms(folds),
+    )
 
 
 def walk_forward_tearsheet(

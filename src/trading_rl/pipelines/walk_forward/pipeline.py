@@ -20,6 +20,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs=["walk_forward_folds", "walk_forward_returns"],
                 name="walk_forward",
+                tags=["train", "evaluate"],
             ),
             Node(
                 nodes.record_walk_forward_trials,
@@ -35,12 +36,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 outputs="trial_ledger",
                 name="record_walk_forward_trials",
+                tags=["report"],
             ),
             Node(
                 nodes.summarise_walk_forward,
                 inputs=["walk_forward_folds", "walk_forward_returns", "trial_ledger"],
                 outputs=["walk_forward_summary", "walk_forward_equity"],
                 name="summarise_walk_forward",
+                tags=["report"],
             ),
             Node(
                 nodes.plot_walk_forward,
@@ -49,11 +52,9 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "walk_forward_equity_plot",
                     "walk_forward_sharpe_plot",
                     "walk_forward_actions_plot",
-                    "walk_forward_equity_plot_mlflow",
-                    "walk_forward_sharpe_plot_mlflow",
-                    "walk_forward_actions_plot_mlflow",
                 ],
                 name="plot_walk_forward",
+                tags=["plot"],
             ),
             tearsheet_node(
                 "walk_forward",

@@ -1,0 +1,128 @@
+"""MLflow the conventional way, from the catalog's own metadata (kedro-mlflow opens and closes the run).
+
+- The run is named after what ran, on what and which save version; symbol and config env are tags.
+- ``run_metadata`` gains ``symbol`` and ``input_versions`` (the version each versioned free input
+  of the run resolves to), so a report carrying it tells which data it was computed from.
+- Every saved figure is logged as an artifact ``<phase>/plots/<dataset>.png`` and every
+  reporting-layer JSON as ``<phase>/reports/<dataset>.json``: no ``*_mlflow`` twin dataset per plot.
+- A dataset whose catalog entry has ``metadata: {mlflow: {model: NAME}}`` is logged as an MLflow
+  model (SB3 agent → pyfunc, ONNX bytes → onnx flavour) with a signature; a folder dataset's
+  ``{key: agent}`` as ``NAME_<key>`` each. With
+  ``registered_model`` and ``gates`` also set, a model version is registered at the end of the run
+  only if every named gate report was produced by this run and passed.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import PurePosixPath
+from typing import Any
+
+import mlflow
+from kedro.framework.hooks import hook_impl
+from kedro.io.core import DatasetError
+from mlflow.exceptions import MlflowException
+
+from trading_rl.mlflow_tracking import NOT_PRODUCED, log_onnx_model, log_sb3_model, register_if_gates_pass, run_name
+
+logger = logging.getLogger(__name__)
+
+
+def dataset_metadata(catalog, name: str) -> dict[str, Any]:
+    dataset = catalog.get(name) if catalog is not None else None
+    return dict(getattr(dataset, "metadata", None) or {})
+
+
+def dataset_has_file(catalog, name: str) -> bool:
+    """A file dataset (not one of kedro-mlflow's metric datasets, which are in MLflow already)."""
+    return catalog is not None and getattr(catalog.get(name), "_filepath", None) is not None
+
+
+def layer_of(metadata: dict[str, Any]) -> str | None:
+    return (metadata.get("kedro-viz") or {}).get("layer")
+
+
+def _figures(data: Any) -> dict[str, Any]:
+    """The matplotlib figures in ``data`` (one figure, or a list/dict of them) by artifact suffix."""
+    from matplotlib.figure import Figure
+
+    if isinstance(data, Figure):
+        return {"": data}
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else []
+    figures = {f"_{key}": value for key, value in items}
+    return figures if figures and all(isinstance(f, Figure) for f in figures.values()) else {}
+
+
+class MlflowConventionHooks:
+    def __init__(self) -> None:
+        self._catalog = None
+        self._save_version: str | None = None
+        self._reports: dict[str, dict] = {}
+        self._models: list[tuple[str, Any, dict[str, Any]]] = []
+
+    @hook_impl
+    def after_catalog_created(self, catalog, save_version) -> None:
+        self._catalog, self._save_version = catalog, save_version
+
+    @hook_impl(trylast=True)  # after kedro-mlflow has started the run and ReproducibilityHooks set run_metadata
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
+        self._reports, self._models = {}, []
+        symbol = (catalog.load("params:env_construction") or {}).get("symbol") if "params:env_construction" in catalog else None
+        input_versions = {}
+        for name in sorted(pipeline.inputs()):
+            dataset = catalog.get(name) if not name.startswith("params:") else None
+            resolve = getattr(dataset, "resolve_load_version", None)
+            if resolve is not None and getattr(dataset, "_version", None) is not None:
+                try:
+                    input_versions[name] = resolve()
+                except DatasetError:  # no version yet: the run fails at that input's node, with Kedro's message
+                    continue
+        if "run_metadata" in catalog:  # a MemoryDataset set by ReproducibilityHooks: extend it in place
+            catalog.get("run_metadata").save({**catalog.load("run_metadata"), "symbol": symbol, "input_versions": input_versions})
+        if mlflow.active_run() is None:
+            return
+        name = run_name(run_params.get("pipeline_names"), symbol, self._save_version or run_params.get("run_id", ""))
+        mlflow.set_tags({"mlflow.runName": name, "trading_rl.symbol": str(symbol), "trading_rl.env": str(run_params.get("env"))})
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
+        metadata = dataset_metadata(self._catalog, dataset_name)
+        if isinstance(data, dict) and layer_of(metadata) == "reporting":
+            self._reports[dataset_name] = data
+        if mlflow.active_run() is None:
+            return
+        phase = node.namespace or node.name
+        for suffix, figure in _figures(data).items():
+            mlflow.log_figure(figure, f"{phase}/plots/{dataset_name}{suffix}.png")
+        if isinstance(data, dict) and layer_of(metadata) == "reporting" and dataset_has_file(self._catalog, dataset_name):
+            mlflow.log_dict(data, f"{phase}/reports/{dataset_name}.json")
+        spec = metadata.get("mlflow") or {}
+        if "model" in spec:  # one model, or a folder dataset's {file name: model}
+            for key, model in data.items() if isinstance(data, dict) else [(None, data)]:
+                name = spec["model"] if key is None else f"{spec['model']}_{PurePosixPath(key).stem}"
+                try:
+                    self._models.append((dataset_name, self._log_model(model, name, dataset_name), spec))
+                except MlflowException as error:  # the model is saved in data/ already; say so, run on
+                    logger.warning("%s not logged to MLflow as model %r: %s", dataset_name, name, error)
+
+    def _log_model(self, data: Any, name: str, dataset_name: str):
+        provenance = {"dataset": dataset_name, "save_version": self._save_version}
+        if isinstance(data, (bytes, bytearray)):
+            return log_onnx_model(data, name, provenance)
+        return log_sb3_model(data, name, {**provenance, **getattr(data, "trading_rl_metadata", {})})
+
+    @hook_impl(tryfirst=True)  # before kedro-mlflow ends the run
+    def after_pipeline_run(self) -> None:
+        if mlflow.active_run() is None:
+            return
+        for dataset_name, info, spec in self._models:
+            if "registered_model" not in spec:
+                continue
+            gates = {gate: self._reports.get(gate) for gate in spec.get("gates") or []}
+            version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates)
+            if version is None:  # WARNING for a failed gate; INFO when a gate report is only missing
+                failed = any(why != NOT_PRODUCED for why in blocking.values())
+                logger.log(logging.WARNING if failed else logging.INFO, "%s not registered as %s: %s", dataset_name,
+                           spec["registered_model"], "; ".join(f"{gate} {why}" for gate, why in blocking.items()))
+            else:
+                logger.info("%s registered as %s version %s", dataset_name, spec["registered_model"], version.version)

@@ -1,0 +1,132 @@
+"""MLflow conventions of the project, usable without Kedro: metric keys, run names, agents logged as
+MLflow models with signatures, and the gate check that decides whether a model is registered.
+
+- Metric keys are ``<phase>/<group>/<metric>`` and only finite values are logged (MLflow would
+  store a NaN and draw a broken curve).
+- An SB3 agent is logged as a ``pyfunc`` model (observation batch in, deterministic action batch
+  out) and an exported ONNX actor with the ``onnx`` flavour, each with a tensor signature taken
+  from the observation shape.
+- A model version is registered only when every gate report named for it passed.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterable, Mapping
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+from mlflow.models import ModelSignature
+from mlflow.types import Schema, TensorSpec
+
+REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
+NOT_PRODUCED = "not produced by this run"
+
+
+def metric_key(prefix: str, name: str) -> str:
+    """``prefix/name`` without repeating a segment ``name`` already starts with
+    (``sac_icm`` + ``sac_icm/eval/sharpe`` → ``sac_icm/eval/sharpe``)."""
+    prefix = prefix.strip("/")
+    if not prefix or name == prefix or name.startswith(prefix + "/"):
+        return name
+    return f"{prefix}/{name}"
+
+
+def is_loggable(value: Any) -> bool:
+    """A finite real number (bools and NaN/inf are not metrics)."""
+    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def run_name(pipelines: Iterable[str] | None, symbol: str | None, save_version: str) -> str:
+    """``sac_icm+export · sp500 · 2026-11-26T10.00.00.000Z``: what ran, on what, which save version."""
+    return " · ".join([" + ".join(pipelines or ["__default__"]), symbol or "no symbol", save_version])
+
+
+def gate_verdict(report: Mapping[str, Any]) -> tuple[bool, str]:
+    """(passed, why) of a gate report: a validation report (``passed``/``failed``) or a collapse
+    report (``collapsed``)."""
+    if "passed" in report:
+        failed = report.get("failed") or []
+        return bool(report["passed"]), "passed" if report["passed"] else "failed: " + ", ".join(map(str, failed))
+    if "collapsed" in report:
+        collapsed = bool(report["collapsed"])
+        return not collapsed, "collapsed" if collapsed else "not collapsed"
+    raise ValueError(f"not a gate report (no 'passed' or 'collapsed' key): keys {sorted(report)}")
+
+
+def observation_signature(observation_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                          input_name: str | None = None, output_name: str | None = None) -> ModelSignature:
+    """Float32 tensors with a free batch axis: ``(-1, *observation_shape)`` → ``(-1, *action_shape)``."""
+    return ModelSignature(
+        inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *observation_shape), input_name)]),
+        outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *action_shape), output_name)]),
+    )
+
+
+def log_sb3_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = None):
+    """Log ``agent`` to the active run as a pyfunc model named ``name`` (code: ``mlflow_sb3_policy.py``,
+    the agent zip as an artifact); returns the ModelInfo."""
+    observation_shape = tuple(agent.observation_space.shape)
+    signature = observation_signature(observation_shape, tuple(agent.action_space.shape))
+    model_class = f"{type(agent).__module__}.{type(agent).__qualname__}"
+    with tempfile.TemporaryDirectory() as folder:
+        path, class_file = Path(folder) / "agent.zip", Path(folder) / "model_class.txt"
+        agent.save(path)
+        class_file.write_text(model_class)  # an artifact: model_config would also be logged as run params
+        return mlflow.pyfunc.log_model(
+            name=name,
+            python_model=str(Path(__file__).with_name("mlflow_sb3_policy.py")),
+            artifacts={"agent": str(path), "model_class": str(class_file)},
+            signature=signature,
+            input_example=np.zeros((1, *observation_shape), dtype=np.float32),
+            pip_requirements=[f"{package}=={version(package)}" for package in REQUIREMENTS],
+            metadata=dict(metadata or {}),
+        )
+
+
+def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | None = None):
+    """Log an exported ONNX actor with the ``onnx`` flavour; the signature is read from its graph."""
+    import mlflow.onnx
+    import onnx
+
+    model = onnx.load_model_from_string(bytes(onnx_bytes))
+
+    def spec(value_info) -> tuple[str, tuple[int, ...]]:
+        dims = value_info.type.tensor_type.shape.dim
+        return value_info.name, tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims[1:])
+
+    (input_name, observation_shape), (output_name, action_shape) = spec(model.graph.input[0]), spec(model.graph.output[0])
+    return mlflow.onnx.log_model(
+        model,
+        name=name,
+        signature=observation_signature(observation_shape, action_shape, input_name, output_name),
+        pip_requirements=[f"{package}=={version(package)}" for package in ("onnx", "onnxruntime")],
+        metadata=dict(metadata or {}),
+    )
+
+
+def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str, Mapping[str, Any] | None]):
+    """Register ``model_uri`` as a version of ``name`` when every gate report is present and passed;
+    the verdicts go on the version as tags and the reports as a run artifact ``gates/<name>.json``.
+    Returns the ModelVersion, or ``None`` with the reason when not registered."""
+    verdicts = {}
+    for report_name, report in gate_reports.items():
+        verdicts[report_name] = (False, NOT_PRODUCED) if report is None else gate_verdict(report)
+    mlflow.log_dict(
+        {"model": name, "verdicts": {k: {"passed": p, "why": w} for k, (p, w) in verdicts.items()},
+         "reports": dict(gate_reports)},
+        f"gates/{name}.json",
+    )
+    blocking = {k: why for k, (passed, why) in verdicts.items() if not passed}
+    if not verdicts or blocking:
+        return None, blocking or {"gates": "none declared"}
+    model_version = mlflow.register_model(model_uri, name, tags={f"gate.{k}": why for k, (_, why) in verdicts.items()})
+    run = mlflow.active_run()
+    client = mlflow.MlflowClient()
+    client.set_model_version_tag(name, model_version.version, "gate_report",
+                                 f"runs:/{run.info.run_id}/gates/{name}.json" if run else "")
+    return model_version, {}
