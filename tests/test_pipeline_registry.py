@@ -20,7 +20,7 @@ FOLDER_LAYERS = {"01_raw": "raw", "02_intermediate": "intermediate", "03_primary
 # Kedro-Viz turns layers off when they form a cycle; these datasets take the layer of their role
 # instead of their folder (the catalog says why next to each).
 LAYER_NOT_FOLDER = {"splits": "intermediate", "feature_params": "feature", "scalers": "feature",
-                    "walk_forward_equity": "reporting"}
+                    "walk_forward_equity": "reporting", "prior_trial_ledger": "raw"}
 
 
 def _catalog_entries():

@@ -96,4 +96,5 @@ def tearsheet_node(
         inputs=[*inputs, TEARSHEET_PARAMS, ledger, "run_metadata"],
         outputs=tearsheet_outputs(prefix),
         name=f"render_{prefix}_tearsheet",
+        tags=["report"],
     )

@@ -15,7 +15,7 @@ from trading_rl.evaluation.final import SpentTestSplitError
 LEDGER = "data/08_reporting/trial_ledger"
 REPORT = "data/08_reporting/final_evaluation/final_evaluation_report.json"
 TEARSHEET = "data/08_reporting/final_evaluation/final_evaluation_tearsheet.html"
-ROLLOUT = "data/07_model_output/final_evaluation/final_evaluation_rollout.parquet"
+ROLLOUT = "data/08_reporting/final_evaluation/final_evaluation_rollout.parquet"
 
 
 def _snapshot(project: Path) -> dict[str, bytes]:

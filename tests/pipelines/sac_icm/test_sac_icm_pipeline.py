@@ -56,7 +56,7 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
 
     from trading_rl.evaluation.tearsheet import PANELS
 
-    rollout = pd.read_parquet(_latest(foundation_project, "data/07_model_output/sac_icm_rollout.parquet"))
+    rollout = pd.read_parquet(_latest(foundation_project, "data/08_reporting/sac_icm_rollout.parquet"))
     assert set(rollout["agent"]) == {"sac_icm", "buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
     assert {"return", "position", "action_raw", "trade_value", "fill_price"} <= set(rollout.columns)
     assert (rollout["agent"] == "sac_icm").sum() == report["n_steps"]
@@ -65,6 +65,6 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     pngs = list(_latest(foundation_project, "data/08_reporting/sac_icm_tearsheet").glob("*.png"))
     assert len(pngs) == 1 and pngs[0].stat().st_size > 10_000
     versions = {_latest(foundation_project, path).parent.name for path in (
-        "data/07_model_output/sac_icm_rollout.parquet", "data/08_reporting/sac_icm_tearsheet.html",
+        "data/08_reporting/sac_icm_rollout.parquet", "data/08_reporting/sac_icm_tearsheet.html",
         "data/08_reporting/sac_icm_tearsheet", "data/06_models/sac_icm_model.zip")}
     assert len(versions) == 1

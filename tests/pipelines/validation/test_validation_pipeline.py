@@ -65,7 +65,7 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
     # The out-of-sample tearsheet draws the stitched curves walk_forward_equity holds.
     equity = pd.read_parquet(tmp_path / "data/07_model_output/walk_forward_equity.parquet" / second
                              / "walk_forward_equity.parquet")
-    rollout = pd.read_parquet(tmp_path / "data/07_model_output/walk_forward_rollout.parquet" / second
+    rollout = pd.read_parquet(tmp_path / "data/08_reporting/walk_forward_rollout.parquet" / second
                               / "walk_forward_rollout.parquet")
     agent = rollout[rollout["agent"] == "sac_icm seed 0"]
     assert agent["equity_index"].to_numpy() == pytest.approx(
