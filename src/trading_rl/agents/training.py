@@ -25,6 +25,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from trading_rl.agents.sac_icm import TrainingDivergedError, resolve_params
+from trading_rl.envs.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
@@ -40,7 +41,8 @@ MetricsCallback = Callable[[dict, int], None]
 class TrainingOutcome:
     """Result of ``train_agent``. ``history`` has one flat dict per evaluation (``timestep``,
     ``eval/*`` deterministic metrics, ``collapse_det/*`` and ``collapse_stoch/*`` statistics,
-    ``train/*`` SAC losses and ``icm/*`` diagnostics averaged since the previous evaluation);
+    ``train/*`` SAC losses, ``icm/*`` diagnostics and ``aux/*`` auxiliary-head losses averaged since
+    the previous evaluation, ``curriculum/*`` stage and stage changes when a curriculum runs);
     ``collapse_report`` gates the final evaluation's deterministic actions."""
 
     model: BaseAlgorithm
@@ -62,6 +64,7 @@ class _RunState:
     best_timestep: int = -1
     best_model: bytes = b""
     last_eval_step: int = 0
+    curriculum: dict = field(default_factory=dict)
     checkpoint_step: int | None = None
 
 
@@ -151,11 +154,13 @@ class _Trainer:
         restored._last_obs = None
         self.state = _RunState(**bundle["state"])
         self.monitor.history = self.state.collapse_history
+        load_curriculum_states(restored.get_env(), self.state.curriculum)
         logger.info("resuming training from %s at timestep %d", self.checkpoint_path, restored.num_timesteps)
         return restored, restored.num_timesteps
 
     def save_checkpoint(self, model: BaseAlgorithm) -> None:
         self.state.checkpoint_step = model.num_timesteps
+        self.state.curriculum = curriculum_states(model.get_env())
         _write_atomically(
             self.checkpoint_path,
             {
@@ -184,6 +189,13 @@ class _Trainer:
             entry[f"{prefix}/collapsed"] = float(collapse_report(stats, self.thresholds)["collapsed"])
         if hasattr(model, "pop_train_stats"):
             entry.update(model.pop_train_stats())
+        curriculum = curriculum_entry(model.get_env())
+        if curriculum:
+            logger.info(
+                "curriculum at step %d: stage %d (%s), %s", model.num_timesteps, curriculum["curriculum/stage"],
+                curriculum["curriculum/stage_name"], curriculum["curriculum/held_back_by"],
+            )
+        entry.update(curriculum)
         self.state.history.append(entry)
         self.state.last_eval_step = model.num_timesteps
 
