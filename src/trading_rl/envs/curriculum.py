@@ -349,7 +349,8 @@ class Curriculum(gym.Wrapper):
         return {
             "stage": self.stage, "steps": self.steps, "episodes": self.episodes,
             "episodes_in_stage": self.episodes_in_stage, "recent": list(self.recent),
-            "events": copy.deepcopy(self.events), "held_back_by": self.held_back_by,
+            "events": copy.deepcopy(self.events), "unreported": copy.deepcopy(self._unreported),
+            "held_back_by": self.held_back_by,
             "rng": self._rng.bit_generator.state,
         }
 
@@ -360,6 +361,7 @@ class Curriculum(gym.Wrapper):
         self.episodes_in_stage = int(state["episodes_in_stage"])
         self.recent = deque(state["recent"], maxlen=self.config["window"])
         self.events = copy.deepcopy(list(state["events"]))
+        self._unreported = copy.deepcopy(list(state["unreported"]))
         self.held_back_by = str(state["held_back_by"])
         self._rng.bit_generator.state = state["rng"]
 
