@@ -42,8 +42,9 @@ def test_resume_restores_the_curriculum_stage(tmp_path):
     fresh = build_agent(spec.make_env("train", seed=0), PARAMS, seed=0, device="cpu")
     outcome = train_agent(fresh, lambda: spec.make_env("validation"), PARAMS, tmp_path)
     assert outcome.resumed_from == 50
-    # Stage changes before and after the checkpoint are each reported once, in order; a restart
-    # from stage 0 would report stage 1 again.
+    # The curriculum counts on from the checkpoint (a fresh one would have seen 110 steps) and
+    # reports each stage change once, in order.
+    assert outcome.model.get_env().get_attr("steps")[0] == 160
     changes = [c for entry in outcome.history for c in entry["curriculum/changes"]]
-    assert [c["to_stage"] for c in changes] == list(range(1, outcome.history[-1]["curriculum/stage"] + 1))
-    assert changes[0]["step"] <= 50 < changes[-1]["step"] and outcome.history[-1]["curriculum/stage"] == 4
+    assert [c["to_stage"] for c in changes] == [1, 2, 3, 4]
+    assert [c["step"] for c in changes] == [20, 40, 70, 90]  # the resumed run starts a fresh episode at 50
