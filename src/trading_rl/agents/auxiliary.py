@@ -46,7 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from trading_rl.envs.layout import STATE_FIELDS
-from trading_rl.evaluation.regimes import REGIMES, label_regimes, resolve_regime_params
+from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
 
 logger = logging.getLogger(__name__)
 
@@ -177,9 +177,9 @@ def target_table(env: gym.Env, config: AuxiliaryConfig) -> np.ndarray:
             classes = np.where(np.isfinite(relative), np.digitize(relative, [low, high]), np.nan)
             table[:-1, HEADS.index("volume")] = classes[1:]  # the next bar's class
 
-    labels = label_regimes(pd.Series(base.close_history), config.regimes).to_numpy(dtype=object)
     regime_of = {name: float(i) for i, name in enumerate(REGIMES)}
-    table[:, HEADS.index("regime")] = [regime_of.get(label, np.nan) for label in labels[base.history_positions]]
+    labels = bar_regimes(base.close_history, base.history_positions, config.regimes)
+    table[:, HEADS.index("regime")] = [regime_of.get(label, np.nan) for label in labels]
     return table.astype(np.float32)
 
 

@@ -36,7 +36,7 @@ import pandas as pd
 from stable_baselines3.common.vec_env import VecEnv
 
 from trading_rl.evaluation.metrics import sharpe_ratio, win_rate
-from trading_rl.evaluation.regimes import REGIMES, label_regimes, resolve_regime_params
+from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
 
 logger = logging.getLogger(__name__)
 
@@ -217,13 +217,10 @@ class Curriculum(gym.Wrapper):
                 f"parameter '{PARAMS_PREFIX}.episode_length'={self.episode_length} does not fit the training env's "
                 f"{base.n_bars - base.first_tradable_bar} tradable bars"
             )
-        history = base.close_history
-        closes = pd.Series(history, index=pd.RangeIndex(len(history)))
-        labels_all = label_regimes(closes, config["regimes"]).to_numpy(dtype=object)
-        volatility_all = np.log(closes).diff().rolling(config["regimes"]["vol_window"]).std().to_numpy()
-        positions = base.history_positions
-        self.labels = np.array([label if label is not None else "" for label in labels_all[positions]], dtype=object)
-        self.volatility = volatility_all[positions]
+        labels = bar_regimes(base.close_history, base.history_positions, config["regimes"])
+        self.labels = np.array([label if label is not None else "" for label in labels], dtype=object)
+        log_returns = pd.Series(np.log(base.close_history)).diff()
+        self.volatility = log_returns.rolling(config["regimes"]["vol_window"]).std().to_numpy()[base.history_positions]
         self.starts = stage_starts(
             self.labels, self.volatility, base.first_tradable_bar, last_start, self.episode_length,
             self.stages, config["min_start_windows"],
