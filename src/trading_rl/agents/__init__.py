@@ -10,6 +10,7 @@ from trading_rl.agents.sac_icm import (
     resolve_params,
 )
 from trading_rl.agents.training import TrainingOutcome, train_agent
+from trading_rl.agents.training_env import wrap_training_env
 
 __all__ = [
     "DEFAULT_PARAMS",
@@ -23,4 +24,5 @@ __all__ = [
     "resolve_device",
     "resolve_params",
     "train_agent",
+    "wrap_training_env",
 ]

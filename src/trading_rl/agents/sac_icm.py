@@ -20,9 +20,18 @@ from stable_baselines3 import SAC
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from torch import nn
 
+from trading_rl.agents.auxiliary import (
+    DEFAULT_AUXILIARY_PARAMS,
+    AuxiliaryConfig,
+    AuxiliaryHeads,
+    auxiliary_agent_kwargs,
+    policy_encoder,
+)
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.agents.training_env import wrap_training_env
+from trading_rl.config import ConfigError, Section, section_from_defaults, setting
+from trading_rl.envs.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
 PARAMS_PREFIX = "sac_icm"
@@ -134,6 +143,39 @@ class CollapseParams(Section):
     fail_on_collapse: bool = False
 
 
+def _domain_checked(base: type[Section], check) -> type[Section]:
+    """``base`` whose ``validate`` also runs the domain module's own checks (``check(dict)``)."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class Checked(base):  # type: ignore[misc, valid-type]
+        def validate(self, prefix: str) -> None:
+            try:
+                check(self.to_dict())
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
+
+    Checked.__name__ = Checked.__qualname__ = base.__name__
+    return Checked
+
+
+# Phase E, both off by default (docs/algorithms.md): heads on a shared market encoder, and a
+# curriculum over the training bars. Their defaults stay the dicts their modules read.
+AuxiliaryParams = _domain_checked(
+    section_from_defaults(
+        "AuxiliaryParams", DEFAULT_AUXILIARY_PARAMS, module=__name__,
+        kinds={"weights": dict[str, float], "regimes": dict[str, Any], "volume_quantiles": list[float]},
+    ),
+    AuxiliaryConfig.from_params,
+)
+CurriculumParams = _domain_checked(
+    section_from_defaults(
+        "CurriculumParams", DEFAULT_CURRICULUM_PARAMS, module=__name__,
+        kinds={"episode_length": int | None, "regimes": dict[str, Any], "stages": list[dict[str, Any]]},
+    ),
+    resolve_curriculum_params,
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentParams(Section):
     """``sac_icm.agent``: everything ``build_agent`` and ``train_agent`` read."""
@@ -144,6 +186,8 @@ class AgentParams(Section):
     icm: IcmParams = setting(IcmParams())
     training: TrainingParams = setting(TrainingParams())
     collapse: CollapseParams = setting(CollapseParams())
+    auxiliary: AuxiliaryParams = setting(AuxiliaryParams())  # type: ignore[valid-type]
+    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,10 +248,12 @@ class SACWithICM(SAC):
         intrinsic_weight: float = 0.1,
         icm_warmup_steps: int = 1000,
         reward_scale: float = 1.0,
+        auxiliary: AuxiliaryConfig | None = None,
         **kwargs,
     ) -> None:
         # Set before SAC.__init__, which builds the model (and so the ICM) through _setup_model.
         self.icm_config = icm
+        self.auxiliary_config = auxiliary
         self.extrinsic_weight = float(extrinsic_weight)
         self.intrinsic_weight = float(intrinsic_weight)
         self.icm_warmup_steps = int(icm_warmup_steps)
@@ -226,6 +272,11 @@ class SACWithICM(SAC):
             obs_dim = int(np.prod(self.observation_space.shape))
             action_dim = int(np.prod(self.action_space.shape))
             self.icm = IntrinsicCuriosityModule(obs_dim, action_dim, self.icm_config).to(self.device)
+        self.auxiliary: AuxiliaryHeads | None = None
+        if self.auxiliary_config is not None:
+            encoder = policy_encoder(self.policy)
+            self.auxiliary = AuxiliaryHeads(encoder.latent_dim, self.auxiliary_config).to(self.device)
+            self.auxiliary.attach(encoder)
         self._stat_sums: dict[str, float] = {}
         self._stat_counts: dict[str, int] = {}
 
@@ -233,6 +284,8 @@ class SACWithICM(SAC):
         state_dicts, variables = super()._get_torch_save_params()
         if self.icm is not None:
             state_dicts = [*state_dicts, "icm", "icm.optimizer"]
+        if self.auxiliary is not None:
+            state_dicts = [*state_dicts, "auxiliary", "auxiliary.optimizer"]
         return state_dicts, variables
 
     def _excluded_save_params(self) -> list[str]:
@@ -310,6 +363,11 @@ class SACWithICM(SAC):
         losses = {key: float(recorded[f"train/{key}"]) for key in _SAC_LOSS_KEYS if f"train/{key}" in recorded}
         self._raise_if_diverged(losses)
         self._accumulate({f"train/{key}": value for key, value in losses.items()})
+        if self.auxiliary is not None:
+            # Its own labelled batches after SAC's update: the aux loss moves the shared encoder.
+            aux_losses = self.auxiliary.train_on(policy_encoder(self.policy), self.replay_buffer, gradient_steps, batch_size)
+            self._raise_if_diverged(aux_losses)
+            self._accumulate(aux_losses)
 
 
 def sac_kwargs(params: dict | None) -> dict[str, Any]:
@@ -327,9 +385,16 @@ def build_agent(env, params: dict | None, seed: int, device: str = "auto") -> SA
     """SAC (+ICM unless ``icm.enabled`` is false) for ``env`` from a phase parameter dict.
 
     The result is always a ``SACWithICM`` so one class loads every sac_icm checkpoint; with the ICM
-    off it trains exactly like SB3's ``SAC`` with the same seed.
+    off it trains exactly like SB3's ``SAC`` with the same seed. ``auxiliary.enabled`` adds the
+    shared market encoder and its heads, and ``env`` is wrapped as ``wrap_training_env`` says
+    (auxiliary targets, curriculum).
     """
     resolved = resolve_params(params)
+    auxiliary = AuxiliaryConfig.from_params(resolved["auxiliary"])
+    env = wrap_training_env(env, resolved)
+    kwargs = sac_kwargs(params)
+    if auxiliary is not None:
+        kwargs = auxiliary_agent_kwargs(env, auxiliary, kwargs)
     icm_params = dict(resolved["icm"])
     enabled = bool(icm_params.pop("enabled"))
     mixing = {
@@ -343,7 +408,8 @@ def build_agent(env, params: dict | None, seed: int, device: str = "auto") -> SA
         env,
         icm=ICMConfig(**icm_params) if enabled else None,
         **mixing,
-        **sac_kwargs(params),
+        **kwargs,
+        auxiliary=auxiliary,
         seed=seed,
         device=resolve_device(device),
         verbose=0,

@@ -29,6 +29,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from trading_rl.agents.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
 from trading_rl.agents.sac_icm import TrainingDivergedError, resolve_params
+from trading_rl.envs.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
@@ -42,7 +43,8 @@ MetricsCallback = Callable[[dict, int], None]
 class TrainingOutcome:
     """Result of ``train_agent``. ``history`` has one flat dict per evaluation (``timestep``,
     ``eval/*`` deterministic metrics, ``collapse_det/*`` and ``collapse_stoch/*`` statistics,
-    ``train/*`` SAC losses and ``icm/*`` diagnostics averaged since the previous evaluation);
+    ``train/*`` SAC losses, ``icm/*`` diagnostics and ``aux/*`` auxiliary-head losses averaged since
+    the previous evaluation, ``curriculum/*`` stage and stage changes when a curriculum runs);
     ``collapse_report`` gates the final evaluation's deterministic actions."""
 
     model: BaseAlgorithm
@@ -63,6 +65,7 @@ class _RunState:
     best_score: float = -math.inf
     best_timestep: int = -1
     last_eval_step: int = 0
+    curriculum: dict = field(default_factory=dict)
     checkpoint_step: int | None = None
 
 
@@ -168,11 +171,13 @@ class _Trainer:
         self.state = _RunState(**checkpoint.run_state)
         self.best = checkpoint.best
         self.monitor.history = self.state.collapse_history
+        load_curriculum_states(model.get_env(), self.state.curriculum)
         logger.info("resuming training from %s at timestep %d", checkpoint.path, model.num_timesteps)
         return model.num_timesteps
 
     def save_checkpoint(self, model: BaseAlgorithm) -> None:
         self.state.checkpoint_step = model.num_timesteps
+        self.state.curriculum = curriculum_states(model.get_env())
         self.slot.save(model, asdict(self.state), self.best)
 
     def evaluate(self, model: BaseAlgorithm) -> None:
@@ -197,6 +202,13 @@ class _Trainer:
         episode_rewards = [info["r"] for info in (model.ep_info_buffer or []) if "r" in info]
         if episode_rewards:  # SB3's Monitor: the env's own reward per finished training episode
             entry["train/episode_reward"] = float(np.mean(episode_rewards))
+        curriculum = curriculum_entry(model.get_env())
+        if curriculum:
+            logger.info(
+                "curriculum at step %d: stage %d (%s), %s", model.num_timesteps, curriculum["curriculum/stage"],
+                curriculum["curriculum/stage_name"], curriculum["curriculum/held_back_by"],
+            )
+        entry.update(curriculum)
         self.state.history.append(entry)
         self.log_evaluation(entry)
         self.state.last_eval_step = model.num_timesteps

@@ -196,6 +196,8 @@ class TradingEnvBase(gym.Env):
         self._close_list = self.close_prices.tolist()
         self._timestamp_list = list(prices.index)
         self.close_history, self.history_positions = _close_history(prices, close_history)
+        # Read by label and curriculum wrappers (never by the observation); None without a volume column.
+        self.volumes = prices["volume"].to_numpy(dtype=np.float64).copy() if "volume" in prices.columns else None
 
         feature_matrix = np.ascontiguousarray(features.to_numpy(dtype=np.float32))
         window_dim = cfg.window_size * len(self.feature_columns)
@@ -240,9 +242,15 @@ class TradingEnvBase(gym.Env):
         """First and last bar of the current episode (set by ``reset``)."""
         return self._start, self._end
 
-    def _draw_episode_bounds(self) -> tuple[int, int]:
+    def _draw_episode_bounds(self, start_bar: int | None = None) -> tuple[int, int]:
         cfg = self.config
         first, last = self.first_tradable_bar, self.n_bars - 1
+        if start_bar is not None:
+            if cfg.evaluation:
+                raise ValueError("reset option 'start_bar' is for training envs; an evaluation env runs the whole split")
+            if isinstance(start_bar, bool) or not isinstance(start_bar, (int, np.integer)) or not first <= start_bar < last:
+                raise ValueError(f"reset option 'start_bar' must be an integer in [{first}, {last}), got {start_bar!r}")
+            return int(start_bar), min(int(start_bar) + cfg.episode_length, last)
         if cfg.evaluation:
             return first, last
         start = first
@@ -252,9 +260,20 @@ class TradingEnvBase(gym.Env):
         return start, min(start + cfg.episode_length, last)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """``options`` (training curricula): ``start_bar`` fixes the episode's first bar;
+        ``cost_multiplier`` scales commission and slippage for this episode (default 1)."""
         super().reset(seed=seed)
-        self._start, self._end = self._draw_episode_bounds()
+        options = options or {}
+        unknown = sorted(set(options) - {"start_bar", "cost_multiplier"})
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; known: ['cost_multiplier', 'start_bar']")
+        self._start, self._end = self._draw_episode_bounds(options.get("start_bar"))
         self._t = self._start
+        multiplier = float(options.get("cost_multiplier", 1.0))
+        if not (math.isfinite(multiplier) and multiplier >= 0.0):
+            raise ValueError(f"reset option 'cost_multiplier' must be a finite number >= 0, got {multiplier!r}")
+        self._portfolio.commission_rate = self.config.commission_rate * multiplier
+        self._portfolio.slippage_rate = self.config.slippage_rate * multiplier
         self._portfolio.reset()
         self._equity = self._portfolio.cash
         self._smoothed = 0.0

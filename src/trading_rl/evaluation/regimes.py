@@ -89,6 +89,13 @@ def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> 
     return pd.Series(np.where(defined, labels, None), index=close.index, name="regime", dtype=object)
 
 
+def bar_regimes(close_history, positions, params: Mapping[str, Any] | None = None) -> np.ndarray:
+    """Causal label (``REGIMES`` or ``None``) of the bars at ``positions`` of ``close_history``: a
+    trading env's ``close_history`` and ``history_positions`` give its own bars' labels."""
+    labels = label_regimes(pd.Series(np.asarray(close_history, dtype=np.float64)), params)
+    return labels.to_numpy(dtype=object)[np.asarray(positions)]
+
+
 def step_regimes(timestamps, labels: pd.Series) -> np.ndarray:
     """Regime in force when each step's action was decided.
 

@@ -271,8 +271,10 @@ def train_sac(
     icm: bool = True,
 ) -> Any:
     """Train SAC(+ICM) on the fold's training window; with ``model`` given, fine-tune it instead
-    (continue training on the new window, keeping its replay buffer and step count)."""
-    from trading_rl.agents import build_agent
+    (continue training on the new window, keeping its replay buffer and step count). The training
+    env gets the curriculum and auxiliary-target wrappers that ``agent_params`` switch on, for a
+    fine-tune too (a fresh curriculum over the new window's bars)."""
+    from trading_rl.agents import build_agent, resolve_params, wrap_training_env
 
     env = spec.make_env("train", seed=seed)
     if model is None:
@@ -281,7 +283,7 @@ def train_sac(
         model = build_agent(env, params, seed=seed, device=device)
         model.learn(total_timesteps=timesteps)
     else:
-        model.set_env(env)
+        model.set_env(wrap_training_env(env, resolve_params(dict(agent_params or {}))))
         model.learn(total_timesteps=timesteps, reset_num_timesteps=False)
     return model
 

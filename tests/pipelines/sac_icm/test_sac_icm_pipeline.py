@@ -68,3 +68,33 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
         "data/08_reporting/sac_icm_rollout.parquet", "data/08_reporting/sac_icm_tearsheet.html",
         "data/08_reporting/sac_icm_tearsheet", "data/06_models/sac_icm_model.zip")}
     assert len(versions) == 1
+
+@pytest.mark.slow
+def test_sac_icm_session_with_auxiliary_heads_and_curriculum(foundation_project, kedro_run):
+    """Both phase-E parts on in --env ci: per-head losses fall in the history, the curriculum reports
+    its stage (and why it stays) there, and the saved model carries its heads."""
+    short_episodes = {"enabled": True, "episode_length": 60, "min_episodes": 2, "window": 2, "success_rate": 0.5}
+    cwd = os.getcwd()
+    os.chdir(foundation_project)
+    try:
+        kedro_run(
+            foundation_project,
+            ["sac_icm"],
+            runtime_params={"sac_icm": {"agent": {"auxiliary": {"enabled": True}, "curriculum": short_episodes}}},
+        )
+    finally:
+        os.chdir(cwd)
+
+    history = json.loads(_latest(foundation_project, "data/07_model_output/sac_icm_training_history.json").read_text())
+    first, last = history[0], history[-1]
+    for head in ("next_return", "volatility", "volume", "regime"):
+        assert last[f"aux/{head}_loss"] < first[f"aux/{head}_loss"], head
+    assert last["curriculum/episodes"] >= 4 and isinstance(last["curriculum/held_back_by"], str)
+    changes = [change for entry in history for change in entry["curriculum/changes"]]
+    assert last["curriculum/stage"] == len(changes)
+    model = SB3ModelDataset(
+        str(_latest(foundation_project, "data/06_models/sac_icm_model.zip")),
+        model_class="trading_rl.agents.sac_icm.SACWithICM",
+        device="cpu",
+    ).load()
+    assert model.auxiliary is not None and model.auxiliary_config.weights["regime"] == 0.5

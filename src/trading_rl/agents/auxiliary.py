@@ -1,0 +1,348 @@
+"""Auxiliary prediction heads on the SAC agent's market encoder (seeds ``002``, phase E.1).
+
+A daily P&L reward is a sparse, noisy training signal for the networks that read the market. Dense
+supervised targets give that encoder something to learn from on every replayed transition:
+
+- ``next_return``: the next bar's log close-to-close return (standardised; mean squared error);
+- ``volatility``: log realised volatility of the next ``volatility_horizon`` bars' returns
+  (standardised; mean squared error);
+- ``volume``: the next bar's volume class, low / normal / high, from its volume relative to the
+  mean of the ``volume_window`` bars before it, with the class thresholds at ``volume_quantiles`` of
+  the training bars (cross-entropy);
+- ``regime``: the causal regime label of the decision bar (``evaluation.regimes.label_regimes``,
+  closes up to that bar; cross-entropy). The observation holds ``window_size`` bars; the label
+  summarises hundreds, so predicting it asks the encoder for the longer context.
+
+The seeds' behaviour-cloning head is dropped: there is no teacher policy worth imitating here.
+
+Leakage rules: targets are labels only. ``AuxiliaryTargets`` computes them from the bars of the env
+it wraps (the training env: training bars only; a target that would need a bar past the env's last
+one is missing, never filled from later data) and hands them out in ``info``, which the policy never
+reads; ``AuxiliaryReplayBuffer`` stores them next to each transition, so every label belongs to the
+env the transition came from even after ``set_env`` to another walk-forward window.
+
+Network choice: ``MarketEncoder`` is an SB3 features extractor shared by actor and critic
+(``share_features_extractor=True``). It encodes the observation's feature window into a latent and
+passes the portfolio state through untouched. As SB3 does for shared extractors, the actor loss
+trains it and the critic reads it without back-propagating; the auxiliary heads add their loss on
+it through their own optimiser. Heads are linear, so the encoder has to carry the information.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import torch as th
+from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+from torch.nn import functional as F
+
+from trading_rl.envs.layout import STATE_FIELDS
+from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
+
+logger = logging.getLogger(__name__)
+
+PARAMS_PREFIX = "sac_icm.agent.auxiliary"
+HEADS: tuple[str, ...] = ("next_return", "volatility", "volume", "regime")
+VOLUME_CLASSES: tuple[str, ...] = ("low", "normal", "high")
+REGRESSION_HEADS = ("next_return", "volatility")
+HEAD_OUTPUTS = {"next_return": 1, "volatility": 1, "volume": len(VOLUME_CLASSES), "regime": len(REGIMES)}
+TARGETS_INFO_KEY = "aux_targets"
+
+DEFAULT_AUXILIARY_PARAMS: dict[str, Any] = {
+    "enabled": False,
+    "weights": {"next_return": 1.0, "volatility": 1.0, "volume": 0.5, "regime": 0.5},
+    "volatility_horizon": 5,
+    "volume_window": 20,
+    "volume_quantiles": [0.33, 0.67],
+    "latent_dim": 64,
+    "hidden_dim": 128,
+    "lr": 3.0e-4,
+    "grad_clip": 1.0,
+    "regimes": {},  # label_regimes parameters (defaults: regime_validation's)
+}
+
+
+@dataclass(frozen=True)
+class AuxiliaryConfig:
+    """Validated auxiliary-task settings (``from_params`` names the offending key)."""
+
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AUXILIARY_PARAMS["weights"]))
+    volatility_horizon: int = 5
+    volume_window: int = 20
+    volume_quantiles: tuple[float, float] = (0.33, 0.67)
+    latent_dim: int = 64
+    hidden_dim: int = 128
+    lr: float = 3e-4
+    grad_clip: float = 1.0
+    regimes: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None) -> AuxiliaryConfig | None:
+        """The config of ``sac_icm.agent.auxiliary``; ``None`` when it is switched off."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(DEFAULT_AUXILIARY_PARAMS))
+        if unknown:
+            raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_AUXILIARY_PARAMS)}")
+        resolved = {**DEFAULT_AUXILIARY_PARAMS, **params}
+        enabled = resolved.pop("enabled")
+        if not isinstance(enabled, bool):
+            raise ValueError(f"parameter '{PARAMS_PREFIX}.enabled' must be true or false, got {enabled!r}")
+        if not enabled:
+            return None
+        weights = dict(resolved["weights"] or {})
+        bad = sorted(set(weights) - set(HEADS))
+        if bad:
+            raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.weights.{bad[0]}'; heads: {list(HEADS)}")
+        resolved["weights"] = {head: weights.get(head, 0.0) for head in HEADS}
+        resolved["volume_quantiles"] = tuple(resolved["volume_quantiles"])
+        try:
+            resolved["regimes"] = resolve_regime_params(resolved["regimes"])
+        except ValueError as error:
+            raise ValueError(f"{error} (under '{PARAMS_PREFIX}.regimes')") from None
+        return cls(**resolved)
+
+    def __post_init__(self) -> None:
+        for head, weight in self.weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight >= 0):
+                raise ValueError(f"parameter '{PARAMS_PREFIX}.weights.{head}' must be a number >= 0, got {weight!r}")
+        if not any(self.weights.values()):
+            raise ValueError(f"parameter '{PARAMS_PREFIX}.weights' gives every head weight 0: switch auxiliary off instead")
+        for name, minimum in (("volatility_horizon", 2), ("volume_window", 1), ("latent_dim", 1), ("hidden_dim", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+                raise ValueError(f"parameter '{PARAMS_PREFIX}.{name}' must be an integer >= {minimum}, got {value!r}")
+        quantiles = self.volume_quantiles
+        if len(quantiles) != 2 or not 0.0 < quantiles[0] < quantiles[1] < 1.0:
+            raise ValueError(
+                f"parameter '{PARAMS_PREFIX}.volume_quantiles' must be two increasing numbers in (0, 1), "
+                f"got {list(self.volume_quantiles)}"
+            )
+        for name in ("lr", "grad_clip"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"parameter '{PARAMS_PREFIX}.{name}' must be > 0, got {getattr(self, name)!r}")
+
+
+# ---------------------------------------------------------------- targets
+
+
+def _standardised(values: np.ndarray) -> np.ndarray:
+    finite = values[np.isfinite(values)]
+    if finite.size < 2 or finite.std() == 0.0:
+        return np.full_like(values, np.nan)
+    return (values - finite.mean()) / finite.std()
+
+
+def target_table(env: gym.Env, config: AuxiliaryConfig) -> np.ndarray:
+    """Targets of every bar ``t`` of a trading env, shape ``(n_bars, len(HEADS))``, NaN where missing.
+
+    Row ``t`` labels the observation at bar ``t``: ``next_return`` and ``volume`` need bar ``t + 1``,
+    ``volatility`` bars ``t + 1 .. t + volatility_horizon``; they are missing where the env's bars end.
+    Means, deviations and volume thresholds are those of the env's own bars (the training bars).
+    """
+    base = env.unwrapped
+    close = base.close_prices
+    n = len(close)
+    returns = np.full(n, np.nan)
+    returns[:-1] = np.diff(np.log(close))  # returns[t]: bar t to bar t + 1
+    horizon = config.volatility_horizon
+    forward_vol = pd.Series(returns).rolling(horizon).std(ddof=0).shift(-(horizon - 1)).to_numpy()
+    with np.errstate(divide="ignore"):
+        log_vol = np.where(forward_vol > 0, np.log(np.where(forward_vol > 0, forward_vol, 1.0)), np.nan)
+
+    table = np.full((n, len(HEADS)), np.nan, dtype=np.float64)
+    table[:, HEADS.index("next_return")] = _standardised(returns)
+    table[:, HEADS.index("volatility")] = _standardised(log_vol)
+
+    volumes = getattr(base, "volumes", None)
+    if volumes is None:
+        if config.weights["volume"] > 0:
+            raise ValueError(
+                f"the training prices have no 'volume' column: set '{PARAMS_PREFIX}.weights.volume' to 0"
+            )
+    else:
+        series = pd.Series(np.where(volumes > 0, volumes, np.nan))
+        relative = (series / series.shift(1).rolling(config.volume_window).mean()).to_numpy()
+        finite = relative[np.isfinite(relative)]
+        if finite.size:
+            low, high = np.quantile(finite, config.volume_quantiles)
+            classes = np.where(np.isfinite(relative), np.digitize(relative, [low, high]), np.nan)
+            table[:-1, HEADS.index("volume")] = classes[1:]  # the next bar's class
+
+    regime_of = {name: float(i) for i, name in enumerate(REGIMES)}
+    labels = bar_regimes(base.close_history, base.history_positions, config.regimes)
+    table[:, HEADS.index("regime")] = [regime_of.get(label, np.nan) for label in labels]
+    return table.astype(np.float32)
+
+
+class AuxiliaryTargets(gym.Wrapper):
+    """Adds ``info["aux_targets"]``: the targets of the observation the step's action was decided on.
+
+    The observation is left exactly as the wrapped env made it.
+    """
+
+    def __init__(self, env: gym.Env, config: AuxiliaryConfig) -> None:
+        super().__init__(env)
+        base = env.unwrapped
+        if not hasattr(base, "close_prices") or not hasattr(base, "history_positions"):
+            raise ValueError(f"auxiliary targets need a trading env (TradingEnvBase), got {type(base).__name__}")
+        self.table = target_table(env, config)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, TARGETS_INFO_KEY: self.table[info["bar_index"] - 1]}
+
+
+class AuxiliaryReplayBuffer(ReplayBuffer):
+    """SB3's replay buffer plus each transition's auxiliary targets (NaN where the env gave none)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.aux_targets = np.full((self.buffer_size, self.n_envs, len(HEADS)), np.nan, dtype=np.float32)
+        self.unlabelled_transitions = 0
+
+    def add(self, obs, next_obs, action, reward, done, infos) -> None:
+        for env_index, info in enumerate(infos):
+            targets = info.get(TARGETS_INFO_KEY)
+            if targets is None:
+                if self.unlabelled_transitions == 0:
+                    logger.warning(
+                        "the training env gives no auxiliary targets (info['%s']); the auxiliary heads learn "
+                        "from labelled transitions only. Wrap the env with trading_rl.agents.wrap_training_env",
+                        TARGETS_INFO_KEY,
+                    )
+                self.unlabelled_transitions += 1
+                self.aux_targets[self.pos, env_index] = np.nan
+            else:
+                self.aux_targets[self.pos, env_index] = targets
+        super().add(obs, next_obs, action, reward, done, infos)
+
+    def sample_labelled(self, batch_size: int) -> tuple[th.Tensor, th.Tensor]:
+        """Observations and their targets for ``batch_size`` random stored transitions."""
+        upper = self.buffer_size if self.full else self.pos
+        batch = np.random.randint(0, upper, size=batch_size)
+        envs = np.random.randint(0, self.n_envs, size=batch_size)
+        observations = self._normalize_obs(self.observations[batch, envs, :], None)
+        return self.to_torch(observations), self.to_torch(self.aux_targets[batch, envs, :])
+
+
+# ---------------------------------------------------------------- networks
+
+
+class MarketEncoder(BaseFeaturesExtractor):
+    """Observation ``[feature window | portfolio state]`` -> ``[latent(feature window) | state]``."""
+
+    def __init__(self, observation_space: gym.spaces.Box, market_dim: int, latent_dim: int = 64, hidden_dim: int = 128):
+        state_dim = int(np.prod(observation_space.shape)) - int(market_dim)
+        if state_dim != len(STATE_FIELDS):
+            raise ValueError(
+                f"the market encoder expects {len(STATE_FIELDS)} portfolio-state values after a {market_dim}-value "
+                f"feature window; the observation has {int(np.prod(observation_space.shape))} values"
+            )
+        super().__init__(observation_space, features_dim=int(latent_dim) + state_dim)
+        self.market_dim = int(market_dim)
+        self.latent_dim = int(latent_dim)
+        self.market = nn.Sequential(
+            nn.Linear(self.market_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, self.latent_dim), nn.ReLU()
+        )
+
+    def encode_market(self, observations: th.Tensor) -> th.Tensor:
+        return self.market(observations[:, : self.market_dim])
+
+    def forward(self, observations: th.Tensor) -> th.Tensor:
+        return th.cat([self.encode_market(observations), observations[:, self.market_dim :]], dim=1)
+
+
+class AuxiliaryHeads(nn.Module):
+    """Linear heads on the encoder's latent, and an Adam optimiser over heads *and* encoder.
+
+    The encoder is not a submodule (it belongs to the policy and is saved with it); ``attach`` builds
+    the optimiser over both, so ``state_dict`` + ``optimizer.state_dict`` are this object's own state.
+    """
+
+    def __init__(self, latent_dim: int, config: AuxiliaryConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.heads = nn.ModuleDict(
+            {head: nn.Linear(latent_dim, HEAD_OUTPUTS[head]) for head in HEADS if config.weights[head] > 0}
+        )
+        self.optimizer: th.optim.Optimizer | None = None
+
+    def attach(self, encoder: MarketEncoder) -> None:
+        self.optimizer = th.optim.Adam([*encoder.parameters(), *self.parameters()], lr=self.config.lr)
+
+    def losses(self, latent: th.Tensor, targets: th.Tensor) -> dict[str, th.Tensor]:
+        """Loss per head over the samples that have its target (heads without any are left out)."""
+        out = {}
+        for head, layer in self.heads.items():
+            target = targets[:, HEADS.index(head)]
+            known = th.isfinite(target)
+            if not bool(known.any()):
+                continue
+            prediction = layer(latent[known])
+            if head in REGRESSION_HEADS:
+                out[head] = F.mse_loss(prediction.squeeze(1), target[known])
+            else:
+                out[head] = F.cross_entropy(prediction, target[known].long())
+        return out
+
+    def update(self, encoder: MarketEncoder, observations: th.Tensor, targets: th.Tensor) -> dict[str, float]:
+        """One clipped step on the weighted sum of the head losses; returns each loss and the total."""
+        assert self.optimizer is not None, "attach() the encoder first"
+        losses = self.losses(encoder.encode_market(observations.float()), targets)
+        if not losses:
+            return {}
+        total = sum(self.config.weights[head] * loss for head, loss in losses.items())
+        values = dict(zip([*losses, "total"], th.stack([*losses.values(), total]).detach().tolist()))
+        if all(math.isfinite(value) for value in values.values()):
+            self.optimizer.zero_grad()
+            total.backward()
+            nn.utils.clip_grad_norm_([p for group in self.optimizer.param_groups for p in group["params"]], self.config.grad_clip)
+            self.optimizer.step()
+        return values
+
+    def train_on(self, encoder: MarketEncoder, buffer: AuxiliaryReplayBuffer, gradient_steps: int, batch_size: int) -> dict[str, float]:
+        """``gradient_steps`` updates on labelled batches from ``buffer``; mean losses as ``aux/<head>_loss``."""
+        sums: dict[str, float] = {}
+        for _ in range(gradient_steps):
+            for name, value in self.update(encoder, *buffer.sample_labelled(batch_size)).items():
+                sums[name] = sums.get(name, 0.0) + value
+        return {f"aux/{name}_loss": total / gradient_steps for name, total in sums.items()}
+
+
+# ---------------------------------------------------------------- agent wiring
+
+
+def auxiliary_agent_kwargs(env: gym.Env, config: AuxiliaryConfig, sac_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """SAC keyword arguments with the shared ``MarketEncoder`` and the labelled replay buffer."""
+    layout = env.unwrapped.layout
+    policy_kwargs = {
+        **sac_kwargs.get("policy_kwargs", {}),
+        "features_extractor_class": MarketEncoder,
+        "features_extractor_kwargs": {
+            "market_dim": layout["features"].stop,
+            "latent_dim": config.latent_dim,
+            "hidden_dim": config.hidden_dim,
+        },
+        "share_features_extractor": True,
+    }
+    return {**sac_kwargs, "policy_kwargs": policy_kwargs, "replay_buffer_class": AuxiliaryReplayBuffer}
+
+
+def policy_encoder(policy) -> MarketEncoder:
+    """The policy's shared market encoder; an error names the clash when another extractor replaced it."""
+    encoder = policy.actor.features_extractor
+    if not isinstance(encoder, MarketEncoder):
+        raise ValueError(
+            f"'{PARAMS_PREFIX}' needs the MarketEncoder features extractor, but the policy has "
+            f"{type(encoder).__name__} (e.g. multi_symbol's shared encoder): switch one of them off"
+        )
+    return encoder

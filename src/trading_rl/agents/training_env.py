@@ -1,0 +1,40 @@
+"""The training env as the sac_icm agent sees it: the curriculum and auxiliary-target wrappers that
+its parameters switch on, around a training ``TradingEnvBase``.
+
+One function for every place that hands a training env to the agent (``build_agent``, a
+walk-forward fine-tune's ``set_env``), so none of them can forget a wrapper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+from stable_baselines3.common.env_util import is_wrapped
+from stable_baselines3.common.vec_env import VecEnv
+
+from trading_rl.agents.auxiliary import AuxiliaryConfig, AuxiliaryTargets
+from trading_rl.envs.curriculum import Curriculum
+
+
+def wrap_training_env(env: gym.Env, agent_params: Mapping[str, Any]) -> gym.Env:
+    """``env`` with ``Curriculum`` (if ``curriculum.enabled``) and ``AuxiliaryTargets`` (if
+    ``auxiliary.enabled``) around it; wrappers already present are not added twice.
+
+    ``agent_params`` are resolved sac_icm agent parameters (``sac_icm.resolve_params``).
+    """
+    auxiliary = AuxiliaryConfig.from_params(agent_params.get("auxiliary"))
+    curriculum = dict(agent_params.get("curriculum") or {})
+    if auxiliary is None and not curriculum.get("enabled", False):
+        return env
+    if isinstance(env, VecEnv):
+        raise ValueError(
+            "sac_icm.agent.curriculum / auxiliary wrap a single training env; build the agent on one env, "
+            "not a vectorised one"
+        )
+    if auxiliary is not None and not is_wrapped(env, AuxiliaryTargets):
+        env = AuxiliaryTargets(env, auxiliary)
+    if curriculum.get("enabled", False) and not is_wrapped(env, Curriculum):
+        env = Curriculum(env, curriculum)
+    return env

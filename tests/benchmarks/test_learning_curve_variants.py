@@ -1,0 +1,52 @@
+"""benchmarks/learning_curve.py variants reach the phase-E switches of the agent it trains."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from arch.data import sp500
+
+from trading_rl.agents import build_agent
+from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
+from trading_rl.envs import build_env_spec
+from trading_rl.envs.curriculum import Curriculum
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from learning_curve import agent_params, load_parameters, parse_variant  # noqa: E402
+
+VARIANTS = {
+    "sac_icm": "sac_icm",
+    "aux": "aux auxiliary.enabled=true",
+    "curriculum": "curriculum curriculum.enabled=true",
+    "aux_curriculum": "aux_curriculum auxiliary.enabled=true curriculum.enabled=true",
+}
+
+
+@pytest.mark.slow
+def test_the_four_phase_e_variants_build_the_agents_they_name():
+    prices = sp500.load().loc["2009-01-01":"2014-12-31"].rename(columns=str.lower)
+    log_close = np.log(prices["close"])
+    features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
+    splits = {"train": {"start": "2010-01-01", "end": "2013-12-31"}, "test": {"start": "2014-01-01", "end": "2014-12-31"}}
+    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, {}, 252.0)
+    params = load_parameters("base")
+    built = {}
+    for name, text in VARIANTS.items():
+        variant, overrides = parse_variant(text)
+        model = build_agent(spec.make_env("train", seed=0), agent_params(params, overrides), seed=0, device="cpu")
+        env = model.get_env()
+        built[variant] = (
+            isinstance(model.policy.actor.features_extractor, MarketEncoder),
+            env.env_is_wrapped(AuxiliaryTargets)[0],
+            env.env_is_wrapped(Curriculum)[0],
+        )
+    assert built == {
+        "sac_icm": (False, False, False),
+        "aux": (True, True, False),
+        "curriculum": (False, False, True),
+        "aux_curriculum": (True, True, True),
+    }
