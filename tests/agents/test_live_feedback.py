@@ -50,6 +50,8 @@ def test_training_metrics_reach_mlflow_with_their_steps(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
+    # Its own experiment: an earlier Kedro session in this process may have left another active.
+    mlflow.set_experiment("live_feedback")
     try:
         model, params = toy_agent(seed=1, total_timesteps=200)
         with mlflow.start_run() as run:

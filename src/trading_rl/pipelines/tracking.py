@@ -3,25 +3,23 @@ run shows its curves in the MLflow UI before its node ends."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+
+from trading_rl.mlflow_tracking import is_loggable, metric_key
 
 
 def stream_to_mlflow(prefix: str) -> Callable[[dict, int], None]:
-    """``callback(metrics, step)`` logging every finite number as ``<prefix>/<key>`` at ``step`` on
-    the active MLflow run (kedro-mlflow's); undefined values are left out, never logged as NaN.
-    Without an active run (a run outside Kedro, a test) it does nothing."""
+    """``callback(metrics, step)`` logging every finite number at ``step`` on the active MLflow run
+    (kedro-mlflow's), with the key and NaN rules of ``PhaseMetricsDataset`` (``mlflow_tracking``):
+    ``<prefix>/<group>/<metric>``, undefined values left out. Without an active run (a run outside
+    Kedro, a test) it does nothing."""
 
     def callback(metrics: dict, step: int) -> None:
         import mlflow
 
         if mlflow.active_run() is None:
             return
-        finite = {
-            f"{prefix}/{key}": float(value)
-            for key, value in metrics.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        }
+        finite = {metric_key(prefix, key): float(value) for key, value in metrics.items() if is_loggable(value)}
         if finite:
             mlflow.log_metrics(finite, step=int(step))
 

@@ -12,7 +12,7 @@ from typing import Any
 from trading_rl.agents import build_agent, train_agent
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_signature
-from trading_rl.evaluation.report import evaluate_policy, flat_metrics, metrics_history
+from trading_rl.evaluation.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
@@ -21,8 +21,9 @@ from trading_rl.pipelines.tracking import stream_to_mlflow
 
 def train_sac_icm(
     env_spec: EnvSpec, params: dict[str, Any], seed: int, run_metadata: dict[str, Any]
-) -> tuple[Any, Any, list[dict], dict[str, list[dict]]]:
-    """Train on random episodes of the training split, evaluating on ``evaluation_split``."""
+) -> tuple[Any, Any, list[dict]]:
+    """Train on random episodes of the training split, evaluating on ``evaluation_split``; every
+    evaluation's metrics reach MLflow while training runs (``stream_to_mlflow``)."""
     agent_params = params["agent"]
     eval_split = params["evaluation_split"]
     model = build_agent(env_spec.make_env("train", seed=seed), agent_params, seed=seed, device=params["device"])
@@ -41,7 +42,7 @@ def train_sac_icm(
     metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
     for trained in (outcome.model, outcome.best_model):
         trained.trading_rl_metadata = metadata
-    return outcome.model, outcome.best_model, outcome.history, metrics_history(outcome.history)
+    return outcome.model, outcome.best_model, outcome.history
 
 
 def evaluate_sac_icm(

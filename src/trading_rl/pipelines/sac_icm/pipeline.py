@@ -14,7 +14,6 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "sac_icm_model",
                     "sac_icm_best_model",
                     "sac_icm_training_history",
-                    "sac_icm_training_metrics",
                 ],
                 name="train_sac_icm",
                 tags=["train"],
