@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch as th
 
-from trading_rl.agents.icm import EmaVariance, ICMConfig, IntrinsicCuriosityModule
+from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
 
 
 def _batch(seed: int = 0, n: int = 64, obs_dim: int = 5):
@@ -21,22 +21,20 @@ def _icm(**config) -> IntrinsicCuriosityModule:
     return IntrinsicCuriosityModule(5, 1, ICMConfig(feature_dim=8, hidden_dim=32, **config))
 
 
-def test_ema_variance_is_the_bias_corrected_moving_average_of_batch_variances():
-    rng = np.random.default_rng(1)
-    batches = [rng.normal(3.0, scale, size=n) for scale, n in ((2.0, 7), (0.5, 50), (9.0, 3), (1.0, 200))]
-    ema = EmaVariance(decay=0.9)
-    assert float(ema.std) == 1.0  # nothing seen yet
-    for batch in batches:
-        ema.update(th.as_tensor(batch))
-    # By hand: m_t = 0.9 m_{t-1} + 0.1 var_t, then m_t / (1 - 0.9^t)
-    average = 0.0
-    for batch in batches:
-        average = 0.9 * average + 0.1 * batch.var()
-    expected = np.sqrt(average / (1 - 0.9 ** len(batches)))
-    assert float(ema.std) == pytest.approx(expected, rel=1e-9)
-    first = EmaVariance(decay=0.99)
-    first.update(th.as_tensor(batches[0]))
-    assert float(first.std) == pytest.approx(batches[0].std(), rel=1e-9)  # not shrunk towards 0
+def test_moving_average_is_bias_corrected():
+    values = [2.0, 0.5, 9.0, 1.0]
+    average = MovingAverage(decay=0.9)
+    assert float(average.value) == 1.0  # nothing seen yet
+    for value in values:
+        average.update(th.tensor(value))
+    # By hand: m_t = 0.9 m_{t-1} + 0.1 x_t, then m_t / (1 - 0.9^t)
+    expected = 0.0
+    for value in values:
+        expected = 0.9 * expected + 0.1 * value
+    assert float(average.value) == pytest.approx(expected / (1 - 0.9 ** len(values)), rel=1e-12)
+    first = MovingAverage(decay=0.99)
+    first.update(th.tensor(3.0))
+    assert float(first.value) == pytest.approx(3.0)  # not shrunk towards 0
 
 
 def test_one_update_changes_every_parameter_and_uses_the_documented_loss():
@@ -77,7 +75,7 @@ def test_gradients_are_clipped_to_max_norm():
     assert float(norm) <= 1e-3 * (1 + 1e-4)
 
 
-def test_intrinsic_reward_is_eta_times_half_squared_error_over_its_moving_std_and_clipped():
+def test_intrinsic_reward_is_the_log_compressed_surprise_over_its_spread_and_clipped():
     icm = _icm(eta=0.01, reward_clip=5.0)
     obs, actions, next_obs = _batch()
     next_obs = next_obs.clone()
@@ -88,39 +86,40 @@ def test_intrinsic_reward_is_eta_times_half_squared_error_over_its_moving_std_an
     assert th.allclose(icm.raw_intrinsic_reward(obs, actions, next_obs), raw)
 
     reward = icm.intrinsic_reward(obs, actions, next_obs)
-    # First batch: the bias-corrected moving std is this batch's std; no centring, so every
-    # bonus stays >= 0 and only the top is clipped.
-    expected = np.minimum(raw.double().numpy() / raw.double().numpy().std(), 5.0)
+    # First batch (bias-corrected averages = this batch's statistics), by hand with numpy:
+    values = raw.double().numpy()
+    lower_median = np.sort(values)[(values.size - 1) // 2]  # torch.median: the lower middle value
+    compressed = np.log1p(values / lower_median)
+    expected = np.minimum(compressed / compressed.std(), 5.0)
     np.testing.assert_allclose(reward.numpy(), expected, rtol=1e-5, atol=1e-6)
     assert float(reward[0]) == 5.0
-    assert float(reward.min()) >= 0.0
+    assert float(reward.min()) >= 0.0  # not centred: a bonus
 
 
-def test_bonus_keeps_its_spread_as_the_forward_model_converges():
-    """The defect this normalisation fixes: against all-time statistics the bonus of a converged
-    forward model was a near-constant negative number. With the moving scale its batch std stays ~1."""
-    icm = _icm(scale_decay=0.95)
-    batch = _batch()
-    first = None
-    for step in range(300):
-        reward, losses = icm.reward_and_update(*_batch(seed=step % 7))
-        first = first if first is not None else losses["forward_loss"]
-    assert losses["forward_loss"] < 0.1 * first  # the forward model has converged
-    late = icm.intrinsic_reward(*batch)
-    assert 0.5 < float(late.std()) < 2.0
-    assert float(late.mean()) > 0.0
-
-
-def test_models_saved_with_the_all_time_statistics_still_load():
+def test_bonus_keeps_its_spread_on_heavy_tailed_errors():
+    """The defect this normalisation fixes: the error is heavy-tailed (a few transitions thousands of
+    times the median). Scaled by the std, every typical bonus was ~0; relative to the median and
+    log-compressed, the batch's bonuses keep a spread of about one unit."""
     icm = _icm()
-    state = {k: v for k, v in icm.state_dict().items() if "_scale." not in k}
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        raw = th.as_tensor(rng.lognormal(mean=-14.0, sigma=3.0, size=256))  # max ~3,000x the median
+        bonus = icm._normalised(raw)
+    by_std = (raw / raw.std()).numpy()
+    assert np.median(by_std) < 0.02  # what scaling by the std gave the typical transition
+    assert 0.7 < float(bonus.std()) < 1.3 and float(bonus.median()) > 0.3
+
+
+def test_models_saved_with_earlier_statistics_still_load():
+    icm = _icm()
+    state = {k: v for k, v in icm.state_dict().items() if not k.startswith(("intrinsic_", "extrinsic_scale."))}
     for old in ("reward_stats", "extrinsic_stats"):
         state[f"{old}.mean"] = th.tensor(0.3, dtype=th.float64)
         state[f"{old}.var"] = th.tensor(4.0, dtype=th.float64)
         state[f"{old}.count"] = th.tensor(100.0, dtype=th.float64)
+    state["intrinsic_scale.average"] = th.tensor(2.0, dtype=th.float64)
     icm.load_state_dict(state)
-    assert float(icm.intrinsic_scale.std) == pytest.approx(2.0)
-    assert float(icm.extrinsic_scale.std) == pytest.approx(2.0)
+    assert float(icm.intrinsic_median.weight) == 0.0  # the normalisation restarts from the next batch
 
 
 def test_non_finite_loss_skips_the_step_and_is_reported():

@@ -64,16 +64,18 @@ def test_rewards_are_untouched_before_warmup_and_mixed_after_it():
         predicted = reference_icm.forward_model(th.cat([phi, batch.actions], dim=1))
         raw = 0.01 * 0.5 * ((predicted - reference_icm.encoder(batch.next_observations)) ** 2).sum(dim=1)
 
-    def moving_std(ema, values: np.ndarray) -> float:
-        """The EMA of batch variances after one more batch, by hand (bias-corrected)."""
-        decay = ema.decay
-        average = decay * float(ema.average) + (1 - decay) * values.var()
-        return float(np.sqrt(average / (decay * float(ema.weight) + (1 - decay))))
+    def after_one_more(average, value: float) -> float:
+        """A moving average's value after one more batch statistic, by hand (bias-corrected)."""
+        decay = average.decay
+        total = decay * float(average.average) + (1 - decay) * value
+        return total / (decay * float(average.weight) + (1 - decay))
 
     raw = raw.double().numpy()
-    intrinsic = np.minimum(raw / moving_std(reference_icm.intrinsic_scale, raw), 5)
+    median = after_one_more(reference_icm.intrinsic_median, np.sort(raw)[(raw.size - 1) // 2])
+    compressed = np.log1p(raw / median)
+    intrinsic = np.minimum(compressed / after_one_more(reference_icm.intrinsic_spread, compressed.std()), 5)
     extrinsic = batch.rewards.double().numpy().reshape(-1)
-    intrinsic = intrinsic * moving_std(reference_icm.extrinsic_scale, extrinsic)  # on the P&L reward's scale
+    intrinsic = intrinsic * after_one_more(reference_icm.extrinsic_scale, extrinsic.std())  # on the P&L scale
     expected = 0.9 * extrinsic + 0.1 * intrinsic
 
     mixed = model.curious_batch(_sample(model, seed=1))
@@ -83,7 +85,7 @@ def test_rewards_are_untouched_before_warmup_and_mixed_after_it():
     # The ICM trained on exactly this batch: one update of the copy lands on the same weights.
     reference_icm.update(batch.observations, batch.actions, batch.next_observations)
     for name, value in reference_icm.state_dict().items():
-        if not name.startswith(("intrinsic_scale.", "extrinsic_scale.")):
+        if not name.startswith(("intrinsic_", "extrinsic_scale.")):
             assert th.allclose(value, model.icm.state_dict()[name]), name
 
 
@@ -122,7 +124,7 @@ def test_save_and_load_restore_policy_and_icm_state(tmp_path):
     original_state, loaded_state = model.icm.state_dict(), loaded.icm.state_dict()
     assert original_state.keys() == loaded_state.keys()
     assert all(th.equal(original_state[k], loaded_state[k]) for k in original_state)
-    assert float(loaded.icm.intrinsic_scale.weight) > 0.0  # the moving scales came back, not fresh ones
+    assert float(loaded.icm.intrinsic_median.weight) > 0.0  # the moving statistics came back, not fresh ones
     assert loaded.icm.optimizer.state_dict()["state"].keys() == model.icm.optimizer.state_dict()["state"].keys()
     assert loaded.icm.config == model.icm.config
     assert (loaded.icm_warmup_steps, loaded.intrinsic_weight, loaded.icm_batches) == (

@@ -1,7 +1,7 @@
 """Agents: SAC with an Intrinsic Curiosity Module, its training loop and device selection."""
 
 from trading_rl.agents.device import resolve_device
-from trading_rl.agents.icm import EmaVariance, ICMConfig, IntrinsicCuriosityModule
+from trading_rl.agents.icm import MovingAverage, ICMConfig, IntrinsicCuriosityModule
 from trading_rl.agents.sac_icm import (
     DEFAULT_PARAMS,
     SACWithICM,
@@ -16,7 +16,7 @@ __all__ = [
     "DEFAULT_PARAMS",
     "ICMConfig",
     "IntrinsicCuriosityModule",
-    "EmaVariance",
+    "MovingAverage",
     "SACWithICM",
     "TrainingDivergedError",
     "TrainingOutcome",

@@ -10,15 +10,21 @@ instead of settling on one action early (the collapse this project exists to pre
   gradient also reaches the encoder through φ(s'), and the inverse loss keeps the features from
   shrinking to nothing (detaching φ(s') instead leaves the forward model chasing moving targets);
 - loss ``(1 − β)·L_inv + β·L_fwd``;
-- intrinsic reward ``η · 0.5·||φ̂(s') − φ(s')||²`` per sample (no gradient), divided by an
-  exponential moving average of its batch standard deviation (updated with every batch *before*
-  dividing it) and clipped to ``reward_clip``. It is not centred: a novelty bonus stays a bonus.
+- intrinsic reward ``η · 0.5·||φ̂(s') − φ(s')||²`` per sample (no gradient), normalised per sample as
+  ``log(1 + raw / m) / d`` clipped to ``reward_clip``: ``m`` an exponential moving average of the
+  batches' median raw reward, ``d`` one of the batches' standard deviation of ``log(1 + raw / m)``
+  (both updated with every batch *before* normalising it). It is not centred: a novelty bonus stays a
+  bonus (0 for a transition the model predicts perfectly, larger the more surprising).
 
-Why a decaying scale: the forward model's error shrinks by orders of magnitude as it learns. Against
-all-time statistics (no decay) the bonus became a near-constant negative number once the model had
-converged, and its varying part carried ~2% of the learner reward's variation instead of the
-configured 10%. The EMA follows the error's current spread, so the bonus keeps its configured share
-of the variation for the whole run (``icm/effective_share`` in the training history measures it).
+Why this normalisation: the forward model's error shrinks by orders of magnitude as it learns, and
+its distribution is very heavy-tailed (on the default run's trained ICM the largest of 8,000 training
+transitions was ~3,000x the median). Against all-time mean/std statistics the bonus became a
+near-constant negative number and carried ~2% of the learner reward's variation instead of the
+configured 10%; an EMA of the *std* still left it at 2%, because a few huge errors set the scale and
+every typical transition's bonus was ~0. Measuring surprise relative to the typical (median) error and
+compressing the tail with a log keeps the bonus's spread set by the bulk of the transitions, and the
+moving averages follow the falling error, so the bonus keeps its configured share of the variation for
+the whole run (``icm/effective_share`` in the training history measures it).
 
 The moving averages are registered buffers and the optimiser hangs off the module (as SB3 does
 with ``actor.optimizer``), so ``state_dict`` + ``optimizer.state_dict`` capture the whole state.
@@ -47,10 +53,9 @@ class ICMConfig:
     grad_clip: float = 1.0
     train_freq: int = 1
     reward_clip: float = 5.0
-    # Per-batch decay of the moving averages behind the intrinsic reward's scale (and the extrinsic
-    # reward's, below): 0.95 remembers about the last 20 batches. Measured on the toy env while the
-    # forward loss fell eight-fold: 0.95 held the effective share at 0.10 throughout, 0.99 lagged
-    # the falling error and started at 0.02 (tests/agents/test_sac_icm.py).
+    # Per-batch decay of the moving averages behind the intrinsic reward's normalisation (and the
+    # extrinsic reward's scale, below): 0.95 remembers about the last 20 batches, fast enough to follow
+    # the forward model's falling error (0.99 lagged it on the toy env and started at a 0.02 share).
     scale_decay: float = 0.95
     # Rescale the normalised intrinsic reward to the running std of the extrinsic reward before
     # mixing: daily log-return rewards are ~1e-3 while a normalised curiosity reward is ~1, so
@@ -73,9 +78,10 @@ class ICMConfig:
         return asdict(self)
 
 
-class EmaVariance(nn.Module):
-    """Exponential moving average of batch variances, bias-corrected as Adam's moments are (so the
-    first batch's variance is used as it is, not a tenth of it); buffers, so it saves with the module."""
+class MovingAverage(nn.Module):
+    """Exponential moving average of one statistic per batch, bias-corrected as Adam's moments are
+    (the first batch's value is used as it is, not a twentieth of it); buffers, so it saves with the
+    module. ``value`` is 1 before any update."""
 
     def __init__(self, decay: float) -> None:
         super().__init__()
@@ -84,19 +90,19 @@ class EmaVariance(nn.Module):
         self.register_buffer("weight", th.zeros((), dtype=th.float64))
 
     @th.no_grad()
-    def update(self, values: th.Tensor) -> None:
-        x = values.detach().to(th.float64).reshape(-1)
-        if x.numel() < 2:
-            return
-        self.average.mul_(self.decay).add_((1.0 - self.decay) * x.var(unbiased=False))
+    def update(self, statistic: th.Tensor) -> None:
+        self.average.mul_(self.decay).add_((1.0 - self.decay) * statistic.detach().to(th.float64))
         self.weight.mul_(self.decay).add_(1.0 - self.decay)
 
     @property
-    def std(self) -> th.Tensor:
-        """The bias-corrected moving standard deviation (1 before any update)."""
+    def value(self) -> th.Tensor:
         if float(self.weight) == 0.0:
             return th.ones((), dtype=th.float64, device=self.average.device)
-        return th.sqrt(self.average / self.weight)
+        return self.average / self.weight
+
+
+# Buffers of the normalisations models were saved with before this one.
+_LEGACY_STATISTICS = ("reward_stats.", "extrinsic_stats.", "intrinsic_scale.")
 
 
 def _mlp(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
@@ -116,21 +122,20 @@ class IntrinsicCuriosityModule(nn.Module):
         self.forward_model = _mlp(c.feature_dim + action_dim, c.hidden_dim, c.feature_dim)
         # Actions live in [-1, 1] (SB3 stores squashed actions), hence the tanh head.
         self.inverse_model = nn.Sequential(_mlp(2 * c.feature_dim, c.hidden_dim, action_dim), nn.Tanh())
-        self.intrinsic_scale = EmaVariance(c.scale_decay)
-        self.extrinsic_scale = EmaVariance(c.scale_decay)
+        self.intrinsic_median = MovingAverage(c.scale_decay)  # typical raw reward: the surprise unit
+        self.intrinsic_spread = MovingAverage(c.scale_decay)  # std of log(1 + raw / median)
+        self.extrinsic_scale = MovingAverage(c.scale_decay)  # std of the learner's P&L reward
         # The fused kernel makes the step about 3x cheaper on CPU, a visible share of curiosity's cost.
         self.optimizer = th.optim.AdamW(self.parameters(), lr=c.lr, weight_decay=c.weight_decay, fused=True)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Also loads models saved with the earlier all-time mean/std statistics: their variances
-        become the moving averages' starting values (the bonus is then no longer centred)."""
-        state = dict(state_dict)
-        for old, new in (("reward_stats", "intrinsic_scale"), ("extrinsic_stats", "extrinsic_scale")):
-            if f"{old}.var" in state:
-                state[f"{new}.average"] = state.pop(f"{old}.var")
-                state[f"{new}.weight"] = th.ones((), dtype=th.float64)
-                state.pop(f"{old}.mean", None)
-                state.pop(f"{old}.count", None)
+        """Also loads models saved with earlier reward statistics (all-time mean/std, or moving
+        variances): the network weights come back, the normalisation restarts from the next batch."""
+        state = {key: value for key, value in state_dict.items() if not key.startswith(_LEGACY_STATISTICS)}
+        if len(state) < len(state_dict):
+            for name, value in self.state_dict().items():
+                if name.startswith(("intrinsic_", "extrinsic_scale.")):
+                    state.setdefault(name, value)
         return super().load_state_dict(state, strict=strict, assign=assign)
 
     def _prediction_error(
@@ -152,20 +157,26 @@ class IntrinsicCuriosityModule(nn.Module):
         error, _, _ = self._prediction_error(observations, actions, next_observations)
         return self.config.eta * error
 
+    def _compressed(self, raw: th.Tensor) -> th.Tensor:
+        return th.log1p(raw.to(th.float64) / (self.intrinsic_median.value + 1e-12))
+
     def normalise(self, raw: th.Tensor) -> th.Tensor:
-        """``raw`` over the intrinsic scale, clipped to ``reward_clip``; no statistics updated."""
-        scaled = raw.to(th.float64) / (self.intrinsic_scale.std + 1e-8)
+        """``log(1 + raw / median) / spread`` clipped to ``reward_clip``; no statistics updated."""
+        scaled = self._compressed(raw) / (self.intrinsic_spread.value + 1e-8)
         return scaled.clamp(max=self.config.reward_clip).to(raw.dtype)
 
     def _normalised(self, raw: th.Tensor) -> th.Tensor:
-        self.intrinsic_scale.update(raw)
+        flat = raw.detach().reshape(-1)
+        if flat.numel() >= 2:
+            self.intrinsic_median.update(flat.median())
+            self.intrinsic_spread.update(self._compressed(flat).std(unbiased=False))
         return self.normalise(raw)
 
     @th.no_grad()
     def intrinsic_reward(
         self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor
     ) -> th.Tensor:
-        """Raw reward folded into the moving scale, then divided by it and clipped."""
+        """Raw reward folded into the moving statistics, then normalised and clipped."""
         return self._normalised(self.raw_intrinsic_reward(observations, actions, next_observations))
 
     def losses(

@@ -333,9 +333,9 @@ class SACWithICM(SAC):
 
         extrinsic = batch.rewards
         intrinsic = intrinsic.reshape(extrinsic.shape)
-        icm.extrinsic_scale.update(extrinsic)
+        icm.extrinsic_scale.update(extrinsic.std(unbiased=False))
         if icm.config.match_extrinsic_scale:
-            intrinsic = intrinsic * icm.extrinsic_scale.std.to(intrinsic.dtype)
+            intrinsic = intrinsic * icm.extrinsic_scale.value.to(intrinsic.dtype)
         weighted_intrinsic = self.intrinsic_weight * intrinsic
         weighted_extrinsic = self.extrinsic_weight * extrinsic
         mixed = weighted_extrinsic + weighted_intrinsic

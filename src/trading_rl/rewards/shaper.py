@@ -57,20 +57,21 @@ def context_indices(layout: ObservationLayout) -> np.ndarray:
 
 
 class _FrozenICM:
-    """Raw ICM reward ``η·0.5·||f(φ(s), a) − φ(s')||²``, over the ICM's scale at the time it was
-    frozen and clipped, like the live ICM."""
+    """Raw ICM reward ``η·0.5·||f(φ(s), a) − φ(s')||²`` normalised like the live ICM's
+    (``log(1 + raw / median) / spread``, clipped) with its statistics as they were when frozen."""
 
     def __init__(self, icm) -> None:
         self.encoder = FrozenMLP(icm.encoder)
         self.forward_model = FrozenMLP(icm.forward_model)
         self.eta = float(icm.config.eta)
         self.clip = float(icm.config.reward_clip)
-        self.std = float(icm.intrinsic_scale.std) + 1e-8
+        self.median = float(icm.intrinsic_median.value) + 1e-12
+        self.spread = float(icm.intrinsic_spread.value) + 1e-8
 
     def reward(self, features: np.ndarray, actions: np.ndarray, next_features: np.ndarray) -> np.ndarray:
         predicted = self.forward_model(np.concatenate([features, actions.astype(np.float32)], axis=1))
         raw = self.eta * 0.5 * np.square(predicted - next_features).sum(axis=1)
-        return np.minimum(raw / self.std, self.clip)
+        return np.minimum(np.log1p(raw / self.median) / self.spread, self.clip)
 
 
 class RewardShaper:
