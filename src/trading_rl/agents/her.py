@@ -5,7 +5,9 @@ observation and the vectorised ``compute_reward`` it needs, the option wrapper o
 ``observation`` entry (goals untouched), and relabelling keeps every other part of a transition.
 Storage, episode bookkeeping and goal selection (``future`` / ``episode``) stay SB3's.
 
-Only ``sample`` is replaced (:class:`FastHerReplayBuffer`), for speed: SB3 scans the whole
+Only ``sample`` is replaced (:class:`FastHerReplayBuffer`), for two reasons. The view's reward has a
+P&L part beside the goal part, and relabelling must swap only the goal part (SB3 replaces the whole
+reward with ``compute_reward``). And speed: SB3 scans the whole
 episode-length table to list the valid transitions on every batch (O(buffer size), ~0.1 ms at 100k)
 and gathers the Dict observation twice (real and relabelled halves, then ``torch.cat``). Here valid
 transitions are drawn by rejection from the written rows (O(batch)) and gathered once; the batch
