@@ -305,3 +305,11 @@ def section_from_defaults(
     return dataclasses.make_dataclass(
         name, entries, bases=(Section,), frozen=True, kw_only=True, namespace={"__module__": module or __name__}
     )
+
+
+def require_not_above(section: Section, prefix: str, key: str, limit: str) -> None:
+    """``section.key <= section.limit``, else ``ConfigError`` naming both dotted keys (``batch_size``
+    and ``buffer_size``, ...)."""
+    value, bound = getattr(section, key), getattr(section, limit)
+    if value > bound:
+        raise ConfigError(f"parameter '{prefix}.{key}' ({value}) must be <= '{prefix}.{limit}' ({bound})")

@@ -30,7 +30,7 @@ from trading_rl.agents.auxiliary import (
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
 from trading_rl.agents.training_env import wrap_training_env
-from trading_rl.config import ConfigError, Section, section_from_defaults, setting
+from trading_rl.config import ConfigError, Section, require_not_above, section_from_defaults, setting
 from trading_rl.envs.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
@@ -86,11 +86,7 @@ class SacParams(Section):
     target_update_interval: int = setting(1, interval="[1, inf)")
 
     def validate(self, prefix: str) -> None:
-        if self.batch_size > self.buffer_size:
-            raise ConfigError(
-                f"parameter '{prefix}.batch_size' ({self.batch_size}) must be <= '{prefix}.buffer_size' "
-                f"({self.buffer_size})"
-            )
+        require_not_above(self, prefix, "batch_size", "buffer_size")
 
 
 @dataclass(frozen=True, kw_only=True)

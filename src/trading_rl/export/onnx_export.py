@@ -22,7 +22,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import Section, require_not_above, setting
 from trading_rl.export.safeguards import SafeguardConfig
 
 INPUT_NAME = "observation"
@@ -212,11 +212,7 @@ class ParityParams(Section):
     tolerance: float = setting(1e-5, interval="(0, inf)")  # max |ONNX - model.predict|; larger fails
 
     def validate(self, prefix: str) -> None:
-        if self.max_real > self.n_observations:
-            raise ConfigError(
-                f"parameter '{prefix}.max_real' ({self.max_real}) must be <= '{prefix}.n_observations' "
-                f"({self.n_observations})"
-            )
+        require_not_above(self, prefix, "max_real", "n_observations")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import Section, require_not_above, setting
 
 
 def _widths_problem(widths: list[int]) -> str | None:
@@ -36,11 +36,7 @@ class MigratedSacParams(Section):
     learning_rate: float = setting(interval="(0, inf)")
 
     def validate(self, prefix: str) -> None:
-        if self.batch_size > self.buffer_size:
-            raise ConfigError(
-                f"parameter '{prefix}.batch_size' ({self.batch_size}) must be <= '{prefix}.buffer_size' "
-                f"({self.buffer_size})"
-            )
+        require_not_above(self, prefix, "batch_size", "buffer_size")
 
 
 @dataclass(frozen=True, kw_only=True)
