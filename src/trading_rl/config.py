@@ -313,3 +313,8 @@ def require_not_above(section: Section, prefix: str, key: str, limit: str) -> No
     value, bound = getattr(section, key), getattr(section, limit)
     if value > bound:
         raise ConfigError(f"parameter '{prefix}.{key}' ({value}) must be <= '{prefix}.{limit}' ({bound})")
+
+
+def layer_widths_problem(widths: list[int]) -> str | None:
+    """The ``check`` of a network's hidden-layer widths (``setting(check=...)``)."""
+    return None if widths and min(widths) >= 1 else "a non-empty list of layer widths >= 1"

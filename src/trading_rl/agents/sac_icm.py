@@ -30,7 +30,14 @@ from trading_rl.agents.auxiliary import (
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
 from trading_rl.agents.training_env import wrap_training_env
-from trading_rl.config import ConfigError, Section, require_not_above, section_from_defaults, setting
+from trading_rl.config import (
+    ConfigError,
+    Section,
+    layer_widths_problem,
+    require_not_above,
+    section_from_defaults,
+    setting,
+)
 from trading_rl.envs.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
@@ -60,10 +67,6 @@ def entropy_coefficient_problem(value: str | float) -> str | None:
     return None if value > 0 else expected
 
 
-def _widths_problem(widths: list[int]) -> str | None:
-    return None if widths and min(widths) >= 1 else "a non-empty list of layer widths >= 1"
-
-
 # The sections of ``sac_icm.agent``, defaults from the seeds' phase A.2/A.3 template. conf/base states
 # the same values (tests/test_config.py checks it). Every section is validated here, so a typo
 # anywhere fails before training starts.
@@ -91,7 +94,7 @@ class SacParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyParams(Section):
-    net_arch: list[int] = setting([256, 256, 128], check=_widths_problem)
+    net_arch: list[int] = setting([256, 256, 128], check=layer_widths_problem)
     activation: str = setting("relu", choices=tuple(ACTIVATIONS))
 
 

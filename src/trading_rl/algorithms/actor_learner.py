@@ -41,14 +41,11 @@ from torch import nn
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.sac_icm import ACTIVATIONS
 from trading_rl.algorithms.vtrace import vtrace_from_importance_weights
-from trading_rl.config import Section, setting
+from trading_rl.config import Section, layer_widths_problem, setting
 from trading_rl.envs import EnvSpec
 
 PARAMS_PREFIX = "vtrace"
 BACKENDS = ("auto", "ray", "local")
-
-def _widths_problem(widths: list[int]) -> str | None:
-    return None if all(width >= 1 for width in widths) else "a list of positive layer widths"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +66,7 @@ class VTraceLearnerParams(Section):
     clip_rho_threshold: float | None = setting(1.0, interval="(0, inf)")
     clip_pg_rho_threshold: float | None = setting(1.0, interval="(0, inf)")
     clip_c_threshold: float | None = setting(1.0, interval="(0, inf)")
-    net_arch: list[int] = setting([64, 64], check=_widths_problem)
+    net_arch: list[int] = setting([64, 64], check=layer_widths_problem)
     activation: str = setting("tanh", choices=tuple(ACTIVATIONS))
     initial_log_std: float = -0.5
     cpus_per_worker: float = setting(1.0, interval="(0, inf)")  # Ray CPUs reserved per actor

@@ -6,11 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from trading_rl.config import Section, require_not_above, setting
-
-
-def _widths_problem(widths: list[int]) -> str | None:
-    return None if widths and min(widths) >= 1 else "a non-empty list of layer widths >= 1"
+from trading_rl.config import Section, layer_widths_problem, require_not_above, setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +19,7 @@ class PpoParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class DiscreteBaselineParams(Section):
-    hidden_sizes: list[int] = setting(check=_widths_problem)
+    hidden_sizes: list[int] = setting(check=layer_widths_problem)
     total_timesteps: int = setting(interval="[1, inf)")
     ppo: PpoParams
 
@@ -41,7 +37,7 @@ class MigratedSacParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class MigrationParams(Section):
-    critic_hidden_sizes: list[int] = setting(check=_widths_problem)
+    critic_hidden_sizes: list[int] = setting(check=layer_widths_problem)
     head_gain: float = setting(interval="(0, inf)")
     log_std_init: float
     validation_observations: int = setting(interval="[1, inf)")
@@ -61,7 +57,7 @@ class ComparisonParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointMigrationParams(Section):
-    expected_hidden_sizes: list[int] | None = setting(check=_widths_problem)  # null: any
+    expected_hidden_sizes: list[int] | None = setting(check=layer_widths_problem)  # null: any
     device: str
     discrete_baseline: DiscreteBaselineParams
     migration: MigrationParams
