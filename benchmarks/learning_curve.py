@@ -69,7 +69,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 def agent_params(params: dict, overrides: dict) -> dict:
     """The walk-forward's agent parameters (sac_icm.agent + agent_overrides) with ``overrides``."""
-    from trading_rl.evaluation.walk_forward import agent_section
+    from trading_rl.phases.walk_forward import agent_section
 
     merged = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
                            params["walk_forward"].get("agent_overrides") or {})
@@ -91,7 +91,7 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from trading_rl.agents import build_agent
     from trading_rl.evaluation.metrics import compute_metrics
     from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-    from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
+    from trading_rl.phases.walk_forward import fold_env_spec, trial_seed
     from trading_rl.evaluation.metrics import return_moments
     from trading_rl.monitoring.collapse import trading_verdict
 
@@ -121,7 +121,7 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
 def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> list[dict]:
     """Metrics of the baselines on the fold's test window (same env and costs as the agents)."""
     from trading_rl.evaluation.metrics import compute_metrics
-    from trading_rl.evaluation.walk_forward import prepare_fold
+    from trading_rl.phases.walk_forward import prepare_fold
 
     _, rollouts = prepare_fold(symbol, prices, fold, settings["feature_params"], settings["env_config"],
                                settings["ppy"], settings["seed"])
@@ -272,7 +272,7 @@ def main() -> None:
             validate_prices(load_prices(symbol), symbol).to_parquet(Path(args.dump_prices) / f"{symbol}.parquet")
         raise SystemExit(f"prices written to {args.dump_prices}")
 
-    from trading_rl.evaluation.walk_forward import (
+    from trading_rl.phases.walk_forward import (
         development_prices,
         make_folds,
         resolve_walk_forward_params,

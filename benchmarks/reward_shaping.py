@@ -44,7 +44,7 @@ from trading_rl.rewards import (  # noqa: E402
     ShapedRewardWrapper,
     context_indices,
 )
-from trading_rl.rewards.phase import resolve_phase_params  # noqa: E402
+from trading_rl.phases.reward_shaper import resolve_phase_params  # noqa: E402
 
 
 def make_env(prices, features, seed):

@@ -19,11 +19,11 @@ from trading_rl.evaluation.final import FinalEvaluationParams
 from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet import TearsheetParams
-from trading_rl.evaluation.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
+from trading_rl.phases.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
-from trading_rl.rewards.phase import RewardShaperParams
+from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.runtime.engine import RuntimeParams
 from trading_rl.runtime.symbols import MultiSymbolParams
 

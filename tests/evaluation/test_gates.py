@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS
+from trading_rl.monitoring.actions import ACTION_BUCKETS
 from trading_rl.evaluation.comparison import compare_reports
 from trading_rl.evaluation.gates import (
     GateFailure,

@@ -345,7 +345,7 @@ def test_sma_baseline_decision_ignores_closes_after_its_bar():
 
 
 def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
-    from trading_rl.evaluation import walk_forward as wf
+    from trading_rl.phases import walk_forward as wf
 
     prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
     feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}

@@ -11,7 +11,7 @@ import pytest
 from kedro.config import OmegaConfigLoader
 
 from trading_rl.data import load_prices
-from trading_rl.evaluation import walk_forward as wf
+from trading_rl.phases import walk_forward as wf
 from trading_rl.pipelines.walk_forward.nodes import walk_forward
 from trading_rl.runtime import SequentialExecutor, make_executor
 

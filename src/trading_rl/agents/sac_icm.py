@@ -38,7 +38,7 @@ from trading_rl.config import (
     section_from_defaults,
     setting,
 )
-from trading_rl.envs.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
+from trading_rl.agents.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
 PARAMS_PREFIX = "sac_icm"

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.config import Section, setting
-from trading_rl.evaluation.actions import ACTION_BUCKETS
+from trading_rl.monitoring.actions import ACTION_BUCKETS
 from trading_rl.evaluation.regimes import REGIMES
 from trading_rl.monitoring.collapse import trading_flags
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
+from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
 from trading_rl.evaluation.rollout import trade_returns
 
 

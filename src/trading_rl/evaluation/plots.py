@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS
+from trading_rl.monitoring.actions import ACTION_BUCKETS
 from trading_rl.evaluation.regimes import REGIMES
 
 REGIME_COLOURS = {"bull": "#2ca02c", "bear": "#d62728", "sideways": "#7f7f7f", "high_volatility": "#ff7f0e"}

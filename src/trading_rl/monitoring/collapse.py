@@ -13,7 +13,7 @@ import math
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS, action_histogram, bucketize, histogram_entropy, longest_run
+from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, bucketize, histogram_entropy, longest_run
 
 DEFAULT_THRESHOLDS: dict[str, float] = {"dominance_max": 0.6, "entropy_min": 0.3, "trade_rate_min": 0.05}
 

@@ -17,7 +17,7 @@ import torch as th
 from scipy.signal import lfilter
 from torch import nn
 
-from trading_rl.evaluation.actions import action_histogram, histogram_entropy
+from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import sharpe_ratio
 
 DEFAULT_POTENTIAL_TRAINING: dict[str, Any] = {"hidden_dim": 128, "learning_rate": 1e-4, "epochs": 20, "batch_size": 256}

@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.rewards.phase``.
+"""Thin nodes around ``trading_rl.phases.reward_shaper``.
 
 The one deliberate side effect is the rolling resume checkpoint under ``resume_dir`` (as in
 ``sac_icm``): a killed continuation must be able to pick up where it stopped.
@@ -13,7 +13,7 @@ from trading_rl.envs.compatibility import check_model_fits_spec, model_signature
 from trading_rl.evaluation.report import flat_metrics, metrics_history
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
-from trading_rl.rewards.phase import (
+from trading_rl.phases.reward_shaper import (
     collect_rollouts,
     continue_training,
     fit_reward_models,

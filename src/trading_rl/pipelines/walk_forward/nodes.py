@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.evaluation.walk_forward`` and ``plots``."""
+"""Thin nodes around ``trading_rl.phases.walk_forward`` and ``plots``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from trading_rl.evaluation import plots
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
-from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
+from trading_rl.phases.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.runtime import make_executor

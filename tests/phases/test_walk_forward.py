@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.evaluation import walk_forward as wf
+from trading_rl.phases import walk_forward as wf
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 

@@ -351,7 +351,7 @@ def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"
     """SAC+ICM on the reward_shaper phase's shaped reward (prior objective weights). ``agent_params``:
     ``{"source": sac_icm agent section, "phase": reward_shaper section}``."""
     from trading_rl.agents import resolve_device
-    from trading_rl.rewards.phase import train_shaped
+    from trading_rl.phases.reward_shaper import train_shaped
 
     return train_shaped(spec, dict(agent_params.get("source") or {}), dict(agent_params.get("phase") or {}), seed,
                         timesteps, model, resolve_device(device))

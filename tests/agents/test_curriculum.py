@@ -9,7 +9,7 @@ from arch.data import sp500
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.envs import build_env_spec
-from trading_rl.envs.curriculum import (
+from trading_rl.agents.curriculum import (
     Curriculum,
     curriculum_entry,
     curriculum_states,
