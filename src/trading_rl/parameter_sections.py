@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from trading_rl.agents.options_her_params import OptionsHerParams
+from trading_rl.phases.options_her_params import OptionsHerParams
 from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.config import ConfigError, Section
 from trading_rl.envs.continuous import EnvConstructionParams

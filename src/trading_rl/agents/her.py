@@ -48,7 +48,7 @@ _GOAL_KEYS = ("goal_low", "goal_high", "tolerance", "reward_distance", "goal_uni
 
 def resolve_her_params(params: dict | None) -> dict[str, Any]:
     """Defaults overlaid with ``params``; bad keys and values raise ``ConfigError`` naming them."""
-    from trading_rl.agents.options_her_params import HerParams
+    from trading_rl.phases.options_her_params import HerParams
 
     return HerParams.from_mapping(params, "options_her.her").to_dict()
 

@@ -91,7 +91,7 @@ DEFAULT_OPTION_PARAMS: dict[str, dict[str, Any]] = {
 
 def resolve_option_params(params: dict | None) -> dict[str, dict[str, Any]]:
     """Defaults overlaid with ``params``; a bad section, key or value raises ``ConfigError`` naming it."""
-    from trading_rl.agents.options_her_params import OptionParams
+    from trading_rl.phases.options_her_params import OptionParams
 
     return OptionParams.from_mapping(params, "options_her.options").to_dict()
 

@@ -326,7 +326,7 @@ def train_hierarchical(spec, agent_params, seed, timesteps, model=None, device="
     (untrained: the walk-forward compares mechanisms from scratch). With ``model`` given, it is
     fine-tuned on the new window instead."""
     from trading_rl.agents import build_agent, resolve_device
-    from trading_rl.agents.hierarchical import continue_on_spec, train_from_spec
+    from trading_rl.phases.options_her import continue_on_spec, train_from_spec
 
     phase = {section: values for section, values in dict(agent_params.get("phase") or {}).items()}
     phase["her"] = {**dict(phase.get("her") or {}), "enabled": her}

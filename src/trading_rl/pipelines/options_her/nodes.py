@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.agents.hierarchical``."""
+"""Thin nodes around ``trading_rl.phases.options_her``."""
 
 from __future__ import annotations
 
@@ -7,15 +7,9 @@ from typing import Any
 
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.her import relabelled_fraction
-from trading_rl.agents.hierarchical import (
-    HierarchicalAgent,
-    evaluate_from_spec,
-    option_gates,
-    resolve_phase_params,
-    rollout_agent,
-    train_from_spec,
-)
+from trading_rl.agents.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.phases.options_her import evaluate_from_spec, option_gates, resolve_phase_params, train_from_spec
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 
 

@@ -1,7 +1,7 @@
 """The ``options_her`` parameter section and its HER and options sub-sections, as typed dataclasses.
 
 Their schemas are read from the defaults dicts next to the code that uses them
-(``her.DEFAULT_HER_PARAMS``, ``options.DEFAULT_OPTION_PARAMS``, ``hierarchical.DEFAULT_PHASE_PARAMS``):
+(``her.DEFAULT_HER_PARAMS``, ``options.DEFAULT_OPTION_PARAMS``, ``phases.options_her.DEFAULT_PHASE_PARAMS``):
 those dicts stay the one copy of the defaults, and a key added there is accepted (and type-checked)
 here without a second edit. Ranges and cross-field rules are the ones below.
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 from trading_rl.agents.controller import ControllerConfig
 from trading_rl.agents.her import DEFAULT_HER_PARAMS, GOAL_SELECTION_STRATEGIES
-from trading_rl.agents.hierarchical import DEFAULT_PHASE_PARAMS
 from trading_rl.agents.options import DEFAULT_OPTION_PARAMS, OPTION_NAMES
 from trading_rl.agents.sac_icm import SacParams
 from trading_rl.config import ConfigError, section_from_defaults, setting
 from trading_rl.envs.continuous import EnvConfig
+from trading_rl.phases.options_her import DEFAULT_PHASE_PARAMS
 
 PARAMS_PREFIX = "options_her"
 
