@@ -91,7 +91,8 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from trading_rl.agents import build_agent
     from trading_rl.evaluation.metrics import compute_metrics
     from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-    from trading_rl.phases.walk_forward import fold_env_spec, trial_seed
+    from trading_rl.evaluation.folds import fold_env_spec
+    from trading_rl.phases.walk_forward import trial_seed
     from trading_rl.evaluation.metrics import return_moments
     from trading_rl.monitoring.collapse import trading_verdict
 
@@ -272,12 +273,8 @@ def main() -> None:
             validate_prices(load_prices(symbol), symbol).to_parquet(Path(args.dump_prices) / f"{symbol}.parquet")
         raise SystemExit(f"prices written to {args.dump_prices}")
 
-    from trading_rl.phases.walk_forward import (
-        development_prices,
-        make_folds,
-        resolve_walk_forward_params,
-        tradable_index,
-    )
+    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
+    from trading_rl.phases.walk_forward import resolve_walk_forward_params
 
     params = load_parameters(args.env)
     feature_params = params["feature_extraction"]

@@ -345,14 +345,15 @@ def test_sma_baseline_decision_ignores_closes_after_its_bar():
 
 
 def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
+    from trading_rl.evaluation import folds as windows
     from trading_rl.phases import walk_forward as wf
 
     prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
     feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
     gap = wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
-    index = wf.tradable_index(prices, feature_params)
-    fold = wf.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
-    spec = wf.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)
+    index = windows.tradable_index(prices, feature_params)
+    fold = windows.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
+    spec = windows.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)
     rollout = b.run_baselines(lambda: spec.make_env("test", evaluation=True))["sma_crossover"]
     decided = _decision_bars(spec, "test", rollout)
     assert decided[0] == index[fold.test_start]  # the first decision: at the window's first bar

@@ -306,33 +306,3 @@ def train_es_agent(
     """The ``es`` agent type: ``train_es``'s policy, fine-tuned from ``model``'s parameters when given."""
     policy, _ = train_es(spec, params, seed, num_workers, init_theta=model.theta if model is not None else None)
     return policy
-
-
-def es_vs_sac_gate(
-    es_metrics: Mapping[str, Any], sac_metrics: Mapping[str, Any], ratio: float = 0.8, metric: str = "sharpe"
-) -> dict[str, Any]:
-    """The seeds' gate "ES within 80% of SAC" on one validation metric (default the Sharpe ratio;
-    ``"total_return"`` also makes sense), from two ``evaluation.metrics.compute_metrics`` dicts.
-
-    Passes when ``es >= sac − (1 − ratio)·|sac|``: for a positive SAC value that is ``es >=
-    ratio·sac``; for a negative one ES may be worse by at most ``(1 − ratio)·|sac|`` (a plain
-    ``ratio·sac`` would then ask ES to be *better* than SAC). A missing or undefined value fails.
-    """
-    if not 0 < ratio <= 1:
-        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
-
-    def value(metrics: Mapping[str, Any]) -> float | None:
-        raw = metrics.get(metric)
-        return float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
-
-    es_value, sac_value = value(es_metrics), value(sac_metrics)
-    threshold = None if sac_value is None else sac_value - (1.0 - ratio) * abs(sac_value)
-    return {
-        "gate": "es_within_ratio_of_sac",
-        "metric": metric,
-        "ratio": ratio,
-        "es": es_value,
-        "sac": sac_value,
-        "threshold": threshold,
-        "passed": es_value is not None and threshold is not None and es_value >= threshold,
-    }

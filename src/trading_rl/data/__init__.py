@@ -1,5 +1,6 @@
 """Market data: loading (packaged indexes or users' files), pandera validation and quality facts."""
 
+from trading_rl.data.frames import by_symbol, long_frame
 from trading_rl.data.quality import infer_periods_per_year, quality_report, stale_open_mask
 from trading_rl.data.schemas import (
     FeatureSchema,
@@ -18,8 +19,10 @@ __all__ = [
     "PriceDataError",
     "PriceSchema",
     "PriceValidationError",
+    "by_symbol",
     "infer_periods_per_year",
     "load_prices",
+    "long_frame",
     "quality_report",
     "stale_open_mask",
     "validate_features",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trading_rl.data import by_symbol, infer_periods_per_year
 from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
@@ -235,4 +236,34 @@ def build_env_spec(
         splits=split_ranges,
         closes=prices["close"].astype(np.float64),
         feature_scaler=None if feature_scaler is None else dict(feature_scaler),
+    )
+
+
+def symbol_env_spec(
+    prices: pd.DataFrame,
+    scaled_features: pd.DataFrame,
+    splits: dict[str, Any],
+    params: dict[str, Any],
+    scalers: dict[str, Any] | None = None,
+) -> EnvSpec:
+    """The env spec of ``params["symbol"]`` from the long frames of every extracted symbol; ``params``
+    is the ``env_construction`` section (``symbol``, ``env``, ``periods_per_year``: inferred from the
+    bars when not given). With ``scalers``, the spec keeps the symbol's feature scaler."""
+    symbol = params["symbol"]
+    price_frames = by_symbol(prices)
+    if symbol not in price_frames:
+        raise ValueError(
+            f"parameter 'env_construction.symbol' is {symbol!r}, which is not among the "
+            f"extracted symbols {sorted(price_frames)}"
+        )
+    symbol_prices = price_frames[symbol]
+    periods_per_year = params.get("periods_per_year") or infer_periods_per_year(symbol_prices.index)
+    return build_env_spec(
+        symbol=symbol,
+        prices=symbol_prices,
+        scaled_features=by_symbol(scaled_features)[symbol],
+        splits=splits[symbol],
+        config=dict(params.get("env") or {}),
+        periods_per_year=float(periods_per_year),
+        feature_scaler=(scalers or {}).get(symbol),
     )

@@ -1,9 +1,9 @@
-"""The ``options_her`` parameter section and its HER and options sub-sections, as typed dataclasses.
+"""The ``options_her`` parameter section as a typed dataclass.
 
-Their schemas are read from the defaults dicts next to the code that uses them
-(``her.DEFAULT_HER_PARAMS``, ``options.DEFAULT_OPTION_PARAMS``, ``phases.options_her.DEFAULT_PHASE_PARAMS``):
-those dicts stay the one copy of the defaults, and a key added there is accepted (and type-checked)
-here without a second edit. Ranges and cross-field rules are the ones below.
+Its schema is read from ``phases.options_her.DEFAULT_PHASE_PARAMS``; the HER and option
+sub-sections are ``agents.her.HerParams`` and ``agents.options.OptionParams`` (each read from the
+defaults dict next to the code that uses it). Those dicts stay the one copy of the defaults, and a
+key added there is accepted (and type-checked) without a second edit.
 """
 
 from __future__ import annotations
@@ -12,52 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from trading_rl.agents.controller import ControllerConfig
-from trading_rl.agents.her import DEFAULT_HER_PARAMS, GOAL_SELECTION_STRATEGIES
-from trading_rl.agents.options import DEFAULT_OPTION_PARAMS, OPTION_NAMES
+from trading_rl.agents.her import HerParams
+from trading_rl.agents.options import OptionParams
 from trading_rl.agents.sac_icm import SacParams
-from trading_rl.config import ConfigError, section_from_defaults, setting
+from trading_rl.config import section_from_defaults, setting
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.phases.options_her import DEFAULT_PHASE_PARAMS
 
 PARAMS_PREFIX = "options_her"
-
-HerParams = section_from_defaults(
-    "HerParams",
-    DEFAULT_HER_PARAMS,
-    ranges={
-        "n_sampled_goal": {"interval": "[1, inf)"},
-        "goal_selection_strategy": {"choices": GOAL_SELECTION_STRATEGIES},
-        "tolerance": {"interval": "[0, inf)"},
-        "reward_distance": {"interval": "(0, inf)"},
-    },
-    module=__name__,
-)
-
-_OPTION_RANGES = {
-    f"{name}.{key}": value
-    for name in OPTION_NAMES
-    for key, value in {
-        "action_scale": {"interval": "[0, 1]"},
-        "min_duration": {"interval": "[0, inf)"},
-        "steepness": {"interval": "(0, inf)"},
-    }.items()
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class OptionParams(
-    section_from_defaults("OptionDefaults", DEFAULT_OPTION_PARAMS, ranges=_OPTION_RANGES, module=__name__)
-):
-    """The option rules (``options_her.options`` without ``enabled``)."""
-
-    def validate(self, prefix: str) -> None:
-        for name in OPTION_NAMES:
-            option = getattr(self, name)
-            if not option.min_duration <= option.max_steps <= option.hard_timeout:
-                raise ConfigError(
-                    f"parameter '{prefix}.{name}.min_duration' ({option.min_duration}) must be <= max_steps "
-                    f"({option.max_steps}) <= hard_timeout ({option.hard_timeout})"
-                )
 
 
 @dataclass(frozen=True, kw_only=True)

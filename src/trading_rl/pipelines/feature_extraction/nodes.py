@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.data import load_prices, quality_report, validate_features, validate_prices
+from trading_rl.data import by_symbol, load_prices, long_frame, quality_report, validate_features, validate_prices
 from trading_rl.features import (
     apply_scaler,
     compute_features,
@@ -24,19 +24,6 @@ from trading_rl.features import (
 )
 from trading_rl.features.indicators import resolve_feature_params
 from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
-
-def by_symbol(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Split a long frame into ``{symbol: frame without the symbol column}``."""
-    return {
-        str(symbol): part.drop(columns="symbol")
-        for symbol, part in frame.groupby("symbol", sort=False)
-    }
-
-
-def _long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    return pd.concat(
-        [frame.assign(symbol=symbol) for symbol, frame in frames.items()], axis=0
-    )
 
 
 def load_and_validate_prices(
@@ -62,7 +49,7 @@ def load_and_validate_prices(
             source_name = f"packaged:{name}"
         frame = validate_prices(raw, name, min_rows=params.get("min_rows", DEFAULT_MIN_ROWS), source_name=source_name)
         validated[name] = frame
-    return _long(validated)
+    return long_frame(validated)
 
 
 def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +96,7 @@ def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.D
     for symbol, frame in by_symbol(prices).items():
         features = compute_features(frame, feature_params[symbol]).dropna(how="any")
         frames[symbol] = validate_features(features, f"features[{symbol}]")
-    return _long(frames)
+    return long_frame(frames)
 
 
 def fit_scalers(
@@ -135,4 +122,4 @@ def scale_features(features: pd.DataFrame, scalers: dict[str, Any]) -> pd.DataFr
         symbol: validate_features(apply_scaler(frame, scalers[symbol]), f"scaled_features[{symbol}]")
         for symbol, frame in by_symbol(features).items()
     }
-    return _long(frames)
+    return long_frame(frames)

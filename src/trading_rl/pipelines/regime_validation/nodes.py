@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.data import infer_periods_per_year
+from trading_rl.data import by_symbol, infer_periods_per_year
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.regimes import (
     check_regime_validation_params,
@@ -15,7 +15,6 @@ from trading_rl.evaluation.regimes import (
     label_regimes,
     walk_forward_regime_metrics,
 )
-from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 
 
 def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:

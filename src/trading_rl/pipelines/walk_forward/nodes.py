@@ -7,13 +7,13 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.data import infer_periods_per_year
+from trading_rl.data import by_symbol, infer_periods_per_year
 from trading_rl.evaluation import plots
+from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
-from trading_rl.phases.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
-from trading_rl.pipelines.feature_extraction.nodes import by_symbol
+from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.runtime import make_executor
 
