@@ -274,6 +274,7 @@ def main() -> None:
         raise SystemExit(f"prices written to {args.dump_prices}")
 
     from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
+    from trading_rl.envs import EnvConfig
     from trading_rl.phases.walk_forward import resolve_walk_forward_params
 
     params = load_parameters(args.env)
@@ -295,7 +296,7 @@ def main() -> None:
         folds = make_folds(len(tradable_index(prices, feature_params)), wf["train_length"], wf["test_length"],
                            wf["step"], wf["gap_bars"], 1, args.folds or wf["max_folds"])
         settings = {"feature_params": feature_params, "env_config": env_config, "ppy": 252.0, "seed": params["seed"],
-                    "hold_threshold": float(env_config.get("hold_threshold", 0.1)),
+                    "hold_threshold": EnvConfig.from_mapping(env_config).hold_threshold,
                     "collapse": {key: params["sac_icm"]["agent"]["collapse"][key]
                                  for key in ("dominance_max", "entropy_min", "trade_rate_min")}}
         for fold in folds:

@@ -14,8 +14,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-
 from trading_rl.agents import build_agent, train_agent
+from trading_rl.envs import EnvConfig
 
 # Tiny nets gain nothing from threads, and on a busy 2-core machine extra threads make SAC ~30x slower.
 torch.set_num_threads(1)
@@ -32,6 +32,8 @@ class ToyTradingEnv(gym.Env):
     """
 
     metadata: dict = {"render_modes": []}
+    # The settings the training loop reads from a trading env (its hold threshold).
+    config = EnvConfig()
 
     def __init__(self, n_steps: int = 64, nan_reward_after: int | None = None) -> None:
         self.n_steps = n_steps

@@ -201,3 +201,12 @@ def test_training_history_records_the_effective_share(tmp_path):
     outcome = run_training(str(tmp_path), total_timesteps=400, seed=4)
     shares = [entry["icm/effective_share"] for entry in outcome.history if "icm/effective_share" in entry]
     assert shares and all(0.05 <= share <= 0.2 for share in shares), shares
+
+
+def test_the_collapse_hold_threshold_is_refused_in_favour_of_the_envs():
+    from trading_rl.agents.sac_icm import resolve_params
+    from trading_rl.config import ConfigError
+
+    refused = r"sac_icm\.agent\.collapse\.hold_threshold.*env_construction\.env\.hold_threshold"
+    with pytest.raises(ConfigError, match=refused):
+        resolve_params({"collapse": {"hold_threshold": 0.2}})

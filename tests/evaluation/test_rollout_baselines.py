@@ -169,7 +169,7 @@ def test_rollout_on_the_real_env_compounds_to_the_net_return(envs):
     for column in ("cash", "position", "fees", "trade_value", "action_raw", "action_smoothed", "action_type", "timestamp"):
         assert column in rollout
     assert rollout["truncated"].iloc[-1] and not rollout["truncated"].iloc[:-1].any()
-    metrics = compute_metrics(rollout, periods_per_year=252)
+    metrics = compute_metrics(rollout, periods_per_year=252, hold_threshold=0.1)
     assert metrics["n_trades"] == int((rollout["trade_units"] != 0).sum()) > 10
     assert metrics["n_steps"] == len(rollout)
 
@@ -188,7 +188,7 @@ def test_sb3_policy_runs_through_the_env(envs):
 def test_cash_never_trades_and_returns_exactly_zero(envs):
     rollout = b.run_baselines(_make_env(envs, *_sp500_frame()))["cash"]
     assert (rollout["equity"] == INITIAL_CASH).all()
-    metrics = compute_metrics(rollout, 252)
+    metrics = compute_metrics(rollout, 252, 0.1)
     assert metrics["total_return"] == 0.0 and metrics["n_trades"] == 0 and metrics["turnover"] == 0.0
     assert metrics["hold_share"] == 1.0
 

@@ -27,6 +27,7 @@ from trading_rl.agents.auxiliary import (
     auxiliary_agent_kwargs,
     policy_encoder,
 )
+from trading_rl.agents.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
 from trading_rl.agents.training_env import wrap_training_env
@@ -38,7 +39,6 @@ from trading_rl.config import (
     section_from_defaults,
     setting,
 )
-from trading_rl.agents.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
 PARAMS_PREFIX = "sac_icm"
@@ -133,10 +133,14 @@ class TrainingParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class CollapseParams(Section):
+    REFUSED = {
+        "hold_threshold": "the collapse monitor uses the env's own 'env_construction.env.hold_threshold', "
+        "as the reports do; set it there",
+    }
+
     dominance_max: float = setting(DEFAULT_THRESHOLDS["dominance_max"], interval="(0, 1]")
     entropy_min: float = setting(DEFAULT_THRESHOLDS["entropy_min"], interval="[0, inf)")
     trade_rate_min: float = setting(DEFAULT_THRESHOLDS["trade_rate_min"], interval="[0, 1]")
-    hold_threshold: float = setting(0.1, interval="[0, 1)")
     window: int = setting(1000, interval="[1, inf)")
     check_freq: int = setting(1000, interval="[1, inf)")
     fail_on_collapse: bool = False

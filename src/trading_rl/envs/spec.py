@@ -109,6 +109,11 @@ class EnvSpec:
         return digest.hexdigest()
 
     @property
+    def env_config(self, **overrides: Any) -> EnvConfig:
+        """The typed env config of ``make_env(..., **overrides)``: where ``hold_threshold`` and the
+        other env settings are read, without building an env."""
+        return EnvConfig.from_mapping({**self.config, **overrides})
+
     def layout(self) -> ObservationLayout:
         return ObservationLayout(self.feature_columns, EnvConfig.from_mapping(self.config).window_size)
 
@@ -239,6 +244,12 @@ def build_env_spec(
     )
 
 
+def symbol_periods_per_year(params: Mapping[str, Any], index: pd.DatetimeIndex) -> float:
+    """``env_construction.periods_per_year``, or when it is null the bar spacing's (``index``): the one
+    rule by which the spec, the walk-forward and the regime tables annualise."""
+    return float(params.get("periods_per_year") or infer_periods_per_year(index))
+
+
 def symbol_env_spec(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,
@@ -257,13 +268,13 @@ def symbol_env_spec(
             f"extracted symbols {sorted(price_frames)}"
         )
     symbol_prices = price_frames[symbol]
-    periods_per_year = params.get("periods_per_year") or infer_periods_per_year(symbol_prices.index)
+    periods_per_year = symbol_periods_per_year(params, symbol_prices.index)
     return build_env_spec(
         symbol=symbol,
         prices=symbol_prices,
         scaled_features=by_symbol(scaled_features)[symbol],
         splits=splits[symbol],
         config=dict(params.get("env") or {}),
-        periods_per_year=float(periods_per_year),
+        periods_per_year=periods_per_year,
         feature_scaler=(scalers or {}).get(symbol),
     )

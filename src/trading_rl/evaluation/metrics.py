@@ -277,7 +277,7 @@ def json_ready(metrics: dict) -> dict:
     return out
 
 
-def compute_metrics(rollout: pd.DataFrame, periods_per_year: float, hold_threshold: float = 0.1) -> dict:
+def compute_metrics(rollout: pd.DataFrame, periods_per_year: float, hold_threshold: float) -> dict:
     """All evaluation metrics of one rollout (the frame from ``rollout.run_episode``).
 
     - return/risk metrics from the ``return`` column (see ``return_metrics``);

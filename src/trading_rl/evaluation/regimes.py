@@ -108,7 +108,7 @@ def step_regimes(timestamps, labels: pd.Series) -> np.ndarray:
 
 
 def regime_metrics(
-    rollout: pd.DataFrame, labels: pd.Series, periods_per_year: float, hold_threshold: float = 0.1
+    rollout: pd.DataFrame, labels: pd.Series, periods_per_year: float, hold_threshold: float
 ) -> pd.DataFrame:
     """Metrics per regime from the steps decided in that regime, plus an ``all`` row.
 
@@ -141,7 +141,7 @@ def walk_forward_regime_metrics(
     returns: pd.DataFrame,
     labels: Mapping[str, pd.Series],
     periods_per_year: Mapping[str, float],
-    hold_threshold: float = 0.1,
+    hold_threshold: float,
 ) -> pd.DataFrame:
     """``regime_metrics`` of every symbol × agent × seed's stitched out-of-sample test steps.
 

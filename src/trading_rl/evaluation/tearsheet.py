@@ -317,7 +317,7 @@ class TearsheetParams(ParameterSection):
 
 @dataclass(frozen=True)
 class TearsheetOptions:
-    hold_threshold: float = 0.1
+    hold_threshold: float  # the env's (``EnvSpec.env_config``)
     rolling_window: int = TearsheetParams().rolling_window
     dpi: int = TearsheetParams().dpi
 

@@ -65,7 +65,7 @@ def compare_checkpoint(
     discrete_model,
     continuous_models: dict[str, Any],
     periods_per_year: float,
-    hold_threshold: float = 0.1,
+    hold_threshold: float,
     min_improvement: float = 0.2,
     seed: int | None = None,
 ) -> dict[str, Any]:

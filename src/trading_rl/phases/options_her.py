@@ -125,7 +125,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
     middle_goal = 0.5 * (her["goal_low"] + her["goal_high"])
     rollout, eval_stats = rollout_agent(agent, make_eval_env, seed, desired_goal=middle_goal)
-    hold_threshold = make_eval_env().config.hold_threshold
+    hold_threshold = env_spec.env_config(**overrides).hold_threshold
     metrics = compute_metrics(rollout, env_spec.periods_per_year, hold_threshold)
     baselines = evaluate_baselines(make_eval_env, env_spec.periods_per_year, seed)
 

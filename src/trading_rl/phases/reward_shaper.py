@@ -138,6 +138,7 @@ def make_shaper(env, resolved: dict, model, weight_network=None, potential=None,
         adaptation=resolved["shaping"],
         periods_per_year=env.unwrapped.config.periods_per_year,
         initial_weights=resolved["weight_network"]["initial_weights"],
+        hold_threshold=env.unwrapped.config.hold_threshold,
     )
 
 

@@ -40,7 +40,7 @@ from trading_rl.agents.sac_icm import AgentParams
 from trading_rl.algorithms.actor_learner import VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams
 from trading_rl.config import ConfigError, Section, setting
-from trading_rl.envs import EnvSpec
+from trading_rl.envs import EnvConfig, EnvSpec
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.folds import (
     Fold,
@@ -364,7 +364,7 @@ def run_walk_forward(
     executor = executor or SequentialExecutor()
     config = resolve_walk_forward_params(params, feature_params)
     agent_params = with_walk_forward_agents(agent_params, config)
-    hold_threshold = float(env_config.get("hold_threshold", 0.1))
+    hold_threshold = EnvConfig.from_mapping(env_config).hold_threshold
     symbols = config["symbols"] or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
     if missing:

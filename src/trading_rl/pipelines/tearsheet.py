@@ -47,14 +47,16 @@ def env_tearsheet(
     make_env: Callable[[], gym.Env],
     seed: int,
     regime_params: Mapping[str, Any] | None,
+    env_overrides: Mapping[str, Any] | None = None,
 ) -> TearsheetInput:
-    """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it."""
+    """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it;
+    ``env_overrides``: those ``make_env`` applies to ``env_spec``'s config."""
     title = f"{phase}: {env_spec.symbol}, {split} split"
     section = env_section(
         title, env_spec.symbol, env_spec.periods_per_year, agents, make_env, env_spec.closes, seed,
         (regime_params or {}).get("regimes"),
     )
-    return TearsheetInput(title, float(make_env().unwrapped.config.hold_threshold), [section])
+    return TearsheetInput(title, env_spec.env_config(**dict(env_overrides or {})).hold_threshold, [section])
 
 
 def tearsheet_outputs(prefix: str) -> list[str]:

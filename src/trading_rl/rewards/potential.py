@@ -114,7 +114,7 @@ class AdaptiveShapingWeight:
     above ``sharpe_high`` (it is doing well, let the true reward speak); clipped to [0, 1]."""
 
     def __init__(self, initial: float = 0.1, rate: float = 0.01, entropy_low: float = 0.3,
-                 sharpe_high: float = 1.0, hold_threshold: float = 0.1) -> None:
+                 sharpe_high: float = 1.0, *, hold_threshold: float) -> None:
         self.value = float(initial)
         self.rate = float(rate)
         self.entropy_low = float(entropy_low)

@@ -87,4 +87,7 @@ def options_her_tearsheet(
     split, her = resolved["evaluation"]["split"], resolved["her"]
     make_env = partial(env_spec.make_env, split, evaluation=True, **resolved["env_overrides"])
     rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=0.5 * (her["goal_low"] + her["goal_high"]))
-    return env_tearsheet("options_her", {"options_her": rollout}, env_spec, split, make_env, seed, regime_params)
+    return env_tearsheet(
+        "options_her", {"options_her": rollout}, env_spec, split, make_env, seed, regime_params,
+        resolved["env_overrides"],
+    )

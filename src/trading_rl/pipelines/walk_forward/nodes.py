@@ -7,7 +7,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.data import by_symbol, infer_periods_per_year
+from trading_rl.data import by_symbol
+from trading_rl.envs import EnvConfig, symbol_periods_per_year
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import trials_for
@@ -20,7 +21,7 @@ from trading_rl.runtime import make_executor
 
 def _periods_per_year(frames: dict[str, pd.DataFrame], env_params: dict[str, Any]) -> dict[str, float]:
     return {
-        symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
+        symbol: symbol_periods_per_year(env_params, frame.index)
         for symbol, frame in frames.items()
     }
 
@@ -111,5 +112,5 @@ def walk_forward_tearsheet(
             notes=[f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
                    "seed's trades and actions are drawn"],
         ))
-    hold_threshold = float(dict(env_params.get("env") or {}).get("hold_threshold", 0.1))
+    hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
     return TearsheetInput("walk_forward: out-of-sample", hold_threshold, sections)
