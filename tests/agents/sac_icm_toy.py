@@ -90,7 +90,7 @@ def toy_params(icm: bool = True, **training) -> dict:
         "icm": {"enabled": icm, "warmup_steps": 60, "feature_dim": 16, "hidden_dim": 32},
         # The toy's rewards are O(1e-2); its tests were written for the learner seeing them unscaled
         # (the phase's default scale, 100, is sized for daily P&L of ~1e-4).
-        "reward": {"scale": 1.0},
+        "reward_scale": 1.0,
         "training": {"eval_freq": 100, "resume_every": 50, "log_interval": 1000, **training},
         "collapse": {"window": 50, "check_freq": 50},
     }

@@ -11,12 +11,12 @@ from trading_rl.agents.controller import ControllerConfig, OptionLearner
 from trading_rl.agents.her import FastHerReplayBuffer, resolve_her_params
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
-    ScaledRewardReplayBuffer,
     build_hierarchical_agent,
     rollout_agent,
 )
 from trading_rl.agents.option_env import OptionVecEnv
 from trading_rl.agents.options import OPTION_NAMES, TradingOptions
+from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.agents.widening import WidenedLinear
 from trading_rl.phases.options_her import train_from_spec
 
@@ -105,16 +105,17 @@ def test_low_level_learns_pnl_at_the_source_reward_scale_and_goals_unscaled(with
     source.reward_scale = 100.0
     her = resolve_her_params({}) if with_her else None
     agent, _ = build_hierarchical_agent(source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1)
-    buffer = agent.low_level.replay_buffer
-    assert isinstance(buffer, FastHerReplayBuffer if with_her else ScaledRewardReplayBuffer)
+    low_level = agent.low_level
+    # One mechanism: the learner's reward_scale (HER's goal view scales the P&L part itself).
+    assert isinstance(low_level, SACWithICM) and low_level.icm is None
+    assert low_level.reward_scale == (1.0 if with_her else 100.0)
+    assert isinstance(low_level.replay_buffer, FastHerReplayBuffer if with_her else ReplayBuffer)
     if with_her:
         return
-    agent.low_level.learn(80)  # learning_starts 70: fills the buffer, a few updates
-    torch.manual_seed(0)
+    low_level.learn(80)  # learning_starts 70: fills the buffer, a few updates
     np.random.seed(0)
-    batch = buffer.sample(64)
-    np.random.seed(0)
-    stored = ReplayBuffer.sample(buffer, 64)
+    stored = low_level.replay_buffer.sample(64)
+    batch = low_level.learner_batch(stored)
     torch.testing.assert_close(batch.rewards, 100.0 * stored.rewards)
     assert torch.equal(batch.observations, stored.observations)
 

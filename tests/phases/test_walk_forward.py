@@ -343,7 +343,7 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
     from trading_rl.rewards.shaper import ShapedRewardWrapper
 
     prices = synthetic_prices(700, seed=4)
-    source = {"policy": {"net_arch": [16, 16]}, "reward": {"scale": 100.0},
+    source = {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0,
               "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
               "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16}}
     params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,

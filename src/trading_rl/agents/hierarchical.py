@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 import torch as th
 from stable_baselines3 import SAC
-from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.torch_layers import CombinedExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
@@ -35,29 +34,9 @@ from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_
 from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv, observation_columns
 from trading_rl.agents.options import OPTION_NAMES, TradingOptions
 from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
+from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
-
-
-class ScaledRewardReplayBuffer(ReplayBuffer):
-    """SB3's ``ReplayBuffer`` whose samples carry ``reward_scale`` × the stored env reward.
-
-    Without HER the low-level SAC learns from P&L (daily log equity changes of ~1e-4); this keeps
-    the learner reward scale its SAC+ICM source was trained with (``sac_icm.agent.reward.scale``),
-    against which the copied entropy coefficient was tuned. With HER the goal view applies the
-    same scale to the P&L part of its reward itself (``envs.goal``).
-    """
-
-    def __init__(self, *args: Any, reward_scale: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not reward_scale > 0:
-            raise ValueError(f"reward_scale must be > 0, got {reward_scale}")
-        self.reward_scale = float(reward_scale)
-
-    def sample(self, batch_size: int, env=None):
-        batch = super().sample(batch_size, env)
-        return batch._replace(rewards=batch.rewards * self.reward_scale)
-
 
 
 # The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
@@ -136,7 +115,7 @@ class HierarchicalAgent:
         with zipfile.ZipFile(io.BytesIO(raw)) as zipped:
             settings = json.loads(zipped.read("settings.json"))
             # Acting needs no replay buffer, and HER's would need a live env: load with a minimal one.
-            low_level = SAC.load(
+            low_level = SACWithICM.load(
                 io.BytesIO(zipped.read("low_level_sac.zip")),
                 device=device,
                 custom_objects={"replay_buffer_class": None, "replay_buffer_kwargs": {}, "buffer_size": 1},
@@ -204,15 +183,18 @@ def build_hierarchical_agent(
     }
     if isinstance(venv.observation_space, gym.spaces.Dict):
         policy_kwargs["features_extractor_class"] = CombinedExtractor  # as SB3's MultiInputPolicy
-    if her is not None:
-        buffer_class, buffer_kwargs = FastHerReplayBuffer, replay_buffer_kwargs(her)
-    else:
-        buffer_class, buffer_kwargs = ScaledRewardReplayBuffer, {"reward_scale": reward_scale}
-    low_level = SAC(
+    buffer = {} if her is None else {
+        "replay_buffer_class": FastHerReplayBuffer, "replay_buffer_kwargs": replay_buffer_kwargs(her)
+    }
+    # The learner scales the P&L reward it samples by the source's scale, as SAC+ICM did (without
+    # curiosity). With HER the goal view's reward already carries the scaled P&L next to the
+    # unscaled goal term (relabelled goals recompute it), so the learner takes it as it is.
+    low_level = SACWithICM(
         WidenedSACPolicy,
         venv,
-        replay_buffer_class=buffer_class,
-        replay_buffer_kwargs=buffer_kwargs,
+        icm=None,
+        reward_scale=1.0 if her is not None else reward_scale,
+        **buffer,
         policy_kwargs=policy_kwargs,
         seed=seed,
         device=device,

@@ -11,6 +11,7 @@ loop as fast as plain SAC's. With the ICM switched off and reward scale 1 the cl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -67,7 +68,7 @@ def entropy_coefficient_problem(value: str | float) -> str | None:
     return None if value > 0 else expected
 
 
-# The sections of ``sac_icm.agent``, defaults from the seeds' phase A.2/A.3 template. conf/base states
+# The sections of ``sac_icm.agent`` (docs/pipelines.md, "sac_icm"). conf/base states
 # the same values (tests/test_config.py checks it). Every section is validated here, so a typo
 # anywhere fails before training starts.
 @dataclass(frozen=True, kw_only=True)
@@ -96,16 +97,6 @@ class SacParams(Section):
 class PolicyParams(Section):
     net_arch: list[int] = setting([256, 256, 128], check=layer_widths_problem)
     activation: str = setting("relu", choices=tuple(ACTIVATIONS))
-
-
-@dataclass(frozen=True, kw_only=True)
-class RewardParams(Section):
-    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
-    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
-    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
-    # Measured: at scale 1 every one of 6 base runs collapsed to hold; at 100, 5 of 6 traded
-    # (docs/results.md).
-    scale: float = setting(100.0, interval="(0, inf)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,9 +174,18 @@ CurriculumParams = _domain_checked(
 class AgentParams(Section):
     """``sac_icm.agent``: everything ``build_agent`` and ``train_agent`` read."""
 
+    RENAMED = {"reward": "reward_scale"}
+
     sac: SacParams = setting(SacParams())
     policy: PolicyParams = setting(PolicyParams())
-    reward: RewardParams = setting(RewardParams())
+    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
+    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
+    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
+    # Measured: at scale 1 every one of 6 base runs collapsed to hold; at 100, 5 of 6 traded
+    # (docs/results.md).
+    # The one reward scale of every SAC learner (``SACWithICM.reward_scale``, applied where the
+    # learner reads its sampled rewards).
+    reward_scale: float = setting(100.0, interval="(0, inf)")
     icm: IcmParams = setting(IcmParams())
     training: TrainingParams = setting(TrainingParams())
     collapse: CollapseParams = setting(CollapseParams())
@@ -216,7 +216,13 @@ class TrainingDivergedError(RuntimeError):
     """A loss became NaN/inf: the weights are no longer trustworthy."""
 
 
-def resolve_params(params: dict | None) -> dict[str, dict[str, Any]]:
+def copy_sections(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of an agent parameter dict that a caller may change section by section (each section
+    copied; scalar keys such as ``reward_scale`` as they are)."""
+    return {key: dict(value) if isinstance(value, Mapping) else value for key, value in dict(params or {}).items()}
+
+
+def resolve_params(params: dict | None) -> dict[str, Any]:
     """``sac_icm.agent`` over its defaults as plain data; a bad key or value raises ``ConfigError``
     naming its dotted key."""
     return AgentParams.from_mapping(params, f"{PARAMS_PREFIX}.agent").to_dict()
@@ -260,8 +266,6 @@ class SACWithICM(SAC):
         self.extrinsic_weight = float(extrinsic_weight)
         self.intrinsic_weight = float(intrinsic_weight)
         self.icm_warmup_steps = int(icm_warmup_steps)
-        if not reward_scale > 0:
-            raise ValueError(f"parameter 'sac_icm.agent.reward.scale' must be > 0, got {reward_scale}")
         self.reward_scale = float(reward_scale)
         # Batches seen by the ICM; a plain int (saved with the model) so ``icm.train_freq`` survives
         # save/load without a device round trip per batch.
@@ -269,6 +273,10 @@ class SACWithICM(SAC):
         super().__init__(policy, env, *args, **kwargs)
 
     def _setup_model(self) -> None:
+        # Here, not in __init__: SB3's ``load`` sets the saved (or overridden) attributes and then
+        # calls this, so a scale given to ``load`` is checked too.
+        if not self.reward_scale > 0:
+            raise ValueError(f"parameter 'sac_icm.agent.reward_scale' must be > 0, got {self.reward_scale}")
         super()._setup_model()
         self.icm: IntrinsicCuriosityModule | None = None
         if self.icm_config is not None:
@@ -404,7 +412,7 @@ def build_agent(env, params: dict | None, seed: int, device: str = "auto") -> SA
         "extrinsic_weight": icm_params.pop("extrinsic_weight"),
         "intrinsic_weight": icm_params.pop("intrinsic_weight"),
         "icm_warmup_steps": icm_params.pop("warmup_steps"),
-        "reward_scale": resolved["reward"]["scale"],
+        "reward_scale": resolved["reward_scale"],
     }
     return SACWithICM(
         "MlpPolicy",

@@ -29,7 +29,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from trading_rl.agents.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.agents.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
-from trading_rl.agents.sac_icm import TrainingDivergedError, resolve_params
+from trading_rl.agents.sac_icm import TrainingDivergedError, copy_sections, resolve_params
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
@@ -262,7 +262,7 @@ def _identity_parameters(resolved: dict, model: BaseAlgorithm, run_parameters: M
     """What defines a training run besides phase and symbol: the caller's (seed, data, phase
     settings), the agent's parameters except those that do not change what is learned, the model's
     class and spaces, and a digest of the weights it starts from."""
-    agent = {section: dict(values) for section, values in resolved.items()}
+    agent = copy_sections(resolved)
     for key in ("resume", "log_interval"):
         agent["training"].pop(key)
     return {

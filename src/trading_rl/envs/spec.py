@@ -108,12 +108,12 @@ class EnvSpec:
             digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
         return digest.hexdigest()
 
-    @property
     def env_config(self, **overrides: Any) -> EnvConfig:
         """The typed env config of ``make_env(..., **overrides)``: where ``hold_threshold`` and the
         other env settings are read, without building an env."""
         return EnvConfig.from_mapping({**self.config, **overrides})
 
+    @property
     def layout(self) -> ObservationLayout:
         return ObservationLayout(self.feature_columns, EnvConfig.from_mapping(self.config).window_size)
 

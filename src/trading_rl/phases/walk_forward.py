@@ -36,9 +36,10 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
-from trading_rl.agents.sac_icm import AgentParams
-from trading_rl.algorithms.actor_learner import VTraceLearnerParams
-from trading_rl.algorithms.es import EsParams
+from trading_rl.agents import build_agent, resolve_device, resolve_params, wrap_training_env
+from trading_rl.agents.sac_icm import AgentParams, copy_sections
+from trading_rl.algorithms.actor_learner import VTraceAgent, VTraceLearnerParams, train_vtrace
+from trading_rl.algorithms.es import EsParams, train_es_agent
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvConfig, EnvSpec
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
@@ -56,6 +57,8 @@ from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_me
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import max_lookback
 from trading_rl.monitoring.collapse import trading_verdict
+from trading_rl.phases.options_her import continue_on_spec, train_from_spec
+from trading_rl.phases.reward_shaper import train_shaped
 from trading_rl.runtime.engine import Executor, SequentialExecutor
 
 PARAMS_PREFIX = "walk_forward"
@@ -139,11 +142,9 @@ def train_sac(
     (continue training on the new window, keeping its replay buffer and step count). The training
     env gets the curriculum and auxiliary-target wrappers that ``agent_params`` switch on, for a
     fine-tune too (a fresh curriculum over the new window's bars)."""
-    from trading_rl.agents import build_agent, resolve_params, wrap_training_env
-
     env = spec.make_env("train", seed=seed)
     if model is None:
-        params = {section: dict(values) for section, values in dict(agent_params or {}).items()}
+        params = copy_sections(agent_params)
         params["icm"] = {**params.get("icm", {}), "enabled": icm}
         model = build_agent(env, params, seed=seed, device=device)
         model.learn(total_timesteps=timesteps)
@@ -166,9 +167,6 @@ def _train_vtrace(spec, agent_params, seed, timesteps, model=None, device="auto"
     actors run inside this process (the same numbers as Ray actors): a walk-forward task is already
     one unit of parallelism, and Ray actors started from inside a task could wait forever for CPUs
     that the other tasks hold."""
-    from trading_rl.agents import resolve_device
-    from trading_rl.algorithms.actor_learner import VTraceAgent, train_vtrace
-
     params = {**dict(agent_params or {}), "total_timesteps": timesteps}
     init_model = model.model if model is not None else None
     policy, _ = train_vtrace(spec, params, seed, backend="local", device=resolve_device(device), init_model=init_model)
@@ -179,8 +177,6 @@ def _train_es(spec, agent_params, seed, timesteps, model=None, device="auto"):
     """Evolution strategy; its budget is ``es.generations`` (a population per generation, not env
     steps), for a fresh run and for fine-tuning from the previous window's parameters alike. The
     population is scored in this process (same numbers as a process pool; see ``_train_vtrace``)."""
-    from trading_rl.algorithms.es import train_es_agent
-
     return train_es_agent(spec, agent_params, seed, model, num_workers=1)
 
 
@@ -190,9 +186,6 @@ def train_hierarchical(spec, agent_params, seed, timesteps, model=None, device="
     section}``; the source is a fresh SAC+ICM model that gives the networks and the P&L reward scale
     (untrained: the walk-forward compares mechanisms from scratch). With ``model`` given, it is
     fine-tuned on the new window instead."""
-    from trading_rl.agents import build_agent, resolve_device
-    from trading_rl.phases.options_her import continue_on_spec, train_from_spec
-
     phase = {section: values for section, values in dict(agent_params.get("phase") or {}).items()}
     phase["her"] = {**dict(phase.get("her") or {}), "enabled": her}
     device = resolve_device(device)
@@ -215,9 +208,6 @@ def _train_options_her(spec, agent_params, seed, timesteps, model=None, device="
 def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"):
     """SAC+ICM on the reward_shaper phase's shaped reward (prior objective weights). ``agent_params``:
     ``{"source": sac_icm agent section, "phase": reward_shaper section}``."""
-    from trading_rl.agents import resolve_device
-    from trading_rl.phases.reward_shaper import train_shaped
-
     return train_shaped(spec, dict(agent_params.get("source") or {}), dict(agent_params.get("phase") or {}), seed,
                         timesteps, model, resolve_device(device))
 
@@ -279,11 +269,9 @@ def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFram
 def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Agent parameters with ``walk_forward.agent_overrides`` applied section by section (walk-forward
     trains many short runs, so e.g. ``learning_starts`` and ``buffer_size`` usually differ)."""
-    merged = {section: dict(values) for section, values in dict(agent_params or {}).items()}
-    for section, values in dict(overrides or {}).items():
-        if not isinstance(values, Mapping):
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.agent_overrides.{section}' must be a mapping, got {values!r}")
-        merged[section] = {**merged.get(section, {}), **values}
+    merged = copy_sections(agent_params)
+    for key, value in dict(overrides or {}).items():
+        merged[key] = {**merged.get(key, {}), **value} if isinstance(value, Mapping) else value
     return merged
 
 
