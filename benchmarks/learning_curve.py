@@ -89,15 +89,14 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from stable_baselines3.common.utils import set_random_seed
 
     from trading_rl.agents import build_agent
-    from trading_rl.evaluation.metrics import compute_metrics
-    from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
     from trading_rl.evaluation.folds import fold_env_spec
-    from trading_rl.phases.walk_forward import trial_seed
-    from trading_rl.evaluation.metrics import return_moments
+    from trading_rl.evaluation.metrics import compute_metrics, return_moments
+    from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
     from trading_rl.monitoring.collapse import trading_verdict
+    from trading_rl.seeding import SeedRole, trial_seed
 
     spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
-    seed = trial_seed(settings["seed"], 1, 0, seed_index)
+    seed = trial_seed(settings["seed"], SeedRole.WALK_FORWARD_AGENT, 0, seed_index)
     set_random_seed(seed)
     model = build_agent(spec.make_env("train", seed=seed), params, seed=seed, device="cpu")
     rows, trained, started = [], 0, time.perf_counter()
@@ -273,8 +272,8 @@ def main() -> None:
             validate_prices(load_prices(symbol), symbol).to_parquet(Path(args.dump_prices) / f"{symbol}.parquet")
         raise SystemExit(f"prices written to {args.dump_prices}")
 
-    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
     from trading_rl.envs import EnvConfig
+    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
     from trading_rl.phases.walk_forward import resolve_walk_forward_params
 
     params = load_parameters(args.env)

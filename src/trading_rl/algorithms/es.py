@@ -29,12 +29,13 @@ from scipy.stats import rankdata
 
 from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
+from trading_rl.seeding import SeedRole, seed_sequence
 
 PARAMS_PREFIX = "es"
 
 @dataclass(frozen=True, kw_only=True)
 class EsParams(Section):
-    """Seeds' phase D.2 values for sigma, learning rate and weight decay; the seeds' population of
+    """Sigma, learning rate and weight decay of docs/algorithms.md ("Evolution strategy"); a population of
     256 is a config value for long budgets (conf), 64 keeps a generation to seconds on a laptop."""
 
     generations: int = setting(50, interval="[1, inf)")
@@ -259,7 +260,7 @@ def train_es(
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
     evaluator = FitnessEvaluator(spec, params["hidden_sizes"])
-    init_seed, noise_seed, episode_seed = np.random.SeedSequence([int(seed), 11]).spawn(3)
+    init_seed, noise_seed, episode_seed = seed_sequence(seed, SeedRole.EVOLUTION_STRATEGY).spawn(3)
     theta = (
         np.array(init_theta, dtype=np.float64)
         if init_theta is not None

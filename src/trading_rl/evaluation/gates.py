@@ -100,7 +100,7 @@ def profitable_regimes(regimes: pd.DataFrame, agent: str) -> float:
 def es_vs_sac_gate(
     es_metrics: Mapping[str, Any], sac_metrics: Mapping[str, Any], ratio: float = 0.8, metric: str = "sharpe"
 ) -> dict[str, Any]:
-    """The seeds' gate "ES within 80% of SAC" on one validation metric (default the Sharpe ratio;
+    """The gate "ES within 80% of SAC" (docs/algorithms.md) on one validation metric (default the Sharpe ratio;
     ``"total_return"`` also makes sense), from two ``evaluation.metrics.compute_metrics`` dicts.
 
     Passes when ``es >= sac − (1 − ratio)·|sac|``: for a positive SAC value that is ``es >=
@@ -160,7 +160,7 @@ def gate_values(
         values["trading_window_share"] = float(trading_flags(rows["trades"]).mean())
     es_rows = folds[(folds["kind"] == "agent") & (folds["agent"] == "es")]
     if primary_agent != "es" and not es_rows.empty:
-        # The seeds' "ES within 80% of SAC" on median walk-forward Sharpe, as a margin (>= 0 passes).
+        # "ES within 80% of SAC" (docs/algorithms.md) on median walk-forward Sharpe, as a margin (>= 0 passes).
         gate = es_vs_sac_gate(
             {"sharpe": _median(pd.to_numeric(es_rows["sharpe"], errors="coerce"))}, {"sharpe": values["sharpe_median"]}
         )

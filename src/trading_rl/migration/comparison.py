@@ -1,4 +1,4 @@
-"""Discrete vs continuous agents on one evaluation split, and the seeds' diversity gate.
+"""Discrete vs continuous agents on one evaluation split, and the diversity gate (docs/migration.md).
 
 Diversity is measured the same way for both agents: the Shannon entropy (nats) of the share of steps
 in each of the five action buckets of ``trading_rl.monitoring.actions`` (strong/weak sell, hold,

@@ -1,8 +1,8 @@
 """Action-collapse statistics, gates and a training callback that watches for collapse.
 
 A collapsed trading agent shows one action taking nearly every step, low action entropy and almost
-no trades. The statistics use ``evaluation.actions`` buckets so the callback, the evaluation report
-and the gate report all count the same way. Gate defaults are the seeds' monitor thresholds:
+no trades. The statistics use ``monitoring.actions`` buckets so the callback, the evaluation report
+and the gate report all count the same way. Gate defaults (docs/pipelines.md, "sac_icm"):
 dominance at most 0.6, entropy at least 0.3 nats, trades on at least 5% of steps.
 """
 

@@ -21,6 +21,7 @@ from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
 from trading_rl.agents.options import OPTION_NAMES
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
+from trading_rl.seeding import SeedRole, trial_seed
 
 DEFAULT_GATES: dict[str, Any] = {
     "min_usage": 0.10,
@@ -134,7 +135,9 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
     shown_to_control = rng.permutation(targets)
 
     def final_return(episode: int, shown_target: float) -> float:
-        episode_rollout, _ = rollout_agent(agent, make_episode_env, seed + 1 + episode, desired_goal=shown_target)
+        episode_rollout, _ = rollout_agent(
+            agent, make_episode_env, trial_seed(seed, SeedRole.GOAL_EPISODES, episode), desired_goal=shown_target
+        )
         start_equity = float(episode_rollout["equity"].iloc[0]) / (1.0 + float(episode_rollout["return"].iloc[0]))
         return float(episode_rollout["equity"].iloc[-1]) / start_equity - 1.0
 
@@ -161,7 +164,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
 
 def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The seeds' option-collapse gates on usage statistics (``OptionVecEnv.stats``).
+    """The option-collapse gates (docs/options_her.md, "Gates") on usage statistics (``OptionVecEnv.stats``).
 
     Usable options (offered at least once by their initiation set) must each exceed ``min_usage``;
     no option may exceed ``max_usage``; the run-weighted average duration must exceed

@@ -60,6 +60,7 @@ from trading_rl.monitoring.collapse import trading_verdict
 from trading_rl.phases.options_her import continue_on_spec, train_from_spec
 from trading_rl.phases.reward_shaper import train_shaped
 from trading_rl.runtime.engine import Executor, SequentialExecutor
+from trading_rl.seeding import SeedRole, trial_seed
 
 PARAMS_PREFIX = "walk_forward"
 
@@ -238,11 +239,6 @@ OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 
 
 
-def trial_seed(*keys: int) -> int:
-    """Independent, reproducible seed from non-negative integer keys (base seed, role, indices)."""
-    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0] % (2**31 - 1))
-
-
 def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -296,7 +292,7 @@ def prepare_fold(
 ) -> tuple[EnvSpec, dict[str, pd.DataFrame]]:
     """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
     spec = fold_env_spec(symbol, prices, fold, feature_params, env_config, periods_per_year)
-    fold_seed = trial_seed(seed, 0, fold.index)
+    fold_seed = trial_seed(seed, SeedRole.WALK_FORWARD_FOLD, fold.index)
     rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=fold_seed)
     rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])
     return spec, rollouts
@@ -404,7 +400,7 @@ def run_walk_forward(
                             "specs": [shared_specs[(symbol, fold.index)] for fold in group],
                             "retrains": [fold.retrain for fold in group],
                             "agent_params": section,
-                            "seed": trial_seed(seed, 1, agent_index, seed_index),
+                            "seed": trial_seed(seed, SeedRole.WALK_FORWARD_AGENT, agent_index, seed_index),
                             "timesteps": config["timesteps"],
                             "finetune_timesteps": config["finetune_timesteps"],
                             "device": config["device"],

@@ -32,7 +32,7 @@ def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int
 def evaluate_options_her(
     agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Option-usage report (training and evaluation, with the seeds' gates), HER report and the
+    """Option-usage report (training and evaluation, with the option gates of docs/options_her.md), HER report and the
     validation evaluation next to the baselines. ``gates.fail_on_gate`` fails the run on a gate."""
     resolved = resolve_phase_params(params)
     evaluation = evaluate_from_spec(agent, env_spec, params, seed)
