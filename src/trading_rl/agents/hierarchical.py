@@ -37,7 +37,7 @@ from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
 from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
-
+from trading_rl.evaluation.rollout import StepReturns
 
 # The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
 DEFAULT_SAC_PARAMS: dict[str, Any] = dict(SAC_ICM_DEFAULT_PARAMS["sac"])
@@ -230,7 +230,7 @@ def rollout_agent(
     if desired_goal is not None:
         venv.set_options([{"desired_goal": float(desired_goal)}])
     obs = venv.reset()
-    previous_equity = float(venv.unwrapped.reset_infos[0]["equity"])
+    step_return = StepReturns(venv.unwrapped.reset_infos[0])
     rows = []
     done = False
     while not done:
@@ -239,10 +239,8 @@ def rollout_agent(
         info = dict(infos[0])
         info.pop("terminal_observation", None)
         info.pop("TimeLimit.truncated", None)
-        equity = float(info["equity"])
         done = bool(dones[0])
-        info.update(step=len(rows), reward=float(reward[0]), **{"return": equity / previous_equity - 1.0})
+        info.update(step=len(rows), reward=float(reward[0]), **{"return": step_return(info)})
         rows.append(info)
-        previous_equity = equity
     stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
     return pd.DataFrame(rows), stats
