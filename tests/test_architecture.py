@@ -58,7 +58,9 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
 
 
 def top(module: str) -> str:
-    return module.split(".")[1]
+    """The package (or top-level module) under ``trading_rl``; ``""`` for ``trading_rl`` itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def layering_problem(importer: str, imported: str) -> str | None:
@@ -97,6 +99,19 @@ def violations() -> list[str]:
 
 def test_no_module_imports_against_the_layering():
     assert violations() == []
+
+
+def test_the_domain_and_the_phases_import_no_kedro():
+    found = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        if top(module_name(path)) not in RANK:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.relative_to(SOURCE.parent)}:{node.lineno}: {name}" for name in names
+                      if name.split(".")[0] in ("kedro", "kedro_mlflow", "kedro_datasets")]
+    assert found == []
 
 
 @pytest.mark.parametrize(
