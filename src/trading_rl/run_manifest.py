@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -129,7 +129,7 @@ class RunManifestHooks:
             MANIFEST_DATASET,
             {
                 "save_version": run_params["run_id"],
-                "completed_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "completed_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "pipelines": run_params.get("pipeline_names") or ["__default__"],
                 "env": run_params.get("env"),
                 "runtime_params": run_params.get("runtime_params") or {},

@@ -30,7 +30,7 @@ import uuid
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -405,7 +405,7 @@ def set_aside(path: Path, reason: str) -> Path:
     """Rename ``path`` into ``set_aside/`` (kept, never deleted) and log a WARNING naming both."""
     target_dir = path.parent / SET_ASIDE_DIR
     target_dir.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     target = target_dir / f"{stamp}-{path.name}"
     os.replace(path, target)
     logger.warning("resume checkpoint %s is not used and was set aside as %s: %s", path, target, reason)

@@ -12,7 +12,8 @@ zero. Before training the low-level action and Q-values equal the SAC+ICM ones b
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch as th
 from stable_baselines3.common.preprocessing import get_action_dim

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,7 +62,7 @@ class PriceSchema(TimestampedRecords):
     low: Series[float] = pa.Field(gt=0, coerce=True)
     close: Series[float] = pa.Field(gt=0, coerce=True)
     volume: Series[float] = pa.Field(ge=0, coerce=True)
-    adj_close: Optional[Series[float]] = pa.Field(gt=0, coerce=True)
+    adj_close: Series[float] | None = pa.Field(gt=0, coerce=True)
 
     @pa.check("open", "high", "low", "close", "volume", "adj_close", name="finite")
     def _finite(cls, values: pd.Series) -> pd.Series:

@@ -65,7 +65,7 @@ class EnvConfig(Section):
     periods_per_year: float = setting(252.0, interval="(0, inf)")
 
     @classmethod
-    def from_mapping(cls, config: Any = None, prefix: str = "env", base: "EnvConfig | None" = None) -> "EnvConfig":
+    def from_mapping(cls, config: Any = None, prefix: str = "env", base: EnvConfig | None = None) -> EnvConfig:
         return super().from_mapping(config, prefix, base)
 
 

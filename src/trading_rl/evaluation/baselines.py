@@ -18,7 +18,7 @@ The policies read ``bar_index``, ``close_prices``, ``close_history``, ``history_
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np

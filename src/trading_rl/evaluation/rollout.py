@@ -6,7 +6,8 @@ frame, so all of them see the same fills, costs and equity as the env accounted 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -31,7 +31,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from trading_rl.config import Section as ParameterSection, setting
+from trading_rl.config import Section as ParameterSection
+from trading_rl.config import setting
 from trading_rl.evaluation.actions import ACTION_BUCKETS, bucketize
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe

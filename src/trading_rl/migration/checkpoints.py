@@ -25,7 +25,7 @@ import re
 import zipfile
 from base64 import b64decode
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -95,7 +95,7 @@ class DiscreteCheckpoint:
         }
 
     @classmethod
-    def from_payload(cls, payload: Any, source: str) -> "DiscreteCheckpoint":
+    def from_payload(cls, payload: Any, source: str) -> DiscreteCheckpoint:
         """The checkpoint ``to_payload`` stored; ``CheckpointError`` naming ``source`` otherwise."""
         fields = {f for f in cls.__dataclass_fields__ if f != "state_dict"}
         metadata = payload.get("metadata") if isinstance(payload, dict) else None
@@ -381,7 +381,7 @@ def build_migrated_sac(
         "source_sha256": checkpoint.sha256,
         "source_algorithm": "PPO",
         "source_sb3_version": checkpoint.sb3_version,
-        "migrated_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "migrated_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "layer_mapping": mapping,
         "hidden_sizes": list(checkpoint.hidden_sizes),
         "activation": checkpoint.activation,

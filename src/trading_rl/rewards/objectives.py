@@ -126,7 +126,7 @@ class Transitions:
     cell: np.ndarray
 
     @classmethod
-    def from_infos(cls, infos: list[dict], actions, intrinsic=None, cells=None) -> "Transitions":
+    def from_infos(cls, infos: list[dict], actions, intrinsic=None, cells=None) -> Transitions:
         n = len(infos)
         get = lambda key: np.fromiter((info[key] for info in infos), dtype=np.float64, count=n)  # noqa: E731
         return cls(

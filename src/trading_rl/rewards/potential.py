@@ -66,7 +66,7 @@ class PotentialNetwork(nn.Module):
         self.register_buffer("target_std", th.ones(()))
 
     @classmethod
-    def from_config(cls, config: dict) -> "PotentialNetwork":
+    def from_config(cls, config: dict) -> PotentialNetwork:
         return cls(**config)
 
     def forward(self, context: th.Tensor) -> th.Tensor:

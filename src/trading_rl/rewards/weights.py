@@ -66,7 +66,7 @@ class ObjectiveWeightNetwork(nn.Module):
         self.register_buffer("component_scale", th.ones(len(OBJECTIVES)))
 
     @classmethod
-    def from_config(cls, config: dict) -> "ObjectiveWeightNetwork":
+    def from_config(cls, config: dict) -> ObjectiveWeightNetwork:
         return cls(**config)
 
     def forward(self, context: th.Tensor) -> th.Tensor:

@@ -17,6 +17,7 @@ from trading_rl.agents.device import resolve_device
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_signature
 from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.tearsheet import env_section
 from trading_rl.migration import (
     build_migrated_sac,
     compare_checkpoint,
@@ -27,7 +28,6 @@ from trading_rl.migration import (
     train_discrete_baseline,
     validate_migrated_model,
 )
-from trading_rl.evaluation.tearsheet import env_section
 from trading_rl.migration.checkpoints import DiscreteCheckpoint
 from trading_rl.migration.comparison import summarise
 from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
