@@ -89,10 +89,9 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from stable_baselines3.common.utils import set_random_seed
 
     from trading_rl.agents import build_agent
-    from trading_rl.evaluation.metrics import compute_metrics
+    from trading_rl.evaluation.metrics import compute_metrics, return_moments
     from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
     from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
-    from trading_rl.evaluation.metrics import return_moments
     from trading_rl.monitoring.collapse import trading_verdict
 
     spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])

@@ -89,7 +89,6 @@ def main() -> None:
     pd.testing.assert_frame_equal(on_ray.returns, sequential.returns, check_exact=True)
 
     serial = t_seq - sum(seconds for _, seconds, _ in seq_waves)
-    parallel = t_seq - serial
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"seeds {args.seeds}, timesteps {args.timesteps} (+{args.timesteps // 4} fine-tune)")
     for name, waves in (("sequential", seq_waves), (f"ray x{args.workers}", ray_waves)):
