@@ -144,7 +144,7 @@ def _frame(close, open_=None):
     return prices, features
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sp500_bars(n_bars):
     raw = sp500.load().iloc[-n_bars:]
     return raw["Close"].to_numpy(), raw["Open"].to_numpy()
