@@ -25,6 +25,9 @@ class WidenedLinear(nn.Module):
     """``y = carried(x[:, carried_columns]) + fresh(x[:, other columns])``; ``fresh`` starts at zero
     and has no bias (the carried layer's bias is the layer's bias)."""
 
+    carried_index: th.Tensor
+    fresh_index: th.Tensor
+
     def __init__(self, in_features: int, out_features: int, carried_columns: Sequence[int]) -> None:
         super().__init__()
         carried = [int(column) for column in carried_columns]
