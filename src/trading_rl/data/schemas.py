@@ -49,7 +49,7 @@ class TimestampedRecords(pa.DataFrameModel):
     def timestamps_increasing(cls, timestamps: pd.Series) -> pd.Series:
         return ~timestamps.diff().lt(pd.Timedelta(0))
 
-    @pa.dataframe_check
+    @pa.dataframe_check()  # called: pandera types only the called form as making a classmethod
     def non_empty(cls, records: pd.DataFrame) -> bool:
         return len(records) > 0
 
