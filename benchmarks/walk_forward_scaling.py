@@ -103,7 +103,8 @@ def main() -> None:
     for workers in (2, 4, 8, 16):
         waves = math.ceil(chains / workers)
         predicted = serial + seq_waves[0][1] / min(workers, seq_waves[0][0]) + seq_waves[-1][1] * waves / chains
-        print(f"  model N={workers:>2}: {t_seq / predicted:.2f}x (Amdahl bound {1 / (fraction + (1 - fraction) / workers):.2f}x, "
+        amdahl = 1 / (fraction + (1 - fraction) / workers)
+        print(f"  model N={workers:>2}: {t_seq / predicted:.2f}x (Amdahl bound {amdahl:.2f}x, "
               f"{chains} chain tasks in {waves} wave(s))")
 
 

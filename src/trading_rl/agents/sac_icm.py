@@ -369,7 +369,8 @@ class SACWithICM(SAC):
             labelled = self.replay_buffer
             if not isinstance(labelled, AuxiliaryReplayBuffer):
                 raise TypeError(
-                    f"the auxiliary heads train on an AuxiliaryReplayBuffer (replay_buffer_class), got {type(labelled).__name__}"
+                    "the auxiliary heads train on an AuxiliaryReplayBuffer (replay_buffer_class), "
+                    f"got {type(labelled).__name__}"
                 )
             aux_losses = self.auxiliary.train_on(policy_encoder(self.policy), labelled, gradient_steps, batch_size)
             self._raise_if_diverged(aux_losses)

@@ -447,7 +447,8 @@ def build_tearsheet(
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<ul class=\"notes\">{facts}"
-        f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n{body}\n</body></html>\n"
+        f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n"
+        f"{body}\n</body></html>\n"
     )
     return Tearsheet(
         rollouts=rollout_table(sections),

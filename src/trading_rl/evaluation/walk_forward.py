@@ -359,7 +359,8 @@ def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"
 
 # name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
 # ``predict``, or with its own ``rollout(spec, split, seed)`` (the hierarchical agent, whose option
-# layer and env settings must wrap the env). Another phase's agent joins walk-forward by registering its trainer here and listing
+# layer and env settings must wrap the env).
+# Another phase's agent joins walk-forward by registering its trainer here and listing
 # its name in ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
 AGENT_TRAINERS: dict[str, Trainer] = {
     "sac_icm": _train_sac_icm,

@@ -1,7 +1,8 @@
 """Many symbols, one agent each: the per-symbol training task and an optional shared encoder.
 
 The shared encoder is trained once on every symbol's observations, then frozen and injected into
-each symbol's SAC(+ICM) as its SB3 features extractor. Why (seeds ``001``, phase A.2.2, "143 symbol agents"): one representation of the market learned from
+each symbol's SAC(+ICM) as its SB3 features extractor.
+Why (seeds ``001``, phase A.2.2, "143 symbol agents"): one representation of the market learned from
 all symbols, with only the small per-symbol actor/critic heads trained per symbol. Here the encoder
 is the encoder half of an MLP autoencoder fitted to observations of every symbol's *training* split
 (random-action rollouts, so the portfolio part of the observation varies too); nothing from a
