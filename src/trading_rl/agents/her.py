@@ -89,7 +89,8 @@ class FastHerReplayBuffer(HerReplayBuffer):
             )
         return np.random.choice(valid, size=batch_size, replace=True)
 
-    # SB3's HerReplayBuffer.sample types ``env`` as VecNormalize | None; this one takes any (unused for that).
+    # SB3's own HerReplayBuffer.sample returns dict samples too: its DictReplayBuffer base narrows
+    # ReplayBuffer.sample's return type, which mypy reports as an incompatible override.
     def sample(self, batch_size: int, env=None) -> DictReplayBufferSamples:  # type: ignore[override]
         rows, envs = np.divmod(self._sample_flat_indices(batch_size), self.n_envs)
         observations = {key: values[rows, envs] for key, values in self.observations.items()}
