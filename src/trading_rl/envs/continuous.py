@@ -382,7 +382,9 @@ def trading_env(env: gym.Env, user: str) -> TradingEnvBase:
     names what needs it in the error for any other env."""
     base = env.unwrapped
     if not isinstance(base, TradingEnvBase):
-        raise ValueError(f"{user} needs a trading env (TradingEnvBase), got {type(base).__name__}")
+        raise ValueError(
+            f"{user}: expected a trading env (TradingEnvBase) under the wrappers, got {type(base).__name__}"
+        )
     return base
 
 
