@@ -9,7 +9,8 @@ budget from this curve never looks at the test split.
 
 Reported per variant × budget, over fold × seed runs: median and bootstrap 90% CI of Sharpe, total
 return, max drawdown, fill rate (fills / steps) and action entropy; the share of runs that trade
-(``monitoring.collapse.trading_verdict``: fill rate >= 2% and no deterministic collapse gate failed); and capped buy-and-hold,
+(``monitoring.collapse.trading_verdict``: fill rate >= 2%
+and no deterministic collapse gate failed); and capped buy-and-hold,
 random and SMA crossover on the same windows.
 
     python benchmarks/learning_curve.py --jobs 2 \\
@@ -89,10 +90,9 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from stable_baselines3.common.utils import set_random_seed
 
     from trading_rl.agents import build_agent
-    from trading_rl.evaluation.metrics import compute_metrics
+    from trading_rl.evaluation.metrics import compute_metrics, return_moments
     from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
     from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
-    from trading_rl.evaluation.metrics import return_moments
     from trading_rl.monitoring.collapse import trading_verdict
 
     spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+from mlflow.pyfunc import PythonModel
 
 
-class SB3PolicyModel(mlflow.pyfunc.PythonModel):
+class SB3PolicyModel(PythonModel):
     # Inputs are validated by the logged tensor signature, not by type hints on predict (MLflow
     # supports no ndarray hint and would warn about the missing one on every load).
     _skip_type_hint_validation = True

@@ -55,7 +55,8 @@ def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
         names = [entry["name"] for entry in symbol_entries(parameters["feature_extraction"].get("symbols"))]
         if symbol not in names:
             raise ConfigError(
-                f"parameter 'env_construction.symbol' is {symbol!r}, which is not among feature_extraction.symbols {names}"
+                f"parameter 'env_construction.symbol' is {symbol!r}, "
+                f"which is not among feature_extraction.symbols {names}"
             )
 
 

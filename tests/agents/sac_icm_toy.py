@@ -14,7 +14,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-
 from trading_rl.agents import build_agent, train_agent
 
 # Tiny nets gain nothing from threads, and on a busy 2-core machine extra threads make SAC ~30x slower.

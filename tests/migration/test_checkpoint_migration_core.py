@@ -6,7 +6,7 @@ import io
 import json
 import pickle
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -121,7 +121,7 @@ def test_metadata_is_stored_in_the_zip_and_survives_reload(ppo_and_bytes, migrat
     }
     migrated_at = datetime.fromisoformat(stored["migrated_at_utc"])
     assert migrated_at.utcoffset().total_seconds() == 0
-    assert abs((datetime.now(timezone.utc) - migrated_at).total_seconds()) < 3600
+    assert abs((datetime.now(UTC) - migrated_at).total_seconds()) < 3600
     assert stored["run"] == {"seed": 0, "git_commit": "abc"}
 
 

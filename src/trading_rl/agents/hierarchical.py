@@ -35,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import torch as th
+from gymnasium.spaces import flatdim
 from stable_baselines3 import SAC
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
@@ -47,6 +48,7 @@ from trading_rl.agents.options import OPTION_NAMES, WAIT, TradingOptions
 from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
+from trading_rl.envs.continuous import trading_env
 
 # ---------------------------------------------------------------------------------------------
 # observation plumbing
@@ -63,7 +65,7 @@ def augmented_space(space: gym.Space, n_options: int) -> gym.Space:
         spaces = dict(space.spaces)
         spaces["observation"] = augmented_space(spaces["observation"], n_options)
         return gym.spaces.Dict(spaces)
-    dim = int(np.prod(space.shape))
+    dim = flatdim(space)
     return gym.spaces.Box(-np.inf, np.inf, shape=(dim + n_options,), dtype=np.float32)
 
 
@@ -123,7 +125,7 @@ class OptionVecEnv(VecEnvWrapper):
         self.rng = np.random.default_rng(seed)
         super().__init__(venv, observation_space=augmented_space(venv.observation_space, self.n_options))
         n = self.num_envs
-        obs_dim = int(np.prod(base_observation_space(venv.observation_space).shape))
+        obs_dim = flatdim(base_observation_space(venv.observation_space))
         self.active = np.full(n, WAIT, dtype=np.int64)
         self.steps = np.zeros(n, dtype=np.int64)
         self.option_return = np.zeros(n, dtype=np.float64)
@@ -339,10 +341,10 @@ class HierarchicalAgent:
             env = make_env()
             return goal_view(env, her, self.reward_scale) if her is not None else env
 
-        venv: VecEnv = DummyVecEnv([build])
+        venv = DummyVecEnv([build])
         if self.learner is None:
             return venv
-        env = venv.envs[0].unwrapped
+        env = trading_env(venv.envs[0], "the trading options")
         options = TradingOptions(
             env.layout, self.option_params, allow_short=env.config.allow_short, trend_zero=self.trend_zero
         )
@@ -379,7 +381,7 @@ class HierarchicalAgent:
         return archive.getvalue()
 
     @classmethod
-    def from_bytes(cls, raw: bytes, device: str = "cpu") -> "HierarchicalAgent":
+    def from_bytes(cls, raw: bytes, device: str = "cpu") -> HierarchicalAgent:
         with zipfile.ZipFile(io.BytesIO(raw)) as zipped:
             settings = json.loads(zipped.read("settings.json"))
             # Acting needs no replay buffer, and HER's would need a live env: load with a minimal one.
@@ -428,13 +430,13 @@ def build_hierarchical_agent(
         raise ValueError(f"unknown low-level sac parameter(s) {unknown}; expected some of {sorted(DEFAULT_SAC_PARAMS)}")
     learner = None
     if option_params is not None:
-        probe = make_train_env().unwrapped
+        probe = trading_env(make_train_env(), "the option learner")
         learner = OptionLearner(
             probe.layout.dim, len(OPTION_NAMES), ControllerConfig.from_mapping(controller_params), seed, device
         )
     reward_scale = float(getattr(source, "reward_scale", 1.0))
     agent = HierarchicalAgent(
-        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # the low-level SAC needs this agent's VecEnv, so it is set below
         learner,
         copy.deepcopy(option_params),
         copy.deepcopy(her),
@@ -443,7 +445,7 @@ def build_hierarchical_agent(
         float(trend_zero),
     )
     venv = agent.make_vec_env(make_train_env, deterministic=False, collect=True, seed=seed)
-    source_obs_dim = int(np.prod(source.observation_space.shape))
+    source_obs_dim = flatdim(source.observation_space)
     policy_kwargs = {
         "net_arch": copy.deepcopy(source.policy_kwargs.get("net_arch")),
         "activation_fn": source.policy_kwargs.get("activation_fn", th.nn.ReLU),
@@ -451,6 +453,7 @@ def build_hierarchical_agent(
     }
     if isinstance(venv.observation_space, gym.spaces.Dict):
         policy_kwargs["features_extractor_class"] = CombinedExtractor  # as SB3's MultiInputPolicy
+    buffer_class: type[ReplayBuffer]
     if her is not None:
         buffer_class, buffer_kwargs = FastHerReplayBuffer, replay_buffer_kwargs(her)
     else:
@@ -466,8 +469,9 @@ def build_hierarchical_agent(
         verbose=0,
         **sac,
     )
+    assert isinstance(low_level.policy, WidenedSACPolicy), "built with WidenedSACPolicy above"
     warm_start(source.policy, low_level.policy)
-    if getattr(source, "log_ent_coef", None) is not None and getattr(low_level, "log_ent_coef", None) is not None:
+    if source.log_ent_coef is not None and low_level.log_ent_coef is not None:
         with th.no_grad():
             low_level.log_ent_coef.copy_(source.log_ent_coef.detach().to(low_level.log_ent_coef.device))
     agent.low_level = low_level
@@ -478,7 +482,7 @@ def train_hierarchical_agent(
     agent: HierarchicalAgent, venv: VecEnv, total_timesteps: int, log_freq: int = 1000
 ) -> list[dict[str, float]]:
     """SB3's ``learn`` on the option VecEnv; returns the option monitoring history (empty without options)."""
-    callback = OptionsCallback(agent.learner, venv, log_freq) if isinstance(venv, OptionVecEnv) else None
+    callback = OptionsCallback(venv.learner, venv, log_freq) if isinstance(venv, OptionVecEnv) else None
     agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callback, progress_bar=progress_bar_enabled())
     return callback.history if callback is not None else []
 
@@ -496,10 +500,11 @@ def rollout_agent(
         venv.set_options([{"desired_goal": float(desired_goal)}])
     obs = venv.reset()
     previous_equity = float(venv.unwrapped.reset_infos[0]["equity"])
-    rows = []
+    rows: list[dict[str, Any]] = []
     done = False
     while not done:
-        action, _ = agent.low_level.predict(obs, deterministic=True)
+        # VecEnvObs admits tuples; these envs observe a Box or a Dict.
+        action, _ = agent.low_level.predict(obs, deterministic=True)  # type: ignore[arg-type]
         obs, reward, dones, infos = venv.step(action)
         info = dict(infos[0])
         info.pop("terminal_observation", None)
@@ -590,7 +595,7 @@ def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, se
             low_level.replay_buffer.truncate_last_trajectory()
     venv = agent.make_vec_env(lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed)
     low_level.set_env(venv)
-    callback = OptionsCallback(agent.learner, venv) if isinstance(venv, OptionVecEnv) else None
+    callback = OptionsCallback(venv.learner, venv) if isinstance(venv, OptionVecEnv) else None
     low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 
@@ -621,7 +626,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
     middle_goal = 0.5 * (her["goal_low"] + her["goal_high"])
     rollout, eval_stats = rollout_agent(agent, make_eval_env, seed, desired_goal=middle_goal)
-    hold_threshold = make_eval_env().config.hold_threshold
+    hold_threshold = trading_env(make_eval_env(), "the options evaluation").config.hold_threshold
     metrics = compute_metrics(rollout, env_spec.periods_per_year, hold_threshold)
     baselines = evaluate_baselines(make_eval_env, env_spec.periods_per_year, seed)
 

@@ -1,7 +1,7 @@
 """Trading environments: the continuous env, the legacy discrete env, the hybrid env and their spec."""
 
 from trading_rl.envs.checks import env_check_report, rollout_sanity
-from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, TradingEnvBase
+from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, TradingEnvBase, trading_env
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import (
     DISCRETE_TO_CONTINUOUS,
@@ -32,4 +32,5 @@ __all__ = [
     "env_check_report",
     "is_discrete_action",
     "rollout_sanity",
+    "trading_env",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -60,7 +61,7 @@ def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
     for ax, symbol in zip(axes[:, 0], symbols):
         data = stitched[stitched["symbol"] == symbol]
         agents = data[data["kind"] == "agent"]
-        colours = dict(zip(dict.fromkeys(agents["agent"]), plt.cm.tab10.colors))
+        colours = dict(zip(dict.fromkeys(agents["agent"]), matplotlib.color_sequences["tab10"]))
         ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
         for name, style in zip(REFERENCE_LINES, ("-", "--")):
             curve = data[data["agent"] == name]

@@ -6,7 +6,8 @@ frame, so all of them see the same fills, costs and equity as the env accounted 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ def run_episode(env, policy: Policy, seed: int | None = None, max_steps: int | N
     """
     observation, info = env.reset(seed=seed)
     previous_equity = float(info["equity"])
-    rows = []
+    rows: list[dict[str, Any]] = []
     terminated = truncated = False
     while not (terminated or truncated) and (max_steps is None or len(rows) < max_steps):
         observation, reward, terminated, truncated, info = env.step(policy(observation))

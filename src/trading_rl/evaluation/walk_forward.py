@@ -359,7 +359,8 @@ def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"
 
 # name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
 # ``predict``, or with its own ``rollout(spec, split, seed)`` (the hierarchical agent, whose option
-# layer and env settings must wrap the env). Another phase's agent joins walk-forward by registering its trainer here and listing
+# layer and env settings must wrap the env).
+# Another phase's agent joins walk-forward by registering its trainer here and listing
 # its name in ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
 AGENT_TRAINERS: dict[str, Trainer] = {
     "sac_icm": _train_sac_icm,
@@ -596,11 +597,11 @@ def run_walk_forward(
         rows.append({**window, **labels, **metrics})
         steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
 
-    agent_rollouts = {symbol: [] for symbol in symbols}
+    agent_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, agent, seed_index, group), rollouts in zip(group_keys, group_rollouts):
         agent_rollouts[symbol] += [(fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
                                    for fold, rollout in zip(group, rollouts)]
-    baseline_rollouts = {symbol: [] for symbol in symbols}
+    baseline_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
         baseline_rollouts[symbol] += [(fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
                                       for name, rollout in rollouts.items()]

@@ -16,7 +16,7 @@ import gymnasium as gym
 import pandas as pd
 from kedro.pipeline import Node
 
-from trading_rl.envs import EnvSpec
+from trading_rl.envs import EnvSpec, trading_env
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
@@ -54,7 +54,7 @@ def env_tearsheet(
         title, env_spec.symbol, env_spec.periods_per_year, agents, make_env, env_spec.closes, seed,
         (regime_params or {}).get("regimes"),
     )
-    return TearsheetInput(title, float(make_env().unwrapped.config.hold_threshold), [section])
+    return TearsheetInput(title, float(trading_env(make_env(), "the tearsheet").config.hold_threshold), [section])
 
 
 def tearsheet_outputs(prefix: str) -> list[str]:

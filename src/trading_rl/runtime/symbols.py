@@ -1,7 +1,8 @@
 """Many symbols, one agent each: the per-symbol training task and an optional shared encoder.
 
 The shared encoder is trained once on every symbol's observations, then frozen and injected into
-each symbol's SAC(+ICM) as its SB3 features extractor. Why (seeds ``001``, phase A.2.2, "143 symbol agents"): one representation of the market learned from
+each symbol's SAC(+ICM) as its SB3 features extractor.
+Why (seeds ``001``, phase A.2.2, "143 symbol agents"): one representation of the market learned from
 all symbols, with only the small per-symbol actor/critic heads trained per symbol. Here the encoder
 is the encoder half of an MLP autoencoder fitted to observations of every symbol's *training* split
 (random-action rollouts, so the portfolio part of the observation varies too); nothing from a
@@ -19,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -28,11 +29,12 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import set_random_seed
 from torch import nn
 
-from trading_rl.config import Section, setting
 from trading_rl.agents import build_agent, train_agent
+from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
 
 PARAMS_PREFIX = "multi_symbol"
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 # A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.
 SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -98,7 +100,7 @@ def collect_observations(specs: Sequence[EnvSpec], steps_per_symbol: int, seed: 
         env = spec.make_env("train", seed=seed + index)
         env.action_space.seed(seed + index)
         observation, _ = env.reset(seed=seed + index)
-        rows = []
+        rows: list[np.ndarray] = []
         while len(rows) < steps_per_symbol:
             rows.append(observation)
             observation, _, terminated, truncated, _ = env.step(env.action_space.sample())
@@ -135,7 +137,7 @@ def fit_shared_encoder(
     return freeze(encoder), losses
 
 
-def freeze(module: nn.Module) -> nn.Module:
+def freeze(module: ModuleT) -> ModuleT:
     """Eval mode, no gradients: the module is a fixed function from here on."""
     module.requires_grad_(False)
     return module.eval()

@@ -4,17 +4,16 @@ import pytest
 import torch
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
+from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
+from trading_rl.evaluation.tearsheet import PANELS
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.pipelines.options_her import create_pipeline
-from trading_rl.evaluation.tearsheet import PANELS
 from trading_rl.pipelines.options_her.nodes import evaluate_options_her
-
-from tearsheet_inputs import tearsheet_inputs
 
 torch.set_num_threads(1)
 

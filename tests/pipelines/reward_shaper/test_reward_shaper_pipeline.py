@@ -4,6 +4,7 @@ import pytest
 import torch
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
+from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
@@ -13,8 +14,6 @@ from trading_rl.features import apply_scaler, compute_features, fit_scaler, make
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
-
-from tearsheet_inputs import tearsheet_inputs
 
 PARAMS = {
     "device": "cpu",

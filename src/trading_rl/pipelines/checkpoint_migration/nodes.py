@@ -15,8 +15,9 @@ from typing import Any
 
 from trading_rl.agents.device import resolve_device
 from trading_rl.envs import EnvSpec
-from trading_rl.envs.compatibility import model_signature
+from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.tearsheet import env_section
 from trading_rl.migration import (
     build_migrated_sac,
     compare_checkpoint,
@@ -27,8 +28,7 @@ from trading_rl.migration import (
     train_discrete_baseline,
     validate_migrated_model,
 )
-from trading_rl.evaluation.tearsheet import env_section
-from trading_rl.migration.checkpoints import DiscreteCheckpoint
+from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
 from trading_rl.migration.comparison import summarise
 from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
 
@@ -108,14 +108,14 @@ def migrate_checkpoints(
             sac_kwargs=migration.get("sac"),
             run_metadata=metadata,
         )
-        model.trading_rl_metadata = metadata
+        set_model_metadata(model, metadata)
         checks = validate_migrated_model(
             checkpoint, model, n_observations=int(migration["validation_observations"]), seed=seed
         )
         if not checks["passed"]:
             raise MigrationValidationError(f"migration of checkpoint '{name}' failed its checks: {checks}")
         models[name] = model
-        report[name] = {"metadata": model.migration_metadata, "validation": checks}
+        report[name] = {"metadata": migration_metadata(model), "validation": checks}
     return models, {"symbol": env_spec.symbol, "checkpoints": report}
 
 

@@ -25,6 +25,7 @@ from trading_rl.features import (
 from trading_rl.features.indicators import resolve_feature_params
 from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
 
+
 def by_symbol(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Split a long frame into ``{symbol: frame without the symbol column}``."""
     return {

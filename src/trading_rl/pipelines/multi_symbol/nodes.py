@@ -11,7 +11,7 @@ import pandas as pd
 
 from trading_rl.agents import SACWithICM
 from trading_rl.envs import EnvSpec
-from trading_rl.envs.compatibility import model_signature
+from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.pipelines.env_construction.nodes import build_spec
 from trading_rl.runtime import make_executor
 from trading_rl.runtime.symbols import (
@@ -113,6 +113,6 @@ def train_symbol(
     models = []
     for key in ("model", "best_model"):
         model = SACWithICM.load(io.BytesIO(result[key]), device="cpu")
-        model.trading_rl_metadata = metadata
+        set_model_metadata(model, metadata)
         models.append(model)
     return models[0], models[1], result["history"]

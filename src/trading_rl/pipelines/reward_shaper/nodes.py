@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from trading_rl.envs.compatibility import check_model_fits_spec, model_signature
+from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
 from trading_rl.evaluation.report import flat_metrics, metrics_history
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
@@ -43,7 +43,7 @@ def train_shaped_agent(
         work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
         metrics_callback=stream_to_mlflow("reward_shaper"),
     )
-    outcome.model.trading_rl_metadata = {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"}
+    set_model_metadata(outcome.model, {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"})
     training = {"history": outcome.history, "reward_history": reward_history, "adaptation_history": adaptation_history}
     return outcome.model, training
 
