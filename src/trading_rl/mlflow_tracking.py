@@ -86,9 +86,10 @@ def _policy_signature(policy: Any) -> tuple[ModelSignature, Any]:
         observation_shape = tuple(space.shape)
         return (observation_signature(observation_shape, action_shape),
                 np.zeros((1, *observation_shape), dtype=np.float32))
-    inputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *sub.shape), key) for key, sub in space.spaces.items()])
+    shapes = {key: tuple(sub.shape or ()) for key, sub in space.spaces.items()}
+    inputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *shape), key) for key, shape in shapes.items()])
     outputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *action_shape))])
-    example = {key: np.zeros((1, *sub.shape), dtype=np.float32) for key, sub in space.spaces.items()}
+    example = {key: np.zeros((1, *shape), dtype=np.float32) for key, shape in shapes.items()}
     return ModelSignature(inputs=inputs, outputs=outputs), example
 
 

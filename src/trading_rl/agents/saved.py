@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import io
 import zipfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
 
 HIERARCHICAL_MEMBERS = {"settings.json", "low_level_sac.zip"}
 
@@ -30,7 +33,7 @@ def agent_bytes(agent: Any) -> bytes:
     return buffer.getvalue()
 
 
-def load_agent(raw: bytes, sb3_class: type, device: str = "cpu") -> Any:
+def load_agent(raw: bytes, sb3_class: type[BaseAlgorithm], device: str = "cpu") -> Any:
     """The agent ``agent_bytes`` saved: the hierarchical agent, or ``sb3_class`` loaded from SB3's zip."""
     with zipfile.ZipFile(io.BytesIO(raw)) as zipped:
         hierarchical = HIERARCHICAL_MEMBERS <= set(zipped.namelist())
