@@ -590,9 +590,7 @@ def train_from_spec(
     return agent, history, stats
 
 
-def continue_on_spec(
-    agent: HierarchicalAgent, env_spec, params: dict | None, seed: int, timesteps: int, metrics_callback=None
-) -> None:
+def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int, timesteps: int) -> None:
     """Fine-tune ``agent`` on another spec's training split (the walk-forward's next fold): the
     controller, the SAC and its replay buffer carry over. HER's unfinished episode is closed first,
     so no relabelled goal spans the two windows."""
@@ -604,9 +602,8 @@ def continue_on_spec(
             low_level.replay_buffer.truncate_last_trajectory()
     venv = agent.make_vec_env(lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed)
     low_level.set_env(venv)
-    callback = OptionsCallback(agent.learner, venv, 1000, metrics_callback) if isinstance(venv, OptionVecEnv) else None
-    callbacks = with_episode_rewards(callback, metrics_callback)
-    low_level.learn(total_timesteps=int(timesteps), callback=callbacks, reset_num_timesteps=False, progress_bar=False)
+    callback = OptionsCallback(agent.learner, venv) if isinstance(venv, OptionVecEnv) else None
+    low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 
 def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int) -> dict[str, Any]:
