@@ -13,6 +13,7 @@ import pytest
 import torch
 from stable_baselines3 import PPO, SAC
 
+from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.migration import (
     CheckpointError,
     build_migrated_sac,
@@ -147,7 +148,13 @@ def test_discrete_policy_rebuilt_from_tensors_acts_like_the_loaded_model(ppo_and
 def test_fine_tune_returns_a_trained_copy_and_leaves_the_migration_alone(migrated, toy_env):
     checkpoint, sac = migrated
     before = {k: v.clone() for k, v in sac.policy.state_dict().items()}
-    tuned = fine_tune_migrated(sac, toy_env(OBS_DIM, continuous=True), total_timesteps=40)
+    streamed = []
+    tuned = fine_tune_migrated(sac, toy_env(OBS_DIM, continuous=True), total_timesteps=40,
+                               callback=with_episode_rewards(None, lambda metrics, step: streamed.append((step, metrics))))
+    # every finished 16-step episode at the step it ended, with the reward SB3's Monitor recorded
+    assert [step for step, _ in streamed] == [16, 32]
+    assert [m["train/episode_length"] for _, m in streamed] == [16, 16]
+    assert [m["train/episode_reward"] for _, m in streamed] == pytest.approx([i["r"] for i in tuned.ep_info_buffer], abs=1e-5)
     assert all(torch.equal(before[k], v) for k, v in sac.policy.state_dict().items())
     assert not torch.equal(tuned.policy.actor.mu.weight.cpu(), sac.policy.actor.mu.weight)
     assert tuned.migration_metadata["fine_tune_timesteps"] == 40

@@ -46,6 +46,7 @@ from trading_rl.agents.controller import ControllerConfig, OptionLearner
 from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs
 from trading_rl.agents.options import OPTION_NAMES, WAIT, TradingOptions
 from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
+from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
 from trading_rl.envs.continuous import trading_env
@@ -252,11 +253,14 @@ def base_observation_space(space: gym.Space) -> gym.Space:
 class OptionsCallback(BaseCallback):
     """Trains the controller during ``SAC.learn`` and records option monitoring every ``log_freq`` steps."""
 
-    def __init__(self, learner: OptionLearner, option_env: OptionVecEnv, log_freq: int = 1000) -> None:
+    def __init__(
+        self, learner: OptionLearner, option_env: OptionVecEnv, log_freq: int = 1000, metrics_callback=None
+    ) -> None:
         super().__init__()
         self.learner = learner
         self.option_env = option_env
         self.log_freq = int(log_freq)
+        self.metrics_callback = metrics_callback  # each row, as ``train/<key>``, while training runs
         self.history: list[dict[str, float]] = []
         self._latest: dict[str, float] = {}
 
@@ -282,6 +286,9 @@ class OptionsCallback(BaseCallback):
         for key, value in row.items():
             if key != "step":
                 self.logger.record(f"options/{key}", value)
+        if self.metrics_callback is not None:
+            rows = {f"train/{key}": value for key, value in row.items() if key != "step"}
+            self.metrics_callback(rows, self.num_timesteps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,11 +486,15 @@ def build_hierarchical_agent(
 
 
 def train_hierarchical_agent(
-    agent: HierarchicalAgent, venv: VecEnv, total_timesteps: int, log_freq: int = 1000
+    agent: HierarchicalAgent, venv: VecEnv, total_timesteps: int, log_freq: int = 1000, metrics_callback=None
 ) -> list[dict[str, float]]:
-    """SB3's ``learn`` on the option VecEnv; returns the option monitoring history (empty without options)."""
-    callback = OptionsCallback(venv.learner, venv, log_freq) if isinstance(venv, OptionVecEnv) else None
-    agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callback, progress_bar=progress_bar_enabled())
+    """SB3's ``learn`` on the option VecEnv; returns the option monitoring history (empty without options).
+    ``metrics_callback(metrics, step)`` gets each history row and each finished episode's reward."""
+    callback = None
+    if isinstance(venv, OptionVecEnv):
+        callback = OptionsCallback(venv.learner, venv, log_freq, metrics_callback)
+    callbacks = with_episode_rewards(callback, metrics_callback)
+    agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callbacks, progress_bar=progress_bar_enabled())
     return callback.history if callback is not None else []
 
 
@@ -555,7 +566,8 @@ def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def train_from_spec(
-    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None
+    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None,
+    metrics_callback=None,
 ):
     """Build, warm-start and train the phase's agent on ``env_spec``'s training split
     (``timesteps`` env steps, default ``training.total_timesteps``).
@@ -578,7 +590,7 @@ def train_from_spec(
     )
     training = resolved["training"]
     total = training["total_timesteps"] if timesteps is None else timesteps
-    history = train_hierarchical_agent(agent, venv, total, training["log_freq"])
+    history = train_hierarchical_agent(agent, venv, total, training["log_freq"], metrics_callback)
     stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
     return agent, history, stats
 

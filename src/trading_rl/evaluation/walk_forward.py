@@ -26,7 +26,7 @@ period.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ from trading_rl.algorithms.es import EsParams
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
+from trading_rl.evaluation.chains import ChainResult, TrainedChain, saved_agent, training_point
 from trading_rl.evaluation.ledger import Trials, trial_row
 from trading_rl.evaluation.metrics import (
     compute_metrics,
@@ -427,10 +428,12 @@ def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any
 class WalkForwardResult:
     """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
     ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
-    value; the market line's raw action and traded value are NaN)."""
+    value; the market line's raw action and traded value are NaN). ``chains``: each trained agent's
+    training record and final model (``evaluation.chains``)."""
 
     folds: pd.DataFrame
     returns: pd.DataFrame
+    chains: list[TrainedChain] = field(default_factory=list)
 
 
 def retrain_groups(folds: Sequence[Fold]) -> list[list[Fold]]:
@@ -473,22 +476,25 @@ def run_retrain_group(
     timesteps: int,
     finetune_timesteps: int,
     device: str,
-) -> list[pd.DataFrame]:
-    """A task: train on the group's first fold, fine-tune through the rest, and return each fold's
-    test rollout. Seeds Python, NumPy and torch first, so the result depends on the arguments only."""
+) -> ChainResult:
+    """A task: train on the group's first fold, fine-tune through the rest; each fold's test rollout
+    and training point, and the final agent (``evaluation.chains``). Seeds Python, NumPy and torch
+    first, so the result depends on the arguments only."""
     set_random_seed(seed)
     model = None
-    rollouts = []
+    rollouts, training, trained_steps = [], [], 0
     for spec, retrain in zip(specs, retrains):
         if retrain or model is None:
-            model = trainer(spec, agent_params, seed, timesteps, None, device)
+            model, trained_steps = trainer(spec, agent_params, seed, timesteps, None, device), timesteps
         elif finetune_timesteps > 0:
             model = trainer(spec, agent_params, seed, finetune_timesteps, model, device)
+            trained_steps += finetune_timesteps
+        training.append(training_point(model, trained_steps))
         if hasattr(model, "rollout"):
             rollouts.append(model.rollout(spec, "test", seed))
         else:
             rollouts.append(run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed))
-    return rollouts
+    return ChainResult(rollouts, training, saved_agent(model))
 
 
 def run_walk_forward(
@@ -572,7 +578,7 @@ def run_walk_forward(
                             "device": config["device"],
                         }
                     )
-    group_rollouts = executor.map(run_retrain_group, group_tasks)
+    group_results = executor.map(run_retrain_group, group_tasks)
 
     rows: list[dict[str, Any]] = []
     steps: list[pd.DataFrame] = []
@@ -598,9 +604,12 @@ def run_walk_forward(
         steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
 
     agent_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
-    for (symbol, agent, seed_index, group), rollouts in zip(group_keys, group_rollouts):
+    chains: list[TrainedChain] = []
+    for (symbol, agent, seed_index, group), result in zip(group_keys, group_results):
         agent_rollouts[symbol] += [(fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
-                                   for fold, rollout in zip(group, rollouts)]
+                                   for fold, rollout in zip(group, result.rollouts)]
+        chains.append(TrainedChain(symbol, agent, seed_index, [fold.index for fold in group], result.training,
+                                   result.agent))
     baseline_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
         baseline_rollouts[symbol] += [(fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
@@ -608,7 +617,7 @@ def run_walk_forward(
     for symbol in symbols:
         for fold, labels, rollout in baseline_rollouts[symbol] + agent_rollouts[symbol]:
             record(symbol, fold, labels, rollout, market=labels["agent"] == MARKET)
-    return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True))
+    return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True), chains=chains)
 
 
 # ---------------------------------------------------------------- summaries

@@ -469,8 +469,9 @@ def validate_migrated_model(
     return checks
 
 
-def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu") -> SAC:
-    """A copy of ``model`` trained ``total_timesteps`` more steps on ``env``; ``model`` is unchanged.
+def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu", callback=None) -> SAC:
+    """A copy of ``model`` trained ``total_timesteps`` more steps on ``env`` (``callback``: SB3
+    callbacks for ``learn``, e.g. the episode rewards for a tracker); ``model`` is unchanged.
 
     The copy comes from the model's own in-memory zip (written by this process, safe to unpickle)
     and records the fine-tune in its ``migration_metadata``.
@@ -478,6 +479,6 @@ def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu
     if total_timesteps < 1:
         raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
     tuned = SAC.load(io.BytesIO(sb3_zip_bytes(model)), env=env, device=device)
-    tuned.learn(total_timesteps=total_timesteps)
+    tuned.learn(total_timesteps=total_timesteps, callback=callback)
     set_migration_metadata(tuned, {**migration_metadata(model), "fine_tune_timesteps": int(total_timesteps)})
     return tuned

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import PurePosixPath
 from typing import Any
 
 from trading_rl.agents.device import resolve_device
+from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.evaluation.baselines import evaluate_baselines
@@ -31,6 +33,7 @@ from trading_rl.migration import (
 from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
 from trading_rl.migration.comparison import summarise
 from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 logger = logging.getLogger(__name__)
 
@@ -122,13 +125,18 @@ def migrate_checkpoints(
 def fine_tune_models(
     migrated_models: dict[str, Any], env_spec: EnvSpec, params: dict[str, Any], seed: int
 ) -> dict[str, Any]:
-    """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off."""
+    """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off.
+    Every finished training episode's reward reaches MLflow while they train
+    (``checkpoint_migration/<checkpoint>/train/*``, ``stream_to_mlflow``)."""
     timesteps = int(params["fine_tune"]["total_timesteps"])
     if timesteps == 0:
         return {}
     device = resolve_device(params.get("device", "auto"))
     return {
-        name: fine_tune_migrated(model, env_spec.make_env("train", kind="continuous", seed=seed), timesteps, device)
+        name: fine_tune_migrated(
+            model, env_spec.make_env("train", kind="continuous", seed=seed), timesteps, device,
+            callback=with_episode_rewards(None, stream_to_mlflow(f"checkpoint_migration/{PurePosixPath(name).stem}")),
+        )
         for name, model in migrated_models.items()
     }
 

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from trading_rl.agents import SACWithICM
+from trading_rl.agents.saved import load_agent
 from trading_rl.data import infer_periods_per_year
 from trading_rl.evaluation import plots
+from trading_rl.evaluation.chains import chain_histories
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
 from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
 from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 from trading_rl.pipelines.tearsheet import TearsheetInput
+from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import make_executor
+
+logger = logging.getLogger(__name__)
 
 
 def _periods_per_year(frames: dict[str, pd.DataFrame], env_params: dict[str, Any]) -> dict[str, float]:
@@ -33,9 +40,12 @@ def walk_forward(
     sac_icm_agent_params: dict[str, Any],
     seed: int,
     runtime_params: dict[str, Any],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-fold metrics table and every test step, for every symbol × fold × agent × seed, run on
-    the ``runtime.engine`` executor (same numbers either way)."""
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Per-fold metrics table, every test step, for every symbol × fold × agent × seed, run on the
+    ``runtime.engine`` executor (same numbers either way), and each chain's final agent
+    (``evaluation.chains``). Each chain's record (training episode reward and test metrics per
+    fold, at the env steps trained so far) goes to MLflow as ``walk_forward/<chain>/...`` once the
+    chains return: they ran in worker processes, which have no MLflow run to stream to."""
     frames = by_symbol(prices)
     result = run_walk_forward(
         frames,
@@ -47,7 +57,15 @@ def walk_forward(
         seed,
         make_executor(runtime_params),
     )
-    return result.folds, result.returns
+    for name, history in chain_histories(result.chains, result.folds).items():
+        log_history(f"walk_forward/{name}", history)
+    models = {}
+    for chain in result.chains:
+        if chain.agent is None:
+            logger.info("walk_forward: %s agents have no saved form; %s is not kept", chain.agent_name, chain.name)
+        else:
+            models[f"{chain.name}.zip"] = load_agent(chain.agent, SACWithICM)
+    return result.folds, result.returns, models
 
 
 def record_walk_forward_trials(
