@@ -18,6 +18,17 @@ TUNED = "data/06_models/tuned_parameters.yml"
 TRIALS = "data/07_model_output/tuning_trials.csv"
 
 
+def test_tuning_is_registered_but_not_in_the_default_run():
+    from kedro.framework.startup import bootstrap_project
+
+    from trading_rl.pipeline_registry import register_pipelines
+
+    bootstrap_project(Path(__file__).resolve().parents[3])
+    pipelines = register_pipelines()
+    assert {node.name for node in pipelines["tuning"].nodes} == {"tuning.tune", "tuning.report_tuning"}
+    assert not [node.name for node in pipelines["__default__"].nodes if node.namespace == "tuning"]
+
+
 def _versions(project: Path, path: str) -> list[Path]:
     return [version / Path(path).name for version in sorted((project / path).iterdir())]
 
