@@ -24,6 +24,7 @@ PHASES = (
     "validation",
     "export",
     "final_evaluation",
+    "tuning",
 )
 
 
@@ -62,7 +63,7 @@ def test_viz_build_writes_the_static_site(tmp_path, project_copy):
     # Kedro-Viz lists the layers only when they form no cycle (else it draws none).
     assert graph["layers"] == ["raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"]
     boxes = {node["name"] for node in graph["nodes"] if node["type"] == "modularPipeline"}
-    in_default = set(PHASES) - {"final_evaluation"}
+    in_default = set(PHASES) - {"final_evaluation", "tuning"}
     assert in_default <= boxes, in_default - boxes
     top_level = graph["modular_pipelines"]["__root__"]["children"]
     assert {child["id"] for child in top_level if child["type"] == "modularPipeline"} == in_default

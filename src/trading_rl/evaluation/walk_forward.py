@@ -141,27 +141,29 @@ def development_prices(
     """The bars the walk-forward may use: through ``data_end``.
 
     ``"validation"`` ends at the validation split's last bar (``feature_extraction.splits``, the same
-    purge gap as the pipeline), so neither the default run nor any tuning on walk-forward results
-    ever sees the test split, which ``final_evaluation`` spends once. ``"all"`` uses every bar (a
-    rerun that validates the newest period, after the test split was spent); an ISO date ends there.
+    purge gap as the pipeline), so neither the default run nor any choice made from walk-forward
+    results ever sees the test split, which ``final_evaluation`` spends once. ``"train"`` ends at the
+    training split's last bar (the ``tuning`` pipeline: its choice sees neither the validation nor
+    the test split). ``"all"`` uses every bar (a rerun that validates the newest period, after the
+    test split was spent); an ISO date ends there.
     """
     if data_end in (None, "all"):
         return prices
-    if data_end == "validation":
+    if data_end in ("train", "validation"):
         feature_params = dict(feature_params or {})
         if not feature_params.get("splits"):
             raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' is 'validation' but 'feature_extraction.splits' is not "
+                f"parameter '{PARAMS_PREFIX}.data_end' is {data_end!r} but 'feature_extraction.splits' is not "
                 "given: set the splits, or data_end to 'all' or a date"
             )
         split_params = {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
-        end = pd.Timestamp(make_splits(prices.index, split_params)["validation"]["end"])
+        end = pd.Timestamp(make_splits(prices.index, split_params)[data_end]["end"])
     else:
         try:
             end = pd.Timestamp(data_end)
         except (TypeError, ValueError) as error:
             raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' must be 'validation', 'all' or a date, got {data_end!r}"
+                f"parameter '{PARAMS_PREFIX}.data_end' must be 'train', 'validation', 'all' or a date, got {data_end!r}"
             ) from error
     return prices.loc[:end]
 
@@ -413,7 +415,7 @@ def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFram
     )
 
 
-def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Agent parameters with ``walk_forward.agent_overrides`` applied section by section (walk-forward
     trains many short runs, so e.g. ``learning_starts`` and ``buffer_size`` usually differ)."""
     merged = {section: dict(values) for section, values in dict(agent_params or {}).items()}
@@ -725,7 +727,31 @@ def agent_section(agent: str, agent_params: Mapping[str, Mapping[str, Any]], ove
     ``agent_params``, with ``walk_forward.agent_overrides`` applied where they apply."""
     source = AGENT_PARAMS_SOURCE.get(agent, agent)
     section = agent_params.get(source, {})
-    return _with_overrides(section, overrides) if source in OVERRIDDEN_AGENT_PARAMS else dict(section)
+    return with_overrides(section, overrides) if source in OVERRIDDEN_AGENT_PARAMS else dict(section)
+
+
+def trial_configuration(
+    agent: str,
+    config: Mapping[str, Any],
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    agent_params: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    symbol: str,
+) -> dict[str, Any]:
+    """What one ledger trial is (hashed into its ``config_hash``): the agent, its effective
+    parameters, the walk-forward protocol (windows, gap, retraining, seeds, budgets), the feature
+    and scaler parameters, the env config, the base seed and the symbol. ``config``: resolved
+    walk-forward parameters; ``agent_params``: with the walk-forward's own agents added."""
+    return {
+        "agent": agent,
+        "agent_params": agent_section(agent, agent_params, config["agent_overrides"]),
+        "walk_forward": {key: value for key, value in config.items() if key not in NOT_CONFIGURATION},
+        "features": {key: (feature_params or {}).get(key) for key in ("features", "scaler")},
+        "env": dict(env_config),
+        "seed": seed,
+        "symbol": symbol,
+    }
 
 
 def trial_rows(
@@ -737,35 +763,22 @@ def trial_rows(
     agent_params: Mapping[str, Mapping[str, Any]],
     seed: int,
     run: Mapping[str, Any] | None = None,
+    source: str = "walk_forward",
 ) -> pd.DataFrame:
     """One trial-ledger row per symbol × agent configuration (baselines are not trials): the
-    moments of its fold × seed stitched out-of-sample returns, pooled over seeds.
-
-    The configuration hashed is the agent, its effective parameters, the walk-forward protocol
-    (windows, gap, retraining, seeds, budgets), the feature and scaler parameters, the env config,
-    the base seed and the symbol.
-    """
+    moments of its fold × seed stitched out-of-sample returns, pooled over seeds; ``source`` says
+    who evaluated (``walk_forward``, ``tuning``)."""
     config = resolve_walk_forward_params(params, feature_params)
     agent_params = with_walk_forward_agents(agent_params, config)
-    protocol = {key: value for key, value in config.items() if key not in NOT_CONFIGURATION}
-    features = {key: (feature_params or {}).get(key) for key in ("features", "scaler")}
     agent_steps = returns[returns["kind"] == "agent"]
     stitched = stitch_out_of_sample(agent_steps)
     rows = []
     for (symbol, agent), curve in stitched.groupby(["symbol", "agent"], sort=False):
         steps = agent_steps[(agent_steps["symbol"] == symbol) & (agent_steps["agent"] == agent)]
-        configuration = {
-            "agent": agent,
-            "agent_params": agent_section(agent, agent_params, config["agent_overrides"]),
-            "walk_forward": protocol,
-            "features": features,
-            "env": dict(env_config),
-            "seed": seed,
-            "symbol": symbol,
-        }
+        configuration = trial_configuration(agent, config, feature_params, env_config, agent_params, seed, symbol)
         rows.append(
             trial_row(
-                source="walk_forward",
+                source=source,
                 symbol=symbol,
                 split="walk_forward",
                 period_start=pd.Timestamp(curve["timestamp"].min()).isoformat(),
