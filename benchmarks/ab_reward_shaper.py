@@ -3,7 +3,8 @@
 Both variants continue the latest ``sac_icm_model`` for the same ``training.continue_timesteps`` of the
 chosen Kedro env's ``reward_shaper`` parameters: *shaped* collects rollouts, fits the weight network
 and Φ and trains on ``ShapedRewardVecEnv``; *unshaped* trains on the env's own reward (same
-``training.n_envs`` envs, curiosity mixing off in both, so only the reward differs). Each is evaluated on the validation split next to the
+``training.n_envs`` envs, curiosity mixing off in both, so only the reward differs).
+Each is evaluated on the validation split next to the
 baselines. Prints one row per variant × seed (action entropy, trade rate, validation Sharpe and max
 drawdown), the medians per variant, writes everything as JSON to ``--out`` and appends one
 trial-ledger row per variant (``--ledger``).

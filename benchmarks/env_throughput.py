@@ -181,7 +181,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, python {platform.python_version()}")
     print(f"data: arch.data.sp500, {len(prices)} bars after warm-up; features: {features.shape[1]} columns from {source}")
     print(f"{args.steps} random-action steps per env, CPU time, best of {args.repeats} round-robin runs\n")
-    print(f"| env | steps/s | resets | ours / env |\n|---|---:|---:|---:|")
+    print("| env | steps/s | resets | ours / env |\n|---|---:|---:|---:|")
     for name, (seconds, resets) in results.items():
         rate = args.steps / seconds
         print(f"| {name} | {rate:,.0f} | {resets} | {ours / rate:.2f} |")

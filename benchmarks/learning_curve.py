@@ -9,7 +9,8 @@ budget from this curve never looks at the test split.
 
 Reported per variant × budget, over fold × seed runs: median and bootstrap 90% CI of Sharpe, total
 return, max drawdown, fill rate (fills / steps) and action entropy; the share of runs that trade
-(``monitoring.collapse.trading_verdict``: fill rate >= 2% and no deterministic collapse gate failed); and capped buy-and-hold,
+(``monitoring.collapse.trading_verdict``: fill rate >= 2%
+and no deterministic collapse gate failed); and capped buy-and-hold,
 random and SMA crossover on the same windows.
 
     python benchmarks/learning_curve.py --jobs 2 \\

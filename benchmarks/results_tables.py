@@ -34,7 +34,8 @@ def evaluation_table(report: dict) -> str:
 
 def walk_forward_table(summary: dict) -> str:
     lines = [
-        "| symbol | agent | windows | trading share | median Sharpe [IQR] | median return | median max DD | positive-Sharpe share | PSR | DSR |",
+        "| symbol | agent | windows | trading share | median Sharpe [IQR] | median return | median max DD | "
+        "positive-Sharpe share | PSR | DSR |",
         "|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for symbol, block in summary.items():
@@ -45,7 +46,8 @@ def walk_forward_table(summary: dict) -> str:
                 f"{_fmt(sharpe['median'])} [{_fmt(sharpe['q25'])}, "
                 f"{_fmt(sharpe['q75'])}] | {_fmt(entry['metrics']['total_return']['median'])} | "
                 f"{_fmt(entry['metrics']['max_drawdown']['median'])} | "
-                f"{_fmt(entry['positive_sharpe_share'])} | {_fmt(entry.get('psr_median'))} | {_fmt(entry.get('dsr_median'))} |"
+                f"{_fmt(entry['positive_sharpe_share'])} | {_fmt(entry.get('psr_median'))} | "
+                f"{_fmt(entry.get('dsr_median'))} |"
             )
     return "\n".join(lines)
 
@@ -56,7 +58,8 @@ def regime_table(regimes: pd.DataFrame) -> str:
     medians = regimes.groupby(["symbol", "model", "regime"], sort=False)[["share_of_steps", "total_return", "sharpe"]]
     for row in medians.median().reset_index().itertuples(index=False):
         lines.append(
-            f"| {row.symbol} | {row.model} | {row.regime} | {_fmt(row.share_of_steps)} | {_fmt(row.total_return)} | {_fmt(row.sharpe)} |"
+            f"| {row.symbol} | {row.model} | {row.regime} | {_fmt(row.share_of_steps)} | "
+            f"{_fmt(row.total_return)} | {_fmt(row.sharpe)} |"
         )
     return "\n".join(lines)
 

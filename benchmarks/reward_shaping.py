@@ -36,6 +36,7 @@ from trading_rl.agents.icm import IntrinsicCuriosityModule  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import ContinuousTradingEnv, EnvConfig  # noqa: E402
 from trading_rl.features import apply_scaler, compute_features, fit_scaler  # noqa: E402
+from trading_rl.phases.reward_shaper import resolve_phase_params  # noqa: E402
 from trading_rl.rewards import (  # noqa: E402
     ObjectiveWeightNetwork,
     PotentialNetwork,
@@ -44,7 +45,6 @@ from trading_rl.rewards import (  # noqa: E402
     ShapedRewardWrapper,
     context_indices,
 )
-from trading_rl.phases.reward_shaper import resolve_phase_params  # noqa: E402
 
 
 def make_env(prices, features, seed):

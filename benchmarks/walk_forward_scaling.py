@@ -89,7 +89,6 @@ def main() -> None:
     pd.testing.assert_frame_equal(on_ray.returns, sequential.returns, check_exact=True)
 
     serial = t_seq - sum(seconds for _, seconds, _ in seq_waves)
-    parallel = t_seq - serial
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"seeds {args.seeds}, timesteps {args.timesteps} (+{args.timesteps // 4} fine-tune)")
     for name, waves in (("sequential", seq_waves), (f"ray x{args.workers}", ray_waves)):
@@ -104,7 +103,8 @@ def main() -> None:
     for workers in (2, 4, 8, 16):
         waves = math.ceil(chains / workers)
         predicted = serial + seq_waves[0][1] / min(workers, seq_waves[0][0]) + seq_waves[-1][1] * waves / chains
-        print(f"  model N={workers:>2}: {t_seq / predicted:.2f}x (Amdahl bound {1 / (fraction + (1 - fraction) / workers):.2f}x, "
+        amdahl = 1 / (fraction + (1 - fraction) / workers)
+        print(f"  model N={workers:>2}: {t_seq / predicted:.2f}x (Amdahl bound {amdahl:.2f}x, "
               f"{chains} chain tasks in {waves} wave(s))")
 
 

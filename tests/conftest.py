@@ -38,10 +38,9 @@ def make_project_copy(target: Path) -> Path:
 
 def run_session(project: Path, pipeline_names, env: str = "ci", **kwargs):
     """Run pipelines in a fresh KedroSession on ``project`` and return the run result."""
+    import mlflow
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
-
-    import mlflow
 
     bootstrap_project(project)
     try:

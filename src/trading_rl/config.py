@@ -56,8 +56,8 @@ def setting(
     """A dataclass field with a range: ``interval`` like ``"(0, 1]"`` (``inf`` allowed), ``choices``
     the allowed values, ``check(value)`` returns what the value must be, or ``None`` when it is fine.
     Mutable defaults (lists, dicts, sections) are copied per instance."""
-    if interval is not None and not _INTERVAL.match(interval):
-        raise ValueError(f"bad interval {interval!r}; write it like '(0, 1]'")
+    if interval is not None:
+        _interval_parts(interval)
     metadata = {"interval": interval, "choices": choices, "check": check}
     if default is MISSING:
         return dataclasses.field(metadata=metadata)
@@ -66,8 +66,17 @@ def setting(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def _interval_parts(interval: str) -> tuple[str, str, str, str]:
+    """``(low bracket, low, high, high bracket)`` of an interval like ``"(0, 1]"``."""
+    match = _INTERVAL.match(interval)
+    if match is None:
+        raise ValueError(f"bad interval {interval!r}; write it like '(0, 1]'")
+    low_bracket, low, high, high_bracket = match.groups()
+    return low_bracket, low, high, high_bracket
+
+
 def in_interval(value: float, interval: str) -> bool:
-    low_bracket, low, high, high_bracket = _INTERVAL.match(interval).groups()
+    low_bracket, low, high, high_bracket = _interval_parts(interval)
     low_value, high_value = float(low), float(high)
     above = value > low_value if low_bracket == "(" else value >= low_value
     below = value < high_value if high_bracket == ")" else value <= high_value

@@ -6,7 +6,7 @@
 - Every saved figure is logged as an artifact ``<phase>/plots/<dataset>.png`` and every
   reporting-layer JSON as ``<phase>/reports/<dataset>.json``: no ``*_mlflow`` twin dataset per plot.
 - A dataset whose catalog entry has ``metadata: {mlflow: {model: NAME}}`` is logged as an MLflow
-  model (SB3 agent → pyfunc, ONNX bytes → onnx flavour) with a signature; a folder dataset's
+  model (SB3 or hierarchical agent → pyfunc, ONNX bytes → onnx flavour) with a signature; a folder dataset's
   ``{key: agent}`` as ``NAME_<key>`` each. With
   ``registered_model`` and ``gates`` also set, a model version is registered at the end of the run
   only if every named gate report was produced by this run and passed.
@@ -23,7 +23,8 @@ from kedro.framework.hooks import hook_impl
 from kedro.io.core import DatasetError
 from mlflow.exceptions import MlflowException
 
-from trading_rl.mlflow_tracking import NOT_PRODUCED, log_onnx_model, log_sb3_model, register_if_gates_pass, run_name
+from trading_rl.envs.compatibility import model_metadata
+from trading_rl.mlflow_tracking import NOT_PRODUCED, log_agent_model, log_onnx_model, register_if_gates_pass, run_name
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +109,8 @@ class MlflowConventionHooks:
     def _log_model(self, data: Any, name: str, dataset_name: str):
         provenance = {"dataset": dataset_name, "save_version": self._save_version}
         if isinstance(data, (bytes, bytearray)):
-            return log_onnx_model(data, name, provenance)
-        return log_sb3_model(data, name, {**provenance, **getattr(data, "trading_rl_metadata", {})})
+            return log_onnx_model(bytes(data), name, provenance)
+        return log_agent_model(data, name, {**provenance, **model_metadata(data)})
 
     @hook_impl(tryfirst=True)  # before kedro-mlflow ends the run
     def after_pipeline_run(self) -> None:

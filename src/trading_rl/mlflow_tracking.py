@@ -3,9 +3,11 @@ MLflow models with signatures, and the gate check that decides whether a model i
 
 - Metric keys are ``<phase>/<group>/<metric>`` and only finite values are logged (MLflow would
   store a NaN and draw a broken curve).
-- An SB3 agent is logged as a ``pyfunc`` model (observation batch in, deterministic action batch
-  out) and an exported ONNX actor with the ``onnx`` flavour, each with a tensor signature taken
-  from the observation shape.
+- An agent is logged as a ``pyfunc`` model (observation batch in, deterministic action batch out)
+  and an exported ONNX actor with the ``onnx`` flavour, each with a tensor signature taken from the
+  observation shape. An SB3 agent is its own policy; the hierarchical agent (``options_her``) is
+  logged whole, and its model is the option-conditioned SAC it acts through (``low_level``: the
+  env observation with the active option's one-hot appended, plus the goals under HER).
 - A model version is registered only when every gate report named for it passed.
 """
 
@@ -18,10 +20,13 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import mlflow
 import numpy as np
 from mlflow.models import ModelSignature
 from mlflow.types import Schema, TensorSpec
+
+from trading_rl.agents.saved import agent_bytes
 
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
 NOT_PRODUCED = "not produced by this run"
@@ -67,22 +72,43 @@ def observation_signature(observation_shape: tuple[int, ...], action_shape: tupl
     )
 
 
-def log_sb3_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = None):
-    """Log ``agent`` to the active run as a pyfunc model named ``name`` (code: ``mlflow_sb3_policy.py``,
-    the agent zip as an artifact); returns the ModelInfo."""
-    observation_shape = tuple(agent.observation_space.shape)
-    signature = observation_signature(observation_shape, tuple(agent.action_space.shape))
+def policy_of(agent: Any) -> Any:
+    """The SB3 model that maps an observation to an action: the agent itself, or the hierarchical
+    agent's option-conditioned ``low_level`` SAC."""
+    return getattr(agent, "low_level", agent)
+
+
+def _policy_signature(policy: Any) -> tuple[ModelSignature, Any]:
+    """Signature and input example of an SB3 policy: one tensor, or one named tensor per entry of a
+    Dict observation (HER's ``observation``, ``achieved_goal``, ``desired_goal``)."""
+    space, action_shape = policy.observation_space, tuple(policy.action_space.shape)
+    if not isinstance(space, gym.spaces.Dict):
+        observation_shape = tuple(space.shape)
+        return (observation_signature(observation_shape, action_shape),
+                np.zeros((1, *observation_shape), dtype=np.float32))
+    shapes = {key: tuple(sub.shape or ()) for key, sub in space.spaces.items()}
+    inputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *shape), key) for key, shape in shapes.items()])
+    outputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *action_shape))])
+    example = {key: np.zeros((1, *shape), dtype=np.float32) for key, shape in shapes.items()}
+    return ModelSignature(inputs=inputs, outputs=outputs), example
+
+
+def log_agent_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = None):
+    """Log ``agent`` (an SB3 agent or the hierarchical agent) to the active run as a pyfunc model
+    named ``name`` (code: ``mlflow_sb3_policy.py``, the agent's own bytes as an artifact); returns
+    the ModelInfo."""
+    signature, input_example = _policy_signature(policy_of(agent))
     model_class = f"{type(agent).__module__}.{type(agent).__qualname__}"
     with tempfile.TemporaryDirectory() as folder:
         path, class_file = Path(folder) / "agent.zip", Path(folder) / "model_class.txt"
-        agent.save(path)
+        path.write_bytes(agent_bytes(agent))
         class_file.write_text(model_class)  # an artifact: model_config would also be logged as run params
         return mlflow.pyfunc.log_model(
             name=name,
             python_model=str(Path(__file__).with_name("mlflow_sb3_policy.py")),
             artifacts={"agent": str(path), "model_class": str(class_file)},
             signature=signature,
-            input_example=np.zeros((1, *observation_shape), dtype=np.float32),
+            input_example=input_example,
             pip_requirements=[f"{package}=={version(package)}" for package in REQUIREMENTS],
             metadata=dict(metadata or {}),
         )

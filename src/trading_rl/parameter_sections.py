@@ -11,7 +11,6 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from trading_rl.phases.options_her_params import OptionsHerParams
 from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.config import ConfigError, Section
 from trading_rl.envs.continuous import EnvConstructionParams
@@ -19,11 +18,13 @@ from trading_rl.evaluation.final import FinalEvaluationParams
 from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet import TearsheetParams
-from trading_rl.phases.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.phases.options_her_params import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
+from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
+from trading_rl.phases.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.runtime.engine import RuntimeParams
 from trading_rl.runtime.symbols import MultiSymbolParams
 
@@ -46,6 +47,7 @@ SECTIONS: dict[str, type[Section]] = {
     "multi_symbol": MultiSymbolParams,
     "runtime": RuntimeParams,
     "tearsheet": TearsheetParams,
+    "tuning": TuningParams,
 }
 
 
@@ -55,7 +57,8 @@ def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
         names = [entry["name"] for entry in symbol_entries(parameters["feature_extraction"].get("symbols"))]
         if symbol not in names:
             raise ConfigError(
-                f"parameter 'env_construction.symbol' is {symbol!r}, which is not among feature_extraction.symbols {names}"
+                f"parameter 'env_construction.symbol' is {symbol!r}, "
+                f"which is not among feature_extraction.symbols {names}"
             )
 
 
@@ -70,6 +73,7 @@ def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
 CROSS_CHECKS: dict[str, Callable[[Mapping[str, Any]], None]] = {
     "env_construction": _env_symbol_is_extracted,
     "walk_forward": _walk_forward_agents,
+    "tuning": check_tuning_parameters,
 }
 
 

@@ -16,8 +16,9 @@ from kedro.pipeline import Pipeline
 
 # Opt-in pipelines that the default run leaves out: multi_symbol trains one agent per configured
 # symbol, which multiplies the default run's time by the number of symbols; final_evaluation spends
-# the test split, which must be a deliberate, once-per-configuration decision (docs/protocol.md).
-NOT_IN_DEFAULT = frozenset({"multi_symbol", "final_evaluation"})
+# the test split, which must be a deliberate, once-per-configuration decision (docs/protocol.md);
+# tuning runs a walk-forward per trial (docs/tuning.md).
+NOT_IN_DEFAULT = frozenset({"multi_symbol", "final_evaluation", "tuning"})
 
 # Every node carries at least one role tag (``kedro run --tags plot``, Kedro-Viz's tag filter).
 ROLE_TAGS = frozenset({"data", "train", "evaluate", "report", "plot", "export"})

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -41,14 +41,14 @@ def newest_complete_version(versions: Iterable[str], completed_runs: set[str]) -
     return max((version for version in versions if version in completed_runs), default=None)
 
 
-def _pin_load_version(dataset: AbstractVersionedDataset, version: str) -> None:
-    """Make ``dataset`` load ``version`` for the rest of the run.
+def _pin_load_version(dataset: AbstractVersionedDataset, version: Version) -> None:
+    """Make ``dataset`` use ``version`` (its load version pinned) for the rest of the run.
 
     Kedro's catalog offers no setter for a materialised dataset's load version (its own
     ``DataCatalog.get(version=...)`` copies the dataset with another ``_version``); replacing the
     catalog entry would drop its pandera validator, so the version is set in place.
     """
-    dataset._version = Version(version, dataset._version.save)
+    dataset._version = version
     dataset._clear_version_cache()
 
 
@@ -91,8 +91,10 @@ class RunManifestHooks:
             dataset = _versioned(catalog, name)
             if dataset is None or getattr(dataset, "picks_own_version", False):
                 continue
-            if name in pinned_by_user or dataset._version.load:
-                self._loaded[name] = dataset._version.load
+            version = dataset._version
+            assert version is not None, "_versioned returns versioned datasets only"
+            if name in pinned_by_user or version.load:
+                self._loaded[name] = version.load
                 continue
             versions = dataset.list_versions(full_path=False)
             if not versions:
@@ -108,7 +110,7 @@ class RunManifestHooks:
                     "loading %s, the newest version of a completed run",
                     name, ", ".join(skipped), chosen,
                 )
-            _pin_load_version(dataset, chosen)
+            _pin_load_version(dataset, Version(chosen, version.save))
             self._loaded[name] = chosen
         if without_complete:
             pipelines = ",".join(run_params.get("pipeline_names") or ["__default__"])
@@ -129,7 +131,7 @@ class RunManifestHooks:
             MANIFEST_DATASET,
             {
                 "save_version": run_params["run_id"],
-                "completed_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "completed_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "pipelines": run_params.get("pipeline_names") or ["__default__"],
                 "env": run_params.get("env"),
                 "runtime_params": run_params.get("runtime_params") or {},

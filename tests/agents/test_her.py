@@ -82,19 +82,22 @@ def _filled_buffer(
         size, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy
     )
     obs_dim = space["observation"].shape[0]
+
+    def goal_obs(episode: int, step: int, length: int, k: int) -> dict[str, np.ndarray]:
+        observation = np.full((1, obs_dim), episode, dtype=np.float32)
+        observation[0, 1] = step
+        return {
+            "observation": observation,
+            "achieved_goal": np.array([[episode * EPISODE_WIDTH + k * EPISODE_STEP]], dtype=np.float32),
+            "desired_goal": np.array([[-9.0]], dtype=np.float32),  # never a real achieved goal
+            "time_to_go": np.array([[1.0 - k / length]], dtype=np.float32),
+        }
+
     for episode, length in enumerate(lengths):
         for step in range(length):
-            def goal_obs(k):
-                observation = np.full((1, obs_dim), episode, dtype=np.float32)
-                observation[0, 1] = step
-                return {
-                    "observation": observation,
-                    "achieved_goal": np.array([[episode * EPISODE_WIDTH + k * EPISODE_STEP]], dtype=np.float32),
-                    "desired_goal": np.array([[-9.0]], dtype=np.float32),  # never a real achieved goal
-                    "time_to_go": np.array([[1.0 - k / length]], dtype=np.float32),
-                }
             done = np.array([step == length - 1 and not (unfinished_last and episode == len(lengths) - 1)])
-            buffer.add(goal_obs(step), goal_obs(step + 1), np.zeros((1, 1)), np.array([-5.0]), done, [{}])
+            obs, next_obs = goal_obs(episode, step, length, step), goal_obs(episode, step, length, step + 1)
+            buffer.add(obs, next_obs, np.zeros((1, 1)), np.array([-5.0]), done, [{}])
     return buffer
 
 

@@ -3,9 +3,17 @@
 import numpy as np
 import pytest
 import torch as th
-from sac_icm_toy import toy_agent
+from sac_icm_toy import ToyTradingEnv, toy_agent
 
-from trading_rl.agents.resume import CheckpointRejected, ResumeSlot, RunIdentity, apply_snapshot, snapshot, torch_state
+from trading_rl.agents.resume import (
+    CheckpointRejected,
+    ResumeSlot,
+    RunIdentity,
+    apply_snapshot,
+    replay_buffer_of,
+    snapshot,
+    torch_state,
+)
 
 IDENTITY = RunIdentity("toy", "TOY", {"seed": 0})
 RUN_STATE = {"history": [{"timestep": 80, "eval/sharpe": np.float32(0.5)}], "best_score": -np.inf}
@@ -52,3 +60,12 @@ def test_a_snapshot_that_does_not_fit_leaves_the_model_untouched():
     with pytest.raises(CheckpointRejected, match=r"'policy/actor\.mu\.weight' has shape \(1, 7\)"):
         apply_snapshot(other, saved, "test")
     assert all(th.equal(before[key], value) for key, value in torch_state(other)[0].items())
+
+
+def test_a_resume_checkpoint_needs_a_model_with_a_replay_buffer():
+    from stable_baselines3 import PPO
+
+    sac, _ = toy_agent(seed=0)
+    assert replay_buffer_of(sac) is sac.replay_buffer
+    with pytest.raises(ValueError, match="PPO has none: training.resume needs an off-policy model"):
+        replay_buffer_of(PPO("MlpPolicy", ToyTradingEnv(), n_steps=16, batch_size=16, device="cpu"))

@@ -17,21 +17,21 @@ def paper_vtrace(log_rhos, discounts, rewards, values, bootstrap_value, rho_bar,
     vs = np.zeros((n_steps, n_batch))
     advantages = np.zeros((n_steps, n_batch))
     clip = lambda ratio, bar: ratio if bar is None else min(bar, ratio)  # noqa: E731
+    value = lambda t, b: bootstrap_value[b] if t == n_steps else values[t, b]  # noqa: E731
+    ratio = lambda t, b: float(np.exp(log_rhos[t, b]))  # noqa: E731
     for b in range(n_batch):
-        value = lambda t: bootstrap_value[b] if t == n_steps else values[t, b]  # noqa: E731
-        ratio = lambda t: float(np.exp(log_rhos[t, b]))  # noqa: E731
         for s in range(n_steps):
-            total = value(s)
+            total = value(s, b)
             for t in range(s, n_steps):
                 weight = 1.0
                 for i in range(s, t):
-                    weight *= discounts[i, b] * clip(ratio(i), c_bar)
-                delta = clip(ratio(t), rho_bar) * (rewards[t, b] + discounts[t, b] * value(t + 1) - value(t))
+                    weight *= discounts[i, b] * clip(ratio(i, b), c_bar)
+                delta = clip(ratio(t, b), rho_bar) * (rewards[t, b] + discounts[t, b] * value(t + 1, b) - value(t, b))
                 total += weight * delta
             vs[s, b] = total
         for s in range(n_steps):
             next_v = bootstrap_value[b] if s == n_steps - 1 else vs[s + 1, b]
-            advantages[s, b] = clip(ratio(s), pg_rho_bar) * (rewards[s, b] + discounts[s, b] * next_v - values[s, b])
+            advantages[s, b] = clip(ratio(s, b), pg_rho_bar) * (rewards[s, b] + discounts[s, b] * next_v - values[s, b])
     return vs, advantages
 
 

@@ -12,8 +12,8 @@ from arch.data import sp500
 
 from trading_rl.agents import build_agent
 from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
-from trading_rl.envs import build_env_spec
 from trading_rl.agents.curriculum import Curriculum
+from trading_rl.envs import build_env_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from learning_curve import agent_params, load_parameters, parse_variant  # noqa: E402
@@ -35,7 +35,7 @@ def test_the_four_phase_e_variants_build_the_agents_they_name():
     spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, {}, 252.0)
     params = load_parameters("base")
     built = {}
-    for name, text in VARIANTS.items():
+    for text in VARIANTS.values():
         variant, overrides = parse_variant(text)
         model = build_agent(spec.make_env("train", seed=0), agent_params(params, overrides), seed=0, device="cpu")
         env = model.get_env()

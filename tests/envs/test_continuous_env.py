@@ -2,12 +2,13 @@
 
 import math
 
+import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
 
-from trading_rl.envs import STATE_FIELDS, ContinuousTradingEnv
+from trading_rl.envs import STATE_FIELDS, ContinuousTradingEnv, trading_env
 
 COMMISSION = 0.0002
 SLIPPAGE = 0.0001
@@ -268,3 +269,17 @@ def test_bar_index_and_episode_bounds_follow_the_episode():
     assert start == info["bar_index"] == env.bar_index and end == start + 20
     env.step(np.array([0.0], dtype=np.float32))
     assert env.bar_index == start + 1 and "feature:a" in env.layout and "feature:z" not in env.layout
+
+
+def test_trading_env_finds_the_trading_env_under_wrappers_and_names_who_needed_it_otherwise():
+    prices, features = synthetic_frames()
+    base = ContinuousTradingEnv(prices, features, window_size=2)
+    assert trading_env(gym.wrappers.TimeLimit(base, max_episode_steps=5), "the test") is base
+
+    class OtherEnv(gym.Env):
+        observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    expected = r"the curriculum: expected a trading env \(TradingEnvBase\) under the wrappers, got OtherEnv"
+    with pytest.raises(ValueError, match=expected):
+        trading_env(gym.wrappers.TimeLimit(OtherEnv(), max_episode_steps=5), "the curriculum")

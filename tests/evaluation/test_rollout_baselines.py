@@ -144,7 +144,7 @@ def _frame(close, open_=None):
     return prices, features
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sp500_bars(n_bars):
     raw = sp500.load().iloc[-n_bars:]
     return raw["Close"].to_numpy(), raw["Open"].to_numpy()
@@ -183,6 +183,16 @@ def test_sb3_policy_runs_through_the_env(envs):
     again = run_episode(make_env(), policy_from_sb3(model))
     assert len(first) == 120 - WINDOW
     pd.testing.assert_series_equal(first["action_raw"], again["action_raw"])
+
+
+def test_baselines_need_a_trading_env_with_a_box_action_space(envs):
+    prices, features = _sp500_frame(60)
+    discrete = envs.DiscreteTradingEnv(prices, features, evaluation=True, window_size=WINDOW)
+    with pytest.raises(ValueError, match="the baselines need a Box action space, got Discrete"):
+        b.baseline_policies(discrete, seed=0)
+    expected = r"the baselines: expected a trading env \(TradingEnvBase\) under the wrappers, got ScriptedEnv"
+    with pytest.raises(ValueError, match=expected):
+        b.baseline_policies(ScriptedEnv([1000.0, 1001.0]), seed=0)
 
 
 def test_cash_never_trades_and_returns_exactly_zero(envs):

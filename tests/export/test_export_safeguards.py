@@ -75,7 +75,8 @@ def test_drawdown_limit_from_the_peak():
 
 
 def test_config_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"unknown parameter 'export\.safeguards\.max_trades' \(did you mean 'export\.safeguards\.max_trades_per_day'\?\)"):
+    with pytest.raises(ValueError, match=r"unknown parameter 'export\.safeguards\.max_trades' "
+        r"\(did you mean 'export\.safeguards\.max_trades_per_day'\?\)"):
         SafeguardConfig.from_mapping({"max_trades": 3})
     with pytest.raises(ValueError, match=r"'export\.safeguards\.daily_loss_limit' must be in \[0, 1\]"):
         SafeguardConfig.from_mapping({"daily_loss_limit": 2})

@@ -2,7 +2,8 @@
 
 Every case first leaves a checkpoint behind (a run interrupted at its second evaluation, step 60 of
 90, with the checkpoint of step 30), then starts a run that must not take it — other parameters,
-another symbol or seed, a damaged or hostile file, a run still holding it — and checks the message names the file, the run starts fresh and the
+another symbol or seed, a damaged or hostile file, a run still holding it —
+and checks the message names the file, the run starts fresh and the
 files under the work dir are unchanged (or moved intact into ``set_aside/``).
 """
 

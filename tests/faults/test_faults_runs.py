@@ -26,6 +26,7 @@ from manifest_faults_setup import (
 )
 from stable_baselines3 import PPO
 
+from trading_rl.features.garch import GarchFitError
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 
 pytestmark = pytest.mark.slow
@@ -62,7 +63,7 @@ def test_failed_run_never_becomes_latest(project, bad_prices):
     env_construction must not pair those with the previous run's features."""
     complete_spec = load(project, "env_spec")
     write_prices(project, bad_prices())
-    with pytest.raises(Exception):  # test_faults_data checks this message
+    with pytest.raises(GarchFitError):  # test_faults_data checks the message
         run_session(project, ["feature_extraction"])
     runs_before = completed_runs(project)
     run_session(project, ["env_construction"])
@@ -77,7 +78,7 @@ def test_inputs_no_completed_run_wrote_are_refused(tmp_path):
     to accept the versions anyway."""
     project = good_project_copy(tmp_path / "fresh")
     write_prices(project, _constant_prices())
-    with pytest.raises(Exception):  # test_faults_data checks this message
+    with pytest.raises(GarchFitError):  # test_faults_data checks the message
         run_session(project, ["feature_extraction"])
     before = snapshot(project)
     with pytest.raises(Exception) as raised:

@@ -6,13 +6,14 @@ import io
 import json
 import pickle
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 import torch
 from stable_baselines3 import PPO, SAC
 
+from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.migration import (
     CheckpointError,
     build_migrated_sac,
@@ -121,7 +122,7 @@ def test_metadata_is_stored_in_the_zip_and_survives_reload(ppo_and_bytes, migrat
     }
     migrated_at = datetime.fromisoformat(stored["migrated_at_utc"])
     assert migrated_at.utcoffset().total_seconds() == 0
-    assert abs((datetime.now(timezone.utc) - migrated_at).total_seconds()) < 3600
+    assert abs((datetime.now(UTC) - migrated_at).total_seconds()) < 3600
     assert stored["run"] == {"seed": 0, "git_commit": "abc"}
 
 
@@ -147,7 +148,13 @@ def test_discrete_policy_rebuilt_from_tensors_acts_like_the_loaded_model(ppo_and
 def test_fine_tune_returns_a_trained_copy_and_leaves_the_migration_alone(migrated, toy_env):
     checkpoint, sac = migrated
     before = {k: v.clone() for k, v in sac.policy.state_dict().items()}
-    tuned = fine_tune_migrated(sac, toy_env(OBS_DIM, continuous=True), total_timesteps=40)
+    streamed = []
+    tuned = fine_tune_migrated(sac, toy_env(OBS_DIM, continuous=True), total_timesteps=40,
+                               callback=with_episode_rewards(None, lambda metrics, step: streamed.append((step, metrics))))
+    # every finished 16-step episode at the step it ended, with the reward SB3's Monitor recorded
+    assert [step for step, _ in streamed] == [16, 32]
+    assert [m["train/episode_length"] for _, m in streamed] == [16, 16]
+    assert [m["train/episode_reward"] for _, m in streamed] == pytest.approx([i["r"] for i in tuned.ep_info_buffer], abs=1e-5)
     assert all(torch.equal(before[k], v) for k, v in sac.policy.state_dict().items())
     assert not torch.equal(tuned.policy.actor.mu.weight.cpu(), sac.policy.actor.mu.weight)
     assert tuned.migration_metadata["fine_tune_timesteps"] == 40

@@ -6,10 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from trading_rl.agents import SACWithICM
+from trading_rl.agents.saved import load_agent
 from trading_rl.evaluation import folds as windows
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.chains import chain_histories
 
 NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
 
@@ -149,6 +152,16 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     counts = result.returns.groupby(["symbol", "fold", "kind", "agent", "seed"]).size()
     merged = folds.set_index(["symbol", "fold", "kind", "agent", "seed"])["n_steps"]
     assert (counts.sort_index() == merged.sort_index()).all()
+    # One record per chain (symbol × seed × retrain group): env steps trained so far after each
+    # fold, joined with the fold's test metrics; a model without a saved form is not kept.
+    assert [(c.symbol, c.seed, c.folds) for c in result.chains] == [
+        (symbol, seed, folds) for symbol in "XY" for seed in (0, 1) for folds in ([0, 1], [2])]
+    assert [[p["timestep"] for p in c.training] for c in result.chains[:2]] == [[7, 10], [7]]
+    assert all(c.agent is None for c in result.chains)
+    histories = chain_histories(result.chains, folds)
+    assert list(histories)[:2] == ["X_fake_seed0_folds0-1", "X_fake_seed0_folds2-2"]
+    sharpe = agents.set_index(["symbol", "seed", "fold"])["sharpe"]
+    assert histories["Y_fake_seed1_folds0-1"][1]["test/sharpe"] == sharpe[("Y", 1, 1)]
 
 
 def test_stitching_keeps_each_step_once_and_compounds():
@@ -336,6 +349,11 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
     cash = result.returns[result.returns["agent"] == "cash"]
     assert steps.groupby("fold").size().equals(cash.groupby("fold").size())  # every test bar, once
     assert (steps["action_raw"].abs() <= 1).all()
+    # the chain's final agent comes back as its own zip, with the steps of its whole chain
+    [chain] = result.chains
+    assert [point["timestep"] for point in chain.training] == [150, 230]
+    kept = load_agent(chain.agent, SACWithICM)
+    assert isinstance(kept, HierarchicalAgent) and kept.low_level.num_timesteps == 230
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ PHASES = (
     "validation",
     "export",
     "final_evaluation",
+    "tuning",
 )
 
 
@@ -62,12 +63,19 @@ def test_viz_build_writes_the_static_site(tmp_path, project_copy):
     # Kedro-Viz lists the layers only when they form no cycle (else it draws none).
     assert graph["layers"] == ["raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"]
     boxes = {node["name"] for node in graph["nodes"] if node["type"] == "modularPipeline"}
-    in_default = set(PHASES) - {"final_evaluation"}
+    in_default = set(PHASES) - {"final_evaluation", "tuning"}
     assert in_default <= boxes, in_default - boxes
     top_level = graph["modular_pipelines"]["__root__"]["children"]
     assert {child["id"] for child in top_level if child["type"] == "modularPipeline"} == in_default
     tags = {tag["id"] for tag in graph["tags"]}
     assert {"train", "evaluate", "report", "plot"} <= tags
+    # Every node sits in its phase's box; what else is on the top level are the phases' free
+    # outputs, which Kedro-Viz always draws outside a box (docs/architecture.md, "Lineage").
+    assert not [child for child in top_level if child["type"] == "task"]
+    # The link the docs give for the ten-box view: this Kedro-Viz still reads `pid` and `types`
+    # (element types shown) from the page's URL.
+    bundle = "".join(path.read_text(errors="ignore") for path in (build / "assets").glob("index-*.js"))
+    assert 'pipeline:"pid",types:"types"' in bundle
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from kedro.config import OmegaConfigLoader
 
 from trading_rl.data import load_prices
@@ -37,8 +38,14 @@ def test_validation_node_with_ci_budgets_gives_the_same_tables_on_ray(ray_sessio
     )
     sequential = walk_forward(*arguments, {"engine": "sequential"})
     on_ray = walk_forward(*arguments, {**params["runtime"], "engine": "ray"})
-    for expected, actual in zip(sequential, on_ray):
+    for expected, actual in zip(sequential[:2], on_ray[:2]):
         pd.testing.assert_frame_equal(actual, expected, check_exact=True)
+    # each chain's final agent came back from its Ray worker with the sequential run's weights
+    chains = len(symbols) * params["walk_forward"]["seeds"]
+    assert len(sequential[2]) == chains and sorted(on_ray[2]) == sorted(sequential[2])
+    for name, model in sequential[2].items():
+        for key, value in model.policy.state_dict().items():
+            assert torch.equal(on_ray[2][name].policy.state_dict()[key], value), (name, key)
     agents = sequential[0][sequential[0]["kind"] == "agent"]
     assert len(agents) == len(symbols) * params["walk_forward"]["seeds"] * params["walk_forward"]["max_folds"]
     assert agents["action_entropy"].notna().all()

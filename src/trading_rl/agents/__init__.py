@@ -1,7 +1,7 @@
 """Agents: SAC with an Intrinsic Curiosity Module, its training loop and device selection."""
 
 from trading_rl.agents.device import resolve_device
-from trading_rl.agents.icm import MovingAverage, ICMConfig, IntrinsicCuriosityModule
+from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
 from trading_rl.agents.sac_icm import (
     DEFAULT_PARAMS,
     SACWithICM,

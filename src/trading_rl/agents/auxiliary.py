@@ -34,7 +34,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -45,6 +45,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 from torch.nn import functional as F
 
+from trading_rl.envs.continuous import trading_env
 from trading_rl.envs.layout import STATE_FIELDS
 from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
 
@@ -148,7 +149,7 @@ def target_table(env: gym.Env, config: AuxiliaryConfig) -> np.ndarray:
     ``volatility`` bars ``t + 1 .. t + volatility_horizon``; they are missing where the env's bars end.
     Means, deviations and volume thresholds are those of the env's own bars (the training bars).
     """
-    base = env.unwrapped
+    base = trading_env(env, "auxiliary targets")
     close = base.close_prices
     n = len(close)
     returns = np.full(n, np.nan)
@@ -191,9 +192,7 @@ class AuxiliaryTargets(gym.Wrapper):
 
     def __init__(self, env: gym.Env, config: AuxiliaryConfig) -> None:
         super().__init__(env)
-        base = env.unwrapped
-        if not hasattr(base, "close_prices") or not hasattr(base, "history_positions"):
-            raise ValueError(f"auxiliary targets need a trading env (TradingEnvBase), got {type(base).__name__}")
+        trading_env(env, "auxiliary targets")
         self.table = target_table(env, config)
 
     def step(self, action):
@@ -230,8 +229,7 @@ class AuxiliaryReplayBuffer(ReplayBuffer):
         upper = self.buffer_size if self.full else self.pos
         batch = np.random.randint(0, upper, size=batch_size)
         envs = np.random.randint(0, self.n_envs, size=batch_size)
-        observations = self._normalize_obs(self.observations[batch, envs, :], None)
-        return self.to_torch(observations), self.to_torch(self.aux_targets[batch, envs, :])
+        return self.to_torch(self.observations[batch, envs, :]), self.to_torch(self.aux_targets[batch, envs, :])
 
 
 # ---------------------------------------------------------------- networks
@@ -300,7 +298,8 @@ class AuxiliaryHeads(nn.Module):
         losses = self.losses(encoder.encode_market(observations.float()), targets)
         if not losses:
             return {}
-        total = sum(self.config.weights[head] * loss for head, loss in losses.items())
+        # ``losses`` is not empty, so the sum is a tensor, not the start value 0.
+        total = cast(th.Tensor, sum(self.config.weights[head] * loss for head, loss in losses.items()))
         values = dict(zip([*losses, "total"], th.stack([*losses.values(), total]).detach().tolist()))
         if all(math.isfinite(value) for value in values.values()):
             self.optimizer.zero_grad()
@@ -323,7 +322,7 @@ class AuxiliaryHeads(nn.Module):
 
 def auxiliary_agent_kwargs(env: gym.Env, config: AuxiliaryConfig, sac_kwargs: dict[str, Any]) -> dict[str, Any]:
     """SAC keyword arguments with the shared ``MarketEncoder`` and the labelled replay buffer."""
-    layout = env.unwrapped.layout
+    layout = trading_env(env, "the auxiliary encoder").layout
     policy_kwargs = {
         **sac_kwargs.get("policy_kwargs", {}),
         "features_extractor_class": MarketEncoder,

@@ -48,8 +48,8 @@ class ControllerConfig(Section):
 
     @classmethod
     def from_mapping(
-        cls, params: Any = None, prefix: str = "options_her.controller", base: "ControllerConfig | None" = None
-    ) -> "ControllerConfig":
+        cls, params: Any = None, prefix: str = "options_her.controller", base: ControllerConfig | None = None
+    ) -> ControllerConfig:
         return super().from_mapping(params, prefix, base)
 
 
@@ -200,7 +200,7 @@ class OptionLearner:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], seed: int = 0, device: str = "cpu") -> "OptionLearner":
+    def from_state(cls, state: dict[str, Any], seed: int = 0, device: str = "cpu") -> OptionLearner:
         learner = cls(state["state_dim"], state["n_options"], ControllerConfig(**state["config"]), seed, device)
         learner.controller.load_state_dict(state["weights"])
         learner.temperature = float(state["temperature"])

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.vec_env import VecEnv
 
+from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.metrics import sharpe_ratio, win_rate
 from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
 
@@ -202,9 +203,7 @@ class Curriculum(gym.Wrapper):
 
     def __init__(self, env: gym.Env, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(env)
-        base = env.unwrapped
-        if not hasattr(base, "close_history") or not hasattr(base, "first_tradable_bar"):
-            raise ValueError("the curriculum wraps a trading env (TradingEnvBase); got " + type(base).__name__)
+        base = trading_env(env, "the curriculum")
         if base.config.evaluation:
             raise ValueError("the curriculum wraps a training env only: this env runs a whole evaluation split")
         config = resolve_curriculum_params(params)
@@ -377,7 +376,7 @@ def curriculum_entry(vec_env: VecEnv | None) -> dict[str, Any]:
     the training history JSON.
     """
     indices = _curriculum_indices(vec_env)
-    if not indices:
+    if vec_env is None or not indices:
         return {}
     report = vec_env.env_method("report", indices=indices[0])[0]
     return {f"curriculum/{key}": value for key, value in report.items()}
@@ -385,6 +384,8 @@ def curriculum_entry(vec_env: VecEnv | None) -> dict[str, Any]:
 
 def curriculum_states(vec_env: VecEnv | None) -> dict[int, dict[str, Any]]:
     """Each curriculum env's ``state_dict`` by env index (for a resume checkpoint)."""
+    if vec_env is None:
+        return {}
     return {i: vec_env.env_method("state_dict", indices=i)[0] for i in _curriculum_indices(vec_env)}
 
 
@@ -399,5 +400,7 @@ def load_curriculum_states(vec_env: VecEnv | None, states: Mapping[int, Mapping[
             f"the resume checkpoint holds curriculum state for env(s) {missing}, but the training env has no "
             "curriculum there: resume with the same sac_icm.agent.curriculum settings"
         )
+    if vec_env is None:  # then ``indices`` is empty, so (checked above) ``states`` is too
+        return
     for i, state in states.items():
         vec_env.env_method("load_state_dict", state, indices=i)

@@ -17,7 +17,7 @@ of them relabelled).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from stable_baselines3 import HerReplayBuffer
@@ -101,6 +101,8 @@ class FastHerReplayBuffer(HerReplayBuffer):
             )
         return np.random.choice(valid, size=batch_size, replace=True)
 
+    # SB3's own HerReplayBuffer.sample returns dict samples too: its DictReplayBuffer base narrows
+    # ReplayBuffer.sample's return type, which mypy reports as an incompatible override.
     def sample(self, batch_size: int, env=None) -> DictReplayBufferSamples:  # type: ignore[override]
         rows, envs = np.divmod(self._sample_flat_indices(batch_size), self.n_envs)
         observations = {key: values[rows, envs] for key, values in self.observations.items()}
@@ -124,8 +126,9 @@ class FastHerReplayBuffer(HerReplayBuffer):
             )[0].reshape(2, relabelled)
             rewards[:relabelled] += new_part - old_part
         dones = self.dones[rows, envs] * (1 - self.timeouts[rows, envs])
-        observations = self._normalize_obs(observations, env)
-        next_observations = self._normalize_obs(next_observations, env)
+        # Dict observations normalise to dicts.
+        observations = cast(dict[str, np.ndarray], self._normalize_obs(observations, env))
+        next_observations = cast(dict[str, np.ndarray], self._normalize_obs(next_observations, env))
 
         # every array here is a fresh gather, so torch may share its memory instead of copying it
         def tensor(array: np.ndarray):

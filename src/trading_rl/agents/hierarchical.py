@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import pandas as pd
 import torch as th
+from gymnasium.spaces import flatdim
 from stable_baselines3 import SAC
 from stable_baselines3.common.torch_layers import CombinedExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
@@ -35,8 +35,10 @@ from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv, observat
 from trading_rl.agents.options import OPTION_NAMES, TradingOptions
 from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
 from trading_rl.agents.sac_icm import SACWithICM
+from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
+from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.rollout import StepReturns
 
 # The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
@@ -71,10 +73,10 @@ class HierarchicalAgent:
             env = make_env()
             return goal_view(env, her, self.reward_scale) if her is not None else env
 
-        venv: VecEnv = DummyVecEnv([build])
+        venv = DummyVecEnv([build])
         if self.learner is None:
             return venv
-        env = venv.envs[0].unwrapped
+        env = trading_env(venv.envs[0], "the trading options")
         options = TradingOptions(
             env.layout, self.option_params, allow_short=env.config.allow_short, trend_zero=self.trend_zero
         )
@@ -160,13 +162,13 @@ def build_hierarchical_agent(
         raise ValueError(f"unknown low-level sac parameter(s) {unknown}; expected some of {sorted(DEFAULT_SAC_PARAMS)}")
     learner = None
     if option_params is not None:
-        probe = make_train_env().unwrapped
+        probe = trading_env(make_train_env(), "the option learner")
         learner = OptionLearner(
             probe.layout.dim, len(OPTION_NAMES), ControllerConfig.from_mapping(controller_params), seed, device
         )
     reward_scale = float(getattr(source, "reward_scale", 1.0))
     agent = HierarchicalAgent(
-        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # the low-level SAC needs this agent's VecEnv, so it is set below
         learner,
         copy.deepcopy(option_params),
         copy.deepcopy(her),
@@ -175,7 +177,7 @@ def build_hierarchical_agent(
         float(trend_zero),
     )
     venv = agent.make_vec_env(make_train_env, deterministic=False, collect=True, seed=seed)
-    source_obs_dim = int(np.prod(source.observation_space.shape))
+    source_obs_dim = flatdim(source.observation_space)
     policy_kwargs = {
         "net_arch": copy.deepcopy(source.policy_kwargs.get("net_arch")),
         "activation_fn": source.policy_kwargs.get("activation_fn", th.nn.ReLU),
@@ -183,7 +185,7 @@ def build_hierarchical_agent(
     }
     if isinstance(venv.observation_space, gym.spaces.Dict):
         policy_kwargs["features_extractor_class"] = CombinedExtractor  # as SB3's MultiInputPolicy
-    buffer = {} if her is None else {
+    buffer: dict[str, Any] = {} if her is None else {
         "replay_buffer_class": FastHerReplayBuffer, "replay_buffer_kwargs": replay_buffer_kwargs(her)
     }
     # The learner scales the P&L reward it samples by the source's scale, as SAC+ICM did (without
@@ -201,8 +203,9 @@ def build_hierarchical_agent(
         verbose=0,
         **sac,
     )
+    assert isinstance(low_level.policy, WidenedSACPolicy), "built with WidenedSACPolicy above"
     warm_start(source.policy, low_level.policy)
-    if getattr(source, "log_ent_coef", None) is not None and getattr(low_level, "log_ent_coef", None) is not None:
+    if source.log_ent_coef is not None and low_level.log_ent_coef is not None:
         with th.no_grad():
             low_level.log_ent_coef.copy_(source.log_ent_coef.detach().to(low_level.log_ent_coef.device))
     agent.low_level = low_level
@@ -210,11 +213,15 @@ def build_hierarchical_agent(
 
 
 def train_hierarchical_agent(
-    agent: HierarchicalAgent, venv: VecEnv, total_timesteps: int, log_freq: int = 1000
+    agent: HierarchicalAgent, venv: VecEnv, total_timesteps: int, log_freq: int = 1000, metrics_callback=None
 ) -> list[dict[str, float]]:
-    """SB3's ``learn`` on the option VecEnv; returns the option monitoring history (empty without options)."""
-    callback = OptionsCallback(agent.learner, venv, log_freq) if isinstance(venv, OptionVecEnv) else None
-    agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callback, progress_bar=progress_bar_enabled())
+    """SB3's ``learn`` on the option VecEnv; returns the option monitoring history (empty without options).
+    ``metrics_callback(metrics, step)`` gets each history row and each finished episode's reward."""
+    callback = None
+    if isinstance(venv, OptionVecEnv):
+        callback = OptionsCallback(venv.learner, venv, log_freq, metrics_callback)
+    callbacks = with_episode_rewards(callback, metrics_callback)
+    agent.low_level.learn(total_timesteps=int(total_timesteps), callback=callbacks, progress_bar=progress_bar_enabled())
     return callback.history if callback is not None else []
 
 
@@ -231,10 +238,11 @@ def rollout_agent(
         venv.set_options([{"desired_goal": float(desired_goal)}])
     obs = venv.reset()
     step_return = StepReturns(venv.unwrapped.reset_infos[0])
-    rows = []
+    rows: list[dict[str, Any]] = []
     done = False
     while not done:
-        action, _ = agent.low_level.predict(obs, deterministic=True)
+        # VecEnvObs admits tuples; these envs observe a Box or a Dict.
+        action, _ = agent.low_level.predict(obs, deterministic=True)  # type: ignore[arg-type]
         obs, reward, dones, infos = venv.step(action)
         info = dict(infos[0])
         info.pop("terminal_observation", None)

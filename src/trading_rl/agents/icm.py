@@ -83,6 +83,9 @@ class MovingAverage(nn.Module):
     (the first batch's value is used as it is, not a twentieth of it); buffers, so it saves with the
     module. ``value`` is 1 before any update."""
 
+    average: th.Tensor
+    weight: th.Tensor
+
     def __init__(self, decay: float) -> None:
         super().__init__()
         self.decay = float(decay)

@@ -18,6 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces import flatdim
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
@@ -39,7 +40,7 @@ def augmented_space(space: gym.Space, n_options: int) -> gym.Space:
         spaces = dict(space.spaces)
         spaces["observation"] = augmented_space(spaces["observation"], n_options)
         return gym.spaces.Dict(spaces)
-    dim = int(np.prod(space.shape))
+    dim = flatdim(space)
     return gym.spaces.Box(-np.inf, np.inf, shape=(dim + n_options,), dtype=np.float32)
 
 
@@ -99,7 +100,7 @@ class OptionVecEnv(VecEnvWrapper):
         self.rng = np.random.default_rng(seed)
         super().__init__(venv, observation_space=augmented_space(venv.observation_space, self.n_options))
         n = self.num_envs
-        obs_dim = int(np.prod(base_observation_space(venv.observation_space).shape))
+        obs_dim = flatdim(base_observation_space(venv.observation_space))
         self.active = np.full(n, WAIT, dtype=np.int64)
         self.steps = np.zeros(n, dtype=np.int64)
         self.option_return = np.zeros(n, dtype=np.float64)
@@ -226,11 +227,14 @@ def base_observation_space(space: gym.Space) -> gym.Space:
 class OptionsCallback(BaseCallback):
     """Trains the controller during ``SAC.learn`` and records option monitoring every ``log_freq`` steps."""
 
-    def __init__(self, learner: OptionLearner, option_env: OptionVecEnv, log_freq: int = 1000) -> None:
+    def __init__(
+        self, learner: OptionLearner, option_env: OptionVecEnv, log_freq: int = 1000, metrics_callback=None
+    ) -> None:
         super().__init__()
         self.learner = learner
         self.option_env = option_env
         self.log_freq = int(log_freq)
+        self.metrics_callback = metrics_callback  # each row, as ``train/<key>``, while training runs
         self.history: list[dict[str, float]] = []
         self._latest: dict[str, float] = {}
 
@@ -256,3 +260,6 @@ class OptionsCallback(BaseCallback):
         for key, value in row.items():
             if key != "step":
                 self.logger.record(f"options/{key}", value)
+        if self.metrics_callback is not None:
+            rows = {f"train/{key}": value for key, value in row.items() if key != "step"}
+            self.metrics_callback(rows, self.num_timesteps)

@@ -104,7 +104,8 @@ _OPTION_RANGES = {
 
 @dataclass(frozen=True, kw_only=True)
 class OptionParams(
-    section_from_defaults("OptionDefaults", DEFAULT_OPTION_PARAMS, ranges=_OPTION_RANGES, module=__name__)
+    # a base made at run time by section_from_defaults
+    section_from_defaults("OptionDefaults", DEFAULT_OPTION_PARAMS, ranges=_OPTION_RANGES, module=__name__)  # type: ignore[misc]
 ):
     """The option rules (``options_her.options`` without ``enabled``)."""
 

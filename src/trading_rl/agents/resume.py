@@ -30,13 +30,15 @@ import uuid
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
 from trading_rl.provenance import config_hash
 
@@ -227,6 +229,16 @@ def _buffer_target(buffer: Any, name: str) -> np.ndarray:
     return value[key] if key else value
 
 
+def replay_buffer_of(model: BaseAlgorithm) -> ReplayBuffer:
+    """``model``'s replay buffer; a resume checkpoint holds one, so it needs an off-policy model."""
+    if not isinstance(model, OffPolicyAlgorithm) or model.replay_buffer is None:
+        raise ValueError(
+            f"a resume checkpoint holds the replay buffer, and {type(model).__name__} has none: "
+            "training.resume needs an off-policy model such as SAC"
+        )
+    return model.replay_buffer
+
+
 def buffer_snapshot(buffer: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The filled part of every buffer array, and its position (``pos``, ``full``)."""
     filled = buffer.buffer_size if buffer.full else buffer.pos
@@ -299,9 +311,9 @@ def write_checkpoint(
     current = snapshot(model)
     tensors = io.BytesIO()
     th.save({"model": _tensor_part(current), "best": None if best is None else _tensor_part(best)}, tensors)
-    arrays, position = buffer_snapshot(model.replay_buffer)
+    arrays, position = buffer_snapshot(replay_buffer_of(model))
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, allow_pickle=False, **arrays)
     state = {
         "format": FORMAT_VERSION,
         "counters": current["counters"],
@@ -405,7 +417,7 @@ def set_aside(path: Path, reason: str) -> Path:
     """Rename ``path`` into ``set_aside/`` (kept, never deleted) and log a WARNING naming both."""
     target_dir = path.parent / SET_ASIDE_DIR
     target_dir.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     target = target_dir / f"{stamp}-{path.name}"
     os.replace(path, target)
     logger.warning("resume checkpoint %s is not used and was set aside as %s: %s", path, target, reason)
@@ -519,14 +531,14 @@ class ResumeSlot:
                 raise CheckpointRejected(
                     f"{path}: run state fields {sorted(checkpoint.run_state)}, expected {sorted(run_state_fields)}"
                 )
-            _check_buffer(model.replay_buffer, checkpoint.buffer_arrays, checkpoint.buffer_position, str(path))
+            _check_buffer(replay_buffer_of(model), checkpoint.buffer_arrays, checkpoint.buffer_position, str(path))
             if checkpoint.best is not None:
                 check_snapshot(model, checkpoint.best, f"{path} (best model)")
             apply_snapshot(model, checkpoint.model, str(path))
         except CheckpointRejected as rejected:
             set_aside(path, str(rejected).removeprefix(f"{path}: "))
             return None
-        _restore_buffer(model.replay_buffer, checkpoint.buffer_arrays, checkpoint.buffer_position)
+        _restore_buffer(replay_buffer_of(model), checkpoint.buffer_arrays, checkpoint.buffer_position)
         return checkpoint
 
     def _check_identity(self, checkpoint: Checkpoint) -> None:

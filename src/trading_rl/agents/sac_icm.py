@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import torch as th
+from gymnasium.spaces import flatdim
 from stable_baselines3 import SAC
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from torch import nn
@@ -25,6 +25,7 @@ from trading_rl.agents.auxiliary import (
     DEFAULT_AUXILIARY_PARAMS,
     AuxiliaryConfig,
     AuxiliaryHeads,
+    AuxiliaryReplayBuffer,
     auxiliary_agent_kwargs,
     policy_encoder,
 )
@@ -141,7 +142,7 @@ def _domain_checked(base: type[Section], check) -> type[Section]:
     """``base`` whose ``validate`` also runs the domain module's own checks (``check(dict)``)."""
 
     @dataclass(frozen=True, kw_only=True)
-    class Checked(base):  # type: ignore[misc, valid-type]
+    class Checked(base):  # type: ignore[misc, valid-type]  # ``base`` is a class made at run time
         def validate(self, prefix: str) -> None:
             try:
                 check(self.to_dict())
@@ -189,8 +190,8 @@ class AgentParams(Section):
     icm: IcmParams = setting(IcmParams())
     training: TrainingParams = setting(TrainingParams())
     collapse: CollapseParams = setting(CollapseParams())
-    auxiliary: AuxiliaryParams = setting(AuxiliaryParams())  # type: ignore[valid-type]
-    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]
+    auxiliary: AuxiliaryParams = setting(AuxiliaryParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,8 +281,8 @@ class SACWithICM(SAC):
         super()._setup_model()
         self.icm: IntrinsicCuriosityModule | None = None
         if self.icm_config is not None:
-            obs_dim = int(np.prod(self.observation_space.shape))
-            action_dim = int(np.prod(self.action_space.shape))
+            obs_dim = flatdim(self.observation_space)
+            action_dim = flatdim(self.action_space)
             self.icm = IntrinsicCuriosityModule(obs_dim, action_dim, self.icm_config).to(self.device)
         self.auxiliary: AuxiliaryHeads | None = None
         if self.auxiliary_config is not None:
@@ -364,6 +365,7 @@ class SACWithICM(SAC):
             super().train(gradient_steps, batch_size)
         else:
             buffer = self.replay_buffer
+            # Duck-typed: SAC.train only calls ``sample`` on it.
             self.replay_buffer = _CuriousSampler(buffer, self)  # type: ignore[assignment]
             try:
                 super().train(gradient_steps, batch_size)
@@ -376,7 +378,13 @@ class SACWithICM(SAC):
         self._accumulate({f"train/{key}": value for key, value in losses.items()})
         if self.auxiliary is not None:
             # Its own labelled batches after SAC's update: the aux loss moves the shared encoder.
-            aux_losses = self.auxiliary.train_on(policy_encoder(self.policy), self.replay_buffer, gradient_steps, batch_size)
+            labelled = self.replay_buffer
+            if not isinstance(labelled, AuxiliaryReplayBuffer):
+                raise TypeError(
+                    "the auxiliary heads train on an AuxiliaryReplayBuffer (replay_buffer_class), "
+                    f"got {type(labelled).__name__}"
+                )
+            aux_losses = self.auxiliary.train_on(policy_encoder(self.policy), labelled, gradient_steps, batch_size)
             self._raise_if_diverged(aux_losses)
             self._accumulate(aux_losses)
 

@@ -12,7 +12,8 @@ zero. Before training the low-level action and Q-values equal the SAC+ICM ones b
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch as th
 from stable_baselines3.common.preprocessing import get_action_dim
@@ -23,6 +24,9 @@ from torch import nn
 class WidenedLinear(nn.Module):
     """``y = carried(x[:, carried_columns]) + fresh(x[:, other columns])``; ``fresh`` starts at zero
     and has no bias (the carried layer's bias is the layer's bias)."""
+
+    carried_index: th.Tensor
+    fresh_index: th.Tensor
 
     def __init__(self, in_features: int, out_features: int, carried_columns: Sequence[int]) -> None:
         super().__init__()

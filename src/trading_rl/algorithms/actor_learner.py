@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium.spaces import flatdim
 from torch import nn
 
 from trading_rl.agents.device import resolve_device
@@ -126,9 +127,11 @@ class GaussianActorCritic(nn.Module):
         self.value_net = _mlp([obs_dim, *net_arch, 1], act)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(initial_log_std)))
         # A small last layer starts the policy near "hold" with the initial std doing the exploring.
+        mean_head = self.mean_net[-1]
+        assert isinstance(mean_head, nn.Linear), "_mlp ends with a Linear layer"
         with torch.no_grad():
-            self.mean_net[-1].weight.mul_(0.01)
-            self.mean_net[-1].bias.zero_()
+            mean_head.weight.mul_(0.01)
+            mean_head.bias.zero_()
 
     def mean(self, observations: torch.Tensor) -> torch.Tensor:
         return self.mean_net(observations)
@@ -187,8 +190,8 @@ class RolloutWorker:
             torch.set_num_threads(torch_threads)
         self.params = dict(params)
         self.env = spec.make_env("train", seed=seed)
-        obs_dim = int(np.prod(self.env.observation_space.shape))
-        self.action_dim = int(np.prod(self.env.action_space.shape))
+        obs_dim = flatdim(self.env.observation_space)
+        self.action_dim = flatdim(self.env.action_space)
         self.policy = build_actor_critic(obs_dim, self.action_dim, self.params, seed)
         self.rng = np.random.default_rng(seed)
         self.observation, _ = self.env.reset()
@@ -214,7 +217,7 @@ class RolloutWorker:
             actions[t] = means[t] + std * self.rng.standard_normal(self.action_dim)
             observation, reward, terminated, truncated, _ = env.step(actions[t])
             rewards[t] = reward
-            self.episode_return += reward
+            self.episode_return += float(reward)
             if terminated or truncated:
                 discounts[t] = 0.0
                 if not terminated:
@@ -360,7 +363,8 @@ class _RayWorkers:
             )
         remote_worker = ray.remote(num_cpus=float(params["cpus_per_worker"]))(RolloutWorker)
         spec_ref = ray.put(spec)
-        self.actors = [remote_worker.remote(spec_ref, dict(params), seed, 1) for seed in seeds]
+        # Ray's stubs type a handle's methods as the plain methods; their ``.remote`` exists only at run time.
+        self.actors: list[Any] = [remote_worker.remote(spec_ref, dict(params), seed, 1) for seed in seeds]
 
     def submit(self, weights: Mapping[str, np.ndarray]) -> list:
         weights_ref = self.ray.put(dict(weights))
@@ -426,8 +430,8 @@ def train_vtrace(
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
     probe = spec.make_env("train")
-    obs_dim = int(np.prod(probe.observation_space.shape))
-    action_dim = int(np.prod(probe.action_space.shape))
+    obs_dim = flatdim(probe.observation_space)
+    action_dim = flatdim(probe.action_space)
     if init_model is not None:
         model = copy.deepcopy(init_model)
     else:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from gymnasium.spaces import flatdim
 from scipy.stats import rankdata
 
 from trading_rl.config import Section, setting
@@ -175,7 +176,7 @@ class FitnessEvaluator:
     def __init__(self, spec: EnvSpec, hidden_sizes: Sequence[int]) -> None:
         self.env = spec.make_env("train")
         self.policy = MLPPolicy(
-            int(np.prod(self.env.observation_space.shape)), int(np.prod(self.env.action_space.shape)), hidden_sizes
+            flatdim(self.env.observation_space), flatdim(self.env.action_space), hidden_sizes
         )
 
     def episode_return(self, theta: np.ndarray, episode_seed: int) -> float:
@@ -185,7 +186,7 @@ class FitnessEvaluator:
         total, done = 0.0, False
         while not done:
             observation, reward, terminated, truncated, _ = self.env.step(self.policy.act(layers, observation))
-            total += reward
+            total += float(reward)
             done = terminated or truncated
         return total
 
@@ -202,6 +203,7 @@ def _start_worker(spec: EnvSpec, hidden_sizes: Sequence[int]) -> None:
 
 
 def _score_in_worker(thetas: np.ndarray, episode_seeds: Sequence[int]) -> np.ndarray:
+    assert _WORKER_EVALUATOR is not None, "the pool's initializer _start_worker sets it"
     return _WORKER_EVALUATOR(thetas, episode_seeds)
 
 

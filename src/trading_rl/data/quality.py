@@ -223,7 +223,7 @@ def _stale_opens(prices: pd.DataFrame, splits: Mapping[str, Any] | None, rtol: f
 def _flag_summary(flags: np.ndarray, index: pd.DatetimeIndex) -> dict:
     """Count, share, first/last flagged bar and the longest run of consecutive flagged bars."""
     flagged = np.flatnonzero(flags)
-    summary = {
+    summary: dict[str, Any] = {
         "n_bars": int(len(flags)),
         "count": int(len(flagged)),
         "share": float(flags.mean()) if len(flags) else 0.0,

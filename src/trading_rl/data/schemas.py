@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,7 @@ class TimestampedRecords(pa.DataFrameModel):
     def timestamps_increasing(cls, timestamps: pd.Series) -> pd.Series:
         return ~timestamps.diff().lt(pd.Timedelta(0))
 
-    @pa.dataframe_check
+    @pa.dataframe_check()  # called: pandera types only the called form as making a classmethod
     def non_empty(cls, records: pd.DataFrame) -> bool:
         return len(records) > 0
 
@@ -62,7 +62,7 @@ class PriceSchema(TimestampedRecords):
     low: Series[float] = pa.Field(gt=0, coerce=True)
     close: Series[float] = pa.Field(gt=0, coerce=True)
     volume: Series[float] = pa.Field(ge=0, coerce=True)
-    adj_close: Optional[Series[float]] = pa.Field(gt=0, coerce=True)
+    adj_close: Series[float] | None = pa.Field(gt=0, coerce=True)
 
     @pa.check("open", "high", "low", "close", "volume", "adj_close", name="finite")
     def _finite(cls, values: pd.Series) -> pd.Series:

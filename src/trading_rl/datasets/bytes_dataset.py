@@ -28,7 +28,6 @@ from kedro.io.core import (
     get_protocol_and_path,
 )
 
-
 MANIFEST_SUFFIX = ".sha256"
 FOLDER_MANIFEST = ".sha256sums"  # folder datasets: one manifest per version folder
 

@@ -12,7 +12,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import torch
-
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version, get_filepath_str
 

@@ -17,10 +17,14 @@ from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 
 
 def import_class(path: str) -> type:
+    """The class at the dotted ``path`` named in the catalog."""
     module_name, _, class_name = path.rpartition(".")
     if not module_name:
         raise ValueError(f"model_class must be a dotted path like 'stable_baselines3.SAC', got {path!r}")
-    return getattr(importlib.import_module(module_name), class_name)
+    found = getattr(importlib.import_module(module_name), class_name)
+    if not isinstance(found, type):
+        raise ValueError(f"{path!r} is not a class")
+    return found
 
 
 class SB3ModelDataset(BytesVersionedDataset):
@@ -46,9 +50,13 @@ class SB3ModelDataset(BytesVersionedDataset):
         return buffer.getvalue()
 
     def from_bytes(self, raw: bytes) -> Any:
+        from stable_baselines3.common.base_class import BaseAlgorithm
+
         from trading_rl.agents.device import resolve_device
 
         model_class = import_class(self._model_class_path)
+        if not issubclass(model_class, BaseAlgorithm):
+            raise ValueError(f"model_class {self._model_class_path!r} is not a stable_baselines3 algorithm")
         return model_class.load(io.BytesIO(raw), device=resolve_device(self._device))
 
     def _describe(self) -> dict[str, Any]:

@@ -40,7 +40,10 @@ class TorchModuleDataset(BytesVersionedDataset):
 
     def from_bytes(self, raw: bytes) -> Any:
         payload = th.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-        module = import_class(self._module_class_path).from_config(payload["config"])
+        from_config = getattr(import_class(self._module_class_path), "from_config", None)
+        if from_config is None:
+            raise ValueError(f"module_class {self._module_class_path!r} has no from_config(config) classmethod")
+        module = from_config(payload["config"])
         module.load_state_dict(payload["state_dict"])
         return module.eval()
 

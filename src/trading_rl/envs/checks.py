@@ -45,7 +45,8 @@ def _scripted_action(env, step: int):
 def _rollout(env) -> tuple[list[float], list[float], int]:
     _, info = env.reset()
     initial = info["equity"]
-    equities, rewards, trades = [initial], [], 0
+    equities, trades = [initial], 0
+    rewards: list[float] = []
     done = False
     while not done:
         _, reward, terminated, truncated, info = env.step(_scripted_action(env, len(rewards)))

@@ -19,6 +19,19 @@ class ModelCompatibilityError(ValueError):
     """A model and the env spec (or data) it is about to be used with do not belong together."""
 
 
+METADATA_ATTRIBUTE = "trading_rl_metadata"
+
+
+def model_metadata(model: Any) -> dict[str, Any]:
+    """The ``trading_rl_metadata`` an SB3 model carries (SB3 saves it in the zip); ``{}`` without one."""
+    return dict(getattr(model, METADATA_ATTRIBUTE, None) or {})
+
+
+def set_model_metadata(model: Any, metadata: dict[str, Any]) -> None:
+    """Attach ``metadata`` as the model's ``trading_rl_metadata``, an attribute SB3 saves with it."""
+    setattr(model, METADATA_ATTRIBUTE, metadata)
+
+
 def model_signature(env_spec: Any) -> dict[str, Any]:
     """What a model must match to be used with ``env_spec``: symbol, observation layout and its hash,
     and the hash of the env configuration (costs, thresholds, fill rule ...)."""
@@ -92,9 +105,9 @@ def check_model_fits_spec(
 ) -> None:
     """Raise :class:`ModelCompatibilityError` naming both sides and the ``--load-versions`` fix when
     ``model`` (an SB3 model with ``trading_rl_metadata``) was not trained on ``env_spec``."""
-    metadata = dict(getattr(model, "trading_rl_metadata", None) or {})
-    space = getattr(model, "observation_space", None)
-    observation_dim = int(space.shape[0]) if getattr(space, "shape", None) else None
+    metadata = model_metadata(model)
+    shape = getattr(getattr(model, "observation_space", None), "shape", None)
+    observation_dim = int(shape[0]) if shape else None
     problems = signature_mismatches(metadata, model_signature(env_spec), observation_dim)
     if not problems:
         return

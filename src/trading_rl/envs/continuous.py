@@ -65,7 +65,7 @@ class EnvConfig(Section):
     periods_per_year: float = setting(252.0, interval="(0, inf)")
 
     @classmethod
-    def from_mapping(cls, config: Any = None, prefix: str = "env", base: "EnvConfig | None" = None) -> "EnvConfig":
+    def from_mapping(cls, config: Any = None, prefix: str = "env", base: EnvConfig | None = None) -> EnvConfig:
         return super().from_mapping(config, prefix, base)
 
 
@@ -230,7 +230,7 @@ class TradingEnvBase(gym.Env):
             allow_short=cfg.allow_short,
         )
         self._start = self._t = self._end = self.first_tradable_bar
-        self._obs = None
+        self._obs: np.ndarray | None = None
 
     @property
     def bar_index(self) -> int:
@@ -345,7 +345,8 @@ class TradingEnvBase(gym.Env):
         obs = self._obs_row_list[t].copy()
         state = portfolio_state(portfolio, close, time_in_position, self._episode_length, smoothed)
         try:
-            _pack_state(obs, self._state_byte_offset, *state)  # one call instead of five setitems
+            # One call instead of five setitems. numpy's stubs declare ndarray.__buffer__ for Python >= 3.12 only.
+            _pack_state(obs, self._state_byte_offset, *state)  # type: ignore[arg-type]
         except OverflowError:  # beyond float32 range: let numpy store it as +-inf
             obs[self._state_offset :] = state
 
@@ -374,6 +375,17 @@ class TradingEnvBase(gym.Env):
             "step": steps,
         }
         return obs, reward, terminated, t >= self._end, info
+
+
+def trading_env(env: gym.Env, user: str) -> TradingEnvBase:
+    """The ``TradingEnvBase`` under ``env``'s wrappers (typed for its bars, config and layout); ``user``
+    names what needs it in the error for any other env."""
+    base = env.unwrapped
+    if not isinstance(base, TradingEnvBase):
+        raise ValueError(
+            f"{user}: expected a trading env (TradingEnvBase) under the wrappers, got {type(base).__name__}"
+        )
+    return base
 
 
 class ContinuousTradingEnv(TradingEnvBase):

@@ -28,6 +28,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from trading_rl.envs.continuous import trading_env
+
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal", "time_to_go")
 
 
@@ -70,6 +72,7 @@ class GoalConditionedView(gym.Wrapper):
         pnl_scale: float = 1.0,
     ) -> None:
         super().__init__(env)
+        self._trading_env = trading_env(env, "the goal view")
         if goal_low > goal_high:
             raise ValueError(f"goal_low ({goal_low}) must not exceed goal_high ({goal_high})")
         if tolerance < 0 or reward_distance <= 0 or goal_unit <= 0:
@@ -106,8 +109,8 @@ class GoalConditionedView(gym.Wrapper):
         )
 
     def _time_to_go(self) -> float:
-        start, end = self.env.unwrapped.episode_bounds
-        return float(end - self.env.unwrapped.bar_index) / max(end - start, 1)
+        start, end = self._trading_env.episode_bounds
+        return float(end - self._trading_env.bar_index) / max(end - start, 1)
 
     def _observation(self, observation: np.ndarray, achieved_return: float) -> dict[str, np.ndarray]:
         return {

@@ -250,6 +250,11 @@ def symbol_periods_per_year(params: Mapping[str, Any], index: pd.DatetimeIndex) 
     return float(params.get("periods_per_year") or infer_periods_per_year(index))
 
 
+def periods_per_year_by_symbol(params: Mapping[str, Any], frames: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+    """``symbol_periods_per_year`` of each symbol's bars (``frames``: ``data.by_symbol``'s)."""
+    return {symbol: symbol_periods_per_year(params, frame.index) for symbol, frame in frames.items()}
+
+
 def symbol_env_spec(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,

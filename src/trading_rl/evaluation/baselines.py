@@ -18,13 +18,14 @@ The policies read ``bar_index``, ``close_prices``, ``close_history``, ``history_
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
 from trading_rl.evaluation.rollout import Policy, run_episode
 
@@ -78,12 +79,15 @@ def sma_crossover_policy(close: np.ndarray, position: Callable[[], int], fast: i
 def baseline_policies(env: gym.Env, seed: int | None, fast: int = 20, slow: int = 50) -> dict[str, Policy]:
     """The baseline policies bound to ``env`` (the SMA policy follows that env's current bar in its
     close history)."""
-    base = env.unwrapped
+    base = trading_env(env, "the baselines")
+    action_space = env.action_space
+    if not isinstance(action_space, gym.spaces.Box):
+        raise ValueError(f"the baselines need a Box action space, got {action_space}")
     positions = base.history_positions
     return {
-        "buy_and_hold": constant_policy(1.0, env.action_space),
-        "cash": constant_policy(0.0, env.action_space),
-        "random": random_policy(env.action_space, seed),
+        "buy_and_hold": constant_policy(1.0, action_space),
+        "cash": constant_policy(0.0, action_space),
+        "random": random_policy(action_space, seed),
         "sma_crossover": sma_crossover_policy(base.close_history, lambda: positions[base.bar_index], fast, slow),
     }
 
@@ -102,7 +106,7 @@ def run_baselines(
 def market_returns(env: gym.Env, seed: int = 0) -> np.ndarray:
     """Close-to-close returns over the bars of the episode ``env`` runs after ``reset(seed)``: the
     steps' equity is marked at ``close[start + 1] .. close[end]`` from ``close[start]``."""
-    base = env.unwrapped
+    base = trading_env(env, "market_returns")
     env.reset(seed=seed)
     start, end = base.episode_bounds
     closes = base.close_prices[start : end + 1]
@@ -115,7 +119,7 @@ def evaluate_baselines(
     """Metrics (``compute_metrics``) of every baseline plus ``buy_and_hold_full`` (price returns only:
     the return/risk keys of ``return_metrics``, no trade or action keys)."""
     reference_env = make_env()
-    hold_threshold = reference_env.unwrapped.config.hold_threshold
+    hold_threshold = trading_env(reference_env, "evaluate_baselines").config.hold_threshold
     results = {
         name: compute_metrics(rollout, periods_per_year, hold_threshold)
         for name, rollout in run_baselines(make_env, seed, fast, slow).items()

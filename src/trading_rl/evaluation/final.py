@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.config import Section, setting
-from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.envs.compatibility import check_model_fits_spec, model_metadata
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe, earlier_evaluations, trial_row, trials_for
 from trading_rl.evaluation.metrics import json_ready
 from trading_rl.evaluation.report import evaluate_policy
@@ -102,7 +102,7 @@ def evaluate_on_test(
             f"'env_construction.symbol' is {symbol!r}: rerun env_construction"
         )
     check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="final_evaluation")
-    model_metadata = dict(getattr(model, "trading_rl_metadata", {}) or {})
+    metadata = model_metadata(model)
     evaluation, collapse = evaluate_policy(
         configuration["agent"],
         policy_from_sb3(model, deterministic=True),
@@ -127,7 +127,7 @@ def evaluate_on_test(
             "from": "trial_ledger: one per configuration hash tried for the symbol, test-split rows excluded",
         },
         "collapse": collapse,
-        "model_metadata": model_metadata,
+        "model_metadata": metadata,
         "run": dict(run or {}),
     }
     row = trial_row(

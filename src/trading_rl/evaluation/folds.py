@@ -51,27 +51,30 @@ def development_prices(
     """The bars the walk-forward may use: through ``data_end``.
 
     ``"validation"`` ends at the validation split's last bar (``feature_extraction.splits``, the same
-    purge gap as the pipeline), so neither the default run nor any tuning on walk-forward results
-    ever sees the test split, which ``final_evaluation`` spends once. ``"all"`` uses every bar (a
-    rerun that validates the newest period, after the test split was spent); an ISO date ends there.
+    purge gap as the pipeline), so neither the default run nor any choice made from walk-forward
+    results ever sees the test split, which ``final_evaluation`` spends once. ``"train"`` ends at the
+    training split's last bar (the ``tuning`` pipeline: its choice sees neither the validation nor
+    the test split). ``"all"`` uses every bar (a rerun that validates the newest period, after the
+    test split was spent); an ISO date ends there.
     """
     if data_end in (None, "all"):
         return prices
-    if data_end == "validation":
+    if data_end in ("train", "validation"):
         feature_params = dict(feature_params or {})
         if not feature_params.get("splits"):
             raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' is 'validation' but 'feature_extraction.splits' is not "
+                f"parameter '{PARAMS_PREFIX}.data_end' is {data_end!r} but 'feature_extraction.splits' is not "
                 "given: set the splits, or data_end to 'all' or a date"
             )
         split_params = {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
-        end = pd.Timestamp(make_splits(prices.index, split_params)["validation"]["end"])
+        end = pd.Timestamp(make_splits(prices.index, split_params)[data_end]["end"])
     else:
         try:
             end = pd.Timestamp(data_end)
         except (TypeError, ValueError) as error:
             raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' must be 'validation', 'all' or a date, got {data_end!r}"
+                f"parameter '{PARAMS_PREFIX}.data_end' must be 'train', 'validation', 'all' or a date, got "
+                f"{data_end!r}"
             ) from error
     return prices.loc[:end]
 

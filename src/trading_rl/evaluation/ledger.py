@@ -20,7 +20,7 @@ import os
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def trial_row(
     run = dict(run or {})
     sharpe = sharpe_from_moments(moments)
     return {
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
         "source": source,
         "symbol": symbol,
         "split": split,
@@ -122,7 +122,7 @@ def validate_rows(rows: pd.DataFrame | Iterable[Mapping[str, Any]], where: str =
 
 def new_file_name() -> str:
     """``<UTC timestamp>-<short uuid>.parquet``: names sort in the order they were made."""
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}{FILE_SUFFIX}"
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}{FILE_SUFFIX}"
 
 
 def append_rows(folder: str | Path, rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> Path | None:

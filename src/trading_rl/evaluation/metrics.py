@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
 from trading_rl.evaluation.rollout import trade_returns
+from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
 
 
 def _as_returns(returns) -> np.ndarray:
@@ -265,7 +265,7 @@ def return_metrics(returns, periods_per_year: float) -> dict[str, float]:
 
 def json_ready(metrics: dict) -> dict:
     """Plain Python floats/ints, with ``nan``/``inf`` turned into ``None`` (valid JSON)."""
-    out = {}
+    out: dict[str, bool | int | float | None] = {}
     for key, value in metrics.items():
         if isinstance(value, (bool, np.bool_)):
             out[key] = bool(value)

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from trading_rl.monitoring.actions import ACTION_BUCKETS
 from trading_rl.evaluation.regimes import REGIMES
+from trading_rl.monitoring.actions import ACTION_BUCKETS
 
 REGIME_COLOURS = {"bull": "#2ca02c", "bear": "#d62728", "sideways": "#7f7f7f", "high_volatility": "#ff7f0e"}
 REFERENCE_LINES = ("buy_and_hold", "buy_and_hold_full")
@@ -60,7 +61,7 @@ def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
     for ax, symbol in zip(axes[:, 0], symbols):
         data = stitched[stitched["symbol"] == symbol]
         agents = data[data["kind"] == "agent"]
-        colours = dict(zip(dict.fromkeys(agents["agent"]), plt.cm.tab10.colors))
+        colours = dict(zip(dict.fromkeys(agents["agent"]), matplotlib.color_sequences["tab10"]))
         ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
         for name, style in zip(REFERENCE_LINES, ("-", "--")):
             curve = data[data["agent"] == name]

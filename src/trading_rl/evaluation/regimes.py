@@ -72,6 +72,9 @@ def check_regime_validation_params(params: Mapping[str, Any] | None) -> None:
     RegimeValidationParams.from_mapping(params, "regime_validation")
 
 
+_NO_REGIME = np.array(None, dtype=object)  # the label during warm-up
+
+
 def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> pd.Series:
     """Regime label per bar (``REGIMES`` or ``None`` during warm-up), from closes up to each bar."""
     p = resolve_regime_params(params)
@@ -83,10 +86,10 @@ def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> 
     labels = np.select(
         [volatility > volatility_bar, trend > threshold, trend < -threshold, trend.notna()],
         ["high_volatility", "bull", "bear", "sideways"],
-        default=None,
+        default=_NO_REGIME,
     )
     defined = volatility_bar.notna() & trend.notna()
-    return pd.Series(np.where(defined, labels, None), index=close.index, name="regime", dtype=object)
+    return pd.Series(np.where(defined, labels, _NO_REGIME), index=close.index, name="regime", dtype=object)
 
 
 def bar_regimes(close_history, positions, params: Mapping[str, Any] | None = None) -> np.ndarray:

@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 from trading_rl.evaluation.rollout import Policy, run_episode
@@ -29,7 +30,7 @@ def evaluate_policy(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return ``(evaluation_report, collapse_report)`` for one agent on ``make_env``'s split."""
     deterministic_env = make_env()
-    hold_threshold = deterministic_env.unwrapped.config.hold_threshold  # the env's own rule
+    hold_threshold = trading_env(deterministic_env, "evaluate_policy").config.hold_threshold  # the env's own rule
     rollouts = {
         "deterministic": run_episode(deterministic_env, deterministic_policy, seed=seed),
         "stochastic": run_episode(make_env(), stochastic_policy, seed=seed),

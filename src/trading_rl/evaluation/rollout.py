@@ -48,7 +48,7 @@ def run_episode(env, policy: Policy, seed: int | None = None, max_steps: int | N
     """
     observation, info = env.reset(seed=seed)
     step_return = StepReturns(info)
-    rows = []
+    rows: list[dict[str, Any]] = []
     terminated = truncated = False
     while not (terminated or truncated) and (max_steps is None or len(rows) < max_steps):
         observation, reward, terminated, truncated, info = env.step(policy(observation))

@@ -25,14 +25,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import gymnasium as gym
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
+from matplotlib.typing import ColorType
 
-from trading_rl.config import Section as ParameterSection, setting
-from trading_rl.monitoring.actions import ACTION_BUCKETS, bucketize
+from trading_rl.config import Section as ParameterSection
+from trading_rl.config import setting
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe
 from trading_rl.evaluation.metrics import (
@@ -44,6 +48,7 @@ from trading_rl.evaluation.metrics import (
 )
 from trading_rl.evaluation.plots import REFERENCE_LABELS, shade_regimes
 from trading_rl.evaluation.regimes import label_regimes
+from trading_rl.monitoring.actions import ACTION_BUCKETS, bucketize
 
 # Panel key -> title. The HTML gives every panel a section with this title (tests and the
 # screenshot check look for them); the PNG draws them as axis titles.
@@ -175,8 +180,8 @@ def metrics_table(section: Section, hold_threshold: float, trials: Trials | None
 # ------------------------------------------------------------------------------------ panels
 
 
-def _agent_colours(section: Section) -> dict[str, tuple]:
-    return dict(zip(section.agents, plt.cm.tab10.colors))
+def _agent_colours(section: Section) -> dict[str, ColorType]:
+    return dict(zip(section.agents, matplotlib.color_sequences["tab10"]))
 
 
 def draw_equity(ax: Axes, section: Section) -> None:
@@ -186,9 +191,9 @@ def draw_equity(ax: Axes, section: Section) -> None:
         colour, style = ("black", "--") if name == MARKET else BASELINE_STYLE.get(name, ("grey", "-"))
         ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, ls=style, lw=1.1,
                 zorder=1, label=REFERENCE_LABELS.get(name, name))
-    for name, colour in _agent_colours(section).items():
+    for name, agent_colour in _agent_colours(section).items():
         rollout = section.agents[name]
-        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, lw=2.2, zorder=3,
+        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=agent_colour, lw=2.2, zorder=3,
                 label=name)
     ax.set_ylabel("growth of 1")
     ax.legend(loc="upper left", fontsize=7, ncol=2)
@@ -227,7 +232,7 @@ def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
     n_steps = len(section.primary[1])
     window = rolling_window(n_steps, window)
     ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
-    curves = {name: (rollout, colour, 1.8, 3) for (name, rollout), colour in
+    curves: dict[str, tuple[pd.DataFrame, ColorType, float, int]] = {name: (rollout, colour, 1.8, 3) for (name, rollout), colour in
               zip(section.agents.items(), _agent_colours(section).values())}
     if "buy_and_hold" in section.baselines:
         curves[REFERENCE_LABELS["buy_and_hold"]] = (section.baselines["buy_and_hold"], "black", 1.0, 1)
@@ -302,7 +307,7 @@ def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
     shown = formatted_table(table)
     ax.axis("off")
     cell = ax.table(cellText=shown.to_numpy(), rowLabels=[str(i)[:38] for i in shown.index],
-                    colLabels=list(shown.columns), cellLoc="right", bbox=(0.27, 0.0, 0.73, 1.0))
+                    colLabels=list(shown.columns), cellLoc="right", bbox=Bbox.from_bounds(0.27, 0.0, 0.73, 1.0))
     cell.auto_set_font_size(False)
     cell.set_fontsize(7)
 
@@ -357,8 +362,11 @@ def panel_images(fig: Figure, dpi: int) -> dict[str, str]:
 
     original_dpi = fig.dpi
     fig.set_dpi(dpi)
-    fig.canvas.draw()
-    pixels = np.asarray(fig.canvas.buffer_rgba())
+    canvas = fig.canvas
+    if not isinstance(canvas, FigureCanvasAgg):
+        raise RuntimeError(f"tearsheet images need an Agg-based matplotlib backend, got {type(canvas).__name__}")
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())
     height = pixels.shape[0]
     boxes = [ax.get_position() for ax in fig.axes[: len(PANELS)]]
     tops = [TITLE_TOP] + [(upper.y0 + lower.y1) / 2 for upper, lower in zip(boxes, boxes[1:])]
@@ -439,7 +447,8 @@ def build_tearsheet(
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<ul class=\"notes\">{facts}"
-        f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n{body}\n</body></html>\n"
+        f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n"
+        f"{body}\n</body></html>\n"
     )
     return Tearsheet(
         rollouts=rollout_table(sections),

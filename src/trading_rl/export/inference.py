@@ -48,7 +48,7 @@ class PortfolioState:
     last_action: float | None = None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "PortfolioState":
+    def from_mapping(cls, values: Mapping[str, Any]) -> PortfolioState:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(values) - known)
         if unknown:
@@ -95,7 +95,7 @@ class Signal:
     def trades(self) -> bool:
         return self.units != 0.0
 
-    def blocked(self, rule: str) -> "Signal":
+    def blocked(self, rule: str) -> Signal:
         return replace(self, units=0.0, value=0.0, fill_price=0.0, blocked_by=rule)
 
 
@@ -143,7 +143,7 @@ class SignalEngine:
             )
 
     @classmethod
-    def from_inference_config(cls, model: bytes | str | Path, config: Mapping[str, Any], **kwargs) -> "SignalEngine":
+    def from_inference_config(cls, model: bytes | str | Path, config: Mapping[str, Any], **kwargs) -> SignalEngine:
         """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file."""
         return cls(model, config["feature_params"], config["scaler"], config["env_config"],
                    config["feature_columns"], **kwargs)

@@ -33,6 +33,9 @@ DEFAULT_OPSET = 18
 class DeterministicActor(nn.Module):
     """SB3 SAC actor reduced to its deterministic action, mapped onto the action space bounds."""
 
+    low: torch.Tensor
+    high: torch.Tensor
+
     def __init__(self, model: Any):
         super().__init__()
         policy = model.policy
@@ -97,6 +100,7 @@ def export_actor(model: Any, opset: int = DEFAULT_OPSET) -> bytes:
             dynamic_shapes=({0: batch},),
             verbose=False,
         )
+    assert program is not None, "torch.onnx.export(dynamo=True) always returns an ONNXProgram"
     return program.model_proto.SerializeToString()
 
 

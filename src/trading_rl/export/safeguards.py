@@ -47,8 +47,8 @@ class SafeguardConfig(Section):
 
     @classmethod
     def from_mapping(
-        cls, values: Mapping[str, Any] | None = None, prefix: str = "export.safeguards", base: "SafeguardConfig | None" = None
-    ) -> "SafeguardConfig":
+        cls, values: Mapping[str, Any] | None = None, prefix: str = "export.safeguards", base: SafeguardConfig | None = None
+    ) -> SafeguardConfig:
         return super().from_mapping(values, prefix, base)
 
 

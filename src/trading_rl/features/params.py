@@ -36,8 +36,8 @@ def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[
     for index, entry in enumerate(symbols):
         where = f"{key}[{index}]"
         if isinstance(entry, str):
-            name, _, source = entry.partition(":")
-            entry = {"name": name, "source": source or DEFAULT_SOURCE}
+            symbol, _, symbol_source = entry.partition(":")
+            entry = {"name": symbol, "source": symbol_source or DEFAULT_SOURCE}
         if not isinstance(entry, dict):
             raise ConfigError(f"parameter '{where}' must be 'NAME[:SOURCE]' or {{name, source}}, got {entry!r}")
         unknown = sorted(set(entry) - {"name", "source"})

@@ -24,10 +24,12 @@ import pickletools
 import re
 import zipfile
 from base64 import b64decode
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NoReturn
 
+import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3 import PPO, SAC
@@ -49,6 +51,9 @@ REQUIRED_MEMBERS = ("data", "policy.pth")
 # PPO's default activation (``ActorCriticPolicy``) when ``policy_kwargs`` does not name one.
 DEFAULT_PPO_ACTIVATION = "Tanh"
 _ACTIVATION_REPR = re.compile(r"^<class 'torch\.nn\.modules\.activation\.(\w+)'>$")
+
+
+Fail = Callable[[str], NoReturn]
 
 
 class CheckpointError(ValueError):
@@ -95,7 +100,7 @@ class DiscreteCheckpoint:
         }
 
     @classmethod
-    def from_payload(cls, payload: Any, source: str) -> "DiscreteCheckpoint":
+    def from_payload(cls, payload: Any, source: str) -> DiscreteCheckpoint:
         """The checkpoint ``to_payload`` stored; ``CheckpointError`` naming ``source`` otherwise."""
         fields = {f for f in cls.__dataclass_fields__ if f != "state_dict"}
         metadata = payload.get("metadata") if isinstance(payload, dict) else None
@@ -153,12 +158,12 @@ def _readable_int(value: Any) -> int | None:
         return None
 
 
-def _activation_name(policy_kwargs: Any, fail) -> str:
+def _activation_name(policy_kwargs: Any, fail: Fail) -> str:
     if not isinstance(policy_kwargs, dict) or "activation_fn" not in policy_kwargs:
         return DEFAULT_PPO_ACTIVATION
     match = _ACTIVATION_REPR.match(str(policy_kwargs["activation_fn"]))
     activation = getattr(nn, match.group(1), None) if match else None
-    if not (isinstance(activation, type) and issubclass(activation, nn.Module)):
+    if match is None or not (isinstance(activation, type) and issubclass(activation, nn.Module)):
         fail(f"unsupported activation_fn {policy_kwargs['activation_fn']!r}; expected a torch.nn activation")
     return match.group(1)
 
@@ -172,7 +177,7 @@ def _declared_policy_arch(policy_kwargs: Any) -> list[int] | None:
     return None
 
 
-def _read_members(raw: bytes, fail) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
+def _read_members(raw: bytes, fail: Fail) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except zipfile.BadZipFile as exc:
@@ -207,7 +212,7 @@ def _read_members(raw: bytes, fail) -> tuple[dict[str, Any], dict[str, torch.Ten
     return data, state_dict, version
 
 
-def _check_algorithm(data: dict[str, Any], fail) -> None:
+def _check_algorithm(data: dict[str, Any], fail: Fail) -> None:
     policy_class = _pickled_global(data.get("policy_class"))
     if policy_class != PPO_POLICY_CLASS:
         module = policy_class.rpartition(".")[0] if policy_class else ""
@@ -233,7 +238,7 @@ def inspect_discrete_checkpoint(
     them, the observation dimension and the number of actions with what the caller needs.
     """
 
-    def fail(reason: str):
+    def fail(reason: str) -> NoReturn:
         raise CheckpointError(f"checkpoint '{source_name}': {reason}")
 
     data, state_dict, version = _read_members(raw, fail)
@@ -293,6 +298,18 @@ def inspect_discrete_checkpoint(
     if expected_observation_dim is not None:
         checkpoint.check_observation_dim(expected_observation_dim)
     return checkpoint
+
+
+MIGRATION_METADATA_ATTRIBUTE = "migration_metadata"
+
+
+def migration_metadata(model: SAC) -> dict[str, Any]:
+    """What the migration recorded on ``model`` (an attribute SB3 saves in the zip)."""
+    return getattr(model, MIGRATION_METADATA_ATTRIBUTE)
+
+
+def set_migration_metadata(model: SAC, metadata: dict[str, Any]) -> None:
+    setattr(model, MIGRATION_METADATA_ATTRIBUTE, metadata)
 
 
 def sb3_zip_bytes(model) -> bytes:
@@ -366,22 +383,24 @@ def build_migrated_sac(
         device=device,
         **(sac_kwargs or {}),
     )
-    actor = model.policy.actor
+    mu, log_std = model.policy.actor.mu, model.policy.actor.log_std
+    if not (isinstance(mu, nn.Linear) and isinstance(log_std, nn.Linear)):
+        raise ValueError("the migration initialises Linear mu and log_std heads; SAC with use_sde=True has none")
     mapping = layer_mapping(checkpoint)
     migrated_params = dict(model.policy.named_parameters())
     with torch.no_grad():
         for source, target in mapping.items():
             migrated_params[target].copy_(checkpoint.state_dict[source])
-        nn.init.orthogonal_(actor.mu.weight, gain=head_gain)
-        nn.init.zeros_(actor.mu.bias)
-        nn.init.orthogonal_(actor.log_std.weight, gain=head_gain)
-        nn.init.constant_(actor.log_std.bias, log_std_init)
-    model.migration_metadata = {
+        nn.init.orthogonal_(mu.weight, gain=head_gain)
+        nn.init.zeros_(mu.bias)
+        nn.init.orthogonal_(log_std.weight, gain=head_gain)
+        nn.init.constant_(log_std.bias, log_std_init)
+    set_migration_metadata(model, {
         "source_file": checkpoint.source_name,
         "source_sha256": checkpoint.sha256,
         "source_algorithm": "PPO",
         "source_sb3_version": checkpoint.sb3_version,
-        "migrated_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "migrated_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "layer_mapping": mapping,
         "hidden_sizes": list(checkpoint.hidden_sizes),
         "activation": checkpoint.activation,
@@ -392,7 +411,7 @@ def build_migrated_sac(
                       "log_std": f"orthogonal gain {head_gain}, bias {log_std_init}"},
         "critics": f"fresh, hidden sizes {list(critic_hidden_sizes)}",
         "run": dict(run_metadata or {}),
-    }
+    })
     return model
 
 
@@ -424,6 +443,7 @@ def validate_migrated_model(
     reloaded = SAC.load(io.BytesIO(sb3_zip_bytes(model)), device="cpu")
     after = hidden_weight_differences(checkpoint, reloaded)
     space = reloaded.observation_space
+    assert isinstance(space, gym.spaces.Box), "a migrated SAC observes the trading env's Box"
     draws = np.random.default_rng(seed).normal(0.0, observation_scale, (n_observations, *space.shape))
     observations = np.clip(draws, space.low, space.high).astype(space.dtype)
     deterministic, _ = reloaded.predict(observations, deterministic=True)
@@ -432,7 +452,7 @@ def validate_migrated_model(
     checks = {
         "hidden_weights_max_abs_diff": max(before.values()),
         "hidden_weights_identical": max(before.values()) == 0.0,
-        "reloads_in_sb3": reloaded.migration_metadata == model.migration_metadata,
+        "reloads_in_sb3": migration_metadata(reloaded) == migration_metadata(model),
         "reloaded_weights_identical": max(after.values()) == 0.0,
         "n_random_observations": int(n_observations),
         "actions_shape_ok": deterministic.shape == (n_observations, 1),
@@ -449,8 +469,9 @@ def validate_migrated_model(
     return checks
 
 
-def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu") -> SAC:
-    """A copy of ``model`` trained ``total_timesteps`` more steps on ``env``; ``model`` is unchanged.
+def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu", callback=None) -> SAC:
+    """A copy of ``model`` trained ``total_timesteps`` more steps on ``env`` (``callback``: SB3
+    callbacks for ``learn``, e.g. the episode rewards for a tracker); ``model`` is unchanged.
 
     The copy comes from the model's own in-memory zip (written by this process, safe to unpickle)
     and records the fine-tune in its ``migration_metadata``.
@@ -458,6 +479,6 @@ def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu
     if total_timesteps < 1:
         raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
     tuned = SAC.load(io.BytesIO(sb3_zip_bytes(model)), env=env, device=device)
-    tuned.learn(total_timesteps=total_timesteps)
-    tuned.migration_metadata = {**model.migration_metadata, "fine_tune_timesteps": int(total_timesteps)}
+    tuned.learn(total_timesteps=total_timesteps, callback=callback)
+    set_migration_metadata(tuned, {**migration_metadata(model), "fine_tune_timesteps": int(total_timesteps)})
     return tuned

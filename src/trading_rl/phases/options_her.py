@@ -57,7 +57,8 @@ def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def train_from_spec(
-    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None
+    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None,
+    metrics_callback=None,
 ):
     """Build, warm-start and train the phase's agent on ``env_spec``'s training split
     (``timesteps`` env steps, default ``training.total_timesteps``).
@@ -80,7 +81,7 @@ def train_from_spec(
     )
     training = resolved["training"]
     total = training["total_timesteps"] if timesteps is None else timesteps
-    history = train_hierarchical_agent(agent, venv, total, training["log_freq"])
+    history = train_hierarchical_agent(agent, venv, total, training["log_freq"], metrics_callback)
     stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
     return agent, history, stats
 
@@ -99,7 +100,7 @@ def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, se
         lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed
     )
     low_level.set_env(venv)
-    callback = OptionsCallback(agent.learner, venv) if isinstance(venv, OptionVecEnv) else None
+    callback = OptionsCallback(venv.learner, venv) if isinstance(venv, OptionVecEnv) else None
     low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 

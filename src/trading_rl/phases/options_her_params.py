@@ -43,14 +43,14 @@ _PhaseDefaults = section_from_defaults(
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptionsHerParams(_PhaseDefaults):
+class OptionsHerParams(_PhaseDefaults):  # type: ignore[valid-type,misc]  # a base made at run time by section_from_defaults
     """The ``options_her`` section. ``env_overrides`` are env config keys (checked as such);
     ``sac`` is the low-level SAC (the keys and ranges of ``sac_icm.agent.sac``)."""
 
     env_overrides: dict[str, Any] = setting(DEFAULT_PHASE_PARAMS["env_overrides"])
     options: OptionsSectionParams = setting(OptionsSectionParams())
     controller: ControllerConfig = setting(ControllerConfig())
-    her: HerParams = setting(HerParams())
+    her: HerParams = setting(HerParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
     sac: SacParams = setting(SacParams())
 
     def validate(self, prefix: str) -> None:

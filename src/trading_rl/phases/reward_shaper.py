@@ -106,16 +106,17 @@ class RewardShaperParams(Section):
     evaluation_split: Literal["train", "validation", "test"] = "validation"
     resume_dir: str = "data/06_models/resume/reward_shaper"
     rollouts: RolloutParams = setting(RolloutParams())
-    objectives: ObjectiveParams = setting(ObjectiveParams())
-    weight_network: WeightNetworkParams = setting(WeightNetworkParams())
-    potential: PotentialParams = setting(PotentialParams())
-    shaping: ShapingParams = setting(ShapingParams())
+    objectives: ObjectiveParams = setting(ObjectiveParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    weight_network: WeightNetworkParams = setting(WeightNetworkParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    potential: PotentialParams = setting(PotentialParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    shaping: ShapingParams = setting(ShapingParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
     training: ShapedTrainingParams = setting(ShapedTrainingParams())
-    gates: GateParams = setting(GateParams())
+    gates: GateParams = setting(GateParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
 
     def validate(self, prefix: str) -> None:
         try:
-            initial_weight_vector(self.weight_network.initial_weights)
+            # The field's type is a run-time Section (see above), so mypy cannot know its attributes.
+            initial_weight_vector(self.weight_network.initial_weights)  # type: ignore[attr-defined]
         except ValueError as error:
             raise ConfigError(f"parameter '{prefix}.weight_network.initial_weights': {error}") from error
 
@@ -150,7 +151,7 @@ def collect_rollouts(model, env_spec, params: dict | None, seed: int) -> dict[st
     resolved = resolve_phase_params(params)
     base_env = env_spec.make_env("train")
     env = ShapedRewardWrapper(base_env, make_shaper(base_env, resolved, model))
-    index = context_indices(env.unwrapped.layout)
+    index = context_indices(base_env.layout)
     deterministic = bool(resolved["rollouts"]["deterministic"])
     steps = int(resolved["rollouts"]["steps"])
     model.set_random_seed(seed)

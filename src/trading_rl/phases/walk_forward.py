@@ -29,7 +29,7 @@ period.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,7 @@ from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_me
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import max_lookback
 from trading_rl.monitoring.collapse import trading_verdict
+from trading_rl.phases.chains import ChainResult, TrainedChain, saved_agent, training_point
 from trading_rl.phases.options_her import continue_on_spec, train_from_spec
 from trading_rl.phases.reward_shaper import train_shaped
 from trading_rl.runtime.engine import Executor, SequentialExecutor
@@ -215,7 +216,8 @@ def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"
 
 # name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
 # ``predict``, or with its own ``rollout(spec, split, seed)`` (the hierarchical agent, whose option
-# layer and env settings must wrap the env). Another phase's agent joins walk-forward by registering its trainer here and listing
+# layer and env settings must wrap the env).
+# Another phase's agent joins walk-forward by registering its trainer here and listing
 # its name in ``walk_forward.agents``; its parameters arrive under the same name in ``agent_params``.
 AGENT_TRAINERS: dict[str, Trainer] = {
     "sac_icm": _train_sac_icm,
@@ -262,7 +264,7 @@ def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFram
     )
 
 
-def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Agent parameters with ``walk_forward.agent_overrides`` applied section by section (walk-forward
     trains many short runs, so e.g. ``learning_starts`` and ``buffer_size`` usually differ)."""
     merged = copy_sections(agent_params)
@@ -275,10 +277,12 @@ def _with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any
 class WalkForwardResult:
     """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
     ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
-    value; the market line's raw action and traded value are NaN)."""
+    value; the market line's raw action and traded value are NaN). ``chains``: each trained agent's
+    training record and final model (``phases.chains``)."""
 
     folds: pd.DataFrame
     returns: pd.DataFrame
+    chains: list[TrainedChain] = field(default_factory=list)
 
 
 def prepare_fold(
@@ -307,22 +311,25 @@ def run_retrain_group(
     timesteps: int,
     finetune_timesteps: int,
     device: str,
-) -> list[pd.DataFrame]:
-    """A task: train on the group's first fold, fine-tune through the rest, and return each fold's
-    test rollout. Seeds Python, NumPy and torch first, so the result depends on the arguments only."""
+) -> ChainResult:
+    """A task: train on the group's first fold, fine-tune through the rest; each fold's test rollout
+    and training point, and the final agent (``phases.chains``). Seeds Python, NumPy and torch
+    first, so the result depends on the arguments only."""
     set_random_seed(seed)
     model = None
-    rollouts = []
+    rollouts, training, trained_steps = [], [], 0
     for spec, retrain in zip(specs, retrains):
         if retrain or model is None:
-            model = trainer(spec, agent_params, seed, timesteps, None, device)
+            model, trained_steps = trainer(spec, agent_params, seed, timesteps, None, device), timesteps
         elif finetune_timesteps > 0:
             model = trainer(spec, agent_params, seed, finetune_timesteps, model, device)
+            trained_steps += finetune_timesteps
+        training.append(training_point(model, trained_steps))
         if hasattr(model, "rollout"):
             rollouts.append(model.rollout(spec, "test", seed))
         else:
             rollouts.append(run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed))
-    return rollouts
+    return ChainResult(rollouts, training, saved_agent(model))
 
 
 def run_walk_forward(
@@ -406,7 +413,7 @@ def run_walk_forward(
                             "device": config["device"],
                         }
                     )
-    group_rollouts = executor.map(run_retrain_group, group_tasks)
+    group_results = executor.map(run_retrain_group, group_tasks)
 
     rows: list[dict[str, Any]] = []
     steps: list[pd.DataFrame] = []
@@ -431,18 +438,21 @@ def run_walk_forward(
         rows.append({**window, **labels, **metrics})
         steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
 
-    agent_rollouts = {symbol: [] for symbol in symbols}
-    for (symbol, agent, seed_index, group), rollouts in zip(group_keys, group_rollouts):
+    agent_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
+    chains: list[TrainedChain] = []
+    for (symbol, agent, seed_index, group), result in zip(group_keys, group_results):
         agent_rollouts[symbol] += [(fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
-                                   for fold, rollout in zip(group, rollouts)]
-    baseline_rollouts = {symbol: [] for symbol in symbols}
+                                   for fold, rollout in zip(group, result.rollouts)]
+        chains.append(TrainedChain(symbol, agent, seed_index, [fold.index for fold in group], result.training,
+                                   result.agent))
+    baseline_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
         baseline_rollouts[symbol] += [(fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
                                       for name, rollout in rollouts.items()]
     for symbol in symbols:
         for fold, labels, rollout in baseline_rollouts[symbol] + agent_rollouts[symbol]:
             record(symbol, fold, labels, rollout, market=labels["agent"] == MARKET)
-    return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True))
+    return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True), chains=chains)
 
 
 # ---------------------------------------------------------------- trial ledger
@@ -462,7 +472,31 @@ def agent_section(agent: str, agent_params: Mapping[str, Mapping[str, Any]], ove
     ``agent_params``, with ``walk_forward.agent_overrides`` applied where they apply."""
     source = AGENT_PARAMS_SOURCE.get(agent, agent)
     section = agent_params.get(source, {})
-    return _with_overrides(section, overrides) if source in OVERRIDDEN_AGENT_PARAMS else dict(section)
+    return with_overrides(section, overrides) if source in OVERRIDDEN_AGENT_PARAMS else dict(section)
+
+
+def trial_configuration(
+    agent: str,
+    config: Mapping[str, Any],
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    agent_params: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    symbol: str,
+) -> dict[str, Any]:
+    """What one ledger trial is (hashed into its ``config_hash``): the agent, its effective
+    parameters, the walk-forward protocol (windows, gap, retraining, seeds, budgets), the feature
+    and scaler parameters, the env config, the base seed and the symbol. ``config``: resolved
+    walk-forward parameters; ``agent_params``: with the walk-forward's own agents added."""
+    return {
+        "agent": agent,
+        "agent_params": agent_section(agent, agent_params, config["agent_overrides"]),
+        "walk_forward": {key: value for key, value in config.items() if key not in NOT_CONFIGURATION},
+        "features": {key: (feature_params or {}).get(key) for key in ("features", "scaler")},
+        "env": dict(env_config),
+        "seed": seed,
+        "symbol": symbol,
+    }
 
 
 def trial_rows(
@@ -474,35 +508,22 @@ def trial_rows(
     agent_params: Mapping[str, Mapping[str, Any]],
     seed: int,
     run: Mapping[str, Any] | None = None,
+    source: str = "walk_forward",
 ) -> pd.DataFrame:
     """One trial-ledger row per symbol × agent configuration (baselines are not trials): the
-    moments of its fold × seed stitched out-of-sample returns, pooled over seeds.
-
-    The configuration hashed is the agent, its effective parameters, the walk-forward protocol
-    (windows, gap, retraining, seeds, budgets), the feature and scaler parameters, the env config,
-    the base seed and the symbol.
-    """
+    moments of its fold × seed stitched out-of-sample returns, pooled over seeds; ``source`` says
+    who evaluated (``walk_forward``, ``tuning``)."""
     config = resolve_walk_forward_params(params, feature_params)
     agent_params = with_walk_forward_agents(agent_params, config)
-    protocol = {key: value for key, value in config.items() if key not in NOT_CONFIGURATION}
-    features = {key: (feature_params or {}).get(key) for key in ("features", "scaler")}
     agent_steps = returns[returns["kind"] == "agent"]
     stitched = stitch_out_of_sample(agent_steps)
     rows = []
     for (symbol, agent), curve in stitched.groupby(["symbol", "agent"], sort=False):
         steps = agent_steps[(agent_steps["symbol"] == symbol) & (agent_steps["agent"] == agent)]
-        configuration = {
-            "agent": agent,
-            "agent_params": agent_section(agent, agent_params, config["agent_overrides"]),
-            "walk_forward": protocol,
-            "features": features,
-            "env": dict(env_config),
-            "seed": seed,
-            "symbol": symbol,
-        }
+        configuration = trial_configuration(agent, config, feature_params, env_config, agent_params, seed, symbol)
         rows.append(
             trial_row(
-                source="walk_forward",
+                source=source,
                 symbol=symbol,
                 split="walk_forward",
                 period_start=pd.Timestamp(curve["timestamp"].min()).isoformat(),

@@ -24,3 +24,12 @@ def stream_to_mlflow(prefix: str) -> Callable[[dict, int], None]:
             mlflow.log_metrics(finite, step=int(step))
 
     return callback
+
+
+def log_history(prefix: str, history: list[dict], step_key: str = "timestep") -> None:
+    """Log a finished training's per-evaluation ``history`` (flat dicts with ``step_key``) at its
+    steps, as ``stream_to_mlflow(prefix)`` would have while it ran: for trainings that ran in a
+    worker process (Ray), which has no MLflow run of its own to stream to."""
+    callback = stream_to_mlflow(prefix)
+    for entry in history:
+        callback({key: value for key, value in entry.items() if key != step_key}, int(entry[step_key]))

@@ -126,7 +126,7 @@ class Transitions:
     cell: np.ndarray
 
     @classmethod
-    def from_infos(cls, infos: list[dict], actions, intrinsic=None, cells=None) -> "Transitions":
+    def from_infos(cls, infos: list[dict], actions, intrinsic=None, cells=None) -> Transitions:
         n = len(infos)
         get = lambda key: np.fromiter((info[key] for info in infos), dtype=np.float64, count=n)  # noqa: E731
         return cls(
@@ -145,6 +145,21 @@ class Transitions:
 class ObjectiveTracker:
     """Per-env history (cost basis, equity peak, EMAs, holding-period price range, visit counts) and
     the five objectives of each step. ``reset(rows, equity)`` starts new episodes for those envs."""
+
+    # One float64 per env each, made in ``__init__``.
+    equity: np.ndarray
+    peak: np.ndarray
+    units: np.ndarray
+    basis: np.ndarray
+    unrealized: np.ndarray
+    entry_price: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    ret_mean: np.ndarray
+    ret_var: np.ndarray
+    trade_rate: np.ndarray
+    action_mean: np.ndarray
+    action_var: np.ndarray
 
     def __init__(self, n_envs: int, params: dict | None = None, n_cells: int = 1) -> None:
         self.params = resolve_objective_params(params)

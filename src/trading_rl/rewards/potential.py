@@ -17,8 +17,8 @@ import torch as th
 from scipy.signal import lfilter
 from torch import nn
 
-from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
 DEFAULT_POTENTIAL_TRAINING: dict[str, Any] = {"hidden_dim": 128, "learning_rate": 1e-4, "epochs": 20, "batch_size": 256}
 
@@ -30,8 +30,8 @@ def potential_shaping(phi_s, phi_next, gamma: float, done):
     """
     if isinstance(phi_s, th.Tensor) or isinstance(phi_next, th.Tensor):
         phi_next = th.as_tensor(phi_next)
-        alive = 1.0 - th.as_tensor(done, device=phi_next.device).to(phi_next.dtype)
-        return gamma * phi_next * alive - th.as_tensor(phi_s, device=phi_next.device).to(phi_next.dtype)
+        alive_tensor = 1.0 - th.as_tensor(done, device=phi_next.device).to(phi_next.dtype)
+        return gamma * phi_next * alive_tensor - th.as_tensor(phi_s, device=phi_next.device).to(phi_next.dtype)
     alive = 1.0 - np.asarray(done, dtype=np.float64)
     return gamma * np.asarray(phi_next, dtype=np.float64) * alive - np.asarray(phi_s, dtype=np.float64)
 
@@ -48,12 +48,15 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: flo
     for end in ends:
         segment = rewards[start : end + 1][::-1]
         returns[start : end + 1] = lfilter([1.0], [1.0, -gamma], segment)[::-1]
-        start = end + 1
+        start = int(end) + 1
     return returns
 
 
 class PotentialNetwork(nn.Module):
     """Φ(context): an MLP on standardised targets, ``Φ = mean + std · net(context)``."""
+
+    target_mean: th.Tensor
+    target_std: th.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int = 128) -> None:
         super().__init__()
@@ -66,7 +69,7 @@ class PotentialNetwork(nn.Module):
         self.register_buffer("target_std", th.ones(()))
 
     @classmethod
-    def from_config(cls, config: dict) -> "PotentialNetwork":
+    def from_config(cls, config: dict) -> PotentialNetwork:
         return cls(**config)
 
     def forward(self, context: th.Tensor) -> th.Tensor:

@@ -102,14 +102,14 @@ class RewardShaper:
         self.tracker = ObjectiveTracker(self.n_envs, params, n_novelty_cells(self._novelty_edges))
         self._context = context_indices(layout)
         if weight_network is not None:
-            self._weights = FrozenMLP(weight_network.body)
+            self._weights: FrozenMLP | None = FrozenMLP(weight_network.body)
             self._scale = weight_network.component_scale.detach().cpu().double().numpy()
-            self._prior = None
+            self._prior: np.ndarray | None = None
         else:
             self._weights = None
             self._scale = np.ones(len(OBJECTIVES))
             self._prior = initial_weight_vector(initial_weights)
-        self._potential = None
+        self._potential: FrozenMLP | None = None
         if potential is not None:
             self._potential = FrozenMLP(potential.body)
             self._phi_mean = float(potential.target_mean)
@@ -136,6 +136,7 @@ class RewardShaper:
     # ---- networks ------------------------------------------------------------------------------
     def weights(self, contexts: np.ndarray) -> np.ndarray:
         if self._weights is None:
+            assert self._prior is not None, "__init__ sets the prior exactly when there is no weight network"
             return np.broadcast_to(self._prior, (len(contexts), len(OBJECTIVES)))
         logits = self._weights(contexts)
         logits -= logits.max(axis=1, keepdims=True)

@@ -51,22 +51,25 @@ class ObjectiveWeightNetwork(nn.Module):
     (zero last layer, bias = log prior). ``component_scale`` (fitted on rollouts) divides the raw
     objective values so the weights compare like with like."""
 
+    prior: th.Tensor
+    component_scale: th.Tensor
+
     def __init__(self, input_dim: int, hidden_dim: int = 128, initial_weights: list[float] | None = None) -> None:
         super().__init__()
         prior = initial_weight_vector(dict(zip(OBJECTIVES, initial_weights)) if initial_weights is not None else None)
         self.config = {"input_dim": int(input_dim), "hidden_dim": int(hidden_dim), "initial_weights": prior.tolist()}
+        head = nn.Linear(hidden_dim // 4, len(OBJECTIVES))
         self.body = nn.Sequential(
-            nn.Linear(input_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim // 4), nn.ReLU(),
-            nn.Linear(hidden_dim // 4, len(OBJECTIVES)),
+            nn.Linear(input_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim // 4), nn.ReLU(), head
         )
         with th.no_grad():
-            self.body[-1].weight.zero_()
-            self.body[-1].bias.copy_(th.as_tensor(np.log(prior), dtype=th.float32))
+            head.weight.zero_()
+            head.bias.copy_(th.as_tensor(np.log(prior), dtype=th.float32))
         self.register_buffer("prior", th.as_tensor(prior, dtype=th.float32))
         self.register_buffer("component_scale", th.ones(len(OBJECTIVES)))
 
     @classmethod
-    def from_config(cls, config: dict) -> "ObjectiveWeightNetwork":
+    def from_config(cls, config: dict) -> ObjectiveWeightNetwork:
         return cls(**config)
 
     def forward(self, context: th.Tensor) -> th.Tensor:

@@ -19,7 +19,7 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +32,7 @@ from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
 
 PARAMS_PREFIX = "multi_symbol"
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 # A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.
 SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -97,7 +98,7 @@ def collect_observations(specs: Sequence[EnvSpec], steps_per_symbol: int, seed: 
         env = spec.make_env("train", seed=seed + index)
         env.action_space.seed(seed + index)
         observation, _ = env.reset(seed=seed + index)
-        rows = []
+        rows: list[np.ndarray] = []
         while len(rows) < steps_per_symbol:
             rows.append(observation)
             observation, _, terminated, truncated, _ = env.step(env.action_space.sample())
@@ -134,7 +135,7 @@ def fit_shared_encoder(
     return freeze(encoder), losses
 
 
-def freeze(module: nn.Module) -> nn.Module:
+def freeze(module: ModuleT) -> ModuleT:
     """Eval mode, no gradients: the module is a fixed function from here on."""
     module.requires_grad_(False)
     return module.eval()

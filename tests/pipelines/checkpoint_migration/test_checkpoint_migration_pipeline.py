@@ -12,11 +12,10 @@ import yaml
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 from stable_baselines3 import DQN, PPO
+from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.migration import discrete_policy_from_checkpoint, sb3_zip_bytes
 from trading_rl.pipelines.checkpoint_migration import create_pipeline
-
-from tearsheet_inputs import tearsheet_inputs
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 OUTPUTS = (

@@ -14,13 +14,13 @@ import yaml
 from trading_rl.data import PriceValidationError, load_prices
 from trading_rl.datasets import RawPriceFilesDataset
 from trading_rl.features import compute_features, max_lookback
+from trading_rl.pipeline_registry import register_pipelines
 from trading_rl.pipelines.feature_extraction.nodes import (
     define_splits,
     fit_scalers,
     load_and_validate_prices,
     report_price_quality,
 )
-from trading_rl.pipeline_registry import register_pipelines
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -110,7 +111,20 @@ def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_p
     catalog = DataCatalog.from_config(config)
     for name, value in {**shared_inputs, **parameters(tmp_path)}.items():
         catalog[name] = value
-    SequentialRunner().run(create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"])), catalog)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment("multi_symbol")
+    try:
+        with mlflow.start_run() as run:
+            SequentialRunner().run(create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"])), catalog)
+        client = mlflow.MlflowClient()
+        logged = {symbol: client.get_metric_history(run.info.run_id, f"multi_symbol/{symbol}/eval/total_return")
+                  for symbol in ("AAA", "BBB")}
+    finally:
+        mlflow.set_tracking_uri("")
+    # each symbol's history, returned by its task, reached MLflow once with the evaluations' steps
+    for symbol, points in logged.items():
+        history = catalog.load(f"{symbol}.sac_icm_training_history")
+        assert [(p.step, p.value) for p in points] == [(e["timestep"], e["eval/total_return"]) for e in history]
 
     encoder = catalog.load(ENCODER)
     report = catalog.load("multi_symbol_encoder_report")

@@ -1,22 +1,30 @@
 """The options_her pipeline on an in-memory catalog with a tiny budget."""
 
+from pathlib import Path
+
+import mlflow
+import numpy as np
 import pytest
 import torch
+import yaml
+from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
+from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
-from trading_rl.pipelines.options_her import create_pipeline
 from trading_rl.evaluation.tearsheet import PANELS
+from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.mlflow_hooks import MlflowConventionHooks
+from trading_rl.pipelines.options_her import create_pipeline
 from trading_rl.pipelines.options_her.nodes import evaluate_options_her
 
-from tearsheet_inputs import tearsheet_inputs
-
 torch.set_num_threads(1)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 PARAMS = {
     "device": "cpu",
@@ -47,7 +55,7 @@ def _spec_and_scaler():
 
 
 @pytest.mark.slow
-def test_pipeline_trains_and_reports():
+def test_pipeline_trains_and_reports(tmp_path):
     spec, scaler = _spec_and_scaler()
     source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}}, seed=0, device="cpu")
     catalog = DataCatalog(
@@ -59,13 +67,42 @@ def test_pipeline_trains_and_reports():
             **tearsheet_inputs(),
         }
     )
-    for name in ("options_her_model", "options_her_metrics", "options_her_training",
+    for name in ("options_her_model", "options_her_training",
                  "option_usage_report", "her_report", "options_her_evaluation",
                  "options_her_rollout", "options_her_tearsheet_plot", "options_her_tearsheet"):
         catalog[name] = KeptDataset(copy_mode="assign")
-    SequentialRunner().run(create_pipeline(), catalog)
+    # the project's catalog metadata of the model, so the MLflow hook logs it as `kedro run` does
+    entry = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_options_her.yml").read_text())["options_her_model"]
+    catalog["options_her_model"] = KeptDataset(copy_mode="assign", metadata=entry["metadata"])
+    hooks, hook_manager = MlflowConventionHooks(), _create_hook_manager()
+    hook_manager.register(hooks)
+    hooks.after_catalog_created(catalog=catalog, save_version="2030-01-01T00.00.00.000Z")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment("options_her")
+    try:
+        with mlflow.start_run() as run:
+            SequentialRunner().run(create_pipeline(), catalog, hook_manager)
+        client = mlflow.MlflowClient()
+        [logged] = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
+        policy = mlflow.pyfunc.load_model(logged.model_uri)
+        # streamed while training ran, with the steps of the monitoring rows and of the episode ends
+        streamed = {key: client.get_metric_history(run.info.run_id, key)
+                    for key in ("options_her/train/temperature", "options_her/train/episode_reward")}
+        assert set(client.get_run(run.info.run_id).data.metrics) >= set(streamed)
+    finally:
+        mlflow.set_tracking_uri("")
+    assert [point.step for point in streamed["options_her/train/temperature"]] == [40, 80, 120]  # logged once
+    assert [point.step for point in streamed["options_her/train/episode_reward"]] == [50, 100]  # 50-bar episodes
     agent = catalog.load("options_her_model")
     assert isinstance(agent, HierarchicalAgent) and agent.uses_options and agent.her is not None
+    # one logged model: the option-conditioned SAC with HER's named inputs, acting as the agent's
+    assert logged.name == "options_her"
+    inputs = {spec.name: spec.shape for spec in policy.metadata.get_input_schema().inputs}
+    assert inputs == {key: (-1, *space.shape) for key, space in agent.low_level.observation_space.spaces.items()}
+    observations = {key: np.random.default_rng(0).normal(size=(3, *shape[1:])).astype(np.float32)
+                    for key, shape in inputs.items()}
+    np.testing.assert_allclose(policy.predict(observations), agent.low_level.predict(observations, deterministic=True)[0],
+                               rtol=1e-6)
     # the options measure the trend from a zero 20-bar return, placed by the spec's feature scaler
     assert agent.trend_zero == pytest.approx(-scaler["center"]["ret_20"] / scaler["scale"]["ret_20"])
     assert agent.trend_zero != 0.0
@@ -77,8 +114,6 @@ def test_pipeline_trains_and_reports():
     assert set(her["control"]) >= {"goal_achievement_rate"} and len(her["achievement_difference_ci"]) == 2
     evaluation = catalog.load("options_her_evaluation")
     assert {"buy_and_hold", "cash"} <= set(evaluation["baselines"]) and "sharpe" in evaluation["agent"]
-    metrics = catalog.load("options_her_metrics")
-    assert [point["step"] for point in metrics["temperature"]] == [40, 80, 120]
     rollout = catalog.load("options_her_rollout")
     agent_rows = rollout[rollout["agent"] == "options_her"]
     assert len(agent_rows) == evaluation["agent"]["n_steps"]

@@ -1,9 +1,11 @@
 """The reward_shaper pipeline on an in-memory catalog with a tiny budget, and its datasets."""
 
+import mlflow
 import pytest
 import torch
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
+from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
@@ -13,8 +15,6 @@ from trading_rl.features import apply_scaler, compute_features, fit_scaler, make
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
-
-from tearsheet_inputs import tearsheet_inputs
 
 PARAMS = {
     "device": "cpu",
@@ -60,7 +60,16 @@ def test_pipeline_shapes_and_reports(tmp_path):
                  "reward_shaper_training", "reward_shaping_report", "reward_shaper_metrics", "reward_shaper_rollouts",
                  "reward_shaper_rollout", "reward_shaper_tearsheet_plot", "reward_shaper_tearsheet"):
         catalog[name] = KeptDataset(copy_mode="assign")
-    SequentialRunner().run(create_pipeline(), catalog)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment("reward_shaper")
+    try:
+        with mlflow.start_run() as run:
+            SequentialRunner().run(create_pipeline(), catalog)
+        client = mlflow.MlflowClient()
+        streamed = {key: [(p.step, p.value) for p in client.get_metric_history(run.info.run_id, key)]
+                    for key in client.get_run(run.info.run_id).data.metrics}
+    finally:
+        mlflow.set_tracking_uri("")
 
     shaped = catalog.load("reward_shaped_model")
     assert isinstance(shaped, SACWithICM) and shaped.num_timesteps == 120
@@ -77,13 +86,15 @@ def test_pipeline_shapes_and_reports(tmp_path):
     assert finals["sac_icm (source)"] == pytest.approx(report["source_agent"]["metrics"]["total_return"])
     assert "reward_shaped" in catalog.load("reward_shaper_tearsheet")
     assert [row["timestep"] for row in report["training_reward"]] == [60, 120]
-    metrics = catalog.load("reward_shaper_metrics")
+    # reward/* streamed at every evaluation, once (the node-end metrics hold the final numbers only)
     for name in OBJECTIVES:
         for key in (f"reward/{name}_component", f"reward/{name}_share", f"reward/weight_{name}"):
-            assert [point["step"] for point in metrics[key]] == [60, 120], key
-    shares = [metrics[f"reward/{name}_share"][-1]["value"] for name in OBJECTIVES]
+            assert [step for step, _ in streamed[f"reward_shaper/{key}"]] == [60, 120], key
+    shares = [streamed[f"reward_shaper/reward/{name}_share"][-1][1] for name in OBJECTIVES]
     assert sum(shares) == pytest.approx(1.0)
-    assert "reward/shaping_term" in metrics and "eval/total_return" in metrics
+    assert "reward_shaper/reward/shaping_term" in streamed
+    metrics = catalog.load("reward_shaper_metrics")
+    assert "eval/total_return" in metrics and not any(key.startswith("reward/") for key in metrics)
 
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "min_entropy": 5.0}}
     _, _, failing_fit = fit_reward_shaper(catalog.load("reward_shaper_rollouts"), source, failing, 5)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import PurePosixPath
 from typing import Any
 
 from trading_rl.agents.device import resolve_device
+from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.envs import EnvSpec
-from trading_rl.envs.compatibility import model_signature
+from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.tearsheet import env_section
 from trading_rl.migration import (
     build_migrated_sac,
     compare_checkpoint,
@@ -27,10 +30,10 @@ from trading_rl.migration import (
     train_discrete_baseline,
     validate_migrated_model,
 )
-from trading_rl.evaluation.tearsheet import env_section
-from trading_rl.migration.checkpoints import DiscreteCheckpoint
+from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
 from trading_rl.migration.comparison import summarise
 from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 logger = logging.getLogger(__name__)
 
@@ -108,27 +111,32 @@ def migrate_checkpoints(
             sac_kwargs=migration.get("sac"),
             run_metadata=metadata,
         )
-        model.trading_rl_metadata = metadata
+        set_model_metadata(model, metadata)
         checks = validate_migrated_model(
             checkpoint, model, n_observations=int(migration["validation_observations"]), seed=seed
         )
         if not checks["passed"]:
             raise MigrationValidationError(f"migration of checkpoint '{name}' failed its checks: {checks}")
         models[name] = model
-        report[name] = {"metadata": model.migration_metadata, "validation": checks}
+        report[name] = {"metadata": migration_metadata(model), "validation": checks}
     return models, {"symbol": env_spec.symbol, "checkpoints": report}
 
 
 def fine_tune_models(
     migrated_models: dict[str, Any], env_spec: EnvSpec, params: dict[str, Any], seed: int
 ) -> dict[str, Any]:
-    """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off."""
+    """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off.
+    Every finished training episode's reward reaches MLflow while they train
+    (``checkpoint_migration/<checkpoint>/train/*``, ``stream_to_mlflow``)."""
     timesteps = int(params["fine_tune"]["total_timesteps"])
     if timesteps == 0:
         return {}
     device = resolve_device(params.get("device", "auto"))
     return {
-        name: fine_tune_migrated(model, env_spec.make_env("train", kind="continuous", seed=seed), timesteps, device)
+        name: fine_tune_migrated(
+            model, env_spec.make_env("train", kind="continuous", seed=seed), timesteps, device,
+            callback=with_episode_rewards(None, stream_to_mlflow(f"checkpoint_migration/{PurePosixPath(name).stem}")),
+        )
         for name, model in migrated_models.items()
     }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trading_rl.envs import EnvSpec
-from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.envs.compatibility import check_model_fits_spec, model_metadata
 from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
 
 
@@ -29,7 +29,7 @@ def export_agent(
     parity_env = env_spec.make_env(resolved["parity"]["split"])
     onnx_bytes, report = export_and_verify(model, parity_env, resolved, seed=seed)
     report = {**report, "symbol": symbol, "parity_split": resolved["parity"]["split"],
-              "model_metadata": getattr(model, "trading_rl_metadata", {})}
+              "model_metadata": model_metadata(model)}
     inference_config = {
         "symbol": symbol,
         "feature_params": feature_params[symbol],

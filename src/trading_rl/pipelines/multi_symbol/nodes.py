@@ -11,8 +11,9 @@ import pandas as pd
 
 from trading_rl.agents import SACWithICM
 from trading_rl.envs import EnvSpec, symbol_env_spec
-from trading_rl.envs.compatibility import model_signature
+from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import train_symbol_agent
+from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import make_executor
 from trading_rl.runtime.symbols import (
     SharedEncoder,
@@ -88,7 +89,9 @@ def train_symbol(
     shared_encoder: SharedEncoder | None = None,
 ) -> tuple[Any, Any, list[dict]]:
     """Train the symbol's agent as one task on the ``runtime.engine`` executor (a Ray task with its
-    GPU share under ``ray``); final model, best model and training history."""
+    GPU share under ``ray``); final model, best model and training history. The history reaches
+    MLflow (``multi_symbol/<symbol>/<key>`` at each evaluation's timestep) when the task returns:
+    a worker process has no MLflow run to stream to (docs/tearsheets.md, "Live training feedback")."""
     work_dir = Path(sac_icm_params["resume_dir"]).resolve() / "multi_symbol" / env_spec.symbol
     executor = make_executor(runtime_params)
     (result,) = executor.map(
@@ -103,6 +106,7 @@ def train_symbol(
             }
         ],
     )
+    log_history(f"multi_symbol/{env_spec.symbol}", result["history"])
     metadata = {
         **run_metadata,
         **model_signature(env_spec),
@@ -112,6 +116,6 @@ def train_symbol(
     models = []
     for key in ("model", "best_model"):
         model = SACWithICM.load(io.BytesIO(result[key]), device="cpu")
-        model.trading_rl_metadata = metadata
+        set_model_metadata(model, metadata)
         models.append(model)
     return models[0], models[1], result["history"]

@@ -11,22 +11,22 @@ from trading_rl.agents.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.phases.options_her import evaluate_from_spec, option_gates, resolve_phase_params, train_from_spec
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):
-    """Train the hierarchical agent; returns the model, the monitoring history (for MLflow and the
-    report) and the option statistics of the whole training run. The warm start copies weights by
-    input position, so a source model trained on another observation layout is refused first."""
+    """Train the hierarchical agent; returns the model and, for the report, the monitoring history
+    and the option statistics of the whole training run. The monitoring rows and every finished
+    episode's reward reach MLflow while training runs (``options_her/train/*``, ``stream_to_mlflow``).
+    The warm start copies weights by input position, so a source model trained on another
+    observation layout is refused first."""
     check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="options_her")
     resolved = resolve_phase_params(params)
     agent, history, training_stats = train_from_spec(
-        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"])
+        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"]),
+        metrics_callback=stream_to_mlflow("options_her"),
     )
-    metrics = {
-        key: [{"step": int(row["step"]), "value": float(row[key])} for row in history if key in row]
-        for key in sorted({key for row in history for key in row} - {"step"})
-    }
-    return agent, metrics, {"history": history, "option_stats": training_stats}
+    return agent, {"history": history, "option_stats": training_stats}
 
 
 def evaluate_options_her(

@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 nodes.train_options_her,
                 inputs=["env_spec", "sac_icm_model", "params:options_her", "params:seed"],
-                outputs=["options_her_model", "options_her_metrics", "options_her_training"],
+                outputs=["options_her_model", "options_her_training"],
                 name="train_options_her",
                 tags=["train"],
             ),

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from trading_rl.data import by_symbol
-from trading_rl.envs import EnvConfig, symbol_periods_per_year
+from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.regimes import (
     check_regime_validation_params,
@@ -41,10 +41,7 @@ def evaluate_regimes(
 ) -> pd.DataFrame:
     """Per-regime metrics of the walk-forward agents and baselines on their out-of-sample test steps,
     one row per symbol × model × seed × regime (periods per year and hold threshold as walk_forward)."""
-    periods_per_year = {
-        symbol: symbol_periods_per_year(env_params, frame.index)
-        for symbol, frame in by_symbol(prices).items()
-    }
+    periods_per_year = periods_per_year_by_symbol(env_params, by_symbol(prices))
     hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
     return walk_forward_regime_metrics(returns, _labels_by_symbol(regime_labels), periods_per_year, hold_threshold)
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from trading_rl.envs.compatibility import check_model_fits_spec, model_signature
-from trading_rl.evaluation.report import flat_metrics, metrics_history
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
-from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
+from trading_rl.evaluation.report import flat_metrics
 from trading_rl.phases.reward_shaper import (
     collect_rollouts,
     continue_training,
@@ -20,6 +18,8 @@ from trading_rl.phases.reward_shaper import (
     resolve_phase_params,
     shaping_report,
 )
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def collect_reward_rollouts(sac_icm_model, env_spec, params: dict[str, Any], seed: int) -> dict:
@@ -43,7 +43,7 @@ def train_shaped_agent(
         work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
         metrics_callback=stream_to_mlflow("reward_shaper"),
     )
-    outcome.model.trading_rl_metadata = {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"}
+    set_model_metadata(outcome.model, {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"})
     training = {"history": outcome.history, "reward_history": reward_history, "adaptation_history": adaptation_history}
     return outcome.model, training
 
@@ -51,9 +51,11 @@ def train_shaped_agent(
 def report_reward_shaping(
     shaped_model, sac_icm_model, env_spec, fit_report: dict, training: dict, params: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], dict[str, list[dict]]]:
-    """Shaping report and the MLflow metric history (``reward/*`` per evaluation, validation metrics)."""
+    """Shaping report and the MLflow metrics of its end (validation metrics and weight gates at the
+    last training step); the ``reward/*`` history was streamed while training ran, so it is not
+    logged a second time here."""
     report = shaping_report(shaped_model, sac_icm_model, env_spec, fit_report, training, params, seed)
-    metrics = metrics_history(training["reward_history"])
+    metrics: dict[str, list[dict]] = {}
     evaluation = {"metrics": report["shaped_agent"]["metrics"], "baselines": report["baselines"]}
     final_step = training["reward_history"][-1]["timestep"] if training["reward_history"] else 0
     for key, value in flat_metrics(evaluation, "eval").items():

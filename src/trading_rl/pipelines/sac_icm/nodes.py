@@ -11,7 +11,7 @@ from typing import Any
 
 from trading_rl.agents import build_agent, train_agent
 from trading_rl.envs import EnvSpec
-from trading_rl.envs.compatibility import model_signature
+from trading_rl.envs.compatibility import model_metadata, model_signature, set_model_metadata
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
@@ -41,7 +41,7 @@ def train_sac_icm(
     )
     metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
     for trained in (outcome.model, outcome.best_model):
-        trained.trading_rl_metadata = metadata
+        set_model_metadata(trained, metadata)
     return outcome.model, outcome.best_model, outcome.history
 
 
@@ -62,7 +62,7 @@ def evaluate_sac_icm(
         thresholds=thresholds,
     )
     evaluation["split"] = params["evaluation_split"]
-    evaluation["model_metadata"] = getattr(model, "trading_rl_metadata", {})
+    evaluation["model_metadata"] = model_metadata(model)
     enforce(collapse_summary["deterministic"], fail_on_collapse)
     metrics = {
         key: {"value": value, "step": 0}

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from trading_rl.agents import SACWithICM
+from trading_rl.agents.saved import load_agent
 from trading_rl.data import by_symbol
-from trading_rl.envs import EnvConfig, symbol_periods_per_year
+from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
+from trading_rl.phases.chains import chain_histories
 from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput
+from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import make_executor
 
-
-def _periods_per_year(frames: dict[str, pd.DataFrame], env_params: dict[str, Any]) -> dict[str, float]:
-    return {
-        symbol: symbol_periods_per_year(env_params, frame.index)
-        for symbol, frame in frames.items()
-    }
+logger = logging.getLogger(__name__)
 
 
 def walk_forward(
@@ -34,21 +34,32 @@ def walk_forward(
     sac_icm_agent_params: dict[str, Any],
     seed: int,
     runtime_params: dict[str, Any],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-fold metrics table and every test step, for every symbol × fold × agent × seed, run on
-    the ``runtime.engine`` executor (same numbers either way)."""
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Per-fold metrics table, every test step, for every symbol × fold × agent × seed, run on the
+    ``runtime.engine`` executor (same numbers either way), and each chain's final agent
+    (``phases.chains``). Each chain's record (training episode reward and test metrics per
+    fold, at the env steps trained so far) goes to MLflow as ``walk_forward/<chain>/...`` once the
+    chains return: they ran in worker processes, which have no MLflow run to stream to."""
     frames = by_symbol(prices)
     result = run_walk_forward(
         frames,
         params,
         feature_params,
         dict(env_params.get("env") or {}),
-        _periods_per_year(frames, env_params),
+        periods_per_year_by_symbol(env_params, frames),
         {"sac_icm": sac_icm_agent_params},
         seed,
         make_executor(runtime_params),
     )
-    return result.folds, result.returns
+    for name, history in chain_histories(result.chains, result.folds).items():
+        log_history(f"walk_forward/{name}", history)
+    models = {}
+    for chain in result.chains:
+        if chain.agent is None:
+            logger.info("walk_forward: %s agents have no saved form; %s is not kept", chain.agent_name, chain.name)
+        else:
+            models[f"{chain.name}.zip"] = load_agent(chain.agent, SACWithICM)
+    return result.folds, result.returns, models
 
 
 def record_walk_forward_trials(
@@ -67,7 +78,7 @@ def record_walk_forward_trials(
         params,
         feature_params,
         dict(env_params.get("env") or {}),
-        _periods_per_year(by_symbol(prices), env_params),
+        periods_per_year_by_symbol(env_params, by_symbol(prices)),
         {"sac_icm": sac_icm_agent_params},
         seed,
         run_metadata,
@@ -99,7 +110,7 @@ def walk_forward_tearsheet(
     """One section per symbol: every agent seed's stitched out-of-sample test steps (the first seed's
     trades and actions drawn) next to the baselines' on the same windows."""
     frames = by_symbol(prices)
-    periods_per_year = _periods_per_year(frames, env_params)
+    periods_per_year = periods_per_year_by_symbol(env_params, frames)
     sections = []
     for symbol, data in stitched.groupby("symbol", sort=False):
         agents = data[data["kind"] == "agent"]

@@ -18,7 +18,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:seed",
                     "params:runtime",
                 ],
-                outputs=["walk_forward_folds", "walk_forward_returns"],
+                outputs=["walk_forward_folds", "walk_forward_returns", "walk_forward_models"],
                 name="walk_forward",
                 tags=["train", "evaluate"],
             ),

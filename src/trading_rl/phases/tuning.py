@@ -1,0 +1,467 @@
+"""Hyper-parameter tuning of the walk-forward's SAC+ICM agent, with every trial on the ledger.
+
+Optuna samples agent parameters from ``tuning.search_space``; each sample (a trial) is scored by a
+walk-forward whose windows end at the training split's last bar, so the choice sees neither the
+validation split (what the default run's walk-forward and gates report on) nor the test split
+(spent once by ``final_evaluation``). The score is the median out-of-sample Sharpe over the
+trial's windows × seeds × symbols.
+
+Tuning is selection, and selection inflates the best Sharpe: every trial, a failed one included,
+becomes a row of the trial ledger (``evaluation.ledger``), so the Deflated Sharpe of the chosen
+configuration, and of anything evaluated after it, counts all of them.
+
+The chosen values are written as a parameters mapping (``sac_icm.agent`` and
+``walk_forward.agent_overrides``) that a run takes with ``--params`` (:func:`params_argument`) or
+as a parameters file in a config env.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from trading_rl.agents.sac_icm import AgentParams
+from trading_rl.config import ConfigError, Section, setting
+from trading_rl.evaluation.ledger import deflated_sharpe, trial_row, trials_for
+from trading_rl.evaluation.metrics import MOMENT_KEYS, json_ready, psr_from_moments, return_moments
+from trading_rl.phases.walk_forward import (
+    WalkForwardParams,
+    WalkForwardResult,
+    agent_section,
+    resolve_walk_forward_params,
+    run_walk_forward,
+    trial_configuration,
+    trial_rows,
+    with_overrides,
+    with_walk_forward_agents,
+)
+from trading_rl.runtime.engine import Executor
+
+logger = logging.getLogger(__name__)
+
+PARAMS_PREFIX = "tuning"
+AGENT = "sac_icm"  # the agent tuned; its sections are those of sac_icm.agent
+DATA_END = "train"  # every trial's windows end at the training split's last bar
+SOURCE = "tuning"  # the ledger rows' source
+OBJECTIVE = "median out-of-sample Sharpe over windows x seeds x symbols (a window without a Sharpe counts 0)"
+# Set by the tuning pipeline itself, refused in tuning.walk_forward.
+FIXED_PROTOCOL = {
+    "data_end": "the trials' windows always end at the training split's last bar",
+    "agents": f"tuning tunes the {AGENT} agent",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchDimension(Section):
+    """One tuned parameter: a ``float`` or ``int`` range ``[low, high]`` (``log``: sampled on a log
+    scale), or ``categorical`` ``choices`` (numbers, strings, booleans: what Optuna stores)."""
+
+    kind: Literal["float", "int", "categorical"]
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: list[Any] | None = None
+
+    def validate(self, prefix: str) -> None:
+        if self.kind == "categorical":
+            if not self.choices:
+                raise ConfigError(f"parameter '{prefix}.choices' must be a non-empty list for kind 'categorical'")
+            given = [key for key in ("low", "high") if getattr(self, key) is not None] + (["log"] if self.log else [])
+            if given:
+                raise ConfigError(f"parameter '{prefix}' is categorical: it takes 'choices', not {given}")
+            scalars = (bool, int, float, str)
+            if not all(choice is None or isinstance(choice, scalars) for choice in self.choices):
+                raise ConfigError(
+                    f"parameter '{prefix}.choices' must hold numbers, strings or booleans, got {self.choices!r}"
+                )
+            return
+        if self.choices is not None:
+            raise ConfigError(f"parameter '{prefix}' is a {self.kind} range: it takes 'low' and 'high', not 'choices'")
+        for key in ("low", "high"):
+            value = getattr(self, key)
+            if value is None:
+                raise ConfigError(f"parameter '{prefix}.{key}' is missing (kind '{self.kind}')")
+            if self.kind == "int" and value != int(value):
+                raise ConfigError(f"parameter '{prefix}.{key}' must be an integer for kind 'int', got {value!r}")
+        low, high = self.bounds()
+        if low >= high:
+            raise ConfigError(f"parameter '{prefix}.low' ({low}) must be < '{prefix}.high' ({high})")
+        if self.log and low <= 0:
+            raise ConfigError(f"parameter '{prefix}.low' must be > 0 when 'log' is true, got {low}")
+
+    def bounds(self) -> tuple[float, float]:
+        """``(low, high)`` of a range (``validate`` checked both are given)."""
+        return float(self.low or 0.0), float(self.high or 0.0)
+
+    def extremes(self) -> list[Any]:
+        """The values that bound what may be sampled: both ends, or every choice."""
+        if self.kind == "categorical":
+            return list(self.choices or [])
+        low, high = self.bounds()
+        return [int(low), int(high)] if self.kind == "int" else [low, high]
+
+
+def _non_empty(space: dict) -> str | None:
+    tuned = [name for name, dimension in space.items() if dimension is not None]
+    return None if tuned else "a mapping of dotted sac_icm.agent keys to search dimensions, at least one not null"
+
+
+DEFAULT_SEARCH_SPACE = {
+    "sac.learning_rate": SearchDimension(kind="float", low=1.0e-4, high=1.0e-3, log=True),
+    "sac.batch_size": SearchDimension(kind="categorical", choices=[32, 64, 128]),
+    "reward_scale": SearchDimension(kind="float", low=10.0, high=1000.0, log=True),
+    "icm.intrinsic_weight": SearchDimension(kind="float", low=0.0, high=0.3),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuningParams(Section):
+    """The ``tuning`` section (conf/base states the same defaults; tests/test_config.py checks it).
+
+    ``walk_forward``: keys of the walk_forward section that the trials run with instead (budgets,
+    windows, seeds, symbols); each replaces walk_forward's value whole. ``search_space``: dotted
+    keys of ``sac_icm.agent`` (applied over ``walk_forward.agent_overrides``) to their dimension;
+    ``null`` leaves a key untuned (config envs merge the search space key by key, so this is how
+    an env drops a dimension of conf/base).
+    """
+
+    n_trials: int = setting(20, interval="[1, inf)")
+    sampler: Literal["tpe", "random"] = "tpe"
+    sampler_seed: int | None = None  # null: the run's seed
+    walk_forward: dict[str, Any] = setting({})
+    search_space: dict[str, SearchDimension | None] = setting(DEFAULT_SEARCH_SPACE, check=_non_empty)
+
+    def dimensions(self) -> dict[str, SearchDimension]:
+        """The tuned keys (those not ``null``)."""
+        return {name: dimension for name, dimension in self.search_space.items() if dimension is not None}
+
+    def validate(self, prefix: str) -> None:
+        for key, reason in FIXED_PROTOCOL.items():
+            if key in self.walk_forward:
+                raise ConfigError(f"parameter '{prefix}.walk_forward.{key}' is not accepted: {reason}")
+        WalkForwardParams.from_mapping(self.walk_forward, f"{prefix}.walk_forward")
+        for name, dimension in self.dimensions().items():
+            for value in dimension.extremes():
+                AgentParams.from_mapping(nested({name: value}), f"{prefix}.search_space")
+
+
+def check_tuning_parameters(parameters: Mapping[str, Any]) -> None:
+    """What the trials run with is valid at every bound of the search space: the walk_forward
+    section under ``tuning.walk_forward``, and ``sac_icm.agent`` under the overrides and each
+    dimension's extreme values (``batch_size <= buffer_size`` ...)."""
+    tuning = TuningParams.from_mapping(parameters.get(PARAMS_PREFIX), PARAMS_PREFIX)
+    config = resolve_walk_forward_params(
+        trial_protocol(parameters.get("walk_forward"), tuning.walk_forward), parameters.get("feature_extraction")
+    )
+    agent_params = {AGENT: dict((parameters.get("sac_icm") or {}).get("agent") or {})}
+    for name, dimension in tuning.dimensions().items():
+        for value in dimension.extremes():
+            overrides = with_overrides(config["agent_overrides"], nested({name: value}))
+            try:
+                AgentParams.from_mapping(agent_section(AGENT, agent_params, overrides), "sac_icm.agent")
+            except ConfigError as error:
+                raise ConfigError(
+                    f"parameter '{PARAMS_PREFIX}.search_space.{name}': the trials' agent refuses {value!r} ({error})"
+                ) from error
+
+
+def nested(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"sac.learning_rate": 1e-4}`` -> ``{"sac": {"learning_rate": 1e-4}}``."""
+    result: dict[str, Any] = {}
+    for key, value in values.items():
+        *sections, leaf = key.split(".")
+        target = result
+        for section in sections:
+            target = target.setdefault(section, {})
+        target[leaf] = value
+    return result
+
+
+def trial_protocol(walk_forward_params: Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The walk_forward parameters every trial runs with: ``tuning.walk_forward`` over the
+    walk_forward section, the tuned agent alone, windows ending at the training split's end."""
+    return {**dict(walk_forward_params or {}), **dict(overrides), "agents": [AGENT], "data_end": DATA_END}
+
+
+def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.TPESampler(seed=seed) if name == "tpe" else optuna.samplers.RandomSampler(seed=seed)
+
+
+def suggest(trial: optuna.Trial, search_space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One value per dimension, by its dotted key."""
+    values: dict[str, Any] = {}
+    for name, dimension in search_space.items():
+        if dimension["kind"] == "categorical":
+            values[name] = trial.suggest_categorical(name, dimension["choices"])
+        elif dimension["kind"] == "int":
+            values[name] = trial.suggest_int(name, int(dimension["low"]), int(dimension["high"]), log=dimension["log"])
+        else:
+            values[name] = trial.suggest_float(name, dimension["low"], dimension["high"], log=dimension["log"])
+    return values
+
+
+def objective_value(folds: pd.DataFrame) -> float:
+    """Median Sharpe of the agent's test windows (every symbol × fold × seed). A window without a
+    Sharpe (the agent never traded) counts 0, as in the ledger, so idling does not win by omission."""
+    sharpe = folds.loc[folds["kind"] == "agent", "sharpe"].astype(float)
+    return float(sharpe.replace([np.inf, -np.inf], np.nan).fillna(0.0).median())
+
+
+def tuned_parameters(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The chosen values as a parameters mapping: for ``sac_icm`` and for the walk-forward (whose
+    ``agent_overrides`` would otherwise shadow a tuned key such as ``sac.batch_size``)."""
+    # Two copies: one shared dict would be written as a YAML anchor and alias.
+    return {"sac_icm": {"agent": nested(values)}, "walk_forward": {"agent_overrides": nested(values)}}
+
+
+def _dotted_items(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items = []
+    for key, value in mapping.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        items += _dotted_items(value, name) if isinstance(value, Mapping) else [(name, value)]
+    return items
+
+
+def params_argument(parameters: Mapping[str, Any]) -> str:
+    """``parameters`` as the value of ``kedro run --params`` (dotted keys, YAML scalars)."""
+    return ",".join(f"{key}={json.dumps(value)}" for key, value in _dotted_items(parameters))
+
+
+class TrialOutcome(NamedTuple):
+    """One trial as run: its number, sampled values, walk-forward parameters, and either the
+    walk-forward's result or the error it raised."""
+
+    number: int
+    values: dict[str, Any]
+    walk_forward_params: dict[str, Any]
+    result: WalkForwardResult | None
+    error: Exception | None
+    duration_s: float
+
+
+@dataclass
+class TuningResult:
+    """``trials``: one row per trial × symbol (state, objective, the symbol's config hash, the
+    sampled values as ``param.<key>`` columns, ``chosen``). ``ledger_rows``: the same trials as
+    trial-ledger rows. ``parameters``: the chosen configuration (:func:`tuned_parameters`)."""
+
+    trials: pd.DataFrame
+    ledger_rows: pd.DataFrame
+    parameters: dict[str, Any]
+
+
+def run_tuning(
+    prices: Mapping[str, pd.DataFrame],
+    params: Mapping[str, Any] | None,
+    walk_forward_params: Mapping[str, Any] | None,
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: Mapping[str, float],
+    agent_params: Mapping[str, Any],
+    seed: int,
+    executor: Executor | None = None,
+    run: Mapping[str, Any] | None = None,
+) -> TuningResult:
+    """``tuning.n_trials`` Optuna trials, each a walk-forward of ``agent_params`` (``sac_icm.agent``)
+    with the trial's values over the walk-forward's ``agent_overrides``, on ``executor``.
+
+    Every trial uses the run's ``seed`` for its agents and baselines (the same random numbers for
+    every configuration, so trials differ by their parameters only). A trial whose walk-forward
+    raises (a diverged agent, a combination of values the agent refuses) is told to Optuna as
+    failed and recorded on the ledger with no returns (Sharpe undefined, counted as 0) over the
+    windows the other trials were scored on; when every trial fails, there is nothing to choose and
+    the first error is raised.
+    """
+    section = TuningParams.from_mapping(params, PARAMS_PREFIX)
+    search_space = {name: dimension.to_dict() for name, dimension in section.dimensions().items()}
+    protocol = trial_protocol(walk_forward_params, section.walk_forward)
+    config = resolve_walk_forward_params(protocol, feature_params)
+    base_agents = {AGENT: dict(agent_params or {})}
+    sampler_seed = seed if section.sampler_seed is None else section.sampler_seed
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(section.sampler, sampler_seed))
+
+    def ledger_rows(returns: pd.DataFrame, trial_params: Mapping[str, Any]) -> pd.DataFrame:
+        return trial_rows(
+            returns, trial_params, feature_params, env_config, periods_per_year, base_agents, seed, run, source=SOURCE
+        )
+
+    outcomes = []
+    for _ in range(section.n_trials):
+        trial = study.ask()
+        values = suggest(trial, search_space)
+        trial_params = {**protocol, "agent_overrides": with_overrides(config["agent_overrides"], nested(values))}
+        started = time.perf_counter()
+        try:
+            result = run_walk_forward(
+                prices, trial_params, feature_params, env_config, periods_per_year, base_agents, seed, executor
+            )
+        except Exception as error:  # a failed trial is a result: recorded, not fatal
+            logger.warning("tuning trial %d failed: %s: %s", trial.number, type(error).__name__, error)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            outcomes.append(
+                TrialOutcome(trial.number, values, trial_params, None, error, time.perf_counter() - started)
+            )
+        else:
+            study.tell(trial, objective_value(result.folds))
+            logger.info("tuning trial %d: objective %.4f with %s", trial.number, objective_value(result.folds), values)
+            outcomes.append(
+                TrialOutcome(trial.number, values, trial_params, result, None, time.perf_counter() - started)
+            )
+    scored = {
+        outcome.number: ledger_rows(outcome.result.returns, outcome.walk_forward_params)
+        for outcome in outcomes
+        if outcome.result is not None
+    }
+    if not scored:
+        first = outcomes[0].error
+        raise RuntimeError(f"all {len(outcomes)} tuning trials failed; the first: {first!r}") from first
+    # Every trial has the same windows: a failed trial's are those the completed ones were scored on.
+    periods = {row.symbol: (row.period_start, row.period_end) for row in next(iter(scored.values())).itertuples()}
+
+    trial_tables, ledger_parts = [], []
+    for outcome in outcomes:
+        if outcome.result is None:
+            rows = failed_trial_rows(
+                outcome.walk_forward_params,
+                feature_params,
+                env_config,
+                periods_per_year,
+                base_agents,
+                seed,
+                periods,
+                run,
+            )
+            state = {
+                "state": "fail",
+                "objective": math.nan,
+                "error": f"{type(outcome.error).__name__}: {outcome.error}",
+            }
+            symbol_sharpe = {}
+        else:
+            rows = scored[outcome.number]
+            state = {"state": "complete", "objective": objective_value(outcome.result.folds), "error": None}
+            symbol_sharpe = {symbol: objective_value(folds) for symbol, folds in outcome.result.folds.groupby("symbol")}
+        ledger_parts.append(rows)
+        trial_tables.append(
+            rows[["symbol", "config_hash"]].assign(
+                trial=outcome.number,
+                **state,
+                symbol_sharpe_median=rows["symbol"].map(symbol_sharpe),
+                duration_s=round(outcome.duration_s, 3),
+                **{f"param.{name}": value for name, value in outcome.values.items()},
+            )
+        )
+    best = study.best_trial
+    trials = pd.concat(trial_tables, ignore_index=True)
+    trials["chosen"] = trials["trial"] == best.number
+    leading = ["trial", "state", "objective", "chosen", "symbol", "symbol_sharpe_median", "config_hash", "duration_s"]
+    trials = trials[leading + [column for column in trials if column not in leading]]
+    logger.info(
+        "tuning: trial %d of %d chosen (objective %.4f); %d failed",
+        best.number,
+        len(outcomes),
+        best.value,
+        len(outcomes) - len(scored),
+    )
+    return TuningResult(trials, pd.concat(ledger_parts, ignore_index=True), tuned_parameters(best.params))
+
+
+def failed_trial_rows(
+    trial_params: Mapping[str, Any],
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: Mapping[str, float],
+    agent_params: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    periods: Mapping[str, tuple[str, str]],
+    run: Mapping[str, Any] | None,
+) -> pd.DataFrame:
+    """Ledger rows of a trial that produced no returns: the configuration hash a successful run of
+    it would have (``walk_forward.trial_configuration``), no moments (its Sharpe is undefined), no
+    runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
+    config = resolve_walk_forward_params(trial_params, feature_params)
+    agent_params = with_walk_forward_agents(agent_params, config)
+    return pd.DataFrame(
+        [
+            trial_row(
+                source=SOURCE,
+                symbol=symbol,
+                split="walk_forward",
+                period_start=start,
+                period_end=end,
+                agent=AGENT,
+                configuration=trial_configuration(
+                    AGENT, config, feature_params, env_config, agent_params, seed, symbol
+                ),
+                moments=return_moments([]),
+                n_runs=0,
+                periods_per_year=periods_per_year[symbol],
+                run=run,
+            )
+            for symbol, (start, end) in periods.items()
+        ]
+    )
+
+
+def tuning_report(
+    trials: pd.DataFrame, ledger: pd.DataFrame, parameters: Mapping[str, Any], run: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The study (trial counts, table), the chosen configuration with its ``--params`` string, and
+    per symbol its PSR and Deflated Sharpe on the trials' out-of-sample windows. DSR counts every
+    configuration in ``ledger`` for the symbol (``ledger.trials_for``: this study's trials and
+    every earlier one, of any source); ``n_trials`` says how many."""
+    per_trial = trials.drop_duplicates("trial")
+    chosen = trials[trials["chosen"]]
+    selection = {}
+    for row in chosen.itertuples(index=False):
+        rows = ledger[(ledger["config_hash"] == row.config_hash) & (ledger["split"] != "test")]
+        if rows.empty:
+            raise ValueError(
+                f"dataset 'trial_ledger' has no row for the chosen configuration {row.config_hash} "
+                f"of {row.symbol}: the tuning rows were not appended"
+            )
+        moments = rows.iloc[-1][list(MOMENT_KEYS)].to_dict()
+        trials_counted = trials_for(ledger, row.symbol)
+        selection[row.symbol] = {
+            "config_hash": row.config_hash,
+            **json_ready(
+                {
+                    "sharpe_median": row.symbol_sharpe_median,
+                    "sharpe_annualised": rows.iloc[-1]["sharpe_annualised"],
+                    "psr": psr_from_moments(moments),
+                    "dsr": deflated_sharpe(moments, trials_counted),
+                    "n_trials": trials_counted.n,
+                }
+            ),
+            "trials_by_source": trials_counted.by_source,
+        }
+    best = chosen.iloc[0]
+    table = per_trial.drop(columns=["symbol", "symbol_sharpe_median", "config_hash"])
+    return {
+        "objective": OBJECTIVE,
+        "data_end": DATA_END,
+        "out_of_sample": {
+            row.symbol: {"start": row.period_start, "end": row.period_end}
+            for row in ledger[ledger["config_hash"].isin(chosen["config_hash"])].itertuples()
+        },
+        "n_study_trials": int(len(per_trial)),
+        "n_failed": int((per_trial["state"] == "fail").sum()),
+        "chosen": {
+            "trial": int(best["trial"]),
+            "objective": float(best["objective"]),
+            "parameters": dict(parameters),
+            "params_argument": params_argument(parameters),
+        },
+        "selection": selection,
+        "trials": json.loads(table.to_json(orient="records")),  # NaN as null
+        "run": dict(run or {}),
+    }

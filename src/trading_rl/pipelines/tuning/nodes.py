@@ -1,0 +1,64 @@
+"""Thin nodes around ``trading_rl.phases.tuning``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.data import by_symbol
+from trading_rl.envs import periods_per_year_by_symbol
+from trading_rl.phases.tuning import run_tuning, tuning_report
+from trading_rl.runtime import make_executor
+
+logger = logging.getLogger(__name__)
+
+
+def tune(
+    prices: pd.DataFrame,
+    params: dict[str, Any],
+    walk_forward_params: dict[str, Any],
+    feature_params: dict[str, Any],
+    env_params: dict[str, Any],
+    sac_icm_agent_params: dict[str, Any],
+    seed: int,
+    runtime_params: dict[str, Any],
+    run_metadata: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """The trials table, their trial-ledger rows (appended to the ledger) and the chosen
+    parameters; each trial's walk-forward runs on the ``runtime.engine`` executor."""
+    frames = by_symbol(prices)
+    result = run_tuning(
+        frames,
+        params,
+        walk_forward_params,
+        feature_params,
+        dict(env_params.get("env") or {}),
+        periods_per_year_by_symbol(env_params, frames),
+        sac_icm_agent_params,
+        seed,
+        make_executor(runtime_params),
+        run_metadata,
+    )
+    return result.trials, result.ledger_rows, result.parameters
+
+
+def report_tuning(
+    trials: pd.DataFrame, trial_ledger: pd.DataFrame, tuned_parameters: dict[str, Any], run_metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """The tuning report: DSR of the chosen configuration against the whole ledger (this run's
+    trials included) with the trial count, and how to apply it (logged too)."""
+    report = tuning_report(trials, trial_ledger, tuned_parameters, run_metadata)
+    counts = ", ".join(
+        f"{symbol}: DSR {'undefined' if entry['dsr'] is None else format(entry['dsr'], '.3f')} over "
+        f"{entry['n_trials']} trials"
+        for symbol, entry in report["selection"].items()
+    )
+    logger.info(
+        'tuning chose trial %d (%s); apply it with --params "%s"',
+        report["chosen"]["trial"],
+        counts,
+        report["chosen"]["params_argument"],
+    )
+    return report

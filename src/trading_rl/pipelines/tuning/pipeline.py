@@ -1,0 +1,34 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.tuning import nodes
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.tune,
+                inputs=[
+                    "prices",
+                    "params:tuning",
+                    "params:walk_forward",
+                    "params:feature_extraction",
+                    "params:env_construction",
+                    "params:sac_icm.agent",
+                    "params:seed",
+                    "params:runtime",
+                    "run_metadata",
+                ],
+                outputs=["tuning_trials", "trial_ledger", "tuned_parameters"],
+                name="tune",
+                tags=["train", "evaluate"],
+            ),
+            Node(
+                nodes.report_tuning,
+                inputs=["tuning_trials", "trial_ledger", "tuned_parameters", "run_metadata"],
+                outputs="tuning_report",
+                name="report_tuning",
+                tags=["report"],
+            ),
+        ]
+    )

@@ -1,0 +1,289 @@
+"""Tuning: the objective, one ledger row per trial (failed ones too), the DSR's trial count, the
+training-split cut-off, the parameter checks and the ``--params`` string."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trading_rl.config import ConfigError
+from trading_rl.evaluation.ledger import trial_row, trials_for
+from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
+from trading_rl.phases import tuning
+from trading_rl.phases import walk_forward as wf
+
+TRAIN_END = "2012-06-29"
+FEATURES = {
+    "features": {"garch": None},
+    "scaler": {"method": "robust", "clip": 5.0},
+    "splits": {"train_end": TRAIN_END, "validation_end": "2013-01-31"},
+}
+WALK_FORWARD = {
+    "train_length": 200,
+    "test_length": 60,
+    "step": 60,
+    "max_folds": 2,
+    "retrain_frequency": 2,
+    "seeds": 1,
+    "timesteps": 5,
+    "finetune_timesteps": 0,
+    "device": "cpu",
+    "agent_overrides": {},
+}
+SPACE = {
+    "sac.learning_rate": {"kind": "float", "low": 1.0e-4, "high": 1.0e-3, "log": True},
+    "sac.batch_size": {"kind": "categorical", "choices": [16, 32]},
+}
+
+
+def prices(n_bars: int = 900, seed: int = 5) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
+    open_ = np.r_[100.0, close[:-1]]
+    index = pd.bdate_range("2010-01-04", periods=n_bars, name="timestamp")
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    )
+
+
+class ConstantModel:
+    def __init__(self, action: float) -> None:
+        self.action = action
+
+    def predict(self, observation, deterministic=True):
+        return np.array([self.action], dtype=np.float32), None
+
+
+@pytest.fixture
+def trainer(monkeypatch):
+    """A stand-in for SAC+ICM whose fixed position grows with the learning rate (so trials differ
+    by their parameters) and which refuses ``refused_batch`` (a failing trial)."""
+    refused = {"batch": None}
+
+    def train(spec, params, seed, timesteps, model=None, device="auto"):
+        if params["sac"]["batch_size"] == refused["batch"]:
+            raise FloatingPointError("the critic loss diverged")
+        return ConstantModel(0.2 + params["sac"]["learning_rate"] * 500.0)  # long 0.25 to 0.7
+
+    monkeypatch.setitem(wf.AGENT_TRAINERS, "sac_icm", train)
+    return refused
+
+
+def run(data, n_trials=4, sampler="random", seed=3):
+    params = {"n_trials": n_trials, "sampler": sampler, "search_space": SPACE}
+    return tuning.run_tuning(
+        {"X": data},
+        params,
+        WALK_FORWARD,
+        FEATURES,
+        {"window_size": 5},
+        {"X": 252.0},
+        {"sac": {"buffer_size": 1000}},
+        seed,
+        run={"save_version": "v1"},
+    )
+
+
+def test_each_trial_is_one_ledger_row_and_the_best_objective_is_chosen(trainer):
+    result = run(prices())
+    rows, trials = result.ledger_rows, result.trials
+    assert len(rows) == 4 and set(rows["source"]) == {"tuning"} and set(rows["split"]) == {"walk_forward"}
+    assert rows["config_hash"].nunique() == 4 and list(rows["config_hash"]) == list(trials["config_hash"])
+    assert (rows["n_runs"] == 2).all() and set(rows["save_version"]) == {"v1"}  # 2 folds x 1 seed
+    assert list(trials["state"]) == ["complete"] * 4
+    chosen = trials[trials["chosen"]].iloc[0]
+    assert chosen["objective"] == trials["objective"].max()
+    assert result.parameters == {
+        "sac_icm": {
+            "agent": {
+                "sac": {
+                    "learning_rate": chosen["param.sac.learning_rate"],
+                    "batch_size": chosen["param.sac.batch_size"],
+                }
+            }
+        },
+        "walk_forward": {
+            "agent_overrides": {
+                "sac": {
+                    "learning_rate": chosen["param.sac.learning_rate"],
+                    "batch_size": chosen["param.sac.batch_size"],
+                }
+            }
+        },
+    }
+    # A trial's ledger row is its configuration: the sampled values in the agent's effective parameters.
+    assert (
+        f'"learning_rate": {float(chosen["param.sac.learning_rate"])!r}' in rows.loc[trials["chosen"], "config"].item()
+    )
+
+
+def test_the_objective_is_the_median_window_sharpe_with_idle_windows_at_zero():
+    folds = pd.DataFrame({"kind": ["agent"] * 4 + ["baseline"], "sharpe": [1.0, np.nan, -0.5, 2.0, 9.0]})
+    assert tuning.objective_value(folds) == 0.5  # median of 1, 0, -0.5, 2; the baseline is not counted
+
+
+def test_a_failed_trial_is_a_row_with_the_hash_its_success_would_have(trainer):
+    clean = run(prices(), n_trials=3)
+    trainer["batch"] = 16
+    failing = run(prices(), n_trials=3)
+    failed = failing.trials["state"] == "fail"
+    assert failed.any() and not failed.all()
+    rows = failing.ledger_rows[failed.to_numpy()]
+    assert (rows["n_runs"] == 0).all() and rows["sharpe"].isna().all()
+    assert (rows["period_start"] == clean.ledger_rows["period_start"].iloc[0]).all()
+    assert list(failing.ledger_rows["config_hash"]) == list(clean.ledger_rows["config_hash"])
+    assert failing.trials.loc[failed, "error"].str.contains("FloatingPointError: the critic loss diverged").all()
+    # the failed trials are never chosen
+    assert not failing.trials.loc[failed, "chosen"].any()
+
+
+def test_when_every_trial_fails_nothing_is_chosen(trainer):
+    trainer["batch"] = 16
+    with pytest.raises(RuntimeError, match="all 2 tuning trials failed; the first: FloatingPointError"):
+        tuning.run_tuning(
+            {"X": prices()},
+            {"n_trials": 2, "search_space": {"sac.batch_size": {"kind": "categorical", "choices": [16]}}},
+            WALK_FORWARD,
+            FEATURES,
+            {"window_size": 5},
+            {"X": 252.0},
+            {},
+            0,
+        )
+
+
+def test_bars_after_the_training_split_are_never_read(trainer):
+    clean = prices()
+    hidden = clean.copy()
+    after = hidden.index > pd.Timestamp(TRAIN_END)
+    assert after.sum() > 200
+    hidden.loc[after, ["open", "high", "low", "close"]] = np.nan
+    first, second = run(clean, n_trials=2), run(hidden, n_trials=2)
+    pd.testing.assert_frame_equal(first.trials.drop(columns="duration_s"), second.trials.drop(columns="duration_s"))
+    pd.testing.assert_frame_equal(
+        first.ledger_rows.drop(columns="timestamp"), second.ledger_rows.drop(columns="timestamp")
+    )
+    assert pd.to_datetime(first.ledger_rows["period_end"]).max() == clean.index[~after][-1]
+
+
+def test_the_report_deflates_by_every_configuration_in_the_ledger(trainer):
+    result = run(prices())
+    earlier = pd.DataFrame(
+        [
+            trial_row(
+                source="walk_forward",
+                symbol="X",
+                split="walk_forward",
+                period_start="a",
+                period_end="b",
+                agent="sac_icm",
+                configuration={"k": k},
+                moments=return_moments(np.random.default_rng(k).normal(0, 0.01, 50)),
+                n_runs=1,
+                periods_per_year=252.0,
+            )
+            for k in range(3)
+        ]
+    )
+    ledger = pd.concat([earlier, result.ledger_rows], ignore_index=True)
+    report = tuning.tuning_report(result.trials, ledger, result.parameters)
+    selection = report["selection"]["X"]
+    assert selection["n_trials"] == 7 and selection["trials_by_source"] == {"walk_forward": 3, "tuning": 4}
+    chosen = result.ledger_rows[result.trials["chosen"].to_numpy()].iloc[0]
+    benchmark = expected_max_sharpe(trials_for(ledger, "X").sharpes)
+    assert selection["dsr"] == pytest.approx(psr_from_moments(chosen, sr_benchmark=benchmark))
+    assert report["n_study_trials"] == 4 and report["n_failed"] == 0 and len(report["trials"]) == 4
+    assert report["chosen"]["params_argument"] == tuning.params_argument(result.parameters)
+    with pytest.raises(ValueError, match="dataset 'trial_ledger' has no row for the chosen configuration"):
+        tuning.tuning_report(result.trials, earlier, result.parameters)
+
+
+def test_the_params_argument_is_what_kedro_parses_back():
+    from kedro.framework.cli.utils import _split_params
+
+    parameters = tuning.tuned_parameters(
+        {
+            "sac.learning_rate": 1.0e-5,
+            "sac.batch_size": 64,
+            "sac.ent_coef": "auto",
+            "icm.enabled": False,
+            "reward_scale": 123.456,
+        }
+    )
+    parsed = _split_params(None, None, tuning.params_argument(parameters))
+    assert parsed == parameters and isinstance(parsed["sac_icm"]["agent"]["sac"]["learning_rate"], float)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (
+            {"search_space": {"sac.learning_rat": {"kind": "float", "low": 0.1, "high": 0.2}}},
+            r"unknown parameter 'tuning\.search_space\.sac\.learning_rat' "
+            r"\(did you mean 'tuning\.search_space\.sac\.learning_rate'\?\)",
+        ),
+        (
+            {"search_space": {"sac.learning_rate": {"kind": "float", "low": 0.2, "high": 0.1}}},
+            r"'tuning\.search_space\.sac\.learning_rate\.low' \(0\.2\) must be < "
+            r"'tuning\.search_space\.sac\.learning_rate\.high'",
+        ),
+        (
+            {"search_space": {"sac.learning_rate": {"kind": "float", "low": 0.0, "high": 0.1, "log": True}}},
+            r"'tuning\.search_space\.sac\.learning_rate\.low' must be > 0 when 'log' is true",
+        ),
+        (
+            {"search_space": {"sac.learning_rate": {"kind": "float", "low": -1.0, "high": 0.1}}},
+            r"'tuning\.search_space\.sac\.learning_rate' must be in \(0, inf\), got -1\.0",
+        ),
+        (
+            {"search_space": {"sac.batch_size": {"kind": "categorical", "low": 1, "choices": [32]}}},
+            r"'tuning\.search_space\.sac\.batch_size' is categorical: it takes 'choices', not \['low'\]",
+        ),
+        (
+            {"search_space": {"sac.batch_size": {"kind": "int", "low": 16.5, "high": 64}}},
+            r"'tuning\.search_space\.sac\.batch_size\.low' must be an integer for kind 'int'",
+        ),
+        ({"search_space": {"sac.batch_size": None, "sac.learning_rate": None}}, r"at least one not null"),
+        (
+            {"walk_forward": {"data_end": "all"}},
+            r"'tuning\.walk_forward\.data_end' is not accepted: .*training split's last bar",
+        ),
+        ({"walk_forward": {"seedz": 1}}, r"unknown parameter 'tuning\.walk_forward\.seedz'"),
+    ],
+)
+def test_bad_tuning_parameters_are_refused_by_key(params, message):
+    with pytest.raises(ConfigError, match=message):
+        tuning.TuningParams.from_mapping(params, "tuning")
+
+
+def test_a_bound_the_agent_refuses_with_the_run_parameters_is_refused_before_the_run():
+    parameters = {
+        "tuning": {"search_space": {"sac.batch_size": {"kind": "categorical", "choices": [64, 4096]}}},
+        "walk_forward": {"agent_overrides": {"sac": {"buffer_size": 2000}}},
+        "feature_extraction": FEATURES,
+        "sac_icm": {"agent": {}},
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"'tuning\.search_space\.sac\.batch_size': the trials' agent refuses 4096 "
+        r"\(parameter 'sac_icm\.agent\.sac\.batch_size' \(4096\) must be <=",
+    ):
+        tuning.check_tuning_parameters(parameters)
+    parameters["tuning"]["search_space"]["sac.batch_size"]["choices"] = [64, 2000]
+    tuning.check_tuning_parameters(parameters)
+
+
+def test_null_drops_a_dimension_and_int_ranges_sample_integers():
+    section = tuning.TuningParams.from_mapping(
+        {"search_space": {"sac.batch_size": {"kind": "int", "low": 16, "high": 64}, "reward_scale": None}}, "tuning"
+    )
+    assert set(section.dimensions()) == {"sac.batch_size"}  # a given search space replaces the default whole
+    assert section.dimensions()["sac.batch_size"].extremes() == [16, 64]
