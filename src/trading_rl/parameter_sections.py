@@ -23,6 +23,7 @@ from trading_rl.evaluation.walk_forward import WalkForwardParams, agent_section,
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.monitoring.forward import ForwardParams
 from trading_rl.rewards.phase import RewardShaperParams
 from trading_rl.runtime.engine import RuntimeParams
 from trading_rl.runtime.symbols import MultiSymbolParams
@@ -46,6 +47,7 @@ SECTIONS: dict[str, type[Section]] = {
     "multi_symbol": MultiSymbolParams,
     "runtime": RuntimeParams,
     "tearsheet": TearsheetParams,
+    "forward": ForwardParams,
 }
 
 
