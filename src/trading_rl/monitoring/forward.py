@@ -199,7 +199,7 @@ def _first_difference(stored: pd.DataFrame, replayed: pd.DataFrame) -> str | Non
         differs = ~((old == new) | (np.isnan(old) & np.isnan(new)))
         if differs.any():
             row = int(np.argmax(differs))
-            return f"{stored['timestamp'].iloc[row]} column '{column}': stored {old[row]!r}, replayed {new[row]!r}"
+            return f"{stored['timestamp'].iloc[row]} column '{column}': stored {float(old[row])!r}, replayed {float(new[row])!r}"
     return None
 
 

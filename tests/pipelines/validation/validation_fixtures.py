@@ -41,7 +41,8 @@ def market(n_bars: int) -> pd.DataFrame:
 
 def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCatalog:
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_validation.yml").read_text())
-    config["trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())["trial_ledger"]
+    ledger = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())
+    config["trial_ledger"], config["prior_trial_ledger"] = ledger["trial_ledger"], ledger["prior_trial_ledger"]
     config.update(yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_forward.yml").read_text()))  # part of validation
     for entry in config.values():
         if "filepath" in entry:
