@@ -37,7 +37,9 @@ NO_MODEL = "no deployed model"
 
 @dataclass(frozen=True)
 class NotDeployed:
-    """``forward_data`` when no model is deployed yet (a MemoryDataset refuses ``None``)."""
+    """``forward_data`` when no usable model is deployed (a MemoryDataset refuses ``None``)."""
+
+    reason: str = NO_MODEL
 
 
 Inputs = ForwardData | NotDeployed
@@ -51,7 +53,11 @@ def prepare_forward_data(
     if deployed_model is None:
         logger.info("forward: no deployed model (dataset 'deployed_model' has no version yet); nothing to track")
         return NotDeployed()
-    deployment = Deployment.from_model(deployed_model)
+    try:
+        deployment = Deployment.from_model(deployed_model)
+    except ValueError as error:  # a model trained before forward tracking: validation must still run
+        logger.warning("forward: %s", error)
+        return NotDeployed("deployed model has no deployment metadata")
     entries = [e for e in symbol_entries(params.get("symbols")) if e["name"] == deployment.symbol]
     if not entries:
         raise ValueError(
@@ -89,7 +95,7 @@ def report_forward(
 ) -> dict[str, Any]:
     """The record's metrics next to the baselines on the same bars and costs."""
     if isinstance(data, NotDeployed):
-        return {"status": NO_MODEL}
+        return {"status": data.reason}
     scored_now = int((record["scored_in"] == str(run_metadata["save_version"])).sum()) if len(record) else 0
     return forward_report(record, data, scored_now, seed)
 
@@ -99,7 +105,7 @@ def measure_forward_drift(
 ) -> dict[str, Any]:
     """Feature drift of the newest forward bars against the training split; the agent's action drift."""
     if isinstance(data, NotDeployed):
-        return {"status": NO_MODEL, "features": [], "drifted_features": [], "actions": None, "window": None}
+        return {"status": data.reason, "features": [], "drifted_features": [], "actions": None, "window": None}
     return forward_drift(deployed_model, data, record, (params or {}).get("drift"))
 
 
@@ -124,7 +130,7 @@ def forward_tearsheet(
 ) -> TearsheetInput:
     """Equity since deployment against the baselines on the forward bars, and the drift table."""
     if isinstance(data, NotDeployed) or not data.has_new_bars:
-        status = NO_MODEL if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
+        status = data.reason if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
         return TearsheetInput(f"forward: {status}", 0.1, [])
     tearsheet = env_tearsheet("forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed,
                               regime_params)
