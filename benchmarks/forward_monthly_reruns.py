@@ -67,7 +67,9 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     raw = {SYMBOL: lambda: load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")}
     frame = fe.load_and_validate_prices(raw, feature_params)
     full_index = load_prices(SYMBOL, source="packaged").index
-    splits = make_splits(full_index, {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))})
+    splits = make_splits(
+        full_index, {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
+    )
     splits = {SYMBOL: {name: bounds for name, bounds in splits.items() if name != "test"}}
     fitted = fe.fit_feature_params(frame, splits, feature_params)
     features = fe.build_features(frame, fitted)
@@ -78,24 +80,34 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     agent = _base("sac_icm")["agent"]
     for section, values in walk_forward["agent_overrides"].items():  # the walk-forward's budget settings
         agent = {**agent, section: {**agent.get(section, {}), **values}}
-    agent["training"] = {**agent["training"], "total_timesteps": timesteps, "eval_freq": timesteps,
-                         "resume_every": timesteps}
-    params = {"agent": agent, "evaluation_split": "validation", "device": "cpu", "progress_bar": False,
-              "resume_dir": str(root / "resume")}
+    agent["training"] = {
+        **agent["training"],
+        "total_timesteps": timesteps,
+        "eval_freq": timesteps,
+        "resume_every": timesteps,
+    }
+    params = {
+        "agent": agent,
+        "evaluation_split": "validation",
+        "device": "cpu",
+        "progress_bar": False,
+        "resume_dir": str(root / "resume"),
+    }
     version = "2015-12-31T23.00.00.000Z"
     model, _, _ = train_sac_icm(spec, params, seed, {"save_version": version, "seed": seed}, fitted)
-    SB3ModelDataset(str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu",
-                    version=Version(None, version)).save(model)
+    SB3ModelDataset(
+        str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, version)
+    ).save(model)
     return feature_params, env_params, {"sac_icm": agent}
 
 
-def walk_forward_folds(prices: pd.DataFrame, feature_params: dict, env_params: dict, agent: dict, seed: int,
-                       timesteps: int) -> pd.DataFrame:
-    """The walk-forward of the same configuration on the bars the deployment had (its reference)."""
-    params = {**_base("walk_forward"), "data_end": "all", "device": "cpu", "agents": ["sac_icm"],
-              "timesteps": timesteps}
-    result = run_walk_forward({SYMBOL: prices}, params, feature_params, env_params["env"], {SYMBOL: 252.0}, agent,
-                              seed)
+def walk_forward_folds(
+    prices: pd.DataFrame, feature_params: dict, env_params: dict, agent: dict, seed: int, budget: dict
+) -> pd.DataFrame:
+    """The walk-forward of the same configuration on the bars the deployment had (its reference):
+    conf/base's folds and retraining, with ``budget`` (timesteps, finetune_timesteps, seeds)."""
+    params = {**_base("walk_forward"), "data_end": "all", "device": "cpu", "agents": ["sac_icm"], **budget}
+    result = run_walk_forward({SYMBOL: prices}, params, feature_params, env_params["env"], {SYMBOL: 252.0}, agent, seed)
     return result.folds
 
 
@@ -103,7 +115,8 @@ def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFra
     """One scheduled ``kedro run --pipelines forward``: the project's catalog entries under ``root``."""
     config = yaml.safe_load((PROJECT / "conf/base/catalog_forward.yml").read_text())
     config["prior_trial_ledger"] = yaml.safe_load((PROJECT / "conf/base/catalog_ledger.yml").read_text())[
-        "prior_trial_ledger"]
+        "prior_trial_ledger"
+    ]
     config["raw_price_files"] = {"type": "trading_rl.datasets.RawPriceFilesDataset", "path": "data/01_raw/prices"}
     for entry in config.values():
         for key in ("filepath", "path"):
@@ -111,8 +124,13 @@ def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFra
                 entry[key] = str(root / entry[key])
     config["deployed_model"]["device"] = "cpu"
     catalog = DataCatalog.from_config(config, save_version=save_version)
-    parameters = {"feature_extraction": feature_params, "forward": _base("forward"), "seed": seed,
-                  "regime_validation": _base("regime_validation"), "tearsheet": _base("tearsheet")}
+    parameters = {
+        "feature_extraction": feature_params,
+        "forward": _base("forward"),
+        "seed": seed,
+        "regime_validation": _base("regime_validation"),
+        "tearsheet": _base("tearsheet"),
+    }
     for key, value in parameters.items():
         catalog[f"params:{key}"] = value
     catalog["run_metadata"] = {"seed": seed, "save_version": save_version}
@@ -124,7 +142,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, required=True)
     parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--timesteps", type=int, default=20000)
+    parser.add_argument("--timesteps", type=int, default=20000, help="deployed agent and walk-forward fold 0")
+    parser.add_argument("--finetune-timesteps", type=int, default=2000, help="walk-forward folds 1, 2")
+    parser.add_argument("--walk-forward-seeds", type=int, default=1)
+    parser.add_argument("--months", type=int, default=None, help="only the first N monthly reruns (a dry run)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -135,13 +156,17 @@ def main() -> None:
     started = time.perf_counter()
     feature_params, env_params, agent = deploy(root, deployed, args.timesteps, args.seed)
     trained = time.perf_counter()
-    folds = walk_forward_folds(deployed, feature_params, env_params, agent, args.seed, args.timesteps)
+    budget = {
+        "timesteps": args.timesteps,
+        "finetune_timesteps": args.finetune_timesteps,
+        "seeds": args.walk_forward_seeds,
+    }
+    folds = walk_forward_folds(deployed, feature_params, env_params, agent, args.seed, budget)
     validated = time.perf_counter()
 
-    month_ends = [day for day in prices.loc[DEPLOYED_END:].index[1:].to_series().groupby(
-        pd.Grouper(freq="ME")).max()]
+    month_ends = [day for day in prices.loc[DEPLOYED_END:].index[1:].to_series().groupby(pd.Grouper(freq="ME")).max()]
     reruns, digests = [], {}
-    for month_end in month_ends:
+    for month_end in month_ends[: args.months]:
         _write_prices(root, prices.loc[:month_end])
         version = f"{month_end:%Y-%m-%d}T23.00.00.000Z"
         tick = time.perf_counter()
@@ -153,21 +178,29 @@ def main() -> None:
         for path, digest in digests.items():
             assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest, f"{path} changed"
         digests[str(record_path)] = hashlib.sha256(record_path.read_bytes()).hexdigest()
-        reruns.append({"version": version, "bars": len(record), "new_bars": int((record["scored_in"] == version).sum()),
-                       "seconds": round(time.perf_counter() - tick, 2)})
+        reruns.append(
+            {
+                "version": version,
+                "bars": len(record),
+                "new_bars": int((record["scored_in"] == version).sum()),
+                "seconds": round(time.perf_counter() - tick, 2),
+            }
+        )
         print(reruns[-1], flush=True)
 
     record = pd.read_parquet(_versions(root, RECORD)[-1])
-    model = SB3ModelDataset(str(_versions(root, MODEL_FILE)[0]), "trading_rl.agents.sac_icm.SACWithICM",
-                            device="cpu").load()
-    single = replay(model, forward_data(Deployment.from_model(model), prices, "packaged sp500 through 2018"))
+    model = SB3ModelDataset(
+        str(_versions(root, MODEL_FILE)[0]), "trading_rl.agents.sac_icm.SACWithICM", device="cpu"
+    ).load()
+    tracked = prices.loc[: month_ends[: args.months][-1]]
+    single = replay(model, forward_data(Deployment.from_model(model), tracked, "packaged sp500, one evaluation"))
     alerts = json.loads(_versions(root, "data/08_reporting/forward/forward_alerts.json")[-1].read_text())
     drift = json.loads(_versions(root, "data/08_reporting/forward/forward_drift.json")[-1].read_text())
     report = json.loads(_versions(root, "data/08_reporting/forward/forward_report.json")[-1].read_text())
     agents = folds[(folds["kind"] == "agent")]
     result = {
         "deployed_through": str(DEPLOYED_END.date()),
-        "timesteps": args.timesteps,
+        "budget": {"deployed_timesteps": args.timesteps, "walk_forward": budget},
         "reruns": len(reruns),
         "record_bars": len(record),
         "first_bar": str(record["timestamp"].iloc[0].date()),
@@ -178,17 +211,26 @@ def main() -> None:
         "sharpe_difference": abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])),
         "returns_bit_identical": bool((record["return"].to_numpy() == single["return"].to_numpy()).all()),
         "forward_metrics": {k: report["metrics"][k] for k in ("sharpe", "total_return", "max_drawdown", "n_trades")},
-        "buy_and_hold_capped": {k: report["baselines"]["buy_and_hold"][k] for k in ("sharpe", "total_return",
-                                                                                    "max_drawdown")},
-        "walk_forward_windows": {"sharpe": agents["sharpe"].tolist(), "max_drawdown": agents["max_drawdown"].tolist(),
-                                 "fill_rate": agents["fill_rate"].tolist()},
+        "buy_and_hold_capped": {
+            k: report["baselines"]["buy_and_hold"][k] for k in ("sharpe", "total_return", "max_drawdown")
+        },
+        "walk_forward_windows": {
+            "sharpe": agents["sharpe"].tolist(),
+            "max_drawdown": agents["max_drawdown"].tolist(),
+            "fill_rate": agents["fill_rate"].tolist(),
+        },
         "last_alerts": alerts["alerts"],
-        "last_checks": {c["check"]: {"value": c["value"], "expected": c["expected"], "status": c["status"]}
-                        for c in alerts["checks"]},
+        "last_checks": {
+            c["check"]: {"value": c["value"], "expected": c["expected"], "status": c["status"]}
+            for c in alerts["checks"]
+        },
         "last_drifted_features": drift["drifted_features"],
-        "seconds": {"train": round(trained - started, 1), "walk_forward": round(validated - trained, 1),
-                    "rerun_median": sorted(r["seconds"] for r in reruns)[len(reruns) // 2],
-                    "rerun_max": max(r["seconds"] for r in reruns)},
+        "seconds": {
+            "train": round(trained - started, 1),
+            "walk_forward": round(validated - trained, 1),
+            "rerun_median": sorted(r["seconds"] for r in reruns)[len(reruns) // 2],
+            "rerun_max": max(r["seconds"] for r in reruns),
+        },
         "per_rerun": reruns,
     }
     args.output.write_text(json.dumps(result, indent=2) + "\n")

@@ -55,13 +55,28 @@ def test_a_model_without_deployment_metadata_is_named():
 
 
 def _report(n_bars: int, sharpe: float, drawdown: float, fill_rate: float, collapsed: bool = False) -> dict:
-    return {"status": "tracked", "model_version": "m1", "symbol": "X", "n_bars": n_bars, "periods_per_year": 252.0,
-            "metrics": {"sharpe": sharpe, "max_drawdown": drawdown}, "fill_rate": fill_rate,
-            "collapse": {"collapsed": collapsed}}
+    return {
+        "status": "tracked",
+        "model_version": "m1",
+        "symbol": "X",
+        "n_bars": n_bars,
+        "periods_per_year": 252.0,
+        "metrics": {"sharpe": sharpe, "max_drawdown": drawdown},
+        "fill_rate": fill_rate,
+        "collapse": {"collapsed": collapsed},
+    }
 
 
-FOLDS = pd.DataFrame({"symbol": "X", "kind": "agent", "agent": "sac_icm", "sharpe": [0.2, 0.8, 1.5],
-                      "max_drawdown": [-0.05, -0.08, -0.12], "fill_rate": [0.1, 0.2, 0.3]})
+FOLDS = pd.DataFrame(
+    {
+        "symbol": "X",
+        "kind": "agent",
+        "agent": "sac_icm",
+        "sharpe": [0.2, 0.8, 1.5],
+        "max_drawdown": [-0.05, -0.08, -0.12],
+        "fill_rate": [0.1, 0.2, 0.3],
+    }
+)
 CALM_DRIFT = {"drifted_features": [], "actions": {"psi": 0.01, "drifted": False}}
 
 
@@ -69,10 +84,21 @@ def test_decay_alerts_against_the_walk_forward_range():
     record = pd.DataFrame({"return": np.random.default_rng(0).normal(0.001, 0.01, 60)})
     calm = decay_alerts(_report(60, 0.9, -0.06, 0.2), record, CALM_DRIFT, FOLDS, {})
     assert calm["passed"] and {c["status"] for c in calm["checks"]} <= {"ok", "alert"}
-    broken = decay_alerts(_report(60, -2.0, -0.3, 0.9, collapsed=True), record,
-                          {"drifted_features": ["realized_vol_20"], "actions": {"psi": 0.9, "drifted": True}}, FOLDS, {})
-    assert set(broken["alerts"]) >= {"sharpe_range", "drawdown", "trade_rate", "collapse", "feature_drift",
-                                     "action_drift"}
+    broken = decay_alerts(
+        _report(60, -2.0, -0.3, 0.9, collapsed=True),
+        record,
+        {"drifted_features": ["realized_vol_20"], "actions": {"psi": 0.9, "drifted": True}},
+        FOLDS,
+        {},
+    )
+    assert set(broken["alerts"]) >= {
+        "sharpe_range",
+        "drawdown",
+        "trade_rate",
+        "collapse",
+        "feature_drift",
+        "action_drift",
+    }
     pending = decay_alerts(_report(5, -2.0, -0.3, 0.9), record.iloc[:5], CALM_DRIFT, FOLDS, {})
     assert pending["passed"] and {c["status"] for c in pending["checks"]} == {"pending"}
 

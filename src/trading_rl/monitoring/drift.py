@@ -81,5 +81,10 @@ def action_drift(reference_actions, current_actions, hold_threshold: float, psi_
     psi = psi_from_shares(
         np.array([reference[b] for b in ACTION_BUCKETS]), np.array([current[b] for b in ACTION_BUCKETS])
     )
-    return {"reference_shares": reference, "current_shares": current, "psi": psi, "psi_max": psi_max,
-            "drifted": bool(psi > psi_max)}
+    return {
+        "reference_shares": reference,
+        "current_shares": current,
+        "psi": psi,
+        "psi_max": psi_max,
+        "drifted": bool(psi > psi_max),
+    }

@@ -177,8 +177,9 @@ def forward_data(deployment: Deployment, prices: pd.DataFrame, source: str) -> F
 
 
 def empty_record() -> pd.DataFrame:
-    return pd.DataFrame({column: pd.Series(dtype="datetime64[ns]" if column == "timestamp" else "float64")
-                         for column in RECORD_COLUMNS}).astype({"model_version": "object", "scored_in": "object"})
+    return pd.DataFrame(
+        {column: pd.Series(dtype="datetime64[ns]" if column == "timestamp" else "float64") for column in RECORD_COLUMNS}
+    ).astype({"model_version": "object", "scored_in": "object"})
 
 
 def replay(model: Any, data: ForwardData) -> pd.DataFrame:
@@ -199,7 +200,8 @@ def _first_difference(stored: pd.DataFrame, replayed: pd.DataFrame) -> str | Non
         differs = ~((old == new) | (np.isnan(old) & np.isnan(new)))
         if differs.any():
             row = int(np.argmax(differs))
-            return f"{stored['timestamp'].iloc[row]} column '{column}': stored {float(old[row])!r}, replayed {float(new[row])!r}"
+            stamp = stored["timestamp"].iloc[row]
+            return f"{stamp} column '{column}': stored {float(old[row])!r}, replayed {float(new[row])!r}"
     return None
 
 
@@ -266,7 +268,9 @@ def forward_report(record: pd.DataFrame, data: ForwardData, new_bars: int, seed:
     return report
 
 
-def forward_drift(model: Any, data: ForwardData, record: pd.DataFrame, params: Mapping[str, Any]) -> dict[str, Any]:
+def forward_drift(
+    model: Any, data: ForwardData, record: pd.DataFrame, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """Feature drift of the newest forward bars against the training split, and the agent's action
     drift against its own validation-split actions."""
     if not len(record):
@@ -278,8 +282,12 @@ def forward_drift(model: Any, data: ForwardData, record: pd.DataFrame, params: M
     current = data.features.loc[window["timestamp"].to_numpy()]
     table = feature_drift(reference, current, drift.psi_max, drift.ks_alpha, drift.bins)
     validation = run_episode(data.make_env("validation"), policy_from_sb3(model, deterministic=True))
-    actions = action_drift(validation["action_raw"].to_numpy(), window["action_raw"].to_numpy(),
-                           float(data.spec.config["hold_threshold"]), drift.action_psi_max)
+    actions = action_drift(
+        validation["action_raw"].to_numpy(),
+        window["action_raw"].to_numpy(),
+        float(data.spec.config["hold_threshold"]),
+        drift.action_psi_max,
+    )
     return {
         "window": {
             "first_bar": window["timestamp"].iloc[0].isoformat(),
@@ -299,8 +307,13 @@ def _finite(value: Any) -> float:
 
 def _check(name: str, value: float, expected: str, ok: bool, pending: bool, meaning: str) -> dict[str, Any]:
     status = "pending" if pending else "ok" if ok else "alert"
-    return {"check": name, "value": None if math.isnan(value) else value, "expected": expected, "status": status,
-            "meaning": meaning}
+    return {
+        "check": name,
+        "value": None if math.isnan(value) else value,
+        "expected": expected,
+        "status": status,
+        "meaning": meaning,
+    }
 
 
 def decay_alerts(
@@ -318,8 +331,11 @@ def decay_alerts(
     result: dict[str, Any] = {key: report.get(key) for key in ("status", "model_version", "symbol", "n_bars")}
     if report.get("status") != "tracked":
         return {**result, "passed": True, "alerts": [], "checks": []}
-    windows = folds[(folds["symbol"].astype(str) == report["symbol"]) & (folds["kind"] == "agent")
-                    & (folds["agent"] == decay.walk_forward_agent)]
+    windows = folds[
+        (folds["symbol"].astype(str) == report["symbol"])
+        & (folds["kind"] == "agent")
+        & (folds["agent"] == decay.walk_forward_agent)
+    ]
     if windows.empty:
         raise ValueError(
             f"walk_forward_folds has no window of agent '{decay.walk_forward_agent}' on {report['symbol']!r} "
@@ -336,30 +352,71 @@ def decay_alerts(
     drifted = list(drift.get("drifted_features") or [])
     actions = drift.get("actions") or {}
     checks = [
-        _check("sharpe_range", sharpe, f"[{sharpes.min():.3g}, {sharpes.max():.3g}]",
-               sharpes.min() <= sharpe <= sharpes.max(), pending,
-               "forward Sharpe outside the walk-forward windows' range"),
-        _check("drawdown", drawdown, f"<= {drawdowns.max():.3g}", drawdown <= drawdowns.max(), pending,
-               "forward max drawdown deeper than any walk-forward window's"),
-        _check("trade_rate", float(report["fill_rate"]), f"[{fills.min():.3g}, {fills.max():.3g}]",
-               fills.min() <= report["fill_rate"] <= fills.max(), pending,
-               "forward fill rate outside the walk-forward windows' range"),
-        _check("psr", psr, f">= {decay.psr_min} (benchmark: walk-forward median Sharpe {median_sharpe:.3g})",
-               psr >= decay.psr_min, pending,
-               "the forward record makes a true Sharpe at the walk-forward median improbable"),
-        _check("collapse", float(report["collapse"]["collapsed"]), "not collapsed", not report["collapse"]["collapsed"],
-               pending, "the agent's forward actions fail a collapse gate (dominance, entropy, trade rate)"),
-        _check("feature_drift", float(len(drifted)), f"< {config.drift.min_drifted_features} drifted features",
-               len(drifted) < config.drift.min_drifted_features, pending,
-               "new bars unlike the training split: " + (", ".join(drifted) or "none")),
-        _check("action_drift", _finite(actions.get("psi")), f"PSI <= {config.drift.action_psi_max}",
-               not actions.get("drifted", False), pending,
-               "the agent's action mix moved away from its validation-split mix"),
+        _check(
+            "sharpe_range",
+            sharpe,
+            f"[{sharpes.min():.3g}, {sharpes.max():.3g}]",
+            sharpes.min() <= sharpe <= sharpes.max(),
+            pending,
+            "forward Sharpe outside the walk-forward windows' range",
+        ),
+        _check(
+            "drawdown",
+            drawdown,
+            f"<= {drawdowns.max():.3g}",
+            drawdown <= drawdowns.max(),
+            pending,
+            "forward max drawdown deeper than any walk-forward window's",
+        ),
+        _check(
+            "trade_rate",
+            float(report["fill_rate"]),
+            f"[{fills.min():.3g}, {fills.max():.3g}]",
+            fills.min() <= report["fill_rate"] <= fills.max(),
+            pending,
+            "forward fill rate outside the walk-forward windows' range",
+        ),
+        _check(
+            "psr",
+            psr,
+            f">= {decay.psr_min} (benchmark: walk-forward median Sharpe {median_sharpe:.3g})",
+            psr >= decay.psr_min,
+            pending,
+            "the forward record makes a true Sharpe at the walk-forward median improbable",
+        ),
+        _check(
+            "collapse",
+            float(report["collapse"]["collapsed"]),
+            "not collapsed",
+            not report["collapse"]["collapsed"],
+            pending,
+            "the agent's forward actions fail a collapse gate (dominance, entropy, trade rate)",
+        ),
+        _check(
+            "feature_drift",
+            float(len(drifted)),
+            f"< {config.drift.min_drifted_features} drifted features",
+            len(drifted) < config.drift.min_drifted_features,
+            pending,
+            "new bars unlike the training split: " + (", ".join(drifted) or "none"),
+        ),
+        _check(
+            "action_drift",
+            _finite(actions.get("psi")),
+            f"PSI <= {config.drift.action_psi_max}",
+            not actions.get("drifted", False),
+            pending,
+            "the agent's action mix moved away from its validation-split mix",
+        ),
     ]
     alerts = [c["check"] for c in checks if c["status"] == "alert"]
-    return {**result, "walk_forward": {"agent": decay.walk_forward_agent, "windows": len(windows),
-                                       "median_sharpe": median_sharpe},
-            "passed": not alerts, "alerts": alerts, "checks": checks}
+    return {
+        **result,
+        "walk_forward": {"agent": decay.walk_forward_agent, "windows": len(windows), "median_sharpe": median_sharpe},
+        "passed": not alerts,
+        "alerts": alerts,
+        "checks": checks,
+    }
 
 
 def psr_against(returns: Sequence[float], annual_sharpe: float, periods_per_year: float) -> float:

@@ -49,8 +49,16 @@ def market(n_bars: int, break_at: int | None = None, vol_factor: float = 4.0) ->
     close = 100.0 * np.exp(np.cumsum(0.0003 + shocks))[:n_bars]
     open_ = np.r_[100.0, close[:-1]] * (1.0 + rng.normal(0.0, 0.002, 1200)[:n_bars])
     index = pd.bdate_range("2012-01-02", periods=n_bars, name="date")
-    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.003,
-                         "low": np.minimum(open_, close) * 0.997, "close": close, "volume": 1e6}, index=index)
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.003,
+            "low": np.minimum(open_, close) * 0.997,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    )
 
 
 def write_prices(root: Path, prices: pd.DataFrame) -> None:
@@ -69,24 +77,42 @@ def deploy(root: Path, save_version: str) -> None:
     features = fe.build_features(prices, feature_params)
     scalers = fe.fit_scalers(features, prices, splits, FEATURE_EXTRACTION)
     spec = build_spec(prices, fe.scale_features(features, scalers), splits, ENV, scalers)
-    params = {"agent": AGENT, "evaluation_split": "validation", "device": "cpu", "resume_dir": str(root / "resume"),
-              "progress_bar": False}
+    params = {
+        "agent": AGENT,
+        "evaluation_split": "validation",
+        "device": "cpu",
+        "resume_dir": str(root / "resume"),
+        "progress_bar": False,
+    }
     model, _, _ = train_sac_icm(spec, params, 3, {"save_version": save_version, "seed": 3}, feature_params)
-    SB3ModelDataset(str(root / MODEL_DATASET["filepath"]), MODEL_DATASET["model_class"], device="cpu",
-                    version=Version(None, save_version)).save(model)
+    SB3ModelDataset(
+        str(root / MODEL_DATASET["filepath"]),
+        MODEL_DATASET["model_class"],
+        device="cpu",
+        version=Version(None, save_version),
+    ).save(model)
 
 
 def walk_forward_folds(sharpes=(-1.0, 0.5, 2.0), drawdowns=(-0.05, -0.1, -0.2), fills=(0.0, 0.3, 0.9)) -> pd.DataFrame:
     """The walk-forward windows the decay checks compare with (one row per fold x seed)."""
-    return pd.DataFrame({"symbol": SYMBOL, "kind": "agent", "agent": "sac_icm", "sharpe": sharpes,
-                         "max_drawdown": drawdowns, "fill_rate": fills})
+    return pd.DataFrame(
+        {
+            "symbol": SYMBOL,
+            "kind": "agent",
+            "agent": "sac_icm",
+            "sharpe": sharpes,
+            "max_drawdown": drawdowns,
+            "fill_rate": fills,
+        }
+    )
 
 
 def rerun(root: Path, save_version: str, folds: pd.DataFrame | None = None) -> DataCatalog:
     """One scheduled ``kedro run --pipelines forward`` on the price file as it is now."""
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_forward.yml").read_text())
     config["prior_trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())[
-        "prior_trial_ledger"]
+        "prior_trial_ledger"
+    ]
     config["raw_price_files"] = {"type": "trading_rl.datasets.RawPriceFilesDataset", "path": "data/01_raw/prices"}
     for entry in config.values():
         for key in ("filepath", "path"):
@@ -94,9 +120,13 @@ def rerun(root: Path, save_version: str, folds: pd.DataFrame | None = None) -> D
                 entry[key] = str(root / entry[key])
     config["deployed_model"]["device"] = "cpu"
     catalog = DataCatalog.from_config(config, save_version=save_version)
-    parameters = {"feature_extraction": FEATURE_EXTRACTION, "forward": {}, "seed": 3,
-                  "regime_validation": {"regimes": {"trend_window": 10, "vol_window": 5, "vol_lookback": 20}},
-                  "tearsheet": {"rolling_window": 10, "dpi": 30}}
+    parameters = {
+        "feature_extraction": FEATURE_EXTRACTION,
+        "forward": {},
+        "seed": 3,
+        "regime_validation": {"regimes": {"trend_window": 10, "vol_window": 5, "vol_lookback": 20}},
+        "tearsheet": {"rolling_window": 10, "dpi": 30},
+    }
     for key, value in parameters.items():
         catalog[f"params:{key}"] = value
     catalog["run_metadata"] = {"seed": 3, "save_version": save_version}

@@ -22,9 +22,26 @@ def test_kedro_airflow_writes_the_validation_dag_with_the_forward_nodes_grouped(
     kedro = Path(sys.executable).with_name("kedro")
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1"}
     result = subprocess.run(
-        [str(kedro), "airflow", "create", "--pipelines", "validation", "--env", "ci", "--group-by", "memory",
-         "--target-dir", str(tmp_path), "--params", "schedule=0 6 * * 1"],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(kedro),
+            "airflow",
+            "create",
+            "--pipelines",
+            "validation",
+            "--env",
+            "ci",
+            "--group-by",
+            "memory",
+            "--target-dir",
+            str(tmp_path),
+            "--params",
+            "schedule=0 6 * * 1",
+        ],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     source = (tmp_path / "trading_rl_ci_validation_dag.py").read_text()

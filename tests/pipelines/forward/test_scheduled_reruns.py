@@ -44,8 +44,7 @@ def three_reruns(tmp_path_factory):
     write_prices(root, market(TRAINED_BARS))
     deploy(root, "2026-01-31T06.00.00.000Z")
     digests = []
-    files = [market(TRAINED_BARS), market(TRAINED_BARS + 20),
-             market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20)]
+    files = [market(TRAINED_BARS), market(TRAINED_BARS + 20), market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20)]
     for run, prices in zip(RUNS, files):
         write_prices(root, prices)
         rerun(root, run)
@@ -76,8 +75,9 @@ def test_earlier_versions_are_untouched(three_reruns):
 def test_the_stitched_record_is_one_evaluation_over_the_same_bars(three_reruns):
     root, _ = three_reruns
     record = pd.read_parquet(versions(root, RECORD)[-1])
-    model = SB3ModelDataset(str(versions(root, MODEL_DATASET["filepath"])[0]), MODEL_DATASET["model_class"],
-                            device="cpu").load()
+    model = SB3ModelDataset(
+        str(versions(root, MODEL_DATASET["filepath"])[0]), MODEL_DATASET["model_class"], device="cpu"
+    ).load()
     prices = load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")
     single = replay(model, forward_data(Deployment.from_model(model), prices, "the whole file"))
     np.testing.assert_array_equal(record["return"].to_numpy(), single["return"].to_numpy())
@@ -126,3 +126,14 @@ def test_without_a_deployed_model_the_rerun_reports_it(tmp_path):
     assert report == {"status": "no deployed model"}
     assert alerts["passed"] and alerts["alerts"] == []
     assert pd.read_parquet(versions(tmp_path, RECORD)[0]).empty
+
+
+def test_a_model_trained_before_deployment_metadata_is_reported_not_fatal(caplog):
+    from trading_rl.pipelines.forward.nodes import NotDeployed, prepare_forward_data
+
+    class OldModel:
+        trading_rl_metadata = {"save_version": "2025-01-01T00.00.00.000Z", "symbol": SYMBOL}
+
+    data = prepare_forward_data(OldModel(), {}, {})
+    assert data == NotDeployed("deployed model has no deployment metadata")
+    assert "carries no deployment metadata" in caplog.text

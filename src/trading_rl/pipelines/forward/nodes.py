@@ -67,8 +67,9 @@ def prepare_forward_data(
     prices = by_symbol(load_and_validate_prices(raw_price_files, {**params, "symbols": entries}))[deployment.symbol]
     source = f"{entries[0]['source']} prices of {deployment.symbol}"
     data = forward_data(deployment, prices, source)
-    check_model_fits_spec(deployed_model, data.spec, model_dataset="deployed_model", spec_dataset=source,
-                          pipeline="forward")
+    check_model_fits_spec(
+        deployed_model, data.spec, model_dataset="deployed_model", spec_dataset=source, pipeline="forward"
+    )
     return data
 
 
@@ -85,14 +86,17 @@ def score_forward_bars(
     if record.empty:
         logger.info("forward: no bar after the deployed model's data end %s yet", data.deployment.data_end)
         return record
-    logger.info("forward: %d new bar(s) scored; the record of model %s holds %d bars up to %s",
-                new_bars, data.deployment.model_version, len(record), record["timestamp"].iloc[-1])
+    logger.info(
+        "forward: %d new bar(s) scored; the record of model %s holds %d bars up to %s",
+        new_bars,
+        data.deployment.model_version,
+        len(record),
+        record["timestamp"].iloc[-1],
+    )
     return record
 
 
-def report_forward(
-    record: pd.DataFrame, data: Inputs, run_metadata: dict[str, Any], seed: int
-) -> dict[str, Any]:
+def report_forward(record: pd.DataFrame, data: Inputs, run_metadata: dict[str, Any], seed: int) -> dict[str, Any]:
     """The record's metrics next to the baselines on the same bars and costs."""
     if isinstance(data, NotDeployed):
         return {"status": data.reason}
@@ -120,8 +124,14 @@ def check_forward_decay(
     alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
     for check in alerts["checks"]:
         if check["status"] == "alert":
-            logger.warning("forward alert %s on model %s: %s (value %s, expected %s)", check["check"],
-                           alerts["model_version"], check["meaning"], check["value"], check["expected"])
+            logger.warning(
+                "forward alert %s on model %s: %s (value %s, expected %s)",
+                check["check"],
+                alerts["model_version"],
+                check["meaning"],
+                check["value"],
+                check["expected"],
+            )
     return alerts
 
 
@@ -130,10 +140,13 @@ def forward_tearsheet(
 ) -> TearsheetInput:
     """Equity since deployment against the baselines on the forward bars, and the drift table."""
     if isinstance(data, NotDeployed) or not data.has_new_bars:
-        status = data.reason if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
+        status = (
+            data.reason if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
+        )
         return TearsheetInput(f"forward: {status}", 0.1, [])
-    tearsheet = env_tearsheet("forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed,
-                              regime_params)
+    tearsheet = env_tearsheet(
+        "forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed, regime_params
+    )
     rows = sorted(drift["features"], key=lambda row: -(row["psi"] if row["psi"] == row["psi"] else 0.0))
     section = tearsheet.sections[0]
     section.notes.append(
