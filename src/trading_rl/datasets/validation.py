@@ -6,8 +6,10 @@ run's. This dataset points at the same folder but loads the newest version *olde
 run's save version* (every versioned dataset of a run shares that version), so the answer does not
 depend on node order. ``--load-versions previous_validation_report:<version>`` pins the version to
 compare with. Saving is refused: the report is written by its own dataset.
-``PreviousVersionParquetDataset`` does the same for a parquet table (the forward record); it lets
-``RunManifestHooks`` pin it to the newest version of a *completed* run, since a record is continued.
+``PreviousVersionParquetDataset`` does the same for a parquet table (the forward record). It too
+picks its own version, also one a failed run wrote: the record is checked bar for bar against a
+replay before it is continued (``monitoring.forward.extend_record``), and pinning it to completed
+runs only would stop every later validation run after one forward run failed past its first save.
 """
 
 from __future__ import annotations
@@ -65,5 +67,7 @@ class PreviousVersionJSONDataset(PreviousVersionDataset):
 
 
 class PreviousVersionParquetDataset(PreviousVersionDataset):
+    picks_own_version = True
+
     def from_bytes(self, raw: bytes) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(raw))
