@@ -23,6 +23,7 @@ from trading_rl.evaluation.walk_forward import WalkForwardParams, agent_section,
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.monitoring.forward import ForwardParams
 from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
 from trading_rl.rewards.phase import RewardShaperParams
 from trading_rl.runtime.engine import RuntimeParams
@@ -48,6 +49,7 @@ SECTIONS: dict[str, type[Section]] = {
     "runtime": RuntimeParams,
     "tearsheet": TearsheetParams,
     "tuning": TuningParams,
+    "forward": ForwardParams,
 }
 
 
