@@ -50,7 +50,7 @@ def test_each_phase_is_a_namespace_and_default_opens_as_one_box_per_phase(pipeli
     assert {node.namespace.split(".")[0] for node in pipelines["__default__"].nodes} == default_phases
     for name in phase_names():
         assert {node.namespace.split(".")[0] for node in pipelines[name].nodes} <= {
-            name, "walk_forward", "regime_validation"}  # validation reuses those two phases' nodes
+            name, "walk_forward", "regime_validation", "forward"}  # validation reuses those three phases' nodes
     # Dataset names are not prefixed: the catalog entries still match.
     assert {"sac_icm_model", "validation_report", "prices"} <= pipelines["__default__"].datasets()
 

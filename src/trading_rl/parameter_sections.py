@@ -21,6 +21,7 @@ from trading_rl.evaluation.tearsheet import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.phases.forward import ForwardParams
 from trading_rl.phases.options_her_params import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
@@ -48,6 +49,7 @@ SECTIONS: dict[str, type[Section]] = {
     "runtime": RuntimeParams,
     "tearsheet": TearsheetParams,
     "tuning": TuningParams,
+    "forward": ForwardParams,
 }
 
 

@@ -45,3 +45,20 @@ def test_gates_are_named_in_the_table_and_explained_in_the_details():
     assert (migration.phase, migration.passed, migration.failed) == ("checkpoint_migration", False, "diversity (a.zip)")
     assert validation.failed == "sharpe" and validation.details == "sharpe (0.1 > 0.5 is false)"
     assert "validation  validation_report  FAILED  sharpe\n" in summary_text({"validation_report": report})
+
+
+FORWARD = {"status": "tracked", "model_version": "2026-01-31T06.00.00.000Z", "symbol": "sp500", "n_bars": 40,
+           "new_bars": 20, "first_bar": "2016-01-04T00:00:00",
+           "metrics": {"sharpe": 0.3, "total_return": 0.01, "max_drawdown": -0.02}, "baselines": BASELINES}
+
+
+def test_the_forward_record_gets_a_line_and_its_alerts_a_gate_row():
+    alerts = {"passed": False, "alerts": ["feature_drift", "psr"]}
+    reports = {"forward_report": FORWARD, "forward_alerts": alerts}
+    [row] = agent_rows(reports)
+    assert row.phase == "forward" and row.verdict == "alerts: feature_drift, psr"
+    assert row.agent == "deployed 2026-01-31T06.00.00.000Z on sp500, 40 bars since 2016-01-04 (+20 new)"
+    [gate] = gate_results(reports)
+    assert (gate.phase, gate.passed, gate.failed) == ("forward", False, "feature_drift, psr")
+    assert "0.30 / 1.0% / -2.0%" in summary_text(reports)
+    assert agent_rows({"forward_report": {"status": "no deployed model"}}) == []

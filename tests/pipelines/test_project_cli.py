@@ -22,6 +22,7 @@ PHASES = (
     "walk_forward",
     "regime_validation",
     "validation",
+    "forward",
     "export",
     "final_evaluation",
     "tuning",

@@ -10,6 +10,7 @@ from trading_rl.data.schemas import (
     validate_features,
     validate_prices,
 )
+from trading_rl.data.selection import load_validated_prices
 from trading_rl.data.sources import PACKAGED_SYMBOLS, PriceDataError, load_prices
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "by_symbol",
     "infer_periods_per_year",
     "load_prices",
+    "load_validated_prices",
     "long_frame",
     "quality_report",
     "stale_open_mask",

@@ -1,4 +1,4 @@
-"""Read-only view of the previous version of a versioned JSON report, or ``None`` on a first run.
+"""Read-only view of the previous version of a versioned report or table, or ``None`` on a first run.
 
 The validation pipeline compares its new report with the last one. Loading the report's own
 dataset would give whichever version is newest at load time — after this run saved, that is this
@@ -6,23 +6,27 @@ run's. This dataset points at the same folder but loads the newest version *olde
 run's save version* (every versioned dataset of a run shares that version), so the answer does not
 depend on node order. ``--load-versions previous_validation_report:<version>`` pins the version to
 compare with. Saving is refused: the report is written by its own dataset.
+``PreviousVersionParquetDataset`` does the same for a parquet table (the forward record). It too
+picks its own version, also one a failed run wrote: the record is checked bar for bar against a
+replay before it is continued (``phases.forward.extend_record``), and pinning it to completed
+runs only would stop every later validation run after one forward run failed past its first save.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import PurePosixPath
 from typing import Any
 
+import pandas as pd
 from kedro.io.core import DatasetError, VersionNotFoundError
 
 from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 
 
-class PreviousVersionJSONDataset(BytesVersionedDataset):
-    # Read by RunManifestHooks: the previous report is wanted even from a run that its gates stopped
-    # (enforce_validation_gates fails the run after the report is saved, on purpose).
-    picks_own_version = True
+class PreviousVersionDataset(BytesVersionedDataset):
+    """Base: subclasses implement ``from_bytes``."""
 
     def previous_version(self) -> str | None:
         """The pinned load version, else the newest existing version before this run's."""
@@ -49,8 +53,21 @@ class PreviousVersionJSONDataset(BytesVersionedDataset):
     def load(self) -> Any:
         return super().load() if self.previous_version() is not None else None
 
+    def save(self, data: Any) -> None:
+        raise DatasetError(f"{self._filepath} is read through {type(self).__name__} and never written by it")
+
+
+class PreviousVersionJSONDataset(PreviousVersionDataset):
+    # Read by RunManifestHooks: the previous report is wanted even from a run that its gates stopped
+    # (enforce_validation_gates fails the run after the report is saved, on purpose).
+    picks_own_version = True
+
     def from_bytes(self, raw: bytes) -> Any:
         return json.loads(raw)
 
-    def save(self, data: Any) -> None:
-        raise DatasetError(f"{self._filepath} is read through PreviousVersionJSONDataset and never written by it")
+
+class PreviousVersionParquetDataset(PreviousVersionDataset):
+    picks_own_version = True
+
+    def from_bytes(self, raw: bytes) -> pd.DataFrame:
+        return pd.read_parquet(io.BytesIO(raw))

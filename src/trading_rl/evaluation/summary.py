@@ -98,6 +98,17 @@ def _final_evaluation(reports: Mapping[str, Report]) -> list[AgentRow]:
                      report["baselines"], _collapse_verdict(report.get("collapse")))]
 
 
+def _forward(reports: Mapping[str, Report]) -> list[AgentRow]:
+    report = reports["forward_report"]
+    if report.get("status") != "tracked":
+        return []
+    alerts = reports.get("forward_alerts") or {}
+    verdict = "alerts: " + ", ".join(alerts["alerts"]) if alerts.get("alerts") else "no alert"
+    agent = (f"deployed {report['model_version']} on {report['symbol']}, {report['n_bars']} bars since "
+             f"{report['first_bar'][:10]} (+{report['new_bars']} new)")
+    return [AgentRow("forward", agent, report["metrics"], report["baselines"], verdict)]
+
+
 # report dataset -> the rows it gives; the order is the order of the phases in the default run
 AGENT_REPORTS: dict[str, Callable[[Mapping[str, Report]], list[AgentRow]]] = {
     "sac_icm_evaluation_report": _sac_icm,
@@ -105,6 +116,7 @@ AGENT_REPORTS: dict[str, Callable[[Mapping[str, Report]], list[AgentRow]]] = {
     "reward_shaping_report": _reward_shaper,
     "migration_comparison": _checkpoint_migration,
     "walk_forward_summary": _walk_forward,
+    "forward_report": _forward,
     "final_evaluation_report": _final_evaluation,
 }
 
@@ -138,6 +150,7 @@ GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] =
     "migration_comparison": ("checkpoint_migration", lambda r: _same(
         bool(r["all_gates_passed"]),
         ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]))),
+    "forward_alerts": ("forward", lambda r: _same(bool(r["passed"]), ", ".join(r["alerts"]))),
     "validation_report": ("validation", _validation_gates),
 }
 SUMMARY_REPORTS = frozenset(AGENT_REPORTS) | frozenset(GATE_REPORTS)

@@ -8,11 +8,13 @@ test steps) into a node that saves ``<prefix>_rollout`` (parquet), ``<prefix>_te
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import matplotlib.pyplot as plt
 import pandas as pd
 from kedro.pipeline import Node
 
@@ -70,8 +72,17 @@ def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:
 def render_tearsheet(
     spec: TearsheetInput, params: dict[str, Any] | None, ledger: pd.DataFrame, run_metadata: dict[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, Any], str]:
-    """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials."""
+    """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials. A
+    spec without sections (a phase with nothing to show yet, e.g. no forward bars) gives an empty
+    table, one figure and a page that say so under the spec's title."""
     resolved = resolve_tearsheet_params(params)
+    if not spec.sections:
+        figure = plt.figure(figsize=(6, 1))
+        figure.text(0.5, 0.5, spec.title, ha="center", va="center")
+        title = html.escape(spec.title)
+        page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+                f"<body><h1>{title}</h1></body></html>\n")
+        return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page
     options = TearsheetOptions(spec.hold_threshold, resolved["rolling_window"], resolved["dpi"])
     header = {k: run_metadata.get(k) for k in ("save_version", "seed", "config_hash", "git_commit")}
     trials = {section.symbol: trials_for(ledger, section.symbol) for section in spec.sections}

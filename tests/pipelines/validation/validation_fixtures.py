@@ -25,6 +25,7 @@ PARAMS = {
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
     "tearsheet": {"rolling_window": 20, "dpi": 40},
+    "forward": {},
 }
 
 
@@ -40,12 +41,16 @@ def market(n_bars: int) -> pd.DataFrame:
 
 def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCatalog:
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_validation.yml").read_text())
-    config["trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())["trial_ledger"]
+    ledger = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())
+    config["trial_ledger"], config["prior_trial_ledger"] = ledger["trial_ledger"], ledger["prior_trial_ledger"]
+    config.update(yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_forward.yml").read_text()))  # part of validation
     for entry in config.values():
-        entry["filepath"] = str(root / entry["filepath"])
+        if "filepath" in entry:
+            entry["filepath"] = str(root / entry["filepath"])
     catalog = DataCatalog.from_config(config, save_version=save_version)
 
     catalog["prices"] = prices
+    catalog["raw_price_files"] = {}  # read by the forward nodes only when a model is deployed
     catalog["run_metadata"] = {"seed": 7, "save_version": save_version}
     parameters = {**PARAMS, "validation": yaml.safe_load(
         (PROJECT_ROOT / "conf/base/parameters_validation.yml").read_text())["validation"]}

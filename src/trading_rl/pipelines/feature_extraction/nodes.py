@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.data import by_symbol, load_prices, long_frame, quality_report, validate_features, validate_prices
+from trading_rl.data import by_symbol, load_validated_prices, long_frame, quality_report, validate_features
 from trading_rl.features import (
     apply_scaler,
     compute_features,
@@ -29,27 +29,11 @@ from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
 def load_and_validate_prices(
     raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
 ) -> pd.DataFrame:
-    """Read every selected symbol and validate all of them before anything is returned.
-
-    Nothing is written unless every symbol passes, so a bad file never leaves half a run behind.
-    """
-    validated: dict[str, pd.DataFrame] = {}
-    for entry in symbol_entries(params.get("symbols")):
-        name = entry["name"]
-        if entry["source"] == "file":
-            if name not in raw_price_files:
-                raise FileNotFoundError(
-                    f"symbol '{name}' has source 'file' but data/01_raw/prices/ has no "
-                    f"{name}.csv or {name}.parquet (found: {sorted(raw_price_files) or 'none'})"
-                )
-            raw = raw_price_files[name]()
-            source_name = f"data/01_raw/prices/{name}"
-        else:
-            raw = load_prices(name, source="packaged")
-            source_name = f"packaged:{name}"
-        frame = validate_prices(raw, name, min_rows=params.get("min_rows", DEFAULT_MIN_ROWS), source_name=source_name)
-        validated[name] = frame
-    return long_frame(validated)
+    """Every selected symbol's prices, all validated before anything is returned
+    (``data.load_validated_prices``)."""
+    return load_validated_prices(
+        symbol_entries(params.get("symbols")), raw_price_files, params.get("min_rows", DEFAULT_MIN_ROWS)
+    )
 
 
 def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:

@@ -15,15 +15,22 @@ from trading_rl.envs.compatibility import model_metadata, model_signature, set_m
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
+from trading_rl.phases.forward import deployment_metadata
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def train_sac_icm(
-    env_spec: EnvSpec, params: dict[str, Any], seed: int, run_metadata: dict[str, Any]
+    env_spec: EnvSpec,
+    params: dict[str, Any],
+    seed: int,
+    run_metadata: dict[str, Any],
+    feature_params: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, list[dict]]:
     """Train on random episodes of the training split, evaluating on ``evaluation_split``; every
-    evaluation's metrics reach MLflow while training runs (``stream_to_mlflow``)."""
+    evaluation's metrics reach MLflow while training runs (``stream_to_mlflow``). With
+    ``feature_params``, the models carry what a forward rerun rebuilds their observations from
+    (``phases.forward.deployment_metadata``)."""
     agent_params = params["agent"]
     eval_split = params["evaluation_split"]
     model = build_agent(env_spec.make_env("train", seed=seed), agent_params, seed=seed, device=params["device"])
@@ -40,6 +47,8 @@ def train_sac_icm(
         run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
     )
     metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
+    if feature_params is not None:
+        metadata["deployment"] = deployment_metadata(env_spec, feature_params[env_spec.symbol])
     for trained in (outcome.model, outcome.best_model):
         set_model_metadata(trained, metadata)
     return outcome.model, outcome.best_model, outcome.history

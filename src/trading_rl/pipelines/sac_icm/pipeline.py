@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.train_sac_icm,
-                inputs=["env_spec", "params:sac_icm", "params:seed", "run_metadata"],
+                inputs=["env_spec", "params:sac_icm", "params:seed", "run_metadata", "feature_params"],
                 outputs=[
                     "sac_icm_model",
                     "sac_icm_best_model",

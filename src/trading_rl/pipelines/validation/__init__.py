@@ -1,4 +1,4 @@
-"""walk_forward + regime_validation, then the gate report and its comparison with the previous run.
+"""walk_forward + regime_validation + forward, then the gate report and its comparison with the previous run.
 
 ``kedro run --pipelines validation`` alone re-validates the latest model and data versions."""
 

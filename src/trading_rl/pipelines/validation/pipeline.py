@@ -1,5 +1,6 @@
 from kedro.pipeline import Node, Pipeline
 
+from trading_rl.pipelines.forward import create_pipeline as forward
 from trading_rl.pipelines.regime_validation import create_pipeline as regime_validation
 from trading_rl.pipelines.validation import nodes
 from trading_rl.pipelines.walk_forward import create_pipeline as walk_forward
@@ -9,6 +10,8 @@ def create_pipeline(**kwargs) -> Pipeline:
     return (
         walk_forward()
         + regime_validation()
+        # The deployed agent's forward record; without a deployed model its nodes report "no deployed model".
+        + forward()
         + Pipeline(
             [
                 Node(

@@ -1,0 +1,242 @@
+"""Monthly scheduled reruns of the forward pipeline on the packaged sp500, simulated by truncating and
+extending the price file: a SAC+ICM agent is trained on the file as it stood at 2015-12-31 (splits of
+``conf/base``: train to 2012, validation to 2015), the walk-forward of the same configuration runs on
+those bars, then the file grows month by month through 2018 and the forward pipeline reruns after each
+month (its save version dated at the month's end, as a cron job would stamp it).
+
+Checked and written to ``--output`` (JSON): each rerun's record holds exactly the bars of the file
+after the deployment's last bar, each scored once and earlier versions unchanged; the final record's
+Sharpe equals one evaluation of the same agent over the same bars (difference reported, must be
+< 1e-9); the alerts and drifted features of the last rerun; the time per rerun.
+
+    python benchmarks/forward_monthly_reruns.py --work-dir /tmp/forward_bench \\
+        --output docs/results/forward_monthly_reruns.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+from kedro.io import DataCatalog
+from kedro.io.core import Version
+from kedro.runner import SequentialRunner
+
+from trading_rl.data import load_prices
+from trading_rl.datasets import SB3ModelDataset
+from trading_rl.envs import symbol_env_spec
+from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.features import make_splits, max_lookback
+from trading_rl.phases.forward import Deployment, forward_data, replay
+from trading_rl.phases.walk_forward import run_walk_forward
+from trading_rl.pipelines.feature_extraction import nodes as fe
+from trading_rl.pipelines.forward import create_pipeline
+from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
+
+PROJECT = Path(__file__).resolve().parents[1]
+SYMBOL = "sp500"
+DEPLOYED_END = pd.Timestamp("2015-12-31")
+MODEL_FILE = "data/06_models/sac_icm_model.zip"
+RECORD = "data/07_model_output/forward_record.parquet"
+
+
+def _base(name: str) -> dict:
+    return yaml.safe_load((PROJECT / f"conf/base/parameters_{name}.yml").read_text())[name]
+
+
+def _write_prices(root: Path, prices: pd.DataFrame) -> None:
+    folder = root / "data/01_raw/prices"
+    folder.mkdir(parents=True, exist_ok=True)
+    prices.rename_axis("timestamp").to_csv(folder / f"{SYMBOL}.csv")
+
+
+def _versions(root: Path, relative: str) -> list[Path]:
+    return sorted(path / Path(relative).name for path in (root / relative).iterdir())
+
+
+def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple[dict, dict, dict]:
+    """Train as the default run's phases do on the file cut at 2015-12-31; the splits are conf/base's
+    train and validation dates (the file has no test split yet: it ends with the validation split)."""
+    feature_params = {**_base("feature_extraction"), "symbols": [{"name": SYMBOL, "source": "file"}]}
+    raw = {SYMBOL: lambda: load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")}
+    frame = fe.load_and_validate_prices(raw, feature_params)
+    full_index = load_prices(SYMBOL, source="packaged").index
+    splits = make_splits(
+        full_index, {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
+    )
+    splits = {SYMBOL: {name: bounds for name, bounds in splits.items() if name != "test"}}
+    fitted = fe.fit_feature_params(frame, splits, feature_params)
+    features = fe.build_features(frame, fitted)
+    scalers = fe.fit_scalers(features, frame, splits, feature_params)
+    env_params = {**_base("env_construction"), "symbol": SYMBOL}
+    spec = symbol_env_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
+    walk_forward = _base("walk_forward")
+    agent = _base("sac_icm")["agent"]
+    for section, values in walk_forward["agent_overrides"].items():  # the walk-forward's budget settings
+        agent = {**agent, section: {**agent.get(section, {}), **values}}
+    agent["training"] = {
+        **agent["training"],
+        "total_timesteps": timesteps,
+        "eval_freq": timesteps,
+        "resume_every": timesteps,
+    }
+    params = {
+        "agent": agent,
+        "evaluation_split": "validation",
+        "device": "cpu",
+        "progress_bar": False,
+        "resume_dir": str(root / "resume"),
+    }
+    version = "2015-12-31T23.00.00.000Z"
+    model, _, _ = train_sac_icm(spec, params, seed, {"save_version": version, "seed": seed}, fitted)
+    SB3ModelDataset(
+        str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, version)
+    ).save(model)
+    return feature_params, env_params, {"sac_icm": agent}
+
+
+def walk_forward_folds(
+    prices: pd.DataFrame, feature_params: dict, env_params: dict, agent: dict, seed: int, budget: dict
+) -> pd.DataFrame:
+    """The walk-forward of the same configuration on the bars the deployment had (its reference):
+    conf/base's folds and retraining, with ``budget`` (timesteps, finetune_timesteps, seeds)."""
+    params = {**_base("walk_forward"), "data_end": "all", "device": "cpu", "agents": ["sac_icm"], **budget}
+    result = run_walk_forward({SYMBOL: prices}, params, feature_params, env_params["env"], {SYMBOL: 252.0}, agent, seed)
+    return result.folds
+
+
+def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFrame, seed: int) -> None:
+    """One scheduled ``kedro run --pipelines forward``: the project's catalog entries under ``root``."""
+    config = yaml.safe_load((PROJECT / "conf/base/catalog_forward.yml").read_text())
+    config["prior_trial_ledger"] = yaml.safe_load((PROJECT / "conf/base/catalog_ledger.yml").read_text())[
+        "prior_trial_ledger"
+    ]
+    config["raw_price_files"] = {"type": "trading_rl.datasets.RawPriceFilesDataset", "path": "data/01_raw/prices"}
+    for entry in config.values():
+        for key in ("filepath", "path"):
+            if key in entry:
+                entry[key] = str(root / entry[key])
+    config["deployed_model"]["device"] = "cpu"
+    catalog = DataCatalog.from_config(config, save_version=save_version)
+    parameters = {
+        "feature_extraction": feature_params,
+        "forward": _base("forward"),
+        "seed": seed,
+        "regime_validation": _base("regime_validation"),
+        "tearsheet": _base("tearsheet"),
+    }
+    for key, value in parameters.items():
+        catalog[f"params:{key}"] = value
+    catalog["run_metadata"] = {"seed": seed, "save_version": save_version}
+    catalog["walk_forward_folds"] = folds
+    SequentialRunner().run(create_pipeline(), catalog)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work-dir", type=Path, required=True)
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--timesteps", type=int, default=20000, help="deployed agent and walk-forward fold 0")
+    parser.add_argument("--finetune-timesteps", type=int, default=2000, help="walk-forward folds 1, 2")
+    parser.add_argument("--walk-forward-seeds", type=int, default=1)
+    parser.add_argument("--months", type=int, default=None, help="only the first N monthly reruns (a dry run)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    root = args.work_dir
+    prices = load_prices(SYMBOL, source="packaged")
+    deployed = prices.loc[:DEPLOYED_END]
+    _write_prices(root, deployed)
+    started = time.perf_counter()
+    feature_params, env_params, agent = deploy(root, deployed, args.timesteps, args.seed)
+    trained = time.perf_counter()
+    budget = {
+        "timesteps": args.timesteps,
+        "finetune_timesteps": args.finetune_timesteps,
+        "seeds": args.walk_forward_seeds,
+    }
+    folds = walk_forward_folds(deployed, feature_params, env_params, agent, args.seed, budget)
+    validated = time.perf_counter()
+
+    month_ends = [day for day in prices.loc[DEPLOYED_END:].index[1:].to_series().groupby(pd.Grouper(freq="ME")).max()]
+    reruns, digests = [], {}
+    for month_end in month_ends[: args.months]:
+        _write_prices(root, prices.loc[:month_end])
+        version = f"{month_end:%Y-%m-%d}T23.00.00.000Z"
+        tick = time.perf_counter()
+        rerun(root, version, feature_params, folds, args.seed)
+        record_path = _versions(root, RECORD)[-1]
+        record = pd.read_parquet(record_path)
+        expected = prices.loc[DEPLOYED_END:month_end].index[1:]
+        assert list(record["timestamp"]) == list(expected), f"{version}: the record is not the file's forward bars"
+        for path, digest in digests.items():
+            assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest, f"{path} changed"
+        digests[str(record_path)] = hashlib.sha256(record_path.read_bytes()).hexdigest()
+        reruns.append(
+            {
+                "version": version,
+                "bars": len(record),
+                "new_bars": int((record["scored_in"] == version).sum()),
+                "seconds": round(time.perf_counter() - tick, 2),
+            }
+        )
+        print(reruns[-1], flush=True)
+
+    record = pd.read_parquet(_versions(root, RECORD)[-1])
+    model = SB3ModelDataset(
+        str(_versions(root, MODEL_FILE)[0]), "trading_rl.agents.sac_icm.SACWithICM", device="cpu"
+    ).load()
+    tracked = prices.loc[: month_ends[: args.months][-1]]
+    single = replay(model, forward_data(Deployment.from_model(model), tracked, "packaged sp500, one evaluation"))
+    alerts = json.loads(_versions(root, "data/08_reporting/forward/forward_alerts.json")[-1].read_text())
+    drift = json.loads(_versions(root, "data/08_reporting/forward/forward_drift.json")[-1].read_text())
+    report = json.loads(_versions(root, "data/08_reporting/forward/forward_report.json")[-1].read_text())
+    agents = folds[(folds["kind"] == "agent")]
+    result = {
+        "deployed_through": str(DEPLOYED_END.date()),
+        "budget": {"deployed_timesteps": args.timesteps, "walk_forward": budget},
+        "reruns": len(reruns),
+        "record_bars": len(record),
+        "first_bar": str(record["timestamp"].iloc[0].date()),
+        "last_bar": str(record["timestamp"].iloc[-1].date()),
+        "new_bars_per_rerun_sum": sum(r["new_bars"] for r in reruns),
+        "record_sharpe": sharpe_ratio(record["return"]),
+        "single_evaluation_sharpe": sharpe_ratio(single["return"]),
+        "sharpe_difference": abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])),
+        "returns_bit_identical": bool((record["return"].to_numpy() == single["return"].to_numpy()).all()),
+        "forward_metrics": {k: report["metrics"][k] for k in ("sharpe", "total_return", "max_drawdown", "n_trades")},
+        "buy_and_hold_capped": {
+            k: report["baselines"]["buy_and_hold"][k] for k in ("sharpe", "total_return", "max_drawdown")
+        },
+        "walk_forward_windows": {
+            "sharpe": agents["sharpe"].tolist(),
+            "max_drawdown": agents["max_drawdown"].tolist(),
+            "fill_rate": agents["fill_rate"].tolist(),
+        },
+        "last_alerts": alerts["alerts"],
+        "last_checks": {
+            c["check"]: {"value": c["value"], "expected": c["expected"], "status": c["status"]}
+            for c in alerts["checks"]
+        },
+        "last_drifted_features": drift["drifted_features"],
+        "seconds": {
+            "train": round(trained - started, 1),
+            "walk_forward": round(validated - trained, 1),
+            "rerun_median": sorted(r["seconds"] for r in reruns)[len(reruns) // 2],
+            "rerun_max": max(r["seconds"] for r in reruns),
+        },
+        "per_rerun": reruns,
+    }
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    assert result["sharpe_difference"] < 1e-9 and result["new_bars_per_rerun_sum"] == len(record)
+    print(json.dumps({k: v for k, v in result.items() if k != "per_rerun"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

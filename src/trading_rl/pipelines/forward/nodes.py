@@ -1,0 +1,167 @@
+"""Thin nodes around ``trading_rl.phases.forward`` and ``monitoring.drift``.
+
+Every node accepts "no deployed model" (``forward_data`` is ``NotDeployed``): ``kedro run --pipelines
+validation`` then writes an unchanged record and reports the status instead of failing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.data import by_symbol, load_validated_prices
+from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
+from trading_rl.phases.forward import (
+    FORWARD_SPLIT,
+    Deployment,
+    ForwardData,
+    decay_alerts,
+    empty_record,
+    extend_record,
+    forward_data,
+    forward_drift,
+    forward_report,
+    replay,
+)
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
+
+logger = logging.getLogger(__name__)
+
+NO_MODEL = "no deployed model"
+
+
+@dataclass(frozen=True)
+class NotDeployed:
+    """``forward_data`` when no usable model is deployed (a MemoryDataset refuses ``None``)."""
+
+    reason: str = NO_MODEL
+
+
+Inputs = ForwardData | NotDeployed
+
+
+def prepare_forward_data(
+    deployed_model: Any, raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
+) -> Inputs:
+    """The deployed model's symbol read and validated like ``feature_extraction`` does, its features
+    rebuilt with the model's frozen parameters and scaler; ``NotDeployed`` without a deployed model."""
+    if deployed_model is None:
+        logger.info("forward: no deployed model (dataset 'deployed_model' has no version yet); nothing to track")
+        return NotDeployed()
+    try:
+        deployment = Deployment.from_model(deployed_model)
+    except ValueError as error:  # a model trained before forward tracking: validation must still run
+        logger.warning("forward: %s", error)
+        return NotDeployed("deployed model has no deployment metadata")
+    entries = [e for e in symbol_entries(params.get("symbols")) if e["name"] == deployment.symbol]
+    if not entries:
+        raise ValueError(
+            f"the deployed model trades {deployment.symbol!r}, which is not among feature_extraction.symbols "
+            f"{[e['name'] for e in symbol_entries(params.get('symbols'))]}"
+        )
+    min_rows = params.get("min_rows", DEFAULT_MIN_ROWS)
+    prices = by_symbol(load_validated_prices(entries, raw_price_files, min_rows))[deployment.symbol]
+    source = f"{entries[0]['source']} prices of {deployment.symbol}"
+    data = forward_data(deployment, prices, source)
+    check_model_fits_spec(
+        deployed_model, data.spec, model_dataset="deployed_model", spec_dataset=source, pipeline="forward"
+    )
+    return data
+
+
+def score_forward_bars(
+    deployed_model: Any, data: Inputs, previous_record: pd.DataFrame | None, run_metadata: dict[str, Any]
+) -> pd.DataFrame:
+    """The previous record plus every forward bar it lacks (``extend_record``)."""
+    if isinstance(data, NotDeployed):
+        return empty_record() if previous_record is None else previous_record
+    replayed = replay(deployed_model, data) if data.has_new_bars else empty_record()
+    record, new_bars = extend_record(
+        previous_record, replayed, data.deployment.model_version, str(run_metadata["save_version"])
+    )
+    if record.empty:
+        logger.info("forward: no bar after the deployed model's data end %s yet", data.deployment.data_end)
+        return record
+    logger.info(
+        "forward: %d new bar(s) scored; the record of model %s holds %d bars up to %s",
+        new_bars,
+        data.deployment.model_version,
+        len(record),
+        record["timestamp"].iloc[-1],
+    )
+    return record
+
+
+def report_forward(record: pd.DataFrame, data: Inputs, run_metadata: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The record's metrics next to the baselines on the same bars and costs."""
+    if isinstance(data, NotDeployed):
+        return {"status": data.reason}
+    scored_now = int((record["scored_in"] == str(run_metadata["save_version"])).sum()) if len(record) else 0
+    return forward_report(record, data, scored_now, seed)
+
+
+def measure_forward_drift(
+    deployed_model: Any, data: Inputs, record: pd.DataFrame, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Feature drift of the newest forward bars against the training split; the agent's action drift."""
+    if isinstance(data, NotDeployed):
+        return {"status": data.reason, "features": [], "drifted_features": [], "actions": None, "window": None}
+    return forward_drift(deployed_model, data, record, (params or {}).get("drift"))
+
+
+def check_forward_decay(
+    report: dict[str, Any],
+    record: pd.DataFrame,
+    drift: dict[str, Any],
+    walk_forward_folds: pd.DataFrame,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """``forward_alerts``; every alert is logged at WARNING (and again by the end-of-run summary)."""
+    alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
+    for check in alerts["checks"]:
+        if check["status"] == "alert":
+            logger.warning(
+                "forward alert %s on model %s: %s (value %s, expected %s)",
+                check["check"],
+                alerts["model_version"],
+                check["meaning"],
+                check["value"],
+                check["expected"],
+            )
+    return alerts
+
+
+def forward_tearsheet(
+    record: pd.DataFrame, data: Inputs, drift: dict[str, Any], seed: int, regime_params: dict[str, Any]
+) -> TearsheetInput:
+    """Equity since deployment against the baselines on the forward bars, and the drift table."""
+    if isinstance(data, NotDeployed) or not data.has_new_bars:
+        status = (
+            data.reason if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
+        )
+        return TearsheetInput(f"forward: {status}", 0.1, [])
+    tearsheet = env_tearsheet(
+        "forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed, regime_params
+    )
+    rows = sorted(drift["features"], key=lambda row: -(row["psi"] if row["psi"] == row["psi"] else 0.0))
+    section = tearsheet.sections[0]
+    section.notes.append(
+        f"model {data.deployment.model_version}, deployed with bars up to {data.deployment.data_end.date()}; "
+        f"drift window {drift['window']['first_bar'][:10]} .. {drift['window']['last_bar'][:10]} "
+        f"({drift['window']['n_bars']} bars) against the {drift['window']['reference']}"
+    )
+    section.notes += [
+        f"{row['feature']}: PSI {row['psi']:.3f}, KS {row['ks_statistic']:.3f} (p {row['ks_pvalue']:.3g})"
+        + (" DRIFTED" if row["drifted"] else "")
+        for row in rows
+    ]
+    actions = drift["actions"]
+    section.notes.append(
+        f"actions: PSI {actions['psi']:.3f} against the validation split" + (" DRIFTED" if actions["drifted"] else "")
+    )
+    return tearsheet

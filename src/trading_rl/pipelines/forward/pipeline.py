@@ -1,0 +1,51 @@
+from kedro.pipeline import Node, Pipeline
+
+from trading_rl.pipelines.forward import nodes
+from trading_rl.pipelines.tearsheet import tearsheet_node
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                nodes.prepare_forward_data,
+                inputs=["deployed_model", "raw_price_files", "params:feature_extraction"],
+                outputs="forward_data",
+                name="prepare_forward_data",
+                tags=["data"],
+            ),
+            Node(
+                nodes.score_forward_bars,
+                inputs=["deployed_model", "forward_data", "previous_forward_record", "run_metadata"],
+                outputs="forward_record",
+                name="score_forward_bars",
+                tags=["evaluate"],
+            ),
+            Node(
+                nodes.report_forward,
+                inputs=["forward_record", "forward_data", "run_metadata", "params:seed"],
+                outputs="forward_report",
+                name="report_forward",
+                tags=["evaluate"],
+            ),
+            Node(
+                nodes.measure_forward_drift,
+                inputs=["deployed_model", "forward_data", "forward_record", "params:forward"],
+                outputs="forward_drift",
+                name="measure_forward_drift",
+                tags=["evaluate"],
+            ),
+            Node(
+                nodes.check_forward_decay,
+                inputs=["forward_report", "forward_record", "forward_drift", "walk_forward_folds", "params:forward"],
+                outputs="forward_alerts",
+                name="check_forward_decay",
+                tags=["report"],
+            ),
+            tearsheet_node(
+                "forward",
+                nodes.forward_tearsheet,
+                ["forward_record", "forward_data", "forward_drift", "params:seed", "params:regime_validation"],
+            ),
+        ]
+    )

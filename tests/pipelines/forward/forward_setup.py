@@ -1,0 +1,140 @@
+"""A tiny deployed agent on a synthetic symbol and the forward pipeline's catalog under a root
+folder: what the scheduled-rerun tests share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from kedro.io import DataCatalog
+from kedro.io.core import Version
+from kedro.runner import SequentialRunner
+
+from trading_rl.data import load_prices
+from trading_rl.datasets import SB3ModelDataset
+from trading_rl.envs import symbol_env_spec
+from trading_rl.pipelines.feature_extraction import nodes as fe
+from trading_rl.pipelines.forward import create_pipeline
+from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+SYMBOL = "SYN"
+TRAINED_BARS = 480  # bars the deployed model's run had (date D is the last of them)
+FEATURE_EXTRACTION = {
+    "symbols": [{"name": SYMBOL, "source": "file"}],
+    "min_rows": 250,
+    "splits": {"train_end": "2013-01-31", "validation_end": "2013-06-28"},
+    "features": {"garch": None, "vol_windows": [20], "sma_windows": [10, 20], "drawdown_window": 20},
+    "scaler": {"method": "robust", "clip": 5.0},
+}
+AGENT = {
+    "sac": {"learning_starts": 50, "batch_size": 16, "buffer_size": 1000},
+    "policy": {"net_arch": [16, 16]},
+    "icm": {"warmup_steps": 50, "feature_dim": 8, "hidden_dim": 16},
+    "training": {"total_timesteps": 60, "eval_freq": 60, "resume_every": 60},
+}
+ENV = {"symbol": SYMBOL, "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}}
+MODEL_DATASET = {"filepath": "data/06_models/sac_icm_model.zip", "model_class": "trading_rl.agents.sac_icm.SACWithICM"}
+
+
+def market(n_bars: int, break_at: int | None = None, vol_factor: float = 4.0) -> pd.DataFrame:
+    """Bars from one fixed random stream (a longer market extends a shorter one bar for bar); from
+    bar ``break_at`` on, returns are ``vol_factor`` times as volatile (a regime break)."""
+    rng = np.random.default_rng(19)
+    shocks = rng.normal(0.0, 0.01, 1200)
+    if break_at is not None:
+        shocks[break_at:] *= vol_factor
+    close = 100.0 * np.exp(np.cumsum(0.0003 + shocks))[:n_bars]
+    open_ = np.r_[100.0, close[:-1]] * (1.0 + rng.normal(0.0, 0.002, 1200)[:n_bars])
+    index = pd.bdate_range("2012-01-02", periods=n_bars, name="date")
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.003,
+            "low": np.minimum(open_, close) * 0.997,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    )
+
+
+def write_prices(root: Path, prices: pd.DataFrame) -> None:
+    folder = root / "data/01_raw/prices"
+    folder.mkdir(parents=True, exist_ok=True)
+    prices.to_csv(folder / f"{SYMBOL}.csv")
+
+
+def deploy(root: Path, save_version: str) -> None:
+    """Train the tiny agent on the price file as it is, as the default run's phases do, and save it
+    as ``sac_icm_model`` version ``save_version``."""
+    raw = {SYMBOL: lambda: load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")}
+    prices = fe.load_and_validate_prices(raw, FEATURE_EXTRACTION)
+    splits = fe.define_splits(prices, FEATURE_EXTRACTION)
+    feature_params = fe.fit_feature_params(prices, splits, FEATURE_EXTRACTION)
+    features = fe.build_features(prices, feature_params)
+    scalers = fe.fit_scalers(features, prices, splits, FEATURE_EXTRACTION)
+    spec = symbol_env_spec(prices, fe.scale_features(features, scalers), splits, ENV, scalers)
+    params = {
+        "agent": AGENT,
+        "evaluation_split": "validation",
+        "device": "cpu",
+        "resume_dir": str(root / "resume"),
+        "progress_bar": False,
+    }
+    model, _, _ = train_sac_icm(spec, params, 3, {"save_version": save_version, "seed": 3}, feature_params)
+    SB3ModelDataset(
+        str(root / MODEL_DATASET["filepath"]),
+        MODEL_DATASET["model_class"],
+        device="cpu",
+        version=Version(None, save_version),
+    ).save(model)
+
+
+def walk_forward_folds(sharpes=(-1.0, 0.5, 2.0), drawdowns=(-0.05, -0.1, -0.2), fills=(0.0, 0.3, 0.9)) -> pd.DataFrame:
+    """The walk-forward windows the decay checks compare with (one row per fold x seed)."""
+    return pd.DataFrame(
+        {
+            "symbol": SYMBOL,
+            "kind": "agent",
+            "agent": "sac_icm",
+            "sharpe": sharpes,
+            "max_drawdown": drawdowns,
+            "fill_rate": fills,
+        }
+    )
+
+
+def rerun(root: Path, save_version: str, folds: pd.DataFrame | None = None) -> DataCatalog:
+    """One scheduled ``kedro run --pipelines forward`` on the price file as it is now."""
+    config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_forward.yml").read_text())
+    config["prior_trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())[
+        "prior_trial_ledger"
+    ]
+    config["raw_price_files"] = {"type": "trading_rl.datasets.RawPriceFilesDataset", "path": "data/01_raw/prices"}
+    for entry in config.values():
+        for key in ("filepath", "path"):
+            if key in entry:
+                entry[key] = str(root / entry[key])
+    config["deployed_model"]["device"] = "cpu"
+    catalog = DataCatalog.from_config(config, save_version=save_version)
+    parameters = {
+        "feature_extraction": FEATURE_EXTRACTION,
+        "forward": {},
+        "seed": 3,
+        "regime_validation": {"regimes": {"trend_window": 10, "vol_window": 5, "vol_lookback": 20}},
+        "tearsheet": {"rolling_window": 10, "dpi": 30},
+    }
+    for key, value in parameters.items():
+        catalog[f"params:{key}"] = value
+    catalog["run_metadata"] = {"seed": 3, "save_version": save_version}
+    catalog["walk_forward_folds"] = walk_forward_folds() if folds is None else folds
+    SequentialRunner().run(create_pipeline(), catalog)
+    return catalog
+
+
+def versions(root: Path, relative: str) -> list[Path]:
+    folder = root / relative
+    return sorted(path / Path(relative).name for path in folder.iterdir()) if folder.exists() else []

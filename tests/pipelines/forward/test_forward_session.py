@@ -1,0 +1,49 @@
+"""`kedro run --env ci --pipelines forward` in a project copy, through the real configuration, the
+catalog and the project hooks: a deployed model on a user CSV, 20 new bars appended, and the
+end-of-run summary's forward line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+from forward_setup import SYMBOL, TRAINED_BARS, deploy, market, versions, walk_forward_folds, write_prices
+
+DEPLOYED = "2026-03-01T06.00.00.000Z"
+
+
+@pytest.mark.slow
+def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_line(
+    tmp_path, project_copy, kedro_run, caplog
+):
+    project = project_copy(tmp_path / "project")
+    write_prices(project, market(TRAINED_BARS))
+    deploy(project, DEPLOYED)
+    folds = project / f"data/08_reporting/walk_forward/folds.csv/{DEPLOYED}/folds.csv"
+    folds.parent.mkdir(parents=True)
+    walk_forward_folds().to_csv(folds, index=False)
+    manifest = project / f"data/09_runs/run_manifest.json/{DEPLOYED}/run_manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"save_version": DEPLOYED}))  # the deploying run completed
+    write_prices(project, market(TRAINED_BARS + 20))
+
+    symbols = [{"name": "sp500", "source": "packaged"}, {"name": SYMBOL, "source": "file"}]
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        with caplog.at_level(logging.INFO):
+            kedro_run(project, ["forward"], runtime_params={"feature_extraction": {"symbols": symbols}})
+    finally:
+        os.chdir(cwd)
+
+    report = json.loads(versions(project, "data/08_reporting/forward/forward_report.json")[-1].read_text())
+    assert (report["status"], report["model_version"], report["n_bars"], report["new_bars"]) == (
+        "tracked",
+        DEPLOYED,
+        20,
+        20,
+    )
+    assert f"deployed {DEPLOYED} on {SYMBOL}, 20 bars since" in caplog.text
+    assert versions(project, "data/07_model_output/forward_record.parquet")

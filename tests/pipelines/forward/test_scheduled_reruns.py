@@ -1,0 +1,139 @@
+"""Three scheduled reruns of the forward pipeline (the project's catalog entries under tmp_path):
+the price file ends at D and the agent is trained, then 20 bars are appended and the pipeline reruns,
+then 20 more bars carrying a volatility x4 regime break, and it reruns again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from forward_setup import (
+    MODEL_DATASET,
+    SYMBOL,
+    TRAINED_BARS,
+    deploy,
+    market,
+    rerun,
+    versions,
+    write_prices,
+)
+
+from trading_rl.data import load_prices
+from trading_rl.datasets import SB3ModelDataset
+from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.phases.forward import Deployment, ForwardRecordError, forward_data, replay
+
+RECORD = "data/07_model_output/forward_record.parquet"
+ALERTS = "data/08_reporting/forward/forward_alerts.json"
+DRIFT = "data/08_reporting/forward/forward_drift.json"
+RUNS = ["2026-02-01T06.00.00.000Z", "2026-02-02T06.00.00.000Z", "2026-02-03T06.00.00.000Z"]
+VOLATILITY_FEATURES = ["realized_vol_20", "hl_range"]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def three_reruns(tmp_path_factory):
+    root = tmp_path_factory.mktemp("forward")
+    write_prices(root, market(TRAINED_BARS))
+    deploy(root, "2026-01-31T06.00.00.000Z")
+    digests = []
+    files = [market(TRAINED_BARS), market(TRAINED_BARS + 20), market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20)]
+    for run, prices in zip(RUNS, files):
+        write_prices(root, prices)
+        rerun(root, run)
+        digests.append({str(path): _digest(path) for path in versions(root, RECORD)})
+    return root, digests
+
+
+def test_the_record_grows_by_exactly_the_new_bars_once_each(three_reruns):
+    root, _ = three_reruns
+    records = [pd.read_parquet(path) for path in versions(root, RECORD)]
+    assert [len(record) for record in records] == [0, 20, 40]
+    final = records[-1]
+    file_bars = load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv").index
+    # no bar twice, no gap: exactly the bars after the deployment's last bar, in order
+    assert final["timestamp"].is_unique
+    assert list(final["timestamp"]) == list(file_bars[TRAINED_BARS:])
+    assert list(final["scored_in"]) == [RUNS[1]] * 20 + [RUNS[2]] * 20
+    pd.testing.assert_frame_equal(final.iloc[:20], records[1])  # the earlier bars, bit for bit
+
+
+def test_earlier_versions_are_untouched(three_reruns):
+    root, digests = three_reruns
+    final = {str(path): _digest(path) for path in versions(root, RECORD)}
+    for after_run in digests:
+        assert {path: final[path] for path in after_run} == after_run
+
+
+def test_the_stitched_record_is_one_evaluation_over_the_same_bars(three_reruns):
+    root, _ = three_reruns
+    record = pd.read_parquet(versions(root, RECORD)[-1])
+    model = SB3ModelDataset(
+        str(versions(root, MODEL_DATASET["filepath"])[0]), MODEL_DATASET["model_class"], device="cpu"
+    ).load()
+    prices = load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")
+    single = replay(model, forward_data(Deployment.from_model(model), prices, "the whole file"))
+    np.testing.assert_array_equal(record["return"].to_numpy(), single["return"].to_numpy())
+    assert abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])) < 1e-9
+
+
+def test_alerts_fire_on_the_regime_break_appended_as_new_data(three_reruns):
+    root, _ = three_reruns
+    before, after = (json.loads(path.read_text()) for path in versions(root, DRIFT)[1:])
+    assert not set(VOLATILITY_FEATURES) & set(before["drifted_features"])
+    assert set(VOLATILITY_FEATURES) <= set(after["drifted_features"])
+    alerts = json.loads(versions(root, ALERTS)[-1].read_text())
+    assert not alerts["passed"] and "feature_drift" in alerts["alerts"]
+    check = next(c for c in alerts["checks"] if c["check"] == "feature_drift")
+    assert "realized_vol_20" in check["meaning"]
+    first = json.loads(versions(root, ALERTS)[0].read_text())
+    assert first["status"] == "no new bars" and first["passed"]
+
+
+def test_the_forward_tearsheet_shows_equity_since_deployment_and_the_drift_table(three_reruns):
+    root, _ = three_reruns
+    html = versions(root, "data/08_reporting/forward/forward_tearsheet.html")[-1].read_text()
+    assert "forward: SYN, forward split" in html and "realized_vol_20: PSI" in html and "DRIFTED" in html
+    rollout = pd.read_parquet(versions(root, "data/08_reporting/forward/forward_rollout.parquet")[-1])
+    assert {"deployed", "buy_and_hold", "cash"} <= set(rollout["agent"])
+    assert (rollout["agent"] == "deployed").sum() == 40
+
+
+def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_path):
+    root, _ = three_reruns
+    prices = market(TRAINED_BARS + 41, break_at=TRAINED_BARS + 20)
+    prices.iloc[TRAINED_BARS + 5, prices.columns.get_loc("close")] *= 0.999  # a vendor revised a scored bar
+    write_prices(root, prices)
+    before = versions(root, RECORD)
+    with pytest.raises(ForwardRecordError, match="does not reproduce its stored forward record"):
+        rerun(root, "2026-02-04T06.00.00.000Z")
+    assert versions(root, RECORD) == before
+    write_prices(root, market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20))  # leave the fixture as it was
+
+
+def test_without_a_deployed_model_the_rerun_reports_it(tmp_path):
+    write_prices(tmp_path, market(TRAINED_BARS))
+    rerun(tmp_path, RUNS[0])
+    report = json.loads(versions(tmp_path, "data/08_reporting/forward/forward_report.json")[0].read_text())
+    alerts = json.loads(versions(tmp_path, ALERTS)[0].read_text())
+    assert report == {"status": "no deployed model"}
+    assert alerts["passed"] and alerts["alerts"] == []
+    assert pd.read_parquet(versions(tmp_path, RECORD)[0]).empty
+
+
+def test_a_model_trained_before_deployment_metadata_is_reported_not_fatal(caplog):
+    from trading_rl.pipelines.forward.nodes import NotDeployed, prepare_forward_data
+
+    class OldModel:
+        trading_rl_metadata = {"save_version": "2025-01-01T00.00.00.000Z", "symbol": SYMBOL}
+
+    data = prepare_forward_data(OldModel(), {}, {})
+    assert data == NotDeployed("deployed model has no deployment metadata")
+    assert "carries no deployment metadata" in caplog.text
