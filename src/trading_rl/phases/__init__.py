@@ -1,0 +1,1 @@
+"""Phase orchestration: turns domain objects into one phase's work."""
