@@ -1,7 +1,7 @@
 """Agent-updates per second of the population SAC learner against N sequential SB3 SAC runs.
 
     python benchmarks/population_throughput.py [--sizes 1 4 16 64] [--updates 30] [--threads 1]
-        [--net 64 64] [--batch 64] [--obs-dim 265] [--end-to-end 16] [--e2e-steps 300]
+        [--net 64 64] [--batch 64] [--obs-dim 265] [--end-to-end 4 16] [--e2e-steps 300]
 
 Gradient updates (``train``): for each N, N members with replay buffers pre-filled with random
 transitions of the walk-forward's shapes (observation of 265 floats as the trading env's window of
@@ -12,9 +12,10 @@ Both on every device present (CPU always, CUDA when available), in the same proc
 agent-updates/s (N × updates / seconds; CPU seconds on CPU, wall seconds with a synchronised device
 on CUDA) and the ratio to the sequential runs.
 
-End to end (``--end-to-end N``): N members on the real ``ContinuousTradingEnv`` (S&P 500 train split),
-``learn(e2e_steps)`` after ``learning_starts`` as the population and as N sequential SB3 runs: env
-steps, action selection and replay included, which the population does not batch.
+End to end (``--end-to-end N ...``): N walk-forward agents (``build_agent`` with the
+``agent_overrides``, plain SAC and SAC+ICM) on the real ``ContinuousTradingEnv`` (S&P 500 train split),
+``learn(e2e_steps)`` after ``learning_starts`` as one population and as N sequential SB3 runs: env
+steps, action selection, replay and the ICM updates included, which the population does not batch.
 
 The physical reference: matmul FLOPs of one SAC update (``update_flops``: forward and backward of the
 actor and the twin critics as SB3's step computes them) × agent-updates/s, against the device's
@@ -37,10 +38,6 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
 from trading_rl.algorithms.population_sac import PopulationSAC
-
-
-class _ShapeEnv:
-    """Spaces only: the update benchmark never steps an env."""
 
 
 def _make_spaces_env(obs_dim: int):
@@ -143,20 +140,18 @@ def measure_updates(device: str, n: int, updates: int, net: list[int], batch: in
     return n * updates / sequential, n * updates / batched
 
 
-def measure_end_to_end(n: int, steps: int, net: list[int], batch: int, learning_starts: int) -> tuple[float, float]:
-    """(sequential, population) env steps with updates per CPU second on the trading env."""
+def measure_end_to_end(n: int, steps: int, icm: bool) -> tuple[float, float]:
+    """(sequential, population) env steps with updates per CPU second: N walk-forward agents
+    (``build_agent`` with ``walk_forward.agent_overrides``, ICM on or off) on the trading env."""
     from benchmarks.train_throughput import make_env_factory
+    from trading_rl.agents import build_agent
+    from trading_rl.evaluation.walk_forward import WalkForwardParams
 
     make_env, _ = make_env_factory()
-    kwargs = {
-        "policy_kwargs": {"net_arch": net},
-        "batch_size": batch,
-        "learning_starts": learning_starts,
-        "buffer_size": 20_000,
-        "device": "cpu",
-        "verbose": 0,
-    }
-    members = [SAC("MlpPolicy", make_env(), seed=seed, **kwargs) for seed in range(n)]
+    params = {section: dict(values) for section, values in WalkForwardParams().agent_overrides.items()}
+    params["icm"] = {**params.get("icm", {}), "enabled": icm}
+    members = [build_agent(make_env(), params, seed=seed, device="cpu") for seed in range(n)]
+    learning_starts = members[0].learning_starts
     for member in members:
         member.learn(learning_starts + 20)
     sequential = _timed("cpu", lambda: [m.learn(steps, reset_num_timesteps=False) for m in members])
@@ -175,7 +170,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--obs-dim", type=int, default=265)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (walk-forward tasks run with 1)")
-    parser.add_argument("--end-to-end", type=int, default=0, help="members for the env-stepping comparison (0: skip)")
+    parser.add_argument("--end-to-end", type=int, nargs="*", default=[], help="member counts of env-stepping runs")
     parser.add_argument("--e2e-steps", type=int, default=300)
     args = parser.parse_args()
     th.set_num_threads(args.threads)
@@ -200,13 +195,18 @@ def main() -> None:
                 f"{population * flops / peak:.2%} |",
                 flush=True,
             )
-    if args.end_to_end:
-        sequential, population = measure_end_to_end(args.end_to_end, args.e2e_steps, args.net, args.batch, 300)
-        print(f"\n## End to end on the trading env, N = {args.end_to_end}, {args.e2e_steps} steps each (CPU)")
-        print(
-            f"sequential {sequential:.0f} agent-steps/CPU-s, population {population:.0f}, "
-            f"ratio {population / sequential:.2f}"
-        )
+    for n in args.end_to_end:
+        for icm in (False, True):
+            sequential, population = measure_end_to_end(n, args.e2e_steps, icm)
+            print(
+                f"\n## End to end on the trading env, N = {n}, {'SAC+ICM' if icm else 'SAC'}, "
+                f"{args.e2e_steps} steps each (CPU, one process)"
+            )
+            print(
+                f"sequential {sequential:.0f} agent-steps/CPU-s, population {population:.0f}, "
+                f"ratio {population / sequential:.2f}",
+                flush=True,
+            )
     print(f"\n# load average after: {os.getloadavg()[0]:.2f}")
 
 
