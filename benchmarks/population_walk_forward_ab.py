@@ -63,7 +63,7 @@ def main() -> None:
         {args.symbol: load_prices(args.symbol)},
         walk_forward,
         params["feature_extraction"],
-        params["env_construction"],
+        params["env_construction"]["env"],
         {args.symbol: 252.0},
         {"sac_icm": params["sac_icm"]["agent"]},
         params["seed"],

@@ -1,7 +1,11 @@
 """The population learner is SB3's SAC update, batched: parameters after k updates on fixed batches
-and fixed reparameterisation noise equal SB3 ``SAC.train``'s, member by member."""
+and fixed reparameterisation noise equal SB3 ``SAC.train``'s, member by member; its members export
+as ordinary SB3 zips; and every member of a population learns Pendulum as well as SB3 SAC does."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -13,9 +17,20 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
 from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC
+from trading_rl.runtime.engine import single_threaded
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import population_pendulum as pendulum  # noqa: E402
 
 BATCH = 8
 STEPS = 5
+
+# benchmarks/population_pendulum.py --seeds 0 1 2 3 4 5 --steps 5000 (2026-11-26, one torch thread):
+# SB3 SAC [-124.2, -124.3, -125.8, -125.3, -396.9, -755.7]; the population of 4 (seeds 100-103, this
+# test's) [-99.5, -124.7, -125.9, -125.0]. At 3,000 steps SB3's seeds still spread from -132 to -1,102
+# (not yet learned), hence 5,000.
+PENDULUM_STEPS = 5000
+SB3_LOWEST = -755.7
 
 # (class, kwargs) per member: different learning rates, gammas, a fixed reward scale (applied in
 # SACWithICM.learner_batch) and a target-update interval of 2, so every per-member setting is checked.
@@ -141,3 +156,19 @@ def test_population_refuses_members_it_cannot_batch():
         PopulationSAC([_agent(SAC, {}), wide])
     with pytest.raises(PopulationError, match="ent_coef"):
         PopulationSAC([_agent(SAC, {}), _agent(SAC, {"ent_coef": 0.1})])
+
+
+@pytest.mark.slow
+def test_population_learns_pendulum():
+    """Every member of a population of 4 reaches SB3 SAC's return band on the same budget.
+
+    ``benchmarks/population_pendulum.py`` measured SB3 SAC alone (same nets, batch, learning rate,
+    budget and evaluation) and the population; ``SB3_LOWEST`` is the worst of SB3's seeds there, and
+    an untrained policy scores -1,100 or less on the same evaluation episodes."""
+    with single_threaded():  # two torch threads on a loaded 2-core machine ran ~30x slower
+        members = [pendulum.pendulum_agent(seed) for seed in range(100, 104)]
+        untrained = [pendulum.mean_return(member) for member in members]
+        PopulationSAC(members).learn(PENDULUM_STEPS).release()
+        returns = [pendulum.mean_return(member) for member in members]
+    assert max(untrained) < SB3_LOWEST - 300, "the band must be well above an untrained policy's return"
+    assert min(returns) >= SB3_LOWEST, f"population returns {returns}, below SB3's lowest {SB3_LOWEST}"
