@@ -167,6 +167,66 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PAIRED = ("sharpe", "max_drawdown", "fill_rate")
+PAIR_KEYS = ["symbol", "fold", "seed"]
+
+
+def first_stable_budget(runs: pd.DataFrame) -> pd.Series:
+    """Per run (variant x symbol x fold x seed), the smallest budget from which it trades at every
+    later budget (``inf``: it does not trade at the largest one): the sample-efficiency measure."""
+
+    def stable(group: pd.DataFrame) -> float:
+        ordered = group.sort_values("budget")
+        trading = ordered["trades"].astype(bool).to_numpy()
+        if not trading[-1]:
+            return float("inf")
+        last_off = np.flatnonzero(~trading)
+        return float(ordered["budget"].iloc[last_off[-1] + 1 if len(last_off) else 0])
+
+    return runs.groupby(["variant", *PAIR_KEYS]).apply(stable, include_groups=False)
+
+
+def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Each variant minus ``reference`` on the same (symbol, fold, seed) runs at the same budget:
+    median paired difference [90% bootstrap CI] of Sharpe (a never-trading run counts 0), max
+    drawdown and fill rate; only complete pairs count."""
+    from trading_rl.evaluation.bootstrap import difference_ci
+
+    base = runs[runs["variant"] == reference].set_index([*PAIR_KEYS, "budget"])
+    rows = []
+    for (variant, budget), group in runs[runs["variant"] != reference].groupby(["variant", "budget"], sort=True):
+        paired = group.set_index([*PAIR_KEYS, "budget"]).join(base[list(PAIRED)], rsuffix="_ref", how="inner")
+        row = {"variant": variant, "reference": reference, "budget": int(budget), "pairs": len(paired)}
+        for measure in PAIRED:
+            treatment = pd.to_numeric(paired[measure], errors="coerce")
+            control = pd.to_numeric(paired[f"{measure}_ref"], errors="coerce")
+            if measure == "sharpe":
+                treatment, control = treatment.fillna(0.0), control.fillna(0.0)
+            point, low, high = difference_ci(treatment.to_numpy(), control.to_numpy())
+            row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def report_comparison(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Print the paired differences against ``reference`` and each variant's sample efficiency."""
+    comparison = compare_variants(runs, reference)
+    print(f"\n| variant - {reference} | steps | pairs | " + " | ".join(f"{m} diff" for m in PAIRED) + " |")
+    print("|---|---:|---:|" + "---|" * len(PAIRED))
+    for row in comparison.to_dict("records"):
+        cells = [f"{row[m]:+.3f} [{row[m + '_lo']:+.3f}, {row[m + '_hi']:+.3f}]" for m in PAIRED]
+        print(f"| {row['variant']} | {row['budget']} | {row['pairs']} | " + " | ".join(cells) + " |")
+    stable = first_stable_budget(runs)
+    print("\n| variant | runs | trading from (median budget) | runs trading from each budget |")
+    print("|---|---:|---|---|")
+    budgets = sorted(runs["budget"].unique())
+    for variant, values in stable.groupby(level="variant"):
+        median = float(np.median(values))
+        shares = ", ".join(f"{int(b)}: {int((values <= b).sum())}" for b in budgets)
+        print(f"| {variant} | {len(values)} | {'never' if np.isinf(median) else int(median)} | {shares} |")
+    return comparison
+
+
 def report(runs: pd.DataFrame, baselines: pd.DataFrame, plot_path: str | None) -> pd.DataFrame:
     """Print the summary as a markdown table (median [90% CI]) and draw the plot."""
     summary = summarise(runs, baselines)
@@ -249,6 +309,9 @@ def main() -> None:
     parser.add_argument("--variant-folds", action="append", default=[], metavar="NAME=K",
                         help="run one variant on the K most recent folds only (slow variants)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--paired-first", action="store_true",
+                        help="order runs fold by fold, seed by seed, every variant of a (fold, seed) together")
+    parser.add_argument("--reference", help="variant the others are compared with, paired by symbol x fold x seed")
     parser.add_argument("--prices", help="folder of <symbol>.parquet (instead of the packaged data)")
     parser.add_argument("--dump-prices", help="write <symbol>.parquet for --symbols to this folder and exit")
     parser.add_argument("--resume", action="append", default=[], metavar="JSONL",
@@ -264,6 +327,8 @@ def main() -> None:
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         report(pd.DataFrame(saved["runs"]), pd.DataFrame(saved["baselines"]), args.plot)
+        if args.reference:
+            report_comparison(pd.DataFrame(saved["runs"]), args.reference)
         return
     if args.dump_prices:
         from trading_rl.data import load_prices, validate_prices
@@ -310,9 +375,15 @@ def main() -> None:
     run_rows: list[dict] = [json.loads(line) for path in args.resume for line in Path(path).read_text().splitlines()]
     done = {(row["variant"], row["symbol"], row["fold"], row["seed"]) for row in run_rows}
     jobs = [job for job in jobs if (job[0], job[2], job[4].index, job[5]) not in done]
-    # Variants in the order given (put the slowest first), longest budgets first within each.
     order = [name for name, _ in variants]
-    jobs.sort(key=lambda job: (order.index(job[0]), -max(job[6])))
+    if args.paired_first:
+        # Fold by fold, then seed by seed, every variant of a (fold, seed) together: a run cut short
+        # still holds complete paired sets (every seed of the first folds), so variant differences stay
+        # matched.
+        jobs.sort(key=lambda job: (job[4].index, job[5], order.index(job[0])))
+    else:
+        # Variants in the order given (put the slowest first), longest budgets first within each.
+        jobs.sort(key=lambda job: (order.index(job[0]), -max(job[6])))
     print(f"{len(jobs)} training runs, {len(baseline_jobs)} fold baselines, {args.jobs} processes", flush=True)
 
     partial = Path(f"{args.out}.partial.jsonl")
@@ -335,6 +406,8 @@ def main() -> None:
                                                        f"{'' if r['trades'] else ' (no)'}" for r in rows), flush=True)
     runs, baselines = pd.DataFrame(run_rows), pd.DataFrame(baseline_rows)
     summary = report(runs, baselines, args.plot)
+    if args.reference:
+        report_comparison(runs, args.reference)
     Path(args.out).write_text(json.dumps({
         "env": args.env, "symbols": args.symbols, "seeds": args.seeds, "budgets": args.budgets,
         "variants": dict(variants), "wall_seconds": time.perf_counter() - started, "jobs": args.jobs,

@@ -109,7 +109,7 @@ CASES = [
     ("env_construction.symbol", "AAPL", "not among feature_extraction.symbols"),
     ("feature_extraction.symbols", "sp500:ftp", "expected one of ['packaged', 'file']"),
     ("feature_extraction.scaler.clip", -1.0, "must be in (0, inf)"),
-    ("runtime.engine", "spark", "must be one of ['sequential', 'ray']"),
+    ("runtime.engine", "spark", "must be one of ['sequential', 'ray', 'population']"),
     ("export.parity.max_real", 5000, "must be <= 'export.parity.n_observations'"),
     ("reward_shaper.training.n_envs", 0, "must be in [1, inf)"),
     ("checkpoint_migration.fine_tune.total_timesteps", -1, "must be in [0, inf)"),

@@ -144,15 +144,21 @@ def train_sac(
     (continue training on the new window, keeping its replay buffer and step count). The training
     env gets the curriculum and auxiliary-target wrappers that ``agent_params`` switch on, for a
     fine-tune too (a fresh curriculum over the new window's bars)."""
+    fresh = model is None
+    model = sac_on_fold(spec, agent_params, seed, model, device, icm)
+    model.learn(total_timesteps=timesteps, reset_num_timesteps=fresh)
+    return model
+
+
+def sac_on_fold(spec: EnvSpec, agent_params: Mapping[str, Any], seed: int, model: Any, device: str, icm: bool) -> Any:
+    """``train_sac``'s agent before ``learn``: a new SAC(+ICM) on the fold's training env, or
+    ``model`` moved onto it (the population engine trains many of these together)."""
     env = spec.make_env("train", seed=seed)
     if model is None:
         params = copy_sections(agent_params)
         params["icm"] = {**params.get("icm", {}), "enabled": icm}
-        model = build_agent(env, params, seed=seed, device=device)
-        model.learn(total_timesteps=timesteps)
-    else:
-        model.set_env(wrap_training_env(env, resolve_params(dict(agent_params or {}))))
-        model.learn(total_timesteps=timesteps, reset_num_timesteps=False)
+        return build_agent(env, params, seed=seed, device=device)
+    model.set_env(wrap_training_env(env, resolve_params(dict(agent_params or {}))))
     return model
 
 
@@ -325,11 +331,15 @@ def run_retrain_group(
             model = trainer(spec, agent_params, seed, finetune_timesteps, model, device)
             trained_steps += finetune_timesteps
         training.append(training_point(model, trained_steps))
-        if hasattr(model, "rollout"):
-            rollouts.append(model.rollout(spec, "test", seed))
-        else:
-            rollouts.append(run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed))
+        rollouts.append(fold_test_rollout(model, spec, seed))
     return ChainResult(rollouts, training, saved_agent(model))
+
+
+def fold_test_rollout(model: Any, spec: EnvSpec, seed: int) -> pd.DataFrame:
+    """The trained agent's episode on the fold's test window."""
+    if hasattr(model, "rollout"):
+        return model.rollout(spec, "test", seed)
+    return run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed)
 
 
 def run_walk_forward(
@@ -413,7 +423,12 @@ def run_walk_forward(
                             "device": config["device"],
                         }
                     )
-    group_results = executor.map(run_retrain_group, group_tasks)
+    # The population engine trains the SAC chains together (phases.population_walk_forward).
+    run_groups = getattr(executor, "run_retrain_groups", None)
+    if run_groups is not None:
+        group_results = run_groups(group_tasks, [agent for _, agent, _, _ in group_keys])
+    else:
+        group_results = executor.map(run_retrain_group, group_tasks)
 
     rows: list[dict[str, Any]] = []
     steps: list[pd.DataFrame] = []

@@ -44,7 +44,7 @@ class RayParams(Section):
 class RuntimeParams(Section):
     """The ``runtime`` section (defaults = conf/base: Ray on every local core)."""
 
-    engine: Literal["sequential", "ray"] = "ray"
+    engine: Literal["sequential", "ray", "population"] = "ray"
     ray: RayParams = setting(RayParams())
 
 
@@ -149,8 +149,14 @@ class RayExecutor:
 
 
 def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
-    """The executor ``runtime.engine`` names (``ray``, as in conf/base, when it is not given)."""
+    """The executor ``runtime.engine`` names (``ray``, as in conf/base, when it is not given).
+    ``population`` trains walk-forward chains, phase work: ``phases.population_walk_forward.make_executor``
+    builds it (and every other engine through this function)."""
     config = resolve_runtime_params(runtime_params)
     if config["engine"] == "sequential":
         return SequentialExecutor()
+    if config["engine"] == "population":
+        raise ValueError(
+            "runtime.engine 'population' is built by trading_rl.phases.population_walk_forward.make_executor"
+        )
     return RayExecutor(**config["ray"])

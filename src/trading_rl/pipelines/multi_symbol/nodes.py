@@ -13,8 +13,8 @@ from trading_rl.agents import SACWithICM
 from trading_rl.envs import EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import train_symbol_agent
+from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
-from trading_rl.runtime import make_executor
 from trading_rl.runtime.symbols import (
     SharedEncoder,
     collect_observations,

@@ -9,8 +9,8 @@ import pandas as pd
 
 from trading_rl.data import by_symbol
 from trading_rl.envs import periods_per_year_by_symbol
+from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.tuning import run_tuning, tuning_report
-from trading_rl.runtime import make_executor
 
 logger = logging.getLogger(__name__)
 

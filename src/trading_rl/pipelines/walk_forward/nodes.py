@@ -18,10 +18,10 @@ from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
 from trading_rl.phases.chains import chain_histories
+from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.pipelines.tracking import log_history
-from trading_rl.runtime import make_executor
 
 logger = logging.getLogger(__name__)
 

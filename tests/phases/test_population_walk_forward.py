@@ -1,0 +1,110 @@
+"""``runtime.engine: population``: walk-forward's SAC chains train stage by stage as populations of
+the very agents ``train_sac`` builds, the other agents and the baselines exactly as on the sequential
+engine, and the tables keep their rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trading_rl.algorithms import population_sac
+from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.population_walk_forward import PopulationExecutor, make_executor
+from trading_rl.runtime import SequentialExecutor
+
+
+def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
+    open_ = np.r_[100.0, close[:-1]]
+    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    )
+
+
+FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
+# Three folds retraining every second one: chains [0, 1] and [2] per agent x seed.
+PARAMS = {
+    "train_length": 200,
+    "test_length": 40,
+    "step": 40,
+    "max_folds": 3,
+    "retrain_frequency": 2,
+    "data_end": "all",
+    "seeds": 2,
+    "agents": ["sac_icm", "sac", "es"],
+    "timesteps": 60,
+    "finetune_timesteps": 20,
+    "device": "cpu",
+}
+AGENT = {
+    "sac_icm": {
+        "sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
+        "policy": {"net_arch": [16]},
+        "icm": {"warmup_steps": 20, "feature_dim": 8, "hidden_dim": 8},
+    },
+    "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]},
+}
+
+
+@pytest.mark.slow
+def test_population_engine_trains_sac_chains_stage_by_stage_and_keeps_every_row(monkeypatch):
+    learned = []
+    original_learn = population_sac.PopulationSAC.learn
+
+    def recording_learn(self, total_timesteps, reset_num_timesteps=True, log_interval=4):
+        learned.append(
+            (
+                len(self.members),
+                total_timesteps,
+                reset_num_timesteps,
+                sorted(member.icm is not None for member in self.members),
+            )
+        )
+        result = original_learn(self, total_timesteps, reset_num_timesteps, log_interval)
+        assert {member.num_timesteps for member in self.members} == {60 if reset_num_timesteps else 80}
+        return result
+
+    monkeypatch.setattr(population_sac.PopulationSAC, "learn", recording_learn)
+    arguments = ({"X": synthetic_prices(520, 4)}, PARAMS, FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3)
+    executor = make_executor({"engine": "population"})
+    assert isinstance(executor, PopulationExecutor)
+    population = wf.run_walk_forward(*arguments, executor)
+    sequential = wf.run_walk_forward(*arguments, SequentialExecutor())
+
+    # 2 agents x 2 seeds x 2 chains from scratch (half with their ICM), then the 4 two-fold chains'
+    # fine-tunes, continuing their step count.
+    assert learned == [(8, 60, True, [False] * 4 + [True] * 4), (4, 20, False, [False] * 2 + [True] * 2)]
+    keys = ["symbol", "fold", "kind", "agent", "seed"]
+    pd.testing.assert_frame_equal(population.folds[keys], sequential.folds[keys])
+    exact = population.folds["agent"].isin(["es"]) | (population.folds["kind"] == "baseline")
+    pd.testing.assert_frame_equal(population.folds[exact], sequential.folds[exact], check_exact=True)
+    sac = population.folds[~exact]
+    assert len(sac) == 2 * 2 * 3 and sac["action_entropy"].notna().all()
+    # Members are distinct agents (seeds differ), not copies of one policy.
+    agent_steps = population.returns[population.returns["agent"].isin(["sac", "sac_icm"])]
+    actions = agent_steps.groupby(["agent", "seed"])["action_raw"].sum()
+    assert actions.nunique() == len(actions)
+
+
+def test_population_engine_refuses_auxiliary_heads_by_parameter():
+    arguments = (
+        {"X": synthetic_prices(520, 4)},
+        {**PARAMS, "agents": ["sac"], "max_folds": 1, "seeds": 1},
+        FEATURES,
+        {"window_size": 5},
+        {"X": 252.0},
+        {"sac_icm": {**AGENT["sac_icm"], "auxiliary": {"enabled": True}}},
+        3,
+    )
+    with pytest.raises(population_sac.PopulationError, match="auxiliary.enabled"):
+        wf.run_walk_forward(*arguments, make_executor({"engine": "population"}))
