@@ -44,7 +44,7 @@ def parse_args(description: str, default_out: str, variants: tuple[str, ...] = (
     parser.add_argument("--dump-inputs", help="write the catalog inputs to this folder and exit")
     parser.add_argument(
         "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE",
-        help="override one parameter (YAML value), e.g. sac_icm.agent.reward.scale=100",
+        help="override one parameter (YAML value), e.g. sac_icm.agent.reward_scale=100",
     )
     parser.add_argument("--ledger", default=LEDGER, help=f"trial ledger folder the variants are appended to (default {LEDGER})")
     parser.add_argument("--no-ledger", action="store_true", help="dry run: record no trials")

@@ -39,8 +39,8 @@ def _variant_params(params: dict, options: bool, her: bool) -> dict:
 def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> dict:
     import torch
 
-    from trading_rl.agents.hierarchical import evaluate_from_spec, option_gates, train_from_spec
     from trading_rl.agents.sac_icm import SACWithICM
+    from trading_rl.phases.options_her import evaluate_from_spec, option_gates, train_from_spec
 
     torch.set_num_threads(1)
     source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")

@@ -33,7 +33,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
     from trading_rl.agents.sac_icm import SACWithICM
     from trading_rl.evaluation.report import evaluate_policy
     from trading_rl.evaluation.rollout import policy_from_sb3
-    from trading_rl.rewards.phase import (
+    from trading_rl.phases.reward_shaper import (
         collect_rollouts,
         continue_agent,
         continue_training,

@@ -67,7 +67,7 @@ def agent_parameters(params: dict) -> dict:
     """``agent_params`` for ``run_walk_forward``: the sac_icm agent section, and the hierarchical and
     shaped agents' ``{"source", "phase"}`` sections built from it and the options_her and
     reward_shaper phases."""
-    from trading_rl.evaluation.walk_forward import agent_section
+    from trading_rl.phases.walk_forward import agent_section
 
     source = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
                            params["walk_forward"].get("agent_overrides") or {})
@@ -167,7 +167,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps({"sources": args.from_json, "summary": summary}, indent=1, default=str))
         return
 
-    from trading_rl.evaluation.walk_forward import run_walk_forward, trial_rows
+    from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
 
     params = load_parameters(args.env)
     wf = {**params["walk_forward"], "agents": args.agents, "seeds": args.seeds}

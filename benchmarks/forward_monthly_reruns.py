@@ -30,11 +30,11 @@ from kedro.runner import SequentialRunner
 
 from trading_rl.data import load_prices
 from trading_rl.datasets import SB3ModelDataset
+from trading_rl.envs import symbol_env_spec
 from trading_rl.evaluation.metrics import sharpe_ratio
-from trading_rl.evaluation.walk_forward import run_walk_forward
 from trading_rl.features import make_splits, max_lookback
-from trading_rl.monitoring.forward import Deployment, forward_data, replay
-from trading_rl.pipelines.env_construction.nodes import build_spec
+from trading_rl.phases.forward import Deployment, forward_data, replay
+from trading_rl.phases.walk_forward import run_walk_forward
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
@@ -75,7 +75,7 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     features = fe.build_features(frame, fitted)
     scalers = fe.fit_scalers(features, frame, splits, feature_params)
     env_params = {**_base("env_construction"), "symbol": SYMBOL}
-    spec = build_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
+    spec = symbol_env_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
     walk_forward = _base("walk_forward")
     agent = _base("sac_icm")["agent"]
     for section, values in walk_forward["agent_overrides"].items():  # the walk-forward's budget settings

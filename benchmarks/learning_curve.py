@@ -70,7 +70,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 def agent_params(params: dict, overrides: dict) -> dict:
     """The walk-forward's agent parameters (sac_icm.agent + agent_overrides) with ``overrides``."""
-    from trading_rl.evaluation.walk_forward import agent_section
+    from trading_rl.phases.walk_forward import agent_section
 
     merged = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
                            params["walk_forward"].get("agent_overrides") or {})
@@ -90,13 +90,14 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
     from stable_baselines3.common.utils import set_random_seed
 
     from trading_rl.agents import build_agent
+    from trading_rl.evaluation.folds import fold_env_spec
     from trading_rl.evaluation.metrics import compute_metrics, return_moments
     from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-    from trading_rl.evaluation.walk_forward import fold_env_spec, trial_seed
     from trading_rl.monitoring.collapse import trading_verdict
+    from trading_rl.seeding import SeedRole, trial_seed
 
     spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
-    seed = trial_seed(settings["seed"], 1, 0, seed_index)
+    seed = trial_seed(settings["seed"], SeedRole.WALK_FORWARD_AGENT, 0, seed_index)
     set_random_seed(seed)
     model = build_agent(spec.make_env("train", seed=seed), params, seed=seed, device="cpu")
     rows, trained, started = [], 0, time.perf_counter()
@@ -121,7 +122,7 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
 def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> list[dict]:
     """Metrics of the baselines on the fold's test window (same env and costs as the agents)."""
     from trading_rl.evaluation.metrics import compute_metrics
-    from trading_rl.evaluation.walk_forward import prepare_fold
+    from trading_rl.phases.walk_forward import prepare_fold
 
     _, rollouts = prepare_fold(symbol, prices, fold, settings["feature_params"], settings["env_config"],
                                settings["ppy"], settings["seed"])
@@ -337,12 +338,9 @@ def main() -> None:
             validate_prices(load_prices(symbol), symbol).to_parquet(Path(args.dump_prices) / f"{symbol}.parquet")
         raise SystemExit(f"prices written to {args.dump_prices}")
 
-    from trading_rl.evaluation.walk_forward import (
-        development_prices,
-        make_folds,
-        resolve_walk_forward_params,
-        tradable_index,
-    )
+    from trading_rl.envs import EnvConfig
+    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
+    from trading_rl.phases.walk_forward import resolve_walk_forward_params
 
     params = load_parameters(args.env)
     feature_params = params["feature_extraction"]
@@ -363,7 +361,7 @@ def main() -> None:
         folds = make_folds(len(tradable_index(prices, feature_params)), wf["train_length"], wf["test_length"],
                            wf["step"], wf["gap_bars"], 1, args.folds or wf["max_folds"])
         settings = {"feature_params": feature_params, "env_config": env_config, "ppy": 252.0, "seed": params["seed"],
-                    "hold_threshold": float(env_config.get("hold_threshold", 0.1)),
+                    "hold_threshold": EnvConfig.from_mapping(env_config).hold_threshold,
                     "collapse": {key: params["sac_icm"]["agent"]["collapse"][key]
                                  for key in ("dominance_max", "entropy_min", "trade_rate_min")}}
         for fold in folds:

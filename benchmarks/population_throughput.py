@@ -145,7 +145,7 @@ def measure_end_to_end(n: int, steps: int, icm: bool) -> tuple[float, float]:
     (``build_agent`` with ``walk_forward.agent_overrides``, ICM on or off) on the trading env."""
     from benchmarks.train_throughput import make_env_factory
     from trading_rl.agents import build_agent
-    from trading_rl.evaluation.walk_forward import WalkForwardParams
+    from trading_rl.phases.walk_forward import WalkForwardParams
 
     make_env, _ = make_env_factory()
     params = {section: dict(values) for section, values in WalkForwardParams().agent_overrides.items()}

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_curve import load_parameters  # noqa: E402
 
 from trading_rl.data import load_prices  # noqa: E402
-from trading_rl.evaluation.walk_forward import run_walk_forward  # noqa: E402
 from trading_rl.phases.population_walk_forward import PopulationExecutor  # noqa: E402
+from trading_rl.phases.walk_forward import run_walk_forward  # noqa: E402
 from trading_rl.runtime import SequentialExecutor  # noqa: E402
 
 METRICS = ("sharpe", "total_return", "hold_share", "action_entropy")

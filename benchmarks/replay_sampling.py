@@ -24,7 +24,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs, resolve_her_params
-from trading_rl.agents.hierarchical import augmented_space
+from trading_rl.agents.option_env import augmented_space
 from trading_rl.agents.options import OPTION_NAMES
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec

@@ -34,8 +34,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
 from trading_rl.agents.icm import IntrinsicCuriosityModule  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
-from trading_rl.envs import ContinuousTradingEnv  # noqa: E402
+from trading_rl.envs import ContinuousTradingEnv, EnvConfig  # noqa: E402
 from trading_rl.features import apply_scaler, compute_features, fit_scaler  # noqa: E402
+from trading_rl.phases.reward_shaper import resolve_phase_params  # noqa: E402
 from trading_rl.rewards import (  # noqa: E402
     ObjectiveWeightNetwork,
     PotentialNetwork,
@@ -44,7 +45,6 @@ from trading_rl.rewards import (  # noqa: E402
     ShapedRewardWrapper,
     context_indices,
 )
-from trading_rl.rewards.phase import resolve_phase_params  # noqa: E402
 
 
 def make_env(prices, features, seed):
@@ -58,7 +58,8 @@ def make_shaper(layout, n_envs):
     dim = len(context_indices(layout))
     weights, potential = ObjectiveWeightNetwork(dim, 128), PotentialNetwork(dim, 128)
     icm = IntrinsicCuriosityModule(layout.dim, 1)
-    return RewardShaper(layout, n_envs, weight_network=weights, potential=potential, icm=icm)
+    return RewardShaper(layout, n_envs, weight_network=weights, potential=potential, icm=icm,
+                        hold_threshold=EnvConfig().hold_threshold)  # the env make_env builds
 
 
 def time_env_loop(env, actions) -> float:

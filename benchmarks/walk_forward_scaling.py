@@ -22,7 +22,7 @@ import time
 import pandas as pd
 
 from trading_rl.data import load_prices
-from trading_rl.evaluation.walk_forward import run_walk_forward
+from trading_rl.phases.walk_forward import run_walk_forward
 from trading_rl.runtime import RayExecutor, SequentialExecutor, connect_ray
 
 AGENT = {

@@ -65,7 +65,7 @@ def test_code_defaults_equal_conf_base():
 
 
 def test_an_empty_agent_config_gets_the_default_runs_reward_scale():
-    scale = load_parameters("base")["sac_icm"]["agent"]["reward"]["scale"]
+    scale = load_parameters("base")["sac_icm"]["agent"]["reward_scale"]
     model = build_agent(gym.make("Pendulum-v1"), {}, seed=0, device="cpu")
     assert scale == 100.0 and model.reward_scale == scale
 

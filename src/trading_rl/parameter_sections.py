@@ -11,7 +11,6 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from trading_rl.agents.options_her_params import OptionsHerParams
 from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.config import ConfigError, Section
 from trading_rl.envs.continuous import EnvConstructionParams
@@ -19,13 +18,14 @@ from trading_rl.evaluation.final import FinalEvaluationParams
 from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet import TearsheetParams
-from trading_rl.evaluation.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
-from trading_rl.monitoring.forward import ForwardParams
+from trading_rl.phases.forward import ForwardParams
+from trading_rl.phases.options_her_params import OptionsHerParams
+from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
-from trading_rl.rewards.phase import RewardShaperParams
+from trading_rl.phases.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.runtime.engine import RuntimeParams
 from trading_rl.runtime.symbols import MultiSymbolParams
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from trading_rl.agents import build_agent, train_agent
+from trading_rl.envs import EnvConfig
 
 # Tiny nets gain nothing from threads, and on a busy 2-core machine extra threads make SAC ~30x slower.
 torch.set_num_threads(1)
@@ -31,6 +32,8 @@ class ToyTradingEnv(gym.Env):
     """
 
     metadata: dict = {"render_modes": []}
+    # The settings the training loop reads from a trading env (its hold threshold).
+    config = EnvConfig()
 
     def __init__(self, n_steps: int = 64, nan_reward_after: int | None = None) -> None:
         self.n_steps = n_steps
@@ -87,7 +90,7 @@ def toy_params(icm: bool = True, **training) -> dict:
         "icm": {"enabled": icm, "warmup_steps": 60, "feature_dim": 16, "hidden_dim": 32},
         # The toy's rewards are O(1e-2); its tests were written for the learner seeing them unscaled
         # (the phase's default scale, 100, is sized for daily P&L of ~1e-4).
-        "reward": {"scale": 1.0},
+        "reward_scale": 1.0,
         "training": {"eval_freq": 100, "resume_every": 50, "log_interval": 1000, **training},
         "collapse": {"window": 50, "check_freq": 50},
     }

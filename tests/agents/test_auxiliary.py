@@ -159,7 +159,7 @@ def test_switched_off_the_agent_is_unchanged(spec):
 
 
 def test_a_walk_forward_fine_tune_keeps_labelling_transitions(spec):
-    from trading_rl.evaluation.walk_forward import train_sac
+    from trading_rl.phases.walk_forward import train_sac
 
     params = {**SMALL, "auxiliary": ON, "curriculum": {"enabled": True, "episode_length": 30}}
     model = train_sac(spec, params, seed=0, timesteps=70, device="cpu")

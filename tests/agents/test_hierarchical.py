@@ -1,4 +1,4 @@
-"""Hierarchical agent: warm start from SAC+ICM, the option VecEnv, save/load, option gates."""
+"""Hierarchical agent: warm start from SAC+ICM, the option VecEnv, save/load."""
 
 import numpy as np
 import pytest
@@ -11,15 +11,14 @@ from trading_rl.agents.controller import ControllerConfig, OptionLearner
 from trading_rl.agents.her import FastHerReplayBuffer, resolve_her_params
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
-    OptionVecEnv,
-    ScaledRewardReplayBuffer,
     build_hierarchical_agent,
-    option_gates,
     rollout_agent,
-    train_from_spec,
 )
+from trading_rl.agents.option_env import OptionVecEnv
 from trading_rl.agents.options import OPTION_NAMES, TradingOptions
+from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.agents.widening import WidenedLinear
+from trading_rl.phases.options_her import train_from_spec
 
 torch.set_num_threads(1)
 N_OPTIONS = len(OPTION_NAMES)
@@ -106,16 +105,17 @@ def test_low_level_learns_pnl_at_the_source_reward_scale_and_goals_unscaled(with
     source.reward_scale = 100.0
     her = resolve_her_params({}) if with_her else None
     agent, _ = build_hierarchical_agent(source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1)
-    buffer = agent.low_level.replay_buffer
-    assert isinstance(buffer, FastHerReplayBuffer if with_her else ScaledRewardReplayBuffer)
+    low_level = agent.low_level
+    # One mechanism: the learner's reward_scale (HER's goal view scales the P&L part itself).
+    assert isinstance(low_level, SACWithICM) and low_level.icm is None
+    assert low_level.reward_scale == (1.0 if with_her else 100.0)
+    assert isinstance(low_level.replay_buffer, FastHerReplayBuffer if with_her else ReplayBuffer)
     if with_her:
         return
-    agent.low_level.learn(80)  # learning_starts 70: fills the buffer, a few updates
-    torch.manual_seed(0)
+    low_level.learn(80)  # learning_starts 70: fills the buffer, a few updates
     np.random.seed(0)
-    batch = buffer.sample(64)
-    np.random.seed(0)
-    stored = ReplayBuffer.sample(buffer, 64)
+    stored = low_level.replay_buffer.sample(64)
+    batch = low_level.learner_batch(stored)
     torch.testing.assert_close(batch.rewards, 100.0 * stored.rewards)
     assert torch.equal(batch.observations, stored.observations)
 
@@ -204,34 +204,3 @@ def test_train_save_load_gives_identical_actions():
     assert np.array_equal(first["action_policy"].to_numpy(), second["action_policy"].to_numpy())
     assert first["option"].tolist() == second["option"].tolist()
     assert restored.learner.temperature == agent.learner.temperature
-
-
-def test_option_gates():
-    def option(usage, runs, avg, available=1, min_config=5):
-        return {"usage": usage, "steps": int(usage * 100), "runs": runs, "avg_duration": avg, "min_duration": None,
-                "available_at_selection": available, "min_duration_config": min_config}
-
-    healthy = {"options": {name: option(1 / 6, 3, 6.0) for name in OPTION_NAMES}}
-    assert all(row["passed"] for row in option_gates(healthy))
-    collapsed = {"options": {name: option(0.0, 0, None) for name in OPTION_NAMES}}
-    collapsed["options"]["wait"] = option(1.0, 50, 2.0)
-    collapsed["options"]["open_short"] = option(0.0, 0, None, available=0)  # not usable: no gate
-    failed = {row["gate"] for row in option_gates(collapsed) if not row["passed"]}
-    assert failed == {"usage_open_long", "usage_close_position", "usage_trend_follow", "usage_scalp",
-                      "max_usage", "avg_duration", "no_instant_termination_wait"}
-
-
-def test_failed_usage_gates_name_the_cause():
-    def option(usage, runs, available, available_share, truncated=0):
-        return {"usage": usage, "steps": int(usage * 100), "runs": runs, "avg_duration": 6.0 if runs else None,
-                "min_duration": None, "truncated_runs": truncated, "available_at_selection": available,
-                "available_share": available_share, "min_duration_config": 5}
-
-    stats = {"options": {name: option(0.2, 10, 50, 1.0) for name in OPTION_NAMES}}
-    stats["options"]["open_short"] = option(0.01, 1, 4, 0.08)  # the signal rarely allows it
-    stats["options"]["trend_follow"] = option(0.01, 1, 40, 0.8)  # allowed, rarely chosen
-    rows = {row["gate"]: row for row in option_gates(stats)}
-    assert rows["usage_open_short"]["cause"] == "initiation set held at only 8% of option selections"
-    assert rows["usage_trend_follow"]["cause"] == "offered at 40 selections, chosen 1 times by the controller"
-    assert "cause" not in rows["usage_wait"]
-    assert rows["max_usage"]["option"] in OPTION_NAMES

@@ -1,4 +1,5 @@
 import copy
+import io
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from stable_baselines3 import SAC
 
 from trading_rl.agents import SACWithICM, TrainingDivergedError, build_agent, resolve_params
 from trading_rl.agents.sac_icm import sac_kwargs
+from trading_rl.config import ConfigError
 
 PROBE_OBS = np.random.default_rng(7).normal(size=(16, 4)).astype(np.float32)
 
@@ -154,7 +156,7 @@ def test_nan_in_icm_raises_training_diverged_naming_the_icm_loss():
 
 def test_reward_scale_multiplies_what_the_learner_sees_only():
     params = toy_params(icm=False)
-    params["reward"] = {"scale": 50.0}
+    params["reward_scale"] = 50.0
     model = build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
     assert model.reward_scale == 50.0
     model.learn(80)
@@ -162,13 +164,20 @@ def test_reward_scale_multiplies_what_the_learner_sees_only():
     seen = model.learner_batch(_sample(model, seed=3))
     np.testing.assert_allclose(seen.rewards.numpy(), 50.0 * stored.rewards.numpy(), rtol=1e-6)
     assert th.equal(seen.observations, stored.observations)
-    with pytest.raises(ValueError, match="sac_icm.agent.reward.scale"):
-        build_agent(ToyTradingEnv(), {**params, "reward": {"scale": 0.0}}, seed=0, device="cpu")
+    with pytest.raises(ConfigError, match=r"sac_icm\.agent\.reward_scale"):
+        build_agent(ToyTradingEnv(), {**params, "reward_scale": 0.0}, seed=0, device="cpu")
+    with pytest.raises(ConfigError, match=r"'sac_icm\.agent\.reward' was renamed to 'sac_icm\.agent\.reward_scale'"):
+        build_agent(ToyTradingEnv(), {**params, "reward": {"scale": 50.0}}, seed=0, device="cpu")
+    with pytest.raises(ValueError, match=r"sac_icm\.agent\.reward_scale' must be > 0"):
+        saved = io.BytesIO()
+        model.save(saved)
+        saved.seek(0)
+        type(model).load(saved, reward_scale=0.0)  # a scale given to load is checked too
 
 
 def test_reward_scale_applies_before_curiosity_mixing():
     scaled_params = toy_params()
-    scaled_params["reward"] = {"scale": 10.0}
+    scaled_params["reward_scale"] = 10.0
     model = build_agent(ToyTradingEnv(), scaled_params, seed=0, device="cpu")
     model.learn(80)
     model.num_timesteps = model.icm_warmup_steps
@@ -201,3 +210,9 @@ def test_training_history_records_the_effective_share(tmp_path):
     outcome = run_training(str(tmp_path), total_timesteps=400, seed=4)
     shares = [entry["icm/effective_share"] for entry in outcome.history if "icm/effective_share" in entry]
     assert shares and all(0.05 <= share <= 0.2 for share in shares), shares
+
+
+def test_the_collapse_hold_threshold_is_refused_in_favour_of_the_envs():
+    refused = r"sac_icm\.agent\.collapse\.hold_threshold.*env_construction\.env\.hold_threshold"
+    with pytest.raises(ConfigError, match=refused):
+        resolve_params({"collapse": {"hold_threshold": 0.2}})

@@ -13,6 +13,7 @@ from sac_icm_toy import ToyTradingEnv, run_training, toy_agent
 
 from trading_rl.agents import SACWithICM, TrainingDivergedError, train_agent
 from trading_rl.agents.resume import read_checkpoint
+from trading_rl.envs import EnvConfig
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 
@@ -42,7 +43,7 @@ def test_training_evaluates_keeps_the_best_model_and_cleans_up(tmp_path):
     assert outcome.best_timestep == outcome.history[int(np.argmax(sharpes))]["timestep"]
     assert isinstance(outcome.best_model, SACWithICM) and outcome.best_model.icm is not None
     # The returned best model reproduces the evaluation it was selected on.
-    rerun = compute_metrics(run_episode(ToyTradingEnv(), policy_from_sb3(outcome.best_model), seed=0), 252)
+    rerun = compute_metrics(run_episode(ToyTradingEnv(), policy_from_sb3(outcome.best_model), seed=0), 252, 0.1)
     assert rerun["sharpe"] == pytest.approx(max(sharpes), rel=1e-9)
     assert outcome.collapse_report["gates"][0]["value"] == outcome.history[-1]["collapse_det/dominance"]
     assert [entry["timestep"] for entry in outcome.collapse_history] == [50, 100, 150, 200, 250, 300]
@@ -105,3 +106,14 @@ def test_bad_training_parameters_fail_by_name(tmp_path):
         train_agent(model, ToyTradingEnv, {**params, "training": {"eval_freq": 0}}, tmp_path, **TOY)
     with pytest.raises(ValueError, match=r"best_metric' is 'sharp'"):
         train_agent(model, ToyTradingEnv, {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, tmp_path, **TOY)
+
+
+def test_the_collapse_monitor_and_evaluations_count_holds_by_the_envs_threshold(tmp_path):
+    class NoHoldEnv(ToyTradingEnv):
+        config = EnvConfig(hold_threshold=0.0)  # only an exact 0 holds (0.1 would count ~10% of random actions)
+
+    model, params = toy_agent(seed=2, total_timesteps=100)
+    outcome = train_agent(model, NoHoldEnv, params, tmp_path, **TOY)
+    last = outcome.history[-1]
+    assert last["collapse_det/hold_share"] == 0.0 and last["collapse_stoch/hold_share"] == 0.0
+    assert last["eval/hold_share"] == 0.0

@@ -84,24 +84,6 @@ def test_parameters_are_validated_by_key():
         es.resolve_es_params({"sigmaa": 0.1})
 
 
-@pytest.mark.parametrize(
-    "es_value, sac_value, passed",
-    [
-        (0.85, 1.0, True),
-        (0.8, 1.0, True),
-        (0.75, 1.0, False),
-        (-1.1, -1.0, True),
-        (-1.3, -1.0, False),
-        (None, 1.0, False),
-    ],
-)
-def test_es_vs_sac_gate(es_value, sac_value, passed):
-    gate = es.es_vs_sac_gate({"sharpe": es_value}, {"sharpe": sac_value})
-    assert gate["passed"] is passed
-    assert gate["threshold"] == pytest.approx(0.8 if sac_value > 0 else -1.2)
-    by_return = es.es_vs_sac_gate({"total_return": 0.05}, {"total_return": 0.1}, ratio=0.5, metric="total_return")
-    assert by_return["passed"] and by_return["threshold"] == pytest.approx(0.05)
-
 
 @pytest.fixture(scope="module")
 def spec():

@@ -12,8 +12,8 @@ from arch.data import sp500
 
 from trading_rl.agents import build_agent
 from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
+from trading_rl.agents.curriculum import Curriculum
 from trading_rl.envs import build_env_spec
-from trading_rl.envs.curriculum import Curriculum
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from learning_curve import agent_params, load_parameters, parse_variant  # noqa: E402

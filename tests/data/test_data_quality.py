@@ -149,3 +149,17 @@ def test_real_sp500_gaps_include_the_september_2001_closure():
     closures = {(gap["from"][:10], gap["to"][:10]) for gap in report["gaps"]["largest"]}
     assert ("2001-09-10", "2001-09-17") in closures  # NYSE closed after 9/11
     assert ("2012-10-26", "2012-10-31") in closures  # hurricane Sandy
+
+
+def test_long_frame_and_by_symbol_are_inverse():
+    from trading_rl.data import by_symbol, long_frame
+
+    index = pd.date_range("2020-01-01", periods=3, name="timestamp")
+    frames = {"AAA": pd.DataFrame({"close": [1.0, 2.0, 3.0]}, index=index),
+              "BBB": pd.DataFrame({"close": [4.0, 5.0, 6.0]}, index=index)}
+    long = long_frame(frames)
+    assert list(long.columns) == ["close", "symbol"] and len(long) == 6
+    back = by_symbol(long)
+    assert list(back) == ["AAA", "BBB"]
+    for symbol, frame in frames.items():
+        pd.testing.assert_frame_equal(back[symbol], frame, check_freq=False)

@@ -50,7 +50,7 @@ def test_discrete_env_equals_continuous_env_driven_by_migrated_actions(allow_sho
     equities_d, obs_d = equity_path(discrete, lambda obs, k: discrete_actions[k])
 
     continuous = ContinuousTradingEnv(prices, features, **config)
-    migrator = ActionSpaceMigrator(continuous.layout)
+    migrator = ActionSpaceMigrator(continuous.layout, 0.1)
     equities_c, obs_c = equity_path(
         continuous,
         lambda obs, k: np.array([migrator.to_continuous(discrete_actions[k], obs)], dtype=np.float32),
@@ -66,7 +66,7 @@ def test_discrete_env_equals_continuous_env_driven_by_migrated_actions(allow_sho
 
 def test_add_to_winner_buys_only_into_a_profitable_long():
     layout = ObservationLayout(["x"], window_size=2)
-    migrator = ActionSpaceMigrator(layout)
+    migrator = ActionSpaceMigrator(layout, 0.1)
     obs = np.zeros((3, layout.dim), dtype=np.float32)
     obs[0, layout.index("position_fraction")], obs[0, layout.index("unrealized_pnl")] = 0.1, 0.02
     obs[1, layout.index("position_fraction")], obs[1, layout.index("unrealized_pnl")] = 0.1, -0.02
@@ -77,7 +77,7 @@ def test_add_to_winner_buys_only_into_a_profitable_long():
 
 
 def test_mapping_table_and_nearest_discrete():
-    migrator = ActionSpaceMigrator(ObservationLayout(["x"], window_size=1))
+    migrator = ActionSpaceMigrator(ObservationLayout(["x"], window_size=1), 0.1)
     flat = np.zeros(migrator.layout.dim, dtype=np.float32)
     table = {a: migrator.to_continuous(int(a), flat) for a in DiscreteAction}
     assert table == {

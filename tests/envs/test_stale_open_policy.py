@@ -12,7 +12,7 @@ from arch.data import sp500
 
 from trading_rl.envs import ContinuousTradingEnv, DiscreteAction, build_env_spec
 from trading_rl.envs.goal import GOAL_KEYS, GoalConditionedView
-from trading_rl.evaluation.walk_forward import Fold, fold_env_spec
+from trading_rl.evaluation.folds import Fold, fold_env_spec
 
 # open[2] == close[1] and open[4] == close[3]: stale. open[3] and open[5] gap away.
 OPEN = [100.0, 101.0, 101.5, 104.0, 103.5, 105.0]

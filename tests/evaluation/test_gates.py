@@ -6,16 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS
 from trading_rl.evaluation.comparison import compare_reports
 from trading_rl.evaluation.gates import (
     GateFailure,
+    es_vs_sac_gate,
     evaluate_gates,
     gate_values,
     option_statistics,
     raise_on_failure,
     validation_report,
 )
+from trading_rl.monitoring.actions import ACTION_BUCKETS
 
 GATES = {
     "positive_sharpe_windows": {"metric": "positive_sharpe_window_share", "comparison": ">=", "threshold": 0.7},
@@ -206,3 +207,22 @@ def test_trading_agents_gate_is_the_share_of_windows_whose_agent_trades(verdicts
     assert value == pytest.approx(expected)
     gate = {"trading_agents": {"metric": "trading_window_share", "comparison": ">=", "threshold": 0.666}}
     assert evaluate_gates({"trading_window_share": value}, gate)["passed"] == (expected >= 0.666)
+
+
+@pytest.mark.parametrize(
+    "es_value, sac_value, passed",
+    [
+        (0.85, 1.0, True),
+        (0.8, 1.0, True),
+        (0.75, 1.0, False),
+        (-1.1, -1.0, True),
+        (-1.3, -1.0, False),
+        (None, 1.0, False),
+    ],
+)
+def test_es_vs_sac_gate(es_value, sac_value, passed):
+    gate = es_vs_sac_gate({"sharpe": es_value}, {"sharpe": sac_value})
+    assert gate["passed"] is passed
+    assert gate["threshold"] == pytest.approx(0.8 if sac_value > 0 else -1.2)
+    by_return = es_vs_sac_gate({"total_return": 0.05}, {"total_return": 0.1}, ratio=0.5, metric="total_return")
+    assert by_return["passed"] and by_return["threshold"] == pytest.approx(0.05)

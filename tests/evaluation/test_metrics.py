@@ -184,7 +184,7 @@ def _hand_rollout() -> pd.DataFrame:
 
 def test_compute_metrics_on_a_hand_built_rollout():
     rollout = _hand_rollout()
-    result = m.compute_metrics(rollout, periods_per_year=252)
+    result = m.compute_metrics(rollout, periods_per_year=252, hold_threshold=0.1)
 
     assert result["n_steps"] == 8
     assert result["n_trades"] == 5
@@ -211,7 +211,7 @@ def test_compute_metrics_turns_undefined_values_into_none():
     flat = pd.DataFrame(
         {"equity": 1000.0, "return": 0.0, "position": 0.0, "trade_value": 0.0, "action_raw": 0.0}, index=range(20)
     )
-    result = m.compute_metrics(flat, periods_per_year=252)
+    result = m.compute_metrics(flat, periods_per_year=252, hold_threshold=0.1)
     assert result["sharpe"] is None and result["win_rate"] is None and result["psr"] is None
     assert result["total_return"] == 0.0 and result["n_trades"] == 0 and result["hold_share"] == 1.0
     assert result["action_entropy"] == 0.0

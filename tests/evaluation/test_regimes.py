@@ -98,7 +98,7 @@ def test_per_regime_log_returns_add_up_to_the_whole():
     close = regime_walk(4)
     labels = label_regimes(close, SMALL)
     rollout = _rollout(close, 0)
-    table = regime_metrics(rollout, labels, periods_per_year=252).set_index("regime")
+    table = regime_metrics(rollout, labels, periods_per_year=252, hold_threshold=0.1).set_index("regime")
     parts = table.drop(index="all")
     assert parts["n_steps"].sum() == len(rollout) == table.loc["all", "n_steps"]
     assert parts["log_return"].sum() == pytest.approx(np.log1p(rollout["return"]).sum(), abs=1e-12)
@@ -114,7 +114,7 @@ def test_a_step_is_attributed_to_the_regime_known_when_it_was_decided():
     # A step marked at bar t was decided at bar t-1's close.
     np.testing.assert_array_equal(step_regimes(index[1:], labels), ["bull", "bear", "sideways"])
     rollout = pd.DataFrame({"timestamp": index[1:], "return": [0.01, -0.02, 0.03], "action_raw": [0.5, -0.5, 0.0]})
-    table = regime_metrics(rollout, labels, 252).set_index("regime")
+    table = regime_metrics(rollout, labels, 252, 0.1).set_index("regime")
     assert table.loc["bull", "total_return"] == pytest.approx(0.01)
     assert table.loc["bear", "total_return"] == pytest.approx(-0.02)
 
@@ -142,7 +142,7 @@ def test_walk_forward_regimes_pool_each_seeds_folds_once_and_keep_seeds_apart():
     close = regime_walk(5)
     labels = label_regimes(close, SMALL)
     returns = _walk_forward_returns(close)
-    table = walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0})
+    table = walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0}, 0.1)
     assert list(table.columns[:5]) == ["symbol", "model", "kind", "seed", "regime"]
     assert set(map(tuple, table[["model", "seed"]].drop_duplicates().to_numpy())) == {
         ("sac_icm", 0), ("sac_icm", 1), ("cash", -1), ("buy_and_hold_full", -1)}
@@ -151,7 +151,7 @@ def test_walk_forward_regimes_pool_each_seeds_folds_once_and_keep_seeds_apart():
         # fold 0's last 20 steps overlap fold 1's first ones: kept once, from the later fold
         kept = pd.concat([steps[(steps["fold"] == 0) & (steps["timestamp"] < close.index[221])], steps[steps["fold"] == 1]])
         assert len(kept) == 180
-        expected = regime_metrics(kept, labels, 252.0).set_index("regime")
+        expected = regime_metrics(kept, labels, 252.0, 0.1).set_index("regime")
         got = table[(table["model"] == "sac_icm") & (table["seed"] == seed)].set_index("regime")
         pd.testing.assert_frame_equal(got[expected.columns], expected, check_dtype=False)  # NaN n_trades of the market
     cash = table[table["model"] == "cash"].set_index("regime")
@@ -164,7 +164,7 @@ def test_walk_forward_regimes_need_the_traded_value():
     close = regime_walk(5)
     with pytest.raises(ValueError, match="trade_value"):
         walk_forward_regime_metrics(_walk_forward_returns(close).drop(columns="trade_value"),
-                                    {"X": label_regimes(close, SMALL)}, {"X": 252.0})
+                                    {"X": label_regimes(close, SMALL)}, {"X": 252.0}, 0.1)
 
 
 def test_the_test_split_parameter_is_refused_by_name():

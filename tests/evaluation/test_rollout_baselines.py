@@ -169,7 +169,7 @@ def test_rollout_on_the_real_env_compounds_to_the_net_return(envs):
     for column in ("cash", "position", "fees", "trade_value", "action_raw", "action_smoothed", "action_type", "timestamp"):
         assert column in rollout
     assert rollout["truncated"].iloc[-1] and not rollout["truncated"].iloc[:-1].any()
-    metrics = compute_metrics(rollout, periods_per_year=252)
+    metrics = compute_metrics(rollout, periods_per_year=252, hold_threshold=0.1)
     assert metrics["n_trades"] == int((rollout["trade_units"] != 0).sum()) > 10
     assert metrics["n_steps"] == len(rollout)
 
@@ -198,7 +198,7 @@ def test_baselines_need_a_trading_env_with_a_box_action_space(envs):
 def test_cash_never_trades_and_returns_exactly_zero(envs):
     rollout = b.run_baselines(_make_env(envs, *_sp500_frame()))["cash"]
     assert (rollout["equity"] == INITIAL_CASH).all()
-    metrics = compute_metrics(rollout, 252)
+    metrics = compute_metrics(rollout, 252, 0.1)
     assert metrics["total_return"] == 0.0 and metrics["n_trades"] == 0 and metrics["turnover"] == 0.0
     assert metrics["hold_share"] == 1.0
 
@@ -355,14 +355,15 @@ def test_sma_baseline_decision_ignores_closes_after_its_bar():
 
 
 def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
-    from trading_rl.evaluation import walk_forward as wf
+    from trading_rl.evaluation import folds as windows
+    from trading_rl.phases import walk_forward as wf
 
     prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
     feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
     gap = wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
-    index = wf.tradable_index(prices, feature_params)
-    fold = wf.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
-    spec = wf.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)
+    index = windows.tradable_index(prices, feature_params)
+    fold = windows.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
+    spec = windows.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)
     rollout = b.run_baselines(lambda: spec.make_env("test", evaluation=True))["sma_crossover"]
     decided = _decision_bars(spec, "test", rollout)
     assert decided[0] == index[fold.test_start]  # the first decision: at the window's first bar

@@ -38,7 +38,7 @@ def section():
 
 
 def test_every_panel_is_in_the_png_and_the_html(section):
-    tearsheet = build_tearsheet("t", [section], TearsheetOptions(rolling_window=20, dpi=40), {"sp500": Trials((0.1, -0.2, 0.05), {})})
+    tearsheet = build_tearsheet("t", [section], TearsheetOptions(0.1, rolling_window=20, dpi=40), {"sp500": Trials((0.1, -0.2, 0.05), {})})
     (figure,) = tearsheet.figures.values()
     assert [ax.get_title(loc="left") for ax in figure.axes if ax.get_title(loc="left")] == list(PANELS.values())
     for key, title in PANELS.items():
@@ -49,9 +49,9 @@ def test_every_panel_is_in_the_png_and_the_html(section):
 
 
 def test_metrics_come_from_the_rollouts_with_dsr_for_agents_only(section):
-    tearsheet = build_tearsheet("t", [section], TearsheetOptions(dpi=30), {"sp500": Trials((0.1, -0.2, 0.05), {})})
+    tearsheet = build_tearsheet("t", [section], TearsheetOptions(0.1, dpi=30), {"sp500": Trials((0.1, -0.2, 0.05), {})})
     table = tearsheet.tables["sp500 validation"]
-    expected = compute_metrics(section.agents["agent"], 252.0)
+    expected = compute_metrics(section.agents["agent"], 252.0, 0.1)
     assert table.loc["agent", "sharpe"] == pytest.approx(expected["sharpe"])
     assert table.loc["agent", "psr"] == pytest.approx(expected["psr"])
     assert np.isfinite(table.loc["agent", "dsr"]) and np.isnan(table.loc["buy_and_hold", "dsr"])
@@ -67,7 +67,7 @@ def test_a_window_without_trades_is_marked(section):
     idle_first = type(section)(section.title, section.symbol, section.periods_per_year,
                                {"idle agent": section.agents["idle agent"]}, section.baselines, section.close,
                                section.regimes)
-    tearsheet = build_tearsheet("t", [idle_first], TearsheetOptions(dpi=30))
+    tearsheet = build_tearsheet("t", [idle_first], TearsheetOptions(0.1, dpi=30))
     trades_axis = next(ax for ax in tearsheet.figures["sp500_validation.png"].axes
                        if ax.get_title(loc="left") == PANELS["trades"])
     assert any("no trades: idle agent never filled an order" in text.get_text() for text in trades_axis.texts)
@@ -83,7 +83,7 @@ def test_bad_section_names_the_rollout(section):
 def test_the_html_renders_in_headless_chromium(section, tmp_path):
     from PIL import Image
 
-    tearsheet = build_tearsheet("tearsheet", [section], TearsheetOptions(dpi=80))
+    tearsheet = build_tearsheet("tearsheet", [section], TearsheetOptions(0.1, dpi=80))
     page = tmp_path / "tearsheet.html"
     page.write_text(tearsheet.html)
     shot = tmp_path / "shot.png"

@@ -93,7 +93,7 @@ CASES = [
     ("sac_icm.agent.sac.ent_coef", 0.0, "'auto', 'auto_<positive number>' or a positive number"),
     ("sac_icm.agent.sac.buffer_size", "1e5", "must be an integer"),
     ("sac_icm.agent.training.total_timesteps", 0, "must be in [1, inf)"),
-    ("sac_icm.agent.reward.scale", 0.0, "must be in (0, inf)"),
+    ("sac_icm.agent.reward_scale", 0.0, "must be in (0, inf)"),
     ("sac_icm.agent.policy.activation", "swish", "must be one of"),
     ("sac_icm.evaluation_split", "valid", "must be one of"),
     ("options_her.sac.tau", 1.5, "must be in (0, 1]"),

@@ -36,8 +36,11 @@ def _params(**changes) -> dict:
     params = toy_params(total_timesteps=TOTAL, eval_freq=CHECKPOINT_STEP, resume_every=CHECKPOINT_STEP)
     params["sac"]["learning_starts"] = 16  # the checkpoint at step 30 then holds optimiser moments
     for dotted, value in changes.items():
-        section, key = dotted.split(".")
-        params.setdefault(section, {})[key] = value
+        if "." in dotted:
+            section, key = dotted.split(".")
+            params.setdefault(section, {})[key] = value
+        else:
+            params[dotted] = value
     return params
 
 
@@ -90,7 +93,7 @@ CHANGED_RUNS = {
     "net_size": dict(params={**_params(), "policy": {"net_arch": [16, 16], "activation": "relu"}}, named="net_arch"),
     "gamma": dict(params=_params(**{"sac.gamma": 0.9}), named="sac.gamma"),
     "icm_switched_off": dict(params=_params(**{"icm.enabled": False}), named="icm.enabled"),
-    "reward_scale": dict(params=_params(**{"reward.scale": 10.0}), named="reward.scale"),
+    "reward_scale": dict(params=_params(reward_scale=10.0), named="reward_scale"),
     "seed": dict(params=_params(), seed=1, named="initial_weights"),
     "symbol": dict(params=_params(), symbol="OTHER", named="symbol: 'TOY' -> 'OTHER'"),
 }

@@ -59,6 +59,7 @@ def test_comparison_entropies_match_hand_computation():
         CyclingModel([0, 1]),  # HOLD, BUY_SMALL -> signals 0 and 0.33: two buckets, half each
         {"migrated": CyclingModel([np.zeros(1, np.float32)]), "fine_tuned": CyclingModel(continuous_levels)},
         periods_per_year=252,
+        hold_threshold=0.1,
     )
     agents = result["agents"]
     assert agents["discrete"]["action_entropy"] == pytest.approx(math.log(2), abs=0.02)  # 60 steps, 30/30

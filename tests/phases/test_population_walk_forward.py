@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from trading_rl.algorithms import population_sac
-from trading_rl.evaluation import walk_forward as wf
-from trading_rl.phases.population_walk_forward import PopulationExecutor
-from trading_rl.runtime import SequentialExecutor, make_executor
+from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.population_walk_forward import PopulationExecutor, make_executor
+from trading_rl.runtime import SequentialExecutor
 
 
 def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from trading_rl.config import ConfigError
-from trading_rl.evaluation import walk_forward as wf
 from trading_rl.evaluation.ledger import trial_row, trials_for
 from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
 from trading_rl.phases import tuning
+from trading_rl.phases import walk_forward as wf
 
 TRAIN_END = "2012-06-29"
 FEATURES = {
@@ -215,7 +215,7 @@ def test_the_params_argument_is_what_kedro_parses_back():
             "sac.batch_size": 64,
             "sac.ent_coef": "auto",
             "icm.enabled": False,
-            "reward.scale": 123.456,
+            "reward_scale": 123.456,
         }
     )
     parsed = _split_params(None, None, tuning.params_argument(parameters))
@@ -283,7 +283,7 @@ def test_a_bound_the_agent_refuses_with_the_run_parameters_is_refused_before_the
 
 def test_null_drops_a_dimension_and_int_ranges_sample_integers():
     section = tuning.TuningParams.from_mapping(
-        {"search_space": {"sac.batch_size": {"kind": "int", "low": 16, "high": 64}, "reward.scale": None}}, "tuning"
+        {"search_space": {"sac.batch_size": {"kind": "int", "low": 16, "high": 64}, "reward_scale": None}}, "tuning"
     )
     assert set(section.dimensions()) == {"sac.batch_size"}  # a given search space replaces the default whole
     assert section.dimensions()["sac.batch_size"].extremes() == [16, 64]

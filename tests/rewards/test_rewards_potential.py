@@ -80,7 +80,7 @@ def test_potential_regresses_returns():
 
 
 def test_adaptive_weight_rises_on_collapse_and_falls_on_high_sharpe():
-    weight = AdaptiveShapingWeight(initial=0.1, rate=0.05)
+    weight = AdaptiveShapingWeight(initial=0.1, rate=0.05, hold_threshold=0.1)
     collapsed = weight.update(np.full(100, 0.9), np.zeros(100), 252)
     assert collapsed["action_entropy"] == 0.0 and weight.value == pytest.approx(0.15)
     rng = np.random.default_rng(0)
@@ -90,6 +90,6 @@ def test_adaptive_weight_rises_on_collapse_and_falls_on_high_sharpe():
     for _ in range(10):
         weight.update(diverse, 0.01 + 0.001 * rng.normal(size=200), 252)
     assert weight.value == 0.0
-    neutral = AdaptiveShapingWeight(initial=0.3)
+    neutral = AdaptiveShapingWeight(initial=0.3, hold_threshold=0.1)
     neutral.update(diverse, 0.001 * rng.normal(size=200), 252)
     assert neutral.value == 0.3

@@ -58,7 +58,7 @@ def test_wrapper_reward_is_weighted_objectives_plus_beta_times_potential_term():
     env = _env(_random_walk(200), episode_length=60)
     weights, potential = _networks(len(context_indices(env.layout)))
     icm = IntrinsicCuriosityModule(env.layout.dim, 1)
-    shaper = RewardShaper(env.layout, weight_network=weights, potential=potential, icm=icm, gamma=0.9,
+    shaper = RewardShaper(env.layout, hold_threshold=0.1, weight_network=weights, potential=potential, icm=icm, gamma=0.9,
                           adaptation={"initial_weight": 0.4})
     wrapped = ShapedRewardWrapper(env, shaper)
     gym.utils.env_checker.check_env(wrapped, skip_render_check=True)
@@ -98,7 +98,7 @@ def test_frozen_icm_term_equals_the_live_icm_reward():
     icm.intrinsic_reward(*map(torch.as_tensor, (obs, actions, next_obs)))
     live = icm.intrinsic_reward(*map(torch.as_tensor, (obs, actions, next_obs)))
     raw = icm.raw_intrinsic_reward(*map(torch.as_tensor, (obs, actions, next_obs))).double().numpy()
-    shaper = RewardShaper(env.layout, icm=icm)
+    shaper = RewardShaper(env.layout, icm=icm, hold_threshold=0.1)
     frozen = shaper._icm
     ours = frozen.reward(frozen.encoder(obs), actions.astype(np.float64), frozen.encoder(next_obs))
     compressed = np.log1p(raw / np.sort(raw)[(raw.size - 1) // 2])
@@ -110,8 +110,8 @@ def test_batched_shaper_equals_one_shaper_per_env():
     envs = [_env(_random_walk(150, seed), seed=seed, episode_length=50) for seed in range(3)]
     weights, potential = _networks(len(context_indices(envs[0].layout)))
     params = {"exploration": {"decay_rate": 1.0}}
-    batched = RewardShaper(envs[0].layout, 3, params, weights, potential)
-    singles = [RewardShaper(env.layout, 1, params, weights, potential) for env in envs]
+    batched = RewardShaper(envs[0].layout, 3, params, weights, potential, hold_threshold=0.1)
+    singles = [RewardShaper(env.layout, 1, params, weights, potential, hold_threshold=0.1) for env in envs]
     first = [env.reset(seed=i) for i, env in enumerate(envs)]
     batched.reset(np.arange(3), np.stack([o for o, _ in first]), [i["equity"] for _, i in first])
     for shaper, (o, i) in zip(singles, first):
@@ -143,7 +143,8 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     adaptation = {"initial_weight": 0.4, "adapt_every": 10**9}
 
     def shaper(n):
-        return RewardShaper(layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation)
+        return RewardShaper(layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation,
+                            hold_threshold=0.1)
 
     venv = ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(3)]), shaper(3))
     venv.seed(10)
@@ -178,7 +179,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     layout = _short_episode_env(0).layout
 
     def shaped(wrap):
-        venv = ShapedRewardVecEnv(wrap(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(2)])), RewardShaper(layout, 2))
+        venv = ShapedRewardVecEnv(wrap(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(2)])), RewardShaper(layout, 2, hold_threshold=0.1))
         venv.seed(3)
         venv.reset()
         return venv
@@ -189,7 +190,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     for batch in actions:
         np.testing.assert_array_equal(plain.step(batch)[1], monitored.step(batch)[1])
     with pytest.raises(ValueError, match=r"env\(s\) \[0, 1\] has no 'equity'"):
-        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _NoEquityOnReset(_short_episode_env(s)) for s in range(2)]), RewardShaper(layout, 2)).reset()
+        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _NoEquityOnReset(_short_episode_env(s)) for s in range(2)]), RewardShaper(layout, 2, hold_threshold=0.1)).reset()
 
 
 # ---- reward hacking -----------------------------------------------------------------------------
@@ -198,7 +199,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
 
 def _shaped_return(policy, steps=400):
     env = _env(np.full(steps + 3, 100.0), episode_length=steps, random_start=False)
-    wrapped = ShapedRewardWrapper(env, RewardShaper(env.layout))
+    wrapped = ShapedRewardWrapper(env, RewardShaper(env.layout, hold_threshold=0.1))
     wrapped.reset(seed=0)
     shaped = 0.0
     for t in range(steps):

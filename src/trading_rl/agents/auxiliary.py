@@ -1,4 +1,4 @@
-"""Auxiliary prediction heads on the SAC agent's market encoder (seeds ``002``, phase E.1).
+"""Auxiliary prediction heads on the SAC agent's market encoder (docs/algorithms.md, "Auxiliary prediction heads").
 
 A daily P&L reward is a sparse, noisy training signal for the networks that read the market. Dense
 supervised targets give that encoder something to learn from on every replayed transition:
@@ -13,7 +13,7 @@ supervised targets give that encoder something to learn from on every replayed t
   closes up to that bar; cross-entropy). The observation holds ``window_size`` bars; the label
   summarises hundreds, so predicting it asks the encoder for the longer context.
 
-The seeds' behaviour-cloning head is dropped: there is no teacher policy worth imitating here.
+No behaviour-cloning head: there is no teacher policy worth imitating here.
 
 Leakage rules: targets are labels only. ``AuxiliaryTargets`` computes them from the bars of the env
 it wraps (the training env: training bars only; a target that would need a bar past the env's last

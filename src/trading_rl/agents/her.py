@@ -23,6 +23,7 @@ import numpy as np
 from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.type_aliases import DictReplayBufferSamples
 
+from trading_rl.config import section_from_defaults
 from trading_rl.envs.goal import GoalConditionedView
 
 # tolerance: one day's P&L noise of a position at the 15% cap is ~0.18% (daily index volatility
@@ -46,10 +47,21 @@ GOAL_SELECTION_STRATEGIES = ("future", "episode")
 _GOAL_KEYS = ("goal_low", "goal_high", "tolerance", "reward_distance", "goal_unit", "pnl_weight", "goal_weight")
 
 
+HerParams = section_from_defaults(
+    "HerParams",
+    DEFAULT_HER_PARAMS,
+    ranges={
+        "n_sampled_goal": {"interval": "[1, inf)"},
+        "goal_selection_strategy": {"choices": GOAL_SELECTION_STRATEGIES},
+        "tolerance": {"interval": "[0, inf)"},
+        "reward_distance": {"interval": "(0, inf)"},
+    },
+    module=__name__,
+)
+
+
 def resolve_her_params(params: dict | None) -> dict[str, Any]:
     """Defaults overlaid with ``params``; bad keys and values raise ``ConfigError`` naming them."""
-    from trading_rl.agents.options_her_params import HerParams
-
     return HerParams.from_mapping(params, "options_her.her").to_dict()
 
 

@@ -42,7 +42,7 @@ from torch.nn import functional as F
 
 @dataclass(frozen=True)
 class ICMConfig:
-    """Curiosity settings; defaults are the seeds' phase A.3 values."""
+    """Curiosity settings (docs/pipelines.md, "sac_icm")."""
 
     eta: float = 0.01
     beta: float = 0.2

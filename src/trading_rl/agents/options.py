@@ -42,10 +42,12 @@ instead. Scaled units are about one standard deviation, so the seed's 1.5% 20-ba
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from trading_rl.config import ConfigError, section_from_defaults
 from trading_rl.envs.layout import ObservationLayout
 
 OPTION_NAMES: tuple[str, ...] = ("open_long", "open_short", "close_position", "trend_follow", "scalp", "wait")
@@ -89,10 +91,36 @@ DEFAULT_OPTION_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+_OPTION_RANGES = {
+    f"{name}.{key}": value
+    for name in OPTION_NAMES
+    for key, value in {
+        "action_scale": {"interval": "[0, 1]"},
+        "min_duration": {"interval": "[0, inf)"},
+        "steepness": {"interval": "(0, inf)"},
+    }.items()
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionParams(
+    # a base made at run time by section_from_defaults
+    section_from_defaults("OptionDefaults", DEFAULT_OPTION_PARAMS, ranges=_OPTION_RANGES, module=__name__)  # type: ignore[misc]
+):
+    """The option rules (``options_her.options`` without ``enabled``)."""
+
+    def validate(self, prefix: str) -> None:
+        for name in OPTION_NAMES:
+            option = getattr(self, name)
+            if not option.min_duration <= option.max_steps <= option.hard_timeout:
+                raise ConfigError(
+                    f"parameter '{prefix}.{name}.min_duration' ({option.min_duration}) must be <= max_steps "
+                    f"({option.max_steps}) <= hard_timeout ({option.hard_timeout})"
+                )
+
+
 def resolve_option_params(params: dict | None) -> dict[str, dict[str, Any]]:
     """Defaults overlaid with ``params``; a bad section, key or value raises ``ConfigError`` naming it."""
-    from trading_rl.agents.options_her_params import OptionParams
-
     return OptionParams.from_mapping(params, "options_her.options").to_dict()
 
 

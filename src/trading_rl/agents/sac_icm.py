@@ -11,6 +11,7 @@ loop as fast as plain SAC's. With the ICM switched off and reward scale 1 the cl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from trading_rl.agents.auxiliary import (
     auxiliary_agent_kwargs,
     policy_encoder,
 )
+from trading_rl.agents.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
 from trading_rl.agents.training_env import wrap_training_env
@@ -39,7 +41,6 @@ from trading_rl.config import (
     section_from_defaults,
     setting,
 )
-from trading_rl.envs.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
 
 PARAMS_PREFIX = "sac_icm"
@@ -68,7 +69,7 @@ def entropy_coefficient_problem(value: str | float) -> str | None:
     return None if value > 0 else expected
 
 
-# The sections of ``sac_icm.agent``, defaults from the seeds' phase A.2/A.3 template. conf/base states
+# The sections of ``sac_icm.agent`` (docs/pipelines.md, "sac_icm"). conf/base states
 # the same values (tests/test_config.py checks it). Every section is validated here, so a typo
 # anywhere fails before training starts.
 @dataclass(frozen=True, kw_only=True)
@@ -100,16 +101,6 @@ class PolicyParams(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RewardParams(Section):
-    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
-    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
-    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
-    # Measured: at scale 1 every one of 6 base runs collapsed to hold; at 100, 5 of 6 traded
-    # (docs/results.md).
-    scale: float = setting(100.0, interval="(0, inf)")
-
-
-@dataclass(frozen=True, kw_only=True)
 class IcmParams(ICMConfig, Section):
     """``ICMConfig`` (its fields, defaults and checks) plus how the phase mixes curiosity in."""
 
@@ -134,10 +125,14 @@ class TrainingParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class CollapseParams(Section):
+    REFUSED = {
+        "hold_threshold": "the collapse monitor uses the env's own 'env_construction.env.hold_threshold', "
+        "as the reports do; set it there",
+    }
+
     dominance_max: float = setting(DEFAULT_THRESHOLDS["dominance_max"], interval="(0, 1]")
     entropy_min: float = setting(DEFAULT_THRESHOLDS["entropy_min"], interval="[0, inf)")
     trade_rate_min: float = setting(DEFAULT_THRESHOLDS["trade_rate_min"], interval="[0, 1]")
-    hold_threshold: float = setting(0.1, interval="[0, 1)")
     window: int = setting(1000, interval="[1, inf)")
     check_freq: int = setting(1000, interval="[1, inf)")
     fail_on_collapse: bool = False
@@ -180,9 +175,18 @@ CurriculumParams = _domain_checked(
 class AgentParams(Section):
     """``sac_icm.agent``: everything ``build_agent`` and ``train_agent`` read."""
 
+    RENAMED = {"reward": "reward_scale"}
+
     sac: SacParams = setting(SacParams())
     policy: PolicyParams = setting(PolicyParams())
-    reward: RewardParams = setting(RewardParams())
+    # The learner's view of the P&L reward: daily log returns of a position capped at 15% of equity
+    # are ~1e-4, so small that SAC's entropy term swamps them and the policy mean sits in the hold
+    # zone. Scaling (SAC paper's "reward scale") changes what the critic sees, not the env's reward.
+    # Measured: at scale 1 every one of 6 base runs collapsed to hold; at 100, 5 of 6 traded
+    # (docs/results.md).
+    # The one reward scale of every SAC learner (``SACWithICM.reward_scale``, applied where the
+    # learner reads its sampled rewards).
+    reward_scale: float = setting(100.0, interval="(0, inf)")
     icm: IcmParams = setting(IcmParams())
     training: TrainingParams = setting(TrainingParams())
     collapse: CollapseParams = setting(CollapseParams())
@@ -213,7 +217,13 @@ class TrainingDivergedError(RuntimeError):
     """A loss became NaN/inf: the weights are no longer trustworthy."""
 
 
-def resolve_params(params: dict | None) -> dict[str, dict[str, Any]]:
+def copy_sections(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of an agent parameter dict that a caller may change section by section (each section
+    copied; scalar keys such as ``reward_scale`` as they are)."""
+    return {key: dict(value) if isinstance(value, Mapping) else value for key, value in dict(params or {}).items()}
+
+
+def resolve_params(params: dict | None) -> dict[str, Any]:
     """``sac_icm.agent`` over its defaults as plain data; a bad key or value raises ``ConfigError``
     naming its dotted key."""
     return AgentParams.from_mapping(params, f"{PARAMS_PREFIX}.agent").to_dict()
@@ -257,8 +267,6 @@ class SACWithICM(SAC):
         self.extrinsic_weight = float(extrinsic_weight)
         self.intrinsic_weight = float(intrinsic_weight)
         self.icm_warmup_steps = int(icm_warmup_steps)
-        if not reward_scale > 0:
-            raise ValueError(f"parameter 'sac_icm.agent.reward.scale' must be > 0, got {reward_scale}")
         self.reward_scale = float(reward_scale)
         # Batches seen by the ICM; a plain int (saved with the model) so ``icm.train_freq`` survives
         # save/load without a device round trip per batch.
@@ -266,6 +274,10 @@ class SACWithICM(SAC):
         super().__init__(policy, env, *args, **kwargs)
 
     def _setup_model(self) -> None:
+        # Here, not in __init__: SB3's ``load`` sets the saved (or overridden) attributes and then
+        # calls this, so a scale given to ``load`` is checked too.
+        if not self.reward_scale > 0:
+            raise ValueError(f"parameter 'sac_icm.agent.reward_scale' must be > 0, got {self.reward_scale}")
         super()._setup_model()
         self.icm: IntrinsicCuriosityModule | None = None
         if self.icm_config is not None:
@@ -408,7 +420,7 @@ def build_agent(env, params: dict | None, seed: int, device: str = "auto") -> SA
         "extrinsic_weight": icm_params.pop("extrinsic_weight"),
         "intrinsic_weight": icm_params.pop("intrinsic_weight"),
         "icm_warmup_steps": icm_params.pop("warmup_steps"),
-        "reward_scale": resolved["reward"]["scale"],
+        "reward_scale": resolved["reward_scale"],
     }
     return SACWithICM(
         "MlpPolicy",

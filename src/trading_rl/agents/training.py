@@ -27,9 +27,9 @@ import pandas as pd
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from trading_rl.agents.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.agents.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
-from trading_rl.agents.sac_icm import TrainingDivergedError, resolve_params
-from trading_rl.envs.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
+from trading_rl.agents.sac_icm import TrainingDivergedError, copy_sections, resolve_params
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
@@ -145,6 +145,8 @@ class _Trainer:
         self.collapse = params["collapse"]
         self.thresholds = {k: self.collapse[k] for k in ("dominance_max", "entropy_min", "trade_rate_min")}
         self.eval_env = make_eval_env()
+        # The env's own trade rule: the monitor, the evaluations and the reports count holds alike.
+        self.hold_threshold = float(self.eval_env.unwrapped.config.hold_threshold)
         self.slot = slot
         self.best: dict[str, Any] | None = None
         self.periods_per_year = periods_per_year
@@ -154,7 +156,7 @@ class _Trainer:
         self.monitor = CollapseMonitorCallback(
             window=self.collapse["window"],
             check_freq=self.collapse["check_freq"],
-            hold_threshold=self.collapse["hold_threshold"],
+            hold_threshold=self.hold_threshold,
             thresholds=self.thresholds,
         )
         self.monitor.history = self.state.collapse_history
@@ -181,7 +183,7 @@ class _Trainer:
         self.slot.save(model, asdict(self.state), self.best)
 
     def evaluate(self, model: BaseAlgorithm) -> None:
-        hold = self.collapse["hold_threshold"]
+        hold = self.hold_threshold
         policy = policy_from_sb3(model, deterministic=True)
         frames = [
             run_episode(self.eval_env, policy, seed=episode) for episode in range(self.training["eval_episodes"])
@@ -189,7 +191,9 @@ class _Trainer:
         metrics = _mean_metrics([compute_metrics(frame, self.periods_per_year, hold) for frame in frames])
         rollout = pd.concat(frames, ignore_index=True)
         deterministic = action_stats(
-            rollout["action_raw"].to_numpy(), rollout["trade_value"].to_numpy(dtype=np.float64) != 0.0, hold
+            rollout["action_raw"].to_numpy(),
+            rollout["trade_value"].to_numpy(dtype=np.float64) != 0.0,
+            hold_threshold=hold,
         )
         stochastic = self.monitor.current_stats()
         entry: dict[str, Any] = {"timestep": model.num_timesteps}
@@ -258,7 +262,7 @@ def _identity_parameters(resolved: dict, model: BaseAlgorithm, run_parameters: M
     """What defines a training run besides phase and symbol: the caller's (seed, data, phase
     settings), the agent's parameters except those that do not change what is learned, the model's
     class and spaces, and a digest of the weights it starts from."""
-    agent = {section: dict(values) for section, values in resolved.items()}
+    agent = copy_sections(resolved)
     for key in ("resume", "log_interval"):
         agent["training"].pop(key)
     return {

@@ -15,7 +15,7 @@ from stable_baselines3.common.env_util import is_wrapped
 from stable_baselines3.common.vec_env import VecEnv
 
 from trading_rl.agents.auxiliary import AuxiliaryConfig, AuxiliaryTargets
-from trading_rl.envs.curriculum import Curriculum
+from trading_rl.agents.curriculum import Curriculum
 
 
 def wrap_training_env(env: gym.Env, agent_params: Mapping[str, Any]) -> gym.Env:

@@ -44,6 +44,8 @@ from trading_rl.agents.sac_icm import ACTIVATIONS
 from trading_rl.algorithms.vtrace import vtrace_from_importance_weights
 from trading_rl.config import Section, layer_widths_problem, setting
 from trading_rl.envs import EnvSpec
+from trading_rl.seeding import SeedRole
+from trading_rl.seeding import seeds as role_seeds
 
 PARAMS_PREFIX = "vtrace"
 BACKENDS = ("auto", "ray", "local")
@@ -403,11 +405,6 @@ def _use_ray(backend: str, ray_address: str | None) -> bool:
     return backend == "ray"
 
 
-def worker_seeds(seed: int, num_workers: int) -> list[int]:
-    """Independent, reproducible seeds for the actors of a run with base ``seed``."""
-    return [int(s) for s in np.random.SeedSequence([int(seed), 7]).generate_state(num_workers) % (2**31 - 1)]
-
-
 def train_vtrace(
     spec: EnvSpec,
     params: Mapping[str, Any] | None,
@@ -442,7 +439,7 @@ def train_vtrace(
     learner = VTraceLearner(model, params, resolve_device(device))
     steps_per_update = params["unroll_length"] * num_workers
     n_updates = max(1, math.ceil(params["total_timesteps"] / steps_per_update))
-    seeds = worker_seeds(seed, num_workers)
+    seeds = role_seeds(seed, SeedRole.VTRACE_ACTORS, num_workers)
     history: list[dict[str, float]] = []
 
     with contextlib.ExitStack() as stack:

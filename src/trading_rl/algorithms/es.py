@@ -30,12 +30,13 @@ from scipy.stats import rankdata
 
 from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
+from trading_rl.seeding import SeedRole, seed_sequence
 
 PARAMS_PREFIX = "es"
 
 @dataclass(frozen=True, kw_only=True)
 class EsParams(Section):
-    """Seeds' phase D.2 values for sigma, learning rate and weight decay; the seeds' population of
+    """Sigma, learning rate and weight decay of docs/algorithms.md ("Evolution strategy"); a population of
     256 is a config value for long budgets (conf), 64 keeps a generation to seconds on a laptop."""
 
     generations: int = setting(50, interval="[1, inf)")
@@ -261,7 +262,7 @@ def train_es(
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
     evaluator = FitnessEvaluator(spec, params["hidden_sizes"])
-    init_seed, noise_seed, episode_seed = np.random.SeedSequence([int(seed), 11]).spawn(3)
+    init_seed, noise_seed, episode_seed = seed_sequence(seed, SeedRole.EVOLUTION_STRATEGY).spawn(3)
     theta = (
         np.array(init_theta, dtype=np.float64)
         if init_theta is not None
@@ -308,33 +309,3 @@ def train_es_agent(
     """The ``es`` agent type: ``train_es``'s policy, fine-tuned from ``model``'s parameters when given."""
     policy, _ = train_es(spec, params, seed, num_workers, init_theta=model.theta if model is not None else None)
     return policy
-
-
-def es_vs_sac_gate(
-    es_metrics: Mapping[str, Any], sac_metrics: Mapping[str, Any], ratio: float = 0.8, metric: str = "sharpe"
-) -> dict[str, Any]:
-    """The seeds' gate "ES within 80% of SAC" on one validation metric (default the Sharpe ratio;
-    ``"total_return"`` also makes sense), from two ``evaluation.metrics.compute_metrics`` dicts.
-
-    Passes when ``es >= sac − (1 − ratio)·|sac|``: for a positive SAC value that is ``es >=
-    ratio·sac``; for a negative one ES may be worse by at most ``(1 − ratio)·|sac|`` (a plain
-    ``ratio·sac`` would then ask ES to be *better* than SAC). A missing or undefined value fails.
-    """
-    if not 0 < ratio <= 1:
-        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
-
-    def value(metrics: Mapping[str, Any]) -> float | None:
-        raw = metrics.get(metric)
-        return float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
-
-    es_value, sac_value = value(es_metrics), value(sac_metrics)
-    threshold = None if sac_value is None else sac_value - (1.0 - ratio) * abs(sac_value)
-    return {
-        "gate": "es_within_ratio_of_sac",
-        "metric": metric,
-        "ratio": ratio,
-        "es": es_value,
-        "sac": sac_value,
-        "threshold": threshold,
-        "passed": es_value is not None and threshold is not None and es_value >= threshold,
-    }

@@ -8,7 +8,7 @@ depend on node order. ``--load-versions previous_validation_report:<version>`` p
 compare with. Saving is refused: the report is written by its own dataset.
 ``PreviousVersionParquetDataset`` does the same for a parquet table (the forward record). It too
 picks its own version, also one a failed run wrote: the record is checked bar for bar against a
-replay before it is continued (``monitoring.forward.extend_record``), and pinning it to completed
+replay before it is continued (``phases.forward.extend_record``), and pinning it to completed
 runs only would stop every later validation run after one forward run failed past its first save.
 """
 

@@ -12,7 +12,14 @@ from trading_rl.envs.hybrid import (
 )
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
-from trading_rl.envs.spec import ENV_KINDS, EnvSpec, build_env_spec
+from trading_rl.envs.spec import (
+    ENV_KINDS,
+    EnvSpec,
+    build_env_spec,
+    periods_per_year_by_symbol,
+    symbol_env_spec,
+    symbol_periods_per_year,
+)
 
 __all__ = [
     "ActionSpaceMigrator",
@@ -29,6 +36,9 @@ __all__ = [
     "STATE_FIELDS",
     "TradingEnvBase",
     "build_env_spec",
+    "periods_per_year_by_symbol",
+    "symbol_env_spec",
+    "symbol_periods_per_year",
     "env_check_report",
     "is_discrete_action",
     "rollout_sanity",

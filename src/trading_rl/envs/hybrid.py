@@ -68,7 +68,7 @@ class ActionSpaceMigrator:
     feature set. Scalars in, Python numbers out; arrays in (a batch), arrays out.
     """
 
-    def __init__(self, layout: ObservationLayout, hold_threshold: float = 0.1):
+    def __init__(self, layout: ObservationLayout, hold_threshold: float):
         if not 0.0 <= hold_threshold < 1.0:
             raise ValueError(f"hold_threshold must lie in [0, 1), got {hold_threshold}")
         self.layout = layout

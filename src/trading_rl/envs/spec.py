@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trading_rl.data import by_symbol, infer_periods_per_year
 from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
@@ -106,6 +107,11 @@ class EnvSpec:
             digest.update(",".join(map(str, frame.columns)).encode())
             digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
         return digest.hexdigest()
+
+    def env_config(self, **overrides: Any) -> EnvConfig:
+        """The typed env config of ``make_env(..., **overrides)``: where ``hold_threshold`` and the
+        other env settings are read, without building an env."""
+        return EnvConfig.from_mapping({**self.config, **overrides})
 
     @property
     def layout(self) -> ObservationLayout:
@@ -235,4 +241,45 @@ def build_env_spec(
         splits=split_ranges,
         closes=prices["close"].astype(np.float64),
         feature_scaler=None if feature_scaler is None else dict(feature_scaler),
+    )
+
+
+def symbol_periods_per_year(params: Mapping[str, Any], index: pd.DatetimeIndex) -> float:
+    """``env_construction.periods_per_year``, or when it is null the bar spacing's (``index``): the one
+    rule by which the spec, the walk-forward and the regime tables annualise."""
+    return float(params.get("periods_per_year") or infer_periods_per_year(index))
+
+
+def periods_per_year_by_symbol(params: Mapping[str, Any], frames: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+    """``symbol_periods_per_year`` of each symbol's bars (``frames``: ``data.by_symbol``'s)."""
+    return {symbol: symbol_periods_per_year(params, frame.index) for symbol, frame in frames.items()}
+
+
+def symbol_env_spec(
+    prices: pd.DataFrame,
+    scaled_features: pd.DataFrame,
+    splits: dict[str, Any],
+    params: dict[str, Any],
+    scalers: dict[str, Any] | None = None,
+) -> EnvSpec:
+    """The env spec of ``params["symbol"]`` from the long frames of every extracted symbol; ``params``
+    is the ``env_construction`` section (``symbol``, ``env``, ``periods_per_year``: inferred from the
+    bars when not given). With ``scalers``, the spec keeps the symbol's feature scaler."""
+    symbol = params["symbol"]
+    price_frames = by_symbol(prices)
+    if symbol not in price_frames:
+        raise ValueError(
+            f"parameter 'env_construction.symbol' is {symbol!r}, which is not among the "
+            f"extracted symbols {sorted(price_frames)}"
+        )
+    symbol_prices = price_frames[symbol]
+    periods_per_year = symbol_periods_per_year(params, symbol_prices.index)
+    return build_env_spec(
+        symbol=symbol,
+        prices=symbol_prices,
+        scaled_features=by_symbol(scaled_features)[symbol],
+        splits=splits[symbol],
+        config=dict(params.get("env") or {}),
+        periods_per_year=periods_per_year,
+        feature_scaler=(scalers or {}).get(symbol),
     )

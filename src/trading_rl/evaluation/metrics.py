@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
 from trading_rl.evaluation.rollout import trade_returns
+from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
 
 
 def _as_returns(returns) -> np.ndarray:
@@ -277,7 +277,7 @@ def json_ready(metrics: dict) -> dict:
     return out
 
 
-def compute_metrics(rollout: pd.DataFrame, periods_per_year: float, hold_threshold: float = 0.1) -> dict:
+def compute_metrics(rollout: pd.DataFrame, periods_per_year: float, hold_threshold: float) -> dict:
     """All evaluation metrics of one rollout (the frame from ``rollout.run_episode``).
 
     - return/risk metrics from the ``return`` column (see ``return_metrics``);

@@ -13,8 +13,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS
 from trading_rl.evaluation.regimes import REGIMES
+from trading_rl.monitoring.actions import ACTION_BUCKETS
 
 REGIME_COLOURS = {"bull": "#2ca02c", "bear": "#d62728", "sideways": "#7f7f7f", "high_volatility": "#ff7f0e"}
 REFERENCE_LINES = ("buy_and_hold", "buy_and_hold_full")

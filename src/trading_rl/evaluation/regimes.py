@@ -32,8 +32,8 @@ import pandas as pd
 
 from trading_rl.config import Section, setting
 from trading_rl.envs.compatibility import ModelCompatibilityError
-from trading_rl.evaluation.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import json_ready, return_metrics
+from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
 REGIMES: tuple[str, ...] = ("bull", "bear", "sideways", "high_volatility")
 UNLABELLED = "unlabelled"
@@ -111,7 +111,7 @@ def step_regimes(timestamps, labels: pd.Series) -> np.ndarray:
 
 
 def regime_metrics(
-    rollout: pd.DataFrame, labels: pd.Series, periods_per_year: float, hold_threshold: float = 0.1
+    rollout: pd.DataFrame, labels: pd.Series, periods_per_year: float, hold_threshold: float
 ) -> pd.DataFrame:
     """Metrics per regime from the steps decided in that regime, plus an ``all`` row.
 
@@ -144,7 +144,7 @@ def walk_forward_regime_metrics(
     returns: pd.DataFrame,
     labels: Mapping[str, pd.Series],
     periods_per_year: Mapping[str, float],
-    hold_threshold: float = 0.1,
+    hold_threshold: float,
 ) -> pd.DataFrame:
     """``regime_metrics`` of every symbol × agent × seed's stitched out-of-sample test steps.
 
@@ -152,7 +152,7 @@ def walk_forward_regime_metrics(
     action_raw, trade_value); ``labels``: causal regime labels per symbol. Columns: symbol, model
     (the agent or baseline), kind, seed (-1 for baselines), regime, then the metrics.
     """
-    from trading_rl.evaluation.walk_forward import stitch_out_of_sample
+    from trading_rl.evaluation.folds import stitch_out_of_sample
 
     missing = [column for column in ("trade_value", "action_raw") if column not in returns]
     if missing:

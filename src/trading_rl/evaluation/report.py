@@ -29,16 +29,17 @@ def evaluate_policy(
     thresholds: dict[str, float] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return ``(evaluation_report, collapse_report)`` for one agent on ``make_env``'s split."""
-    hold_threshold = trading_env(make_env(), "evaluate_policy").config.hold_threshold
+    deterministic_env = make_env()
+    hold_threshold = trading_env(deterministic_env, "evaluate_policy").config.hold_threshold  # the env's own rule
     rollouts = {
-        "deterministic": run_episode(make_env(), deterministic_policy, seed=seed),
+        "deterministic": run_episode(deterministic_env, deterministic_policy, seed=seed),
         "stochastic": run_episode(make_env(), stochastic_policy, seed=seed),
     }
     agent_metrics = compute_metrics(rollouts["deterministic"], periods_per_year, hold_threshold)
     collapse = {
         mode: collapse_report(
             action_stats(
-                rollout["action_raw"].to_numpy(), rollout["action_type"].to_numpy(), hold_threshold
+                rollout["action_raw"].to_numpy(), rollout["action_type"].to_numpy(), hold_threshold=hold_threshold
             ),
             thresholds,
         )

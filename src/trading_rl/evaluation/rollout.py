@@ -24,30 +24,42 @@ def _scalar_or_value(value: Any) -> Any:
     return value
 
 
+class StepReturns:
+    """The simple return of ``info["equity"]`` over the previous step's equity, step by step from
+    the equity reported by ``reset``: the one equity bookkeeping of every rollout, so the returns
+    compound to the episode's net return."""
+
+    def __init__(self, reset_info: dict[str, Any]) -> None:
+        self.previous_equity = float(reset_info["equity"])
+
+    def __call__(self, info: dict[str, Any]) -> float:
+        equity = float(info["equity"])
+        step_return = equity / self.previous_equity - 1.0
+        self.previous_equity = equity
+        return step_return
+
+
 def run_episode(env, policy: Policy, seed: int | None = None, max_steps: int | None = None) -> pd.DataFrame:
     """Reset ``env`` with ``seed`` and step ``policy(observation) -> action`` until the episode ends.
 
     Returns one row per step (a ``RangeIndex``) with the step's ``info`` entries plus ``reward``,
-    ``terminated``, ``truncated`` and ``return``: the simple return of ``info["equity"]`` over the
-    previous step's equity (the first step's is over the equity reported by ``reset``), so the
-    returns compound to the episode's net return. ``max_steps`` stops early, for smoke tests.
+    ``terminated``, ``truncated`` and ``return`` (``StepReturns``). ``max_steps`` stops early, for
+    smoke tests.
     """
     observation, info = env.reset(seed=seed)
-    previous_equity = float(info["equity"])
+    step_return = StepReturns(info)
     rows: list[dict[str, Any]] = []
     terminated = truncated = False
     while not (terminated or truncated) and (max_steps is None or len(rows) < max_steps):
         observation, reward, terminated, truncated, info = env.step(policy(observation))
-        equity = float(info["equity"])
         row = {key: _scalar_or_value(value) for key, value in info.items()}
         row.update(
             reward=float(reward),
             terminated=bool(terminated),
             truncated=bool(truncated),
-            **{"return": equity / previous_equity - 1.0},
+            **{"return": step_return(info)},
         )
         rows.append(row)
-        previous_equity = equity
     return pd.DataFrame(rows)
 
 

@@ -37,7 +37,6 @@ from matplotlib.typing import ColorType
 
 from trading_rl.config import Section as ParameterSection
 from trading_rl.config import setting
-from trading_rl.evaluation.actions import ACTION_BUCKETS, bucketize
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe
 from trading_rl.evaluation.metrics import (
@@ -49,6 +48,7 @@ from trading_rl.evaluation.metrics import (
 )
 from trading_rl.evaluation.plots import REFERENCE_LABELS, shade_regimes
 from trading_rl.evaluation.regimes import label_regimes
+from trading_rl.monitoring.actions import ACTION_BUCKETS, bucketize
 
 # Panel key -> title. The HTML gives every panel a section with this title (tests and the
 # screenshot check look for them); the PNG draws them as axis titles.
@@ -322,7 +322,7 @@ class TearsheetParams(ParameterSection):
 
 @dataclass(frozen=True)
 class TearsheetOptions:
-    hold_threshold: float = 0.1
+    hold_threshold: float  # the env's (``EnvSpec.env_config``)
     rolling_window: int = TearsheetParams().rolling_window
     dpi: int = TearsheetParams().dpi
 

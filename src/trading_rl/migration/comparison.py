@@ -1,7 +1,7 @@
-"""Discrete vs continuous agents on one evaluation split, and the seeds' diversity gate.
+"""Discrete vs continuous agents on one evaluation split, and the diversity gate (docs/migration.md).
 
 Diversity is measured the same way for both agents: the Shannon entropy (nats) of the share of steps
-in each of the five action buckets of ``trading_rl.evaluation.actions`` (strong/weak sell, hold,
+in each of the five action buckets of ``trading_rl.monitoring.actions`` (strong/weak sell, hold,
 weak/strong buy), computed by ``compute_metrics`` from the signal the env traded (``action_raw``).
 The discrete env maps each of its seven actions onto that signal scale, so both entropies share one
 scale with a maximum of ln 5 ≈ 1.609. The gate asks the continuous agent's diversity to be at least
@@ -65,7 +65,7 @@ def compare_checkpoint(
     discrete_model,
     continuous_models: dict[str, Any],
     periods_per_year: float,
-    hold_threshold: float = 0.1,
+    hold_threshold: float,
     min_improvement: float = 0.2,
     seed: int | None = None,
 ) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Action-collapse statistics, gates and a training callback that watches for collapse.
 
 A collapsed trading agent shows one action taking nearly every step, low action entropy and almost
-no trades. The statistics use ``evaluation.actions`` buckets so the callback, the evaluation report
-and the gate report all count the same way. Gate defaults are the seeds' monitor thresholds:
+no trades. The statistics use ``monitoring.actions`` buckets so the callback, the evaluation report
+and the gate report all count the same way. Gate defaults (docs/pipelines.md, "sac_icm"):
 dominance at most 0.6, entropy at least 0.3 nats, trades on at least 5% of steps.
 """
 
@@ -13,7 +13,7 @@ import math
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS, action_histogram, bucketize, histogram_entropy, longest_run
+from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, bucketize, histogram_entropy, longest_run
 
 DEFAULT_THRESHOLDS: dict[str, float] = {"dominance_max": 0.6, "entropy_min": 0.3, "trade_rate_min": 0.05}
 
@@ -43,7 +43,7 @@ def _trade_flags(actions: np.ndarray, action_types, hold_threshold: float) -> np
     return ~np.isin(np.char.lower(types.astype(str)), list(NO_TRADE_LABELS))
 
 
-def action_stats(actions, action_types=None, hold_threshold: float = 0.1) -> dict[str, float]:
+def action_stats(actions, action_types=None, *, hold_threshold: float) -> dict[str, float]:
     """Collapse statistics of a sequence of scalar actions in [-1, 1].
 
     ``action_types`` is either boolean trade flags per step or the env's ``action_type`` labels
@@ -116,9 +116,9 @@ class CollapseMonitorCallback(BaseCallback):
 
     def __init__(
         self,
+        hold_threshold: float,
         window: int = 1000,
         check_freq: int = 1000,
-        hold_threshold: float = 0.1,
         thresholds: dict | None = None,
         verbose: int = 0,
     ) -> None:
@@ -148,7 +148,7 @@ class CollapseMonitorCallback(BaseCallback):
             order = (self._count + np.arange(self.window)) % self.window
         else:
             order = np.arange(filled)
-        return action_stats(self._actions[order], self._trades[order], self.hold_threshold)
+        return action_stats(self._actions[order], self._trades[order], hold_threshold=self.hold_threshold)
 
     def _on_step(self) -> bool:
         actions = np.asarray(self.locals["actions"], dtype=np.float64).reshape(-1)
@@ -173,7 +173,7 @@ class CollapseMonitorCallback(BaseCallback):
 MIN_FILL_RATE = 0.02
 
 
-def trading_verdict(actions, trade_values, hold_threshold: float = 0.1, thresholds: dict | None = None) -> dict:
+def trading_verdict(actions, trade_values, hold_threshold: float, thresholds: dict | None = None) -> dict:
     """``fill_rate`` (steps with a fill), ``collapsed`` (deterministic collapse gates on the raw
     actions) and ``trades`` (fill rate >= ``MIN_FILL_RATE`` and not collapsed) of one rollout."""
     fills = np.asarray(trade_values, dtype=np.float64).reshape(-1)

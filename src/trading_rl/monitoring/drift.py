@@ -2,7 +2,7 @@
 
 Per feature: the population stability index (PSI) and the two-sample Kolmogorov-Smirnov test
 (``scipy.stats.ks_2samp``) of the recent bars against the training split; for the agent: the PSI of
-its action-bucket shares (``evaluation.actions``) against its shares on the validation split.
+its action-bucket shares (``monitoring.actions``) against its shares on the validation split.
 
 PSI is written here (a dozen lines): bins at the reference's quantiles, so every bin holds the same
 share of training bars, and a floor on empty bins so a bin the new bars never reach counts as a
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from trading_rl.evaluation.actions import ACTION_BUCKETS, action_histogram
+from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram
 
 # Share given to an empty bin: a bin never reached counts as ln(share / 1e-4) * share, not infinity.
 EMPTY_BIN_SHARE = 1e-4

@@ -23,9 +23,15 @@ from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.agents import resolve_device
 from trading_rl.algorithms.population_sac import PopulationSAC
-from trading_rl.evaluation.chains import ChainResult, saved_agent, training_point
-from trading_rl.evaluation.walk_forward import fold_test_rollout, run_retrain_group, sac_on_fold
-from trading_rl.runtime.engine import SequentialExecutor, single_threaded
+from trading_rl.phases.chains import ChainResult, saved_agent, training_point
+from trading_rl.phases.walk_forward import fold_test_rollout, run_retrain_group, sac_on_fold
+from trading_rl.runtime.engine import (
+    RayExecutor,
+    SequentialExecutor,
+    resolve_runtime_params,
+    single_threaded,
+)
+from trading_rl.runtime.engine import make_executor as make_runtime_executor
 
 # Walk-forward agents the population trains -> whether their ICM is on (as in AGENT_TRAINERS).
 POPULATION_AGENTS: dict[str, bool] = {"sac_icm": True, "sac": False}
@@ -49,6 +55,14 @@ class PopulationExecutor(SequentialExecutor):
             for i, result in zip(batched, chains):
                 results[i] = result
         return [result for result in results if result is not None]
+
+
+def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
+    """The executor ``runtime.engine`` names: ``population`` (sequential, except that walk-forward
+    trains its SAC chains as batched populations) or ``runtime.make_executor``'s."""
+    if resolve_runtime_params(runtime_params)["engine"] == "population":
+        return PopulationExecutor()
+    return make_runtime_executor(runtime_params)
 
 
 def train_chains(tasks: Sequence[Mapping[str, Any]], icm: Sequence[bool]) -> list[ChainResult]:

@@ -33,7 +33,7 @@ from trading_rl.agents.sac_icm import AgentParams
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.evaluation.ledger import deflated_sharpe, trial_row, trials_for
 from trading_rl.evaluation.metrics import MOMENT_KEYS, json_ready, psr_from_moments, return_moments
-from trading_rl.evaluation.walk_forward import (
+from trading_rl.phases.walk_forward import (
     WalkForwardParams,
     WalkForwardResult,
     agent_section,
@@ -118,7 +118,7 @@ def _non_empty(space: dict) -> str | None:
 DEFAULT_SEARCH_SPACE = {
     "sac.learning_rate": SearchDimension(kind="float", low=1.0e-4, high=1.0e-3, log=True),
     "sac.batch_size": SearchDimension(kind="categorical", choices=[32, 64, 128]),
-    "reward.scale": SearchDimension(kind="float", low=10.0, high=1000.0, log=True),
+    "reward_scale": SearchDimension(kind="float", low=10.0, high=1000.0, log=True),
     "icm.intrinsic_weight": SearchDimension(kind="float", low=0.0, high=0.3),
 }
 

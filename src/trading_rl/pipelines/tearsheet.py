@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from kedro.pipeline import Node
 
-from trading_rl.envs import EnvSpec, trading_env
+from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
@@ -49,14 +49,16 @@ def env_tearsheet(
     make_env: Callable[[], gym.Env],
     seed: int,
     regime_params: Mapping[str, Any] | None,
+    env_overrides: Mapping[str, Any] | None = None,
 ) -> TearsheetInput:
-    """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it."""
+    """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it;
+    ``env_overrides``: those ``make_env`` applies to ``env_spec``'s config."""
     title = f"{phase}: {env_spec.symbol}, {split} split"
     section = env_section(
         title, env_spec.symbol, env_spec.periods_per_year, agents, make_env, env_spec.closes, seed,
         (regime_params or {}).get("regimes"),
     )
-    return TearsheetInput(title, float(trading_env(make_env(), "the tearsheet").config.hold_threshold), [section])
+    return TearsheetInput(title, env_spec.env_config(**dict(env_overrides or {})).hold_threshold, [section])
 
 
 def tearsheet_outputs(prefix: str) -> list[str]:

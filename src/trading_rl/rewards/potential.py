@@ -17,8 +17,8 @@ import torch as th
 from scipy.signal import lfilter
 from torch import nn
 
-from trading_rl.evaluation.actions import action_histogram, histogram_entropy
 from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
 DEFAULT_POTENTIAL_TRAINING: dict[str, Any] = {"hidden_dim": 128, "learning_rate": 1e-4, "epochs": 20, "batch_size": 256}
 
@@ -117,7 +117,7 @@ class AdaptiveShapingWeight:
     above ``sharpe_high`` (it is doing well, let the true reward speak); clipped to [0, 1]."""
 
     def __init__(self, initial: float = 0.1, rate: float = 0.01, entropy_low: float = 0.3,
-                 sharpe_high: float = 1.0, hold_threshold: float = 0.1) -> None:
+                 sharpe_high: float = 1.0, *, hold_threshold: float) -> None:
         self.value = float(initial)
         self.rate = float(rate)
         self.entropy_low = float(entropy_low)

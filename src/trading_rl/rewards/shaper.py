@@ -89,6 +89,8 @@ class RewardShaper:
         adaptation: dict | None = None,
         periods_per_year: float = 252.0,
         initial_weights: dict | None = None,
+        *,
+        hold_threshold: float,
     ) -> None:
         self.n_envs = int(n_envs)
         self.gamma = float(gamma)
@@ -117,7 +119,9 @@ class RewardShaper:
         unknown = sorted(set(a) - set(DEFAULT_ADAPTATION))
         if unknown:
             raise ValueError(f"unknown shaping adaptation parameter(s) {unknown}; expected {sorted(DEFAULT_ADAPTATION)}")
-        self.adaptive = AdaptiveShapingWeight(a["initial_weight"], a["adaptation_rate"], a["entropy_low"], a["sharpe_high"])
+        self.adaptive = AdaptiveShapingWeight(
+            a["initial_weight"], a["adaptation_rate"], a["entropy_low"], a["sharpe_high"], hold_threshold=hold_threshold
+        )
         self._adapt_every = int(a["adapt_every"])
         self._recent_actions: deque = deque(maxlen=int(a["window"]))
         self._recent_returns: deque = deque(maxlen=int(a["window"]))

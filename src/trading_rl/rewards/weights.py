@@ -99,7 +99,7 @@ def forward_risk_adjusted_return(rewards: np.ndarray, episodes: np.ndarray, hori
 
 
 def weight_gates(weights: np.ndarray, mean_history: list[list[float]], gates: dict | None = None) -> list[dict]:
-    """The seeds' weight gates on the weights of the rollout states ``(n, 5)`` and the history of
+    """The weight gates (docs/reward_shaper.md, "Weight network") on the weights of the rollout states ``(n, 5)`` and the history of
     mean weights per update: max weight, mean entropy (nats), relative variation of the mean weights
     over the last ``last_updates`` updates (``(max − min) / mean``, worst objective)."""
     g = {**DEFAULT_WEIGHT_GATES, **(gates or {})}

@@ -150,12 +150,13 @@ class RayExecutor:
 
 def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
     """The executor ``runtime.engine`` names (``ray``, as in conf/base, when it is not given).
-    ``population``: sequential, except that walk-forward trains its SAC chains as batched populations."""
+    ``population`` trains walk-forward chains, phase work: ``phases.population_walk_forward.make_executor``
+    builds it (and every other engine through this function)."""
     config = resolve_runtime_params(runtime_params)
     if config["engine"] == "sequential":
         return SequentialExecutor()
     if config["engine"] == "population":
-        from trading_rl.phases.population_walk_forward import PopulationExecutor
-
-        return PopulationExecutor()
+        raise ValueError(
+            "runtime.engine 'population' is built by trading_rl.phases.population_walk_forward.make_executor"
+        )
     return RayExecutor(**config["ray"])

@@ -1,9 +1,10 @@
-"""Many symbols, one agent each: the per-symbol training task and an optional shared encoder.
+"""Many symbols, one agent each: the ``multi_symbol`` parameters and an optional shared encoder
+(the per-symbol training task is ``phases.multi_symbol``).
 
 The shared encoder is trained once on every symbol's observations, then frozen and injected into
-each symbol's SAC(+ICM) as its SB3 features extractor.
-Why (seeds ``001``, phase A.2.2, "143 symbol agents"): one representation of the market learned from
-all symbols, with only the small per-symbol actor/critic heads trained per symbol. Here the encoder
+each symbol's SAC(+ICM) as its SB3 features extractor. Why (docs/scale_out.md, "Shared encoder"):
+one representation of the market learned from all symbols, with only the small per-symbol
+actor/critic heads trained per symbol. Here the encoder
 is the encoder half of an MLP autoencoder fitted to observations of every symbol's *training* split
 (random-action rollouts, so the portfolio part of the observation varies too); nothing from a
 validation or test split reaches it.
@@ -15,21 +16,18 @@ runs without the encoder dataset, and no training step of one symbol can move an
 from __future__ import annotations
 
 import copy
-import io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 import torch as th
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-from stable_baselines3.common.utils import set_random_seed
 from torch import nn
 
-from trading_rl.agents import build_agent, train_agent
+from trading_rl.agents import build_agent
 from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
 
@@ -193,49 +191,3 @@ def build_agent_with_encoder(
         }
         model._setup_model()
     return model
-
-
-def model_bytes(model) -> bytes:
-    """The SB3 zip of ``model``: how a trained agent leaves a worker process (the model object holds
-    loggers and envs that do not pickle reliably)."""
-    buffer = io.BytesIO()
-    model.save(buffer)
-    return buffer.getvalue()
-
-
-def train_symbol_agent(
-    spec: EnvSpec,
-    sac_icm_params: Mapping[str, Any],
-    seed: int,
-    work_dir: str,
-    encoder: SharedEncoder | None = None,
-) -> dict[str, Any]:
-    """A task: one symbol's agent trained as the ``sac_icm`` phase trains it (same parameters, best
-    and final models, resume checkpoint in ``work_dir``), with ``encoder`` as its frozen features
-    extractor when given. Returns the two models as SB3 zip bytes, the history and the best step."""
-    set_random_seed(seed)
-    agent_params = sac_icm_params["agent"]
-    model = build_agent_with_encoder(
-        spec.make_env("train", seed=seed), agent_params, seed, sac_icm_params["device"], encoder
-    )
-    outcome = train_agent(
-        model,
-        partial(spec.make_env, sac_icm_params["evaluation_split"]),
-        agent_params,
-        work_dir=work_dir,
-        periods_per_year=spec.periods_per_year,
-        phase="multi_symbol",
-        symbol=spec.symbol,
-        run_parameters={
-            "seed": seed,
-            "evaluation_split": sac_icm_params["evaluation_split"],
-            "env_spec": spec.digest(),
-            "shared_encoder": encoder is not None,
-        },
-    )
-    return {
-        "model": model_bytes(outcome.model),
-        "best_model": model_bytes(outcome.best_model),
-        "history": outcome.history,
-        "best_timestep": outcome.best_timestep,
-    }

@@ -14,7 +14,7 @@ from kedro.runner import SequentialRunner
 
 from trading_rl.data import load_prices
 from trading_rl.datasets import SB3ModelDataset
-from trading_rl.pipelines.env_construction.nodes import build_spec
+from trading_rl.envs import symbol_env_spec
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
@@ -76,7 +76,7 @@ def deploy(root: Path, save_version: str) -> None:
     feature_params = fe.fit_feature_params(prices, splits, FEATURE_EXTRACTION)
     features = fe.build_features(prices, feature_params)
     scalers = fe.fit_scalers(features, prices, splits, FEATURE_EXTRACTION)
-    spec = build_spec(prices, fe.scale_features(features, scalers), splits, ENV, scalers)
+    spec = symbol_env_spec(prices, fe.scale_features(features, scalers), splits, ENV, scalers)
     params = {
         "agent": AGENT,
         "evaluation_split": "validation",

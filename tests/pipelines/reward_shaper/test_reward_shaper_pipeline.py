@@ -45,7 +45,7 @@ def _spec():
 @pytest.mark.slow
 def test_pipeline_shapes_and_reports(tmp_path):
     spec = _spec()
-    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}, "reward": {"scale": 100.0},
+    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0,
                                                   "icm": {"feature_dim": 8, "hidden_dim": 16}}, seed=0, device="cpu")
     catalog = DataCatalog(
         {

@@ -155,7 +155,7 @@ def compare_discrete_and_continuous(
     """
     comparison = params["comparison"]
     split = comparison["split"]
-    hold_threshold = float(env_spec.config["hold_threshold"])
+    hold_threshold = env_spec.env_config().hold_threshold
 
     def make_env(kind: str):
         return env_spec.make_env(split, kind=kind, evaluation=True)
@@ -211,4 +211,4 @@ def checkpoint_migration_tearsheet(
             env_spec.periods_per_year, sb3_rollouts(models, make_env, seed), make_env, env_spec.closes, seed,
             (regime_params or {}).get("regimes"),
         ))
-    return TearsheetInput(f"checkpoint_migration: {env_spec.symbol}", float(env_spec.config["hold_threshold"]), sections)
+    return TearsheetInput(f"checkpoint_migration: {env_spec.symbol}", env_spec.env_config().hold_threshold, sections)

@@ -1,5 +1,6 @@
 from kedro.pipeline import Node, Pipeline
 
+from trading_rl.envs import symbol_env_spec
 from trading_rl.pipelines.env_construction import nodes
 
 
@@ -7,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             Node(
-                nodes.build_spec,
+                symbol_env_spec,
                 inputs=["prices", "scaled_features", "splits", "params:env_construction", "scalers"],
                 outputs="env_spec",
                 name="build_env_spec",

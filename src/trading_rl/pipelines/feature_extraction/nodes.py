@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.data import load_prices, quality_report, validate_features, validate_prices
+from trading_rl.data import by_symbol, load_validated_prices, long_frame, quality_report, validate_features
 from trading_rl.features import (
     apply_scaler,
     compute_features,
@@ -26,44 +26,14 @@ from trading_rl.features.indicators import resolve_feature_params
 from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
 
 
-def by_symbol(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Split a long frame into ``{symbol: frame without the symbol column}``."""
-    return {
-        str(symbol): part.drop(columns="symbol")
-        for symbol, part in frame.groupby("symbol", sort=False)
-    }
-
-
-def _long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    return pd.concat(
-        [frame.assign(symbol=symbol) for symbol, frame in frames.items()], axis=0
-    )
-
-
 def load_and_validate_prices(
     raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
 ) -> pd.DataFrame:
-    """Read every selected symbol and validate all of them before anything is returned.
-
-    Nothing is written unless every symbol passes, so a bad file never leaves half a run behind.
-    """
-    validated: dict[str, pd.DataFrame] = {}
-    for entry in symbol_entries(params.get("symbols")):
-        name = entry["name"]
-        if entry["source"] == "file":
-            if name not in raw_price_files:
-                raise FileNotFoundError(
-                    f"symbol '{name}' has source 'file' but data/01_raw/prices/ has no "
-                    f"{name}.csv or {name}.parquet (found: {sorted(raw_price_files) or 'none'})"
-                )
-            raw = raw_price_files[name]()
-            source_name = f"data/01_raw/prices/{name}"
-        else:
-            raw = load_prices(name, source="packaged")
-            source_name = f"packaged:{name}"
-        frame = validate_prices(raw, name, min_rows=params.get("min_rows", DEFAULT_MIN_ROWS), source_name=source_name)
-        validated[name] = frame
-    return _long(validated)
+    """Every selected symbol's prices, all validated before anything is returned
+    (``data.load_validated_prices``)."""
+    return load_validated_prices(
+        symbol_entries(params.get("symbols")), raw_price_files, params.get("min_rows", DEFAULT_MIN_ROWS)
+    )
 
 
 def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +80,7 @@ def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.D
     for symbol, frame in by_symbol(prices).items():
         features = compute_features(frame, feature_params[symbol]).dropna(how="any")
         frames[symbol] = validate_features(features, f"features[{symbol}]")
-    return _long(frames)
+    return long_frame(frames)
 
 
 def fit_scalers(
@@ -136,4 +106,4 @@ def scale_features(features: pd.DataFrame, scalers: dict[str, Any]) -> pd.DataFr
         symbol: validate_features(apply_scaler(frame, scalers[symbol]), f"scaled_features[{symbol}]")
         for symbol, frame in by_symbol(features).items()
     }
-    return _long(frames)
+    return long_frame(frames)

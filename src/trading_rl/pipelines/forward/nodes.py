@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.monitoring.forward`` and ``monitoring.drift``.
+"""Thin nodes around ``trading_rl.phases.forward`` and ``monitoring.drift``.
 
 Every node accepts "no deployed model" (``forward_data`` is ``NotDeployed``): ``kedro run --pipelines
 validation`` then writes an unchanged record and reports the status instead of failing.
@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.data import by_symbol, load_validated_prices
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.features.params import symbol_entries
-from trading_rl.monitoring.forward import (
+from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
+from trading_rl.phases.forward import (
     FORWARD_SPLIT,
     Deployment,
     ForwardData,
@@ -27,7 +28,6 @@ from trading_rl.monitoring.forward import (
     forward_report,
     replay,
 )
-from trading_rl.pipelines.feature_extraction.nodes import by_symbol, load_and_validate_prices
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,8 @@ def prepare_forward_data(
             f"the deployed model trades {deployment.symbol!r}, which is not among feature_extraction.symbols "
             f"{[e['name'] for e in symbol_entries(params.get('symbols'))]}"
         )
-    prices = by_symbol(load_and_validate_prices(raw_price_files, {**params, "symbols": entries}))[deployment.symbol]
+    min_rows = params.get("min_rows", DEFAULT_MIN_ROWS)
+    prices = by_symbol(load_validated_prices(entries, raw_price_files, min_rows))[deployment.symbol]
     source = f"{entries[0]['source']} prices of {deployment.symbol}"
     data = forward_data(deployment, prices, source)
     check_model_fits_spec(

@@ -1,5 +1,5 @@
-"""Thin nodes around ``trading_rl.runtime.symbols``; ``symbol`` and ``wired_symbols`` are bound when
-the pipeline is built (see ``pipeline.py``)."""
+"""Thin nodes around ``trading_rl.runtime.symbols`` and ``trading_rl.phases.multi_symbol``; ``symbol``
+and ``wired_symbols`` are bound when the pipeline is built (see ``pipeline.py``)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,16 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.agents import SACWithICM
-from trading_rl.envs import EnvSpec
+from trading_rl.envs import EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
-from trading_rl.pipelines.env_construction.nodes import build_spec
+from trading_rl.phases.multi_symbol import train_symbol_agent
+from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
-from trading_rl.runtime import make_executor
 from trading_rl.runtime.symbols import (
     SharedEncoder,
     collect_observations,
     fit_shared_encoder,
     resolve_multi_symbol_params,
-    train_symbol_agent,
 )
 
 
@@ -51,7 +50,7 @@ def build_symbol_spec(
             f"parameter 'multi_symbol.symbols' lists {symbol!r}, which is not among the extracted symbols "
             f"{sorted(set(prices['symbol']))}: add it to feature_extraction.symbols"
         )
-    return build_spec(prices, scaled_features, splits, {**env_params, "symbol": symbol})
+    return symbol_env_spec(prices, scaled_features, splits, {**env_params, "symbol": symbol})
 
 
 def fit_encoder(

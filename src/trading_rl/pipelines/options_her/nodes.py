@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.agents.hierarchical``."""
+"""Thin nodes around ``trading_rl.phases.options_her``."""
 
 from __future__ import annotations
 
@@ -7,15 +7,9 @@ from typing import Any
 
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.her import relabelled_fraction
-from trading_rl.agents.hierarchical import (
-    HierarchicalAgent,
-    evaluate_from_spec,
-    option_gates,
-    resolve_phase_params,
-    rollout_agent,
-    train_from_spec,
-)
+from trading_rl.agents.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.phases.options_her import evaluate_from_spec, option_gates, resolve_phase_params, train_from_spec
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
@@ -38,7 +32,7 @@ def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int
 def evaluate_options_her(
     agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Option-usage report (training and evaluation, with the seeds' gates), HER report and the
+    """Option-usage report (training and evaluation, with the option gates of docs/options_her.md), HER report and the
     validation evaluation next to the baselines. ``gates.fail_on_gate`` fails the run on a gate."""
     resolved = resolve_phase_params(params)
     evaluation = evaluate_from_spec(agent, env_spec, params, seed)
@@ -93,4 +87,7 @@ def options_her_tearsheet(
     split, her = resolved["evaluation"]["split"], resolved["her"]
     make_env = partial(env_spec.make_env, split, evaluation=True, **resolved["env_overrides"])
     rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=0.5 * (her["goal_low"] + her["goal_high"]))
-    return env_tearsheet("options_her", {"options_her": rollout}, env_spec, split, make_env, seed, regime_params)
+    return env_tearsheet(
+        "options_her", {"options_her": rollout}, env_spec, split, make_env, seed, regime_params,
+        resolved["env_overrides"],
+    )

@@ -7,7 +7,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.data import infer_periods_per_year
+from trading_rl.data import by_symbol
+from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.regimes import (
     check_regime_validation_params,
@@ -15,7 +16,6 @@ from trading_rl.evaluation.regimes import (
     label_regimes,
     walk_forward_regime_metrics,
 )
-from trading_rl.pipelines.feature_extraction.nodes import by_symbol
 
 
 def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
@@ -41,11 +41,8 @@ def evaluate_regimes(
 ) -> pd.DataFrame:
     """Per-regime metrics of the walk-forward agents and baselines on their out-of-sample test steps,
     one row per symbol × model × seed × regime (periods per year and hold threshold as walk_forward)."""
-    periods_per_year = {
-        symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
-        for symbol, frame in by_symbol(prices).items()
-    }
-    hold_threshold = float(dict(env_params.get("env") or {}).get("hold_threshold", 0.1))
+    periods_per_year = periods_per_year_by_symbol(env_params, by_symbol(prices))
+    hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
     return walk_forward_regime_metrics(returns, _labels_by_symbol(regime_labels), periods_per_year, hold_threshold)
 
 

@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.rewards.phase``.
+"""Thin nodes around ``trading_rl.phases.reward_shaper``.
 
 The one deliberate side effect is the rolling resume checkpoint under ``resume_dir`` (as in
 ``sac_icm``): a killed continuation must be able to pick up where it stopped.
@@ -11,15 +11,15 @@ from typing import Any
 
 from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
 from trading_rl.evaluation.report import flat_metrics
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
-from trading_rl.pipelines.tracking import stream_to_mlflow
-from trading_rl.rewards.phase import (
+from trading_rl.phases.reward_shaper import (
     collect_rollouts,
     continue_training,
     fit_reward_models,
     resolve_phase_params,
     shaping_report,
 )
+from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def collect_reward_rollouts(sac_icm_model, env_spec, params: dict[str, Any], seed: int) -> dict:

@@ -15,7 +15,7 @@ from trading_rl.envs.compatibility import model_metadata, model_signature, set_m
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
-from trading_rl.monitoring.forward import deployment_metadata
+from trading_rl.phases.forward import deployment_metadata
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
@@ -30,7 +30,7 @@ def train_sac_icm(
     """Train on random episodes of the training split, evaluating on ``evaluation_split``; every
     evaluation's metrics reach MLflow while training runs (``stream_to_mlflow``). With
     ``feature_params``, the models carry what a forward rerun rebuilds their observations from
-    (``monitoring.forward.deployment_metadata``)."""
+    (``phases.forward.deployment_metadata``)."""
     agent_params = params["agent"]
     eval_split = params["evaluation_split"]
     model = build_agent(env_spec.make_env("train", seed=seed), agent_params, seed=seed, device=params["device"])

@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.data import by_symbol
+from trading_rl.envs import periods_per_year_by_symbol
+from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.tuning import run_tuning, tuning_report
-from trading_rl.pipelines.feature_extraction.nodes import by_symbol
-from trading_rl.pipelines.walk_forward.nodes import _periods_per_year
-from trading_rl.runtime import make_executor
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def tune(
         walk_forward_params,
         feature_params,
         dict(env_params.get("env") or {}),
-        _periods_per_year(frames, env_params),
+        periods_per_year_by_symbol(env_params, frames),
         sac_icm_agent_params,
         seed,
         make_executor(runtime_params),

@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.evaluation.walk_forward`` and ``plots``."""
+"""Thin nodes around ``trading_rl.phases.walk_forward`` and ``plots``."""
 
 from __future__ import annotations
 
@@ -10,26 +10,20 @@ from matplotlib.figure import Figure
 
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
-from trading_rl.data import infer_periods_per_year
+from trading_rl.data import by_symbol
+from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
-from trading_rl.evaluation.chains import chain_histories
+from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
-from trading_rl.evaluation.walk_forward import run_walk_forward, stitch_out_of_sample, summarise, trial_rows
-from trading_rl.pipelines.feature_extraction.nodes import by_symbol
+from trading_rl.phases.chains import chain_histories
+from trading_rl.phases.population_walk_forward import make_executor
+from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.pipelines.tracking import log_history
-from trading_rl.runtime import make_executor
 
 logger = logging.getLogger(__name__)
-
-
-def _periods_per_year(frames: dict[str, pd.DataFrame], env_params: dict[str, Any]) -> dict[str, float]:
-    return {
-        symbol: float(env_params.get("periods_per_year") or infer_periods_per_year(frame.index))
-        for symbol, frame in frames.items()
-    }
 
 
 def walk_forward(
@@ -43,7 +37,7 @@ def walk_forward(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Per-fold metrics table, every test step, for every symbol × fold × agent × seed, run on the
     ``runtime.engine`` executor (same numbers either way), and each chain's final agent
-    (``evaluation.chains``). Each chain's record (training episode reward and test metrics per
+    (``phases.chains``). Each chain's record (training episode reward and test metrics per
     fold, at the env steps trained so far) goes to MLflow as ``walk_forward/<chain>/...`` once the
     chains return: they ran in worker processes, which have no MLflow run to stream to."""
     frames = by_symbol(prices)
@@ -52,7 +46,7 @@ def walk_forward(
         params,
         feature_params,
         dict(env_params.get("env") or {}),
-        _periods_per_year(frames, env_params),
+        periods_per_year_by_symbol(env_params, frames),
         {"sac_icm": sac_icm_agent_params},
         seed,
         make_executor(runtime_params),
@@ -84,7 +78,7 @@ def record_walk_forward_trials(
         params,
         feature_params,
         dict(env_params.get("env") or {}),
-        _periods_per_year(by_symbol(prices), env_params),
+        periods_per_year_by_symbol(env_params, by_symbol(prices)),
         {"sac_icm": sac_icm_agent_params},
         seed,
         run_metadata,
@@ -116,7 +110,7 @@ def walk_forward_tearsheet(
     """One section per symbol: every agent seed's stitched out-of-sample test steps (the first seed's
     trades and actions drawn) next to the baselines' on the same windows."""
     frames = by_symbol(prices)
-    periods_per_year = _periods_per_year(frames, env_params)
+    periods_per_year = periods_per_year_by_symbol(env_params, frames)
     sections = []
     for symbol, data in stitched.groupby("symbol", sort=False):
         agents = data[data["kind"] == "agent"]
@@ -129,5 +123,5 @@ def walk_forward_tearsheet(
             notes=[f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
                    "seed's trades and actions are drawn"],
         ))
-    hold_threshold = float(dict(env_params.get("env") or {}).get("hold_threshold", 0.1))
+    hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
     return TearsheetInput("walk_forward: out-of-sample", hold_threshold, sections)

@@ -11,7 +11,7 @@ import numpy as np
 ACTION_BUCKETS: tuple[str, ...] = ("strong_sell", "weak_sell", "hold", "weak_buy", "strong_buy")
 
 
-def bucketize(actions, hold_threshold: float = 0.1, strong_threshold: float = 0.5) -> np.ndarray:
+def bucketize(actions, hold_threshold: float, strong_threshold: float = 0.5) -> np.ndarray:
     """Map continuous actions in [-1, 1] to bucket indices into ``ACTION_BUCKETS``.
 
     ``|a| <= hold_threshold`` is hold; beyond ``strong_threshold`` (exclusive) a trade is strong.
@@ -30,7 +30,7 @@ def bucketize(actions, hold_threshold: float = 0.1, strong_threshold: float = 0.
     return idx.astype(np.int64)
 
 
-def action_histogram(actions, hold_threshold: float = 0.1, strong_threshold: float = 0.5) -> dict[str, float]:
+def action_histogram(actions, hold_threshold: float, strong_threshold: float = 0.5) -> dict[str, float]:
     """Share of steps per bucket (sums to 1; all zeros for no actions)."""
     idx = bucketize(actions, hold_threshold, strong_threshold)
     counts = np.bincount(idx, minlength=len(ACTION_BUCKETS)).astype(np.float64)

@@ -19,6 +19,8 @@ import torch as th
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
+from trading_rl.agents import build_agent
+from trading_rl.agents.sac_icm import copy_sections
 from trading_rl.agents.training import train_agent
 from trading_rl.config import ConfigError, Section, section_from_defaults, setting
 from trading_rl.evaluation.report import evaluate_policy
@@ -58,7 +60,7 @@ class ShapedTrainingParams(Section):
     n_envs: int = setting(128, interval="[1, inf)")
     continue_timesteps: int = setting(4000, interval="[0, inf)")
     # The learner's reward scale while it trains on the shaped reward. The source agent's scale
-    # (sac_icm.agent.reward.scale, 100) is sized for raw daily P&L (~1e-4); shaped rewards are
+    # (sac_icm.agent.reward_scale, 100) is sized for raw daily P&L (~1e-4); shaped rewards are
     # already O(1) (each objective over its typical size), and 100x that drowned SAC's entropy term
     # and collapsed every shaped A/B run.
     shaped_reward_scale: float = setting(1.0, interval="(0, inf)")
@@ -138,6 +140,7 @@ def make_shaper(env, resolved: dict, model, weight_network=None, potential=None,
         adaptation=resolved["shaping"],
         periods_per_year=env.unwrapped.config.periods_per_year,
         initial_weights=resolved["weight_network"]["initial_weights"],
+        hold_threshold=env.unwrapped.config.hold_threshold,
     )
 
 
@@ -240,20 +243,21 @@ def continue_agent(
     off (extrinsic weight 1, intrinsic 0; its ICM keeps training): with shaping the exploration
     objective already carries the ICM reward, and the unshaped comparison must differ only in the
     reward. Evaluation and collapse monitoring run on the unshaped evaluation split
-    (``train_agent``). ``reward_scale`` replaces the agent's learner reward scale when given.
+    (``train_agent``). ``reward_scale`` (when given) is the copy's learner reward scale.
     """
     resolved = resolve_phase_params(params)
     buffer = io.BytesIO()
     model.save(buffer)
     buffer.seek(0)
-    agent = type(model).load(buffer, env=train_env, device=model.device)
+    # Learner settings that differ from the source's are given to ``load``, which sets them before it
+    # builds (and checks) the model, as a constructor would.
+    learner: dict[str, Any] = {} if reward_scale is None else {"reward_scale": float(reward_scale)}
+    if getattr(model, "icm", None) is not None:
+        learner.update(extrinsic_weight=1.0, intrinsic_weight=0.0)
+    agent = type(model).load(buffer, env=train_env, device=model.device, **learner)
     if agent.gradient_steps > 0:
         agent.gradient_steps = int(model.gradient_steps) * train_env.num_envs
     agent.set_random_seed(seed)
-    if getattr(agent, "icm", None) is not None:
-        agent.extrinsic_weight, agent.intrinsic_weight = 1.0, 0.0
-    if reward_scale is not None:
-        agent.reward_scale = float(reward_scale)
     training = resolved["training"]
     agent.learning_starts = agent.num_timesteps + int(training["learning_starts"])
     return train_agent(
@@ -354,13 +358,10 @@ def train_shaped(env_spec, agent_params: dict, params: dict | None, seed: int, t
     point (``weight_network.initial_weights``, no potential term), at ``training.shaped_reward_scale``.
     The exploration objective reads the agent's ICM as it was when the window's training began.
     """
-    from trading_rl.agents import build_agent
-
     resolved = resolve_phase_params(params)
     env = env_spec.make_env("train", seed=seed)
     if model is None:
-        learner = {section: dict(values) for section, values in dict(agent_params or {}).items()}
-        learner["reward"] = {**learner.get("reward", {}), "scale": float(resolved["training"]["shaped_reward_scale"])}
+        learner = {**copy_sections(agent_params), "reward_scale": float(resolved["training"]["shaped_reward_scale"])}
         model = build_agent(env, learner, seed=seed, device=device)
         model.set_env(ShapedRewardWrapper(env, make_shaper(env, resolved, model)))
         model.learn(total_timesteps=int(timesteps))

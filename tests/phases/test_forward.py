@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.monitoring.forward import (
+from trading_rl.phases.forward import (
     SCORED_COLUMNS,
     Deployment,
     ForwardParams,

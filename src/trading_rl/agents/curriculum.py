@@ -1,4 +1,4 @@
-"""A progressive curriculum over the real training bars (seeds ``002``, phase E.2).
+"""A progressive curriculum over the real training bars (docs/algorithms.md, "Curriculum over the training bars").
 
 A daily P&L reward is sparse and noisy, and realistic costs punish the random trades of early
 exploration. The curriculum starts the agent on the easiest stretches of its *own training split* —
@@ -10,7 +10,7 @@ full costs only once it does well where it is. No synthetic market is involved.
   start in (share of the window's bars in the stage's regimes, window volatility under a quantile of
   the split's windows), a cost multiplier (commission and slippage) and optional Gaussian noise on
   the observation's feature window (never on the portfolio state).
-- **Advancement** (the seeds' rule): each finished episode is a success when its Sharpe and its
+- **Advancement** (docs/algorithms.md): each finished episode is a success when its Sharpe and its
   period win rate reach the stage's thresholds; the agent advances once it spent ``min_episodes``
   episodes in the stage and at least ``success_rate`` of the last ``window`` episodes succeeded.
   The last stage is the real task and has no thresholds.
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 PARAMS_PREFIX = "sac_icm.agent.curriculum"
 
-# From easy to realistic; thresholds follow the seeds' plan (Sharpe 0.3 -> 0.7, win rate 0.5 -> 0.45).
+# From easy to realistic (docs/algorithms.md): Sharpe 0.3 -> 0.7, win rate 0.5 -> 0.45.
 DEFAULT_STAGES: list[dict[str, Any]] = [
     {"name": "calm_bull", "regimes": ["bull"], "min_regime_share": 0.5, "max_volatility_quantile": 0.5,
      "cost_multiplier": 0.1, "observation_noise": 0.0, "min_sharpe": 0.3, "min_win_rate": 0.5},

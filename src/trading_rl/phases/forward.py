@@ -255,7 +255,7 @@ def forward_report(record: pd.DataFrame, data: ForwardData, new_bars: int, seed:
     }
     if not len(record):
         return report
-    hold_threshold = float(data.spec.config["hold_threshold"])
+    hold_threshold = data.spec.env_config().hold_threshold
     ppy = data.spec.periods_per_year
     stats = action_stats(record["action_raw"].to_numpy(), hold_threshold=hold_threshold)
     report.update(
@@ -285,7 +285,7 @@ def forward_drift(
     actions = action_drift(
         validation["action_raw"].to_numpy(),
         window["action_raw"].to_numpy(),
-        float(data.spec.config["hold_threshold"]),
+        data.spec.env_config().hold_threshold,
         drift.action_psi_max,
     )
     return {

@@ -8,10 +8,11 @@ import pytest
 
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
-from trading_rl.evaluation import walk_forward as wf
-from trading_rl.evaluation.chains import chain_histories
+from trading_rl.evaluation import folds as windows
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.features import compute_features, fit_scaler, max_lookback
+from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.chains import chain_histories
 
 NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
 
@@ -32,7 +33,7 @@ def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:
     [(1000, 300, 100, 100, 60, 1, None), (1000, 250, 120, 80, 61, 3, None), (777, 200, 50, 70, 0, 2, 4)],
 )
 def test_folds_never_let_test_bars_or_the_gap_into_training(n_bars, train, test, step, gap, every, max_folds):
-    folds = wf.make_folds(n_bars, train, test, step, gap, every, max_folds)
+    folds = windows.make_folds(n_bars, train, test, step, gap, every, max_folds)
     assert folds[-1].test_stop == n_bars  # anchored at the newest bar
     if max_folds is not None:
         assert len(folds) == max_folds
@@ -53,7 +54,7 @@ def test_folds_never_let_test_bars_or_the_gap_into_training(n_bars, train, test,
 
 def test_no_fold_fits_is_an_error_that_says_what_is_needed():
     with pytest.raises(ValueError, match="train_length"):
-        wf.make_folds(100, 80, 30, 10, 5)
+        windows.make_folds(100, 80, 30, 10, 5)
 
 
 def test_gap_smaller_than_the_feature_lookback_is_rejected_by_key():
@@ -72,17 +73,17 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     """Rewriting the gap and test bars (and beyond) must not change one number the agent trains on,
     and the scaler must be the one fitted on the training window alone."""
     prices = synthetic_prices(900, seed=1)
-    index = wf.tradable_index(prices, feature_params)
-    fold = wf.make_folds(len(index), 400, 100, 100, wf.resolve_walk_forward_params({}, feature_params)["gap_bars"])[0]
+    index = windows.tradable_index(prices, feature_params)
+    fold = windows.make_folds(len(index), 400, 100, 100, wf.resolve_walk_forward_params({}, feature_params)["gap_bars"])[0]
     config = {"window_size": 5}
-    spec = wf.fold_env_spec("X", prices, fold, feature_params, config, 252.0)
+    spec = windows.fold_env_spec("X", prices, fold, feature_params, config, 252.0)
 
     train_end = index[fold.train_stop - 1]
     changed = prices.copy()
     future = changed.index > train_end
     changed.loc[future, ["open", "high", "low", "close"]] *= np.linspace(0.5, 2.0, future.sum())[:, None]
     changed.loc[future, "volume"] *= 3.0
-    other = wf.fold_env_spec("X", changed, fold, feature_params, config, 252.0)
+    other = windows.fold_env_spec("X", changed, fold, feature_params, config, 252.0)
 
     assert spec.prices["train"].index.max() == train_end
     assert spec.prices["test"].index[config["window_size"] - 1] == index[fold.test_start]
@@ -169,7 +170,7 @@ def test_stitching_keeps_each_step_once_and_compounds():
         for i, timestamp in enumerate(pd.date_range(start, periods=3)):
             rows.append({"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": fold,
                          "timestamp": timestamp, "return": 0.01 * (fold + 1) * (i + 1), "action_raw": 0.0})
-    stitched = wf.stitch_out_of_sample(pd.DataFrame(rows))
+    stitched = windows.stitch_out_of_sample(pd.DataFrame(rows))
     assert list(stitched["timestamp"]) == list(pd.date_range("2020-01-01", periods=5))
     expected_returns = [0.01, 0.02, 0.02, 0.04, 0.06]  # fold 0 until fold 1 starts, then fold 1
     np.testing.assert_allclose(stitched["return"], expected_returns)
@@ -191,7 +192,7 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
                            "return": r, "action_raw": 0.0} for i, r in enumerate(returns)]
     folds, steps = pd.DataFrame(folds), pd.DataFrame(steps)
     trials = Trials(tuple(rng.normal(0.0, 0.05, 10)), {"walk_forward": 4, "ab_sac_icm": 6})
-    summary = wf.summarise(folds, steps, {"X": trials})["X"]
+    summary = windows.summarise(folds, steps, {"X": trials})["X"]
     assert summary["n_trials"] == 10 and summary["trials_by_source"] == {"walk_forward": 4, "ab_sac_icm": 6}
     a = folds[folds["agent"] == "a"]["sharpe"]
     stats = summary["agents"]["a"]["metrics"]["sharpe"]
@@ -202,7 +203,7 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
     # DSR deflates: the bar is the luckiest of the 10 ledger trials, so it is below the plain PSR.
     assert summary["agents"]["a"]["dsr_median"] < summary["agents"]["a"]["psr_median"]
     # Fewer than 2 configurations tried: no DSR (the runs of one configuration are not trials).
-    lone = wf.summarise(folds, steps, {"X": Trials((0.1,), {"walk_forward": 1})})["X"]
+    lone = windows.summarise(folds, steps, {"X": Trials((0.1,), {"walk_forward": 1})})["X"]
     assert lone["n_trials"] == 1 and lone["agents"]["a"]["dsr_median"] is None
 
 
@@ -213,7 +214,7 @@ def test_summary_dsr_falls_with_more_spread_trials_in_the_ledger():
                            "action_raw": 0.0} for i, r in enumerate(rng.normal(0.002, 0.01, 300))])
     folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0, "sharpe": 1.0}])
     few = (0.05, -0.02, 0.01)
-    dsr = [wf.summarise(folds, steps, {"X": Trials(sharpes, {})})["X"]["agents"]["a"]["dsr_median"]
+    dsr = [windows.summarise(folds, steps, {"X": Trials(sharpes, {})})["X"]["agents"]["a"]["dsr_median"]
            for sharpes in (few, few + tuple(rng.normal(0.0, 0.08, 30)))]
     assert dsr[1] < dsr[0]
 
@@ -284,7 +285,7 @@ def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
 
 def test_data_end_that_is_not_a_date_is_rejected_by_key():
     with pytest.raises(ValueError, match="walk_forward.data_end"):
-        wf.development_prices(synthetic_prices(300, seed=1), "yesterday-ish", NO_GARCH)
+        windows.development_prices(synthetic_prices(300, seed=1), "yesterday-ish", NO_GARCH)
 
 
 def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
@@ -294,7 +295,7 @@ def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
     folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": s, "fold": f, "sharpe": 1.0,
                            "trades": verdict} for (s, f), verdict in zip([(0, 0), (0, 1), (1, 0), (1, 1)],
                                                                          ["True", "False", "False", "False"])])
-    summary = wf.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
+    summary = windows.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
     assert summary["trading_share"] == 0.25
 
 
@@ -360,7 +361,7 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
     from trading_rl.rewards.shaper import ShapedRewardWrapper
 
     prices = synthetic_prices(700, seed=4)
-    source = {"policy": {"net_arch": [16, 16]}, "reward": {"scale": 100.0},
+    source = {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0,
               "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
               "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16}}
     params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,

@@ -1,5 +1,8 @@
 """Walk-forward validation: rolling train/test windows, retrained or fine-tuned agents, several seeds.
 
+The windows, their env specs and the summaries are ``evaluation.folds``; this module trains the
+agents (``AGENT_TRAINERS``) and scores them.
+
 A backtest on one split tells little: one period, one seed, and every choice made while looking at
 it. Walk-forward slides a training window and the test window after it through the history, trains
 an agent per window (from scratch every ``retrain_frequency`` windows, fine-tuned from the previous
@@ -33,33 +36,32 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
-from trading_rl.agents.sac_icm import AgentParams
-from trading_rl.algorithms.actor_learner import VTraceLearnerParams
-from trading_rl.algorithms.es import EsParams
+from trading_rl.agents import build_agent, resolve_device, resolve_params, wrap_training_env
+from trading_rl.agents.sac_icm import AgentParams, copy_sections
+from trading_rl.algorithms.actor_learner import VTraceAgent, VTraceLearnerParams, train_vtrace
+from trading_rl.algorithms.es import EsParams, train_es_agent
 from trading_rl.config import ConfigError, Section, setting
-from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.envs import EnvConfig, EnvSpec
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
-from trading_rl.evaluation.chains import ChainResult, TrainedChain, saved_agent, training_point
-from trading_rl.evaluation.ledger import Trials, trial_row
-from trading_rl.evaluation.metrics import (
-    compute_metrics,
-    deflated_sharpe_ratio,
-    json_ready,
-    probabilistic_sharpe_ratio,
-    return_metrics,
-    return_moments,
+from trading_rl.evaluation.folds import (
+    Fold,
+    development_prices,
+    fold_env_spec,
+    make_folds,
+    retrain_groups,
+    stitch_out_of_sample,
+    tradable_index,
 )
+from trading_rl.evaluation.ledger import trial_row
+from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics, return_moments
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.features import (
-    apply_scaler,
-    compute_features,
-    fit_scaler,
-    make_splits,
-    max_lookback,
-    without_masked_entries,
-)
-from trading_rl.monitoring.collapse import trading_flags, trading_verdict
+from trading_rl.features import max_lookback
+from trading_rl.monitoring.collapse import trading_verdict
+from trading_rl.phases.chains import ChainResult, TrainedChain, saved_agent, training_point
+from trading_rl.phases.options_her import continue_on_spec, train_from_spec
+from trading_rl.phases.reward_shaper import train_shaped
 from trading_rl.runtime.engine import Executor, SequentialExecutor
+from trading_rl.seeding import SeedRole, trial_seed
 
 PARAMS_PREFIX = "walk_forward"
 
@@ -105,18 +107,6 @@ class WalkForwardParams(Section):
         AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
 
 
-@dataclass(frozen=True)
-class Fold:
-    """One walk-forward window as half-open bar positions ``[start, stop)`` into a symbol's bars."""
-
-    index: int
-    train_start: int
-    train_stop: int
-    test_start: int
-    test_stop: int
-    retrain: bool
-
-
 def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params: Mapping[str, Any] | None) -> dict:
     """Defaults overlaid with ``params``, validated; errors name the offending key.
 
@@ -133,129 +123,6 @@ def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params
             f"look-back ({lookback} bars): test features would reach back into training bars"
         )
     return resolved
-
-
-def development_prices(
-    prices: pd.DataFrame, data_end: str | None, feature_params: Mapping[str, Any] | None
-) -> pd.DataFrame:
-    """The bars the walk-forward may use: through ``data_end``.
-
-    ``"validation"`` ends at the validation split's last bar (``feature_extraction.splits``, the same
-    purge gap as the pipeline), so neither the default run nor any choice made from walk-forward
-    results ever sees the test split, which ``final_evaluation`` spends once. ``"train"`` ends at the
-    training split's last bar (the ``tuning`` pipeline: its choice sees neither the validation nor
-    the test split). ``"all"`` uses every bar (a rerun that validates the newest period, after the
-    test split was spent); an ISO date ends there.
-    """
-    if data_end in (None, "all"):
-        return prices
-    if data_end in ("train", "validation"):
-        feature_params = dict(feature_params or {})
-        if not feature_params.get("splits"):
-            raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' is {data_end!r} but 'feature_extraction.splits' is not "
-                "given: set the splits, or data_end to 'all' or a date"
-            )
-        split_params = {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
-        end = pd.Timestamp(make_splits(prices.index, split_params)[data_end]["end"])
-    else:
-        try:
-            end = pd.Timestamp(data_end)
-        except (TypeError, ValueError) as error:
-            raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' must be 'train', 'validation', 'all' or a date, got {data_end!r}"
-            ) from error
-    return prices.loc[:end]
-
-
-def make_folds(
-    n_bars: int,
-    train_length: int,
-    test_length: int,
-    step: int,
-    gap_bars: int,
-    retrain_frequency: int = 1,
-    max_folds: int | None = None,
-) -> list[Fold]:
-    """Rolling windows anchored at the last bar, in chronological order.
-
-    Fold ``k`` (counted back from the end) tests on ``[n - k·step - test_length, n - k·step)`` and
-    trains on the ``train_length`` bars ending ``gap_bars`` before that. Only windows whose training
-    start is ``>= 0`` are kept; ``max_folds`` keeps the most recent ones. The first kept fold always
-    retrains; later ones retrain every ``retrain_frequency`` folds and fine-tune otherwise.
-    """
-    windows = []
-    k = 0
-    while max_folds is None or k < max_folds:
-        test_stop = n_bars - k * step
-        test_start = test_stop - test_length
-        train_stop = test_start - gap_bars
-        train_start = train_stop - train_length
-        if train_start < 0:
-            break
-        windows.append((train_start, train_stop, test_start, test_stop))
-        k += 1
-    if not windows:
-        raise ValueError(
-            f"no walk-forward window fits in {n_bars} bars: need train_length ({train_length}) + "
-            f"gap_bars ({gap_bars}) + test_length ({test_length}) bars"
-        )
-    windows.reverse()
-    return [
-        Fold(i, *bounds, retrain=(i % retrain_frequency == 0)) for i, bounds in enumerate(windows)
-    ]
-
-
-def fold_splits(index: pd.DatetimeIndex, fold: Fold) -> dict[str, Any]:
-    """The fold as a splits dict (inclusive ISO bounds) for ``build_env_spec``."""
-
-    def bounds(start: int, stop: int) -> dict[str, Any]:
-        return {"start": index[start].isoformat(), "end": index[stop - 1].isoformat(), "n_bars": stop - start}
-
-    return {
-        "train": bounds(fold.train_start, fold.train_stop),
-        "test": bounds(fold.test_start, fold.test_stop),
-        "gap_bars": fold.test_start - fold.train_stop,
-    }
-
-
-def tradable_index(prices: pd.DataFrame, feature_params: Mapping[str, Any] | None) -> pd.DatetimeIndex:
-    """Bars on which every feature is defined (the first ``max_lookback`` bars are warm-up)."""
-    return prices.index[max_lookback(dict(feature_params.get("features") or {}) if feature_params else None) :]
-
-
-def fold_env_spec(
-    symbol: str,
-    prices: pd.DataFrame,
-    fold: Fold,
-    feature_params: Mapping[str, Any] | None,
-    env_config: Mapping[str, Any],
-    periods_per_year: float,
-) -> EnvSpec:
-    """Env spec of one fold: features up to the test end, GARCH and scaler fitted on the fold's
-    training window only (the scaler without the entries the stale-open mask replaced)."""
-    feature_params = dict(feature_params or {})
-    index = tradable_index(prices, feature_params)
-    splits = fold_splits(index, fold)
-    train_end = pd.Timestamp(splits["train"]["end"])
-    features_config = dict(feature_params.get("features") or {})
-    if features_config.get("garch", {}) is not None:
-        features_config["garch"] = {**(features_config.get("garch") or {}), "fit_end": splits["train"]["end"]}
-    history = prices.loc[: pd.Timestamp(splits["test"]["end"])]
-    features = compute_features(history, features_config).loc[index[0] :]
-    train_rows = features.loc[pd.Timestamp(splits["train"]["start"]) : train_end]
-    scaler = fit_scaler(
-        without_masked_entries(train_rows, history, features_config), **(feature_params.get("scaler") or {})
-    )
-    return build_env_spec(
-        symbol=symbol,
-        prices=history,
-        scaled_features=apply_scaler(features, scaler),
-        splits=splits,
-        config=dict(env_config),
-        periods_per_year=periods_per_year,
-        feature_scaler=scaler,
-    )
 
 
 # ---------------------------------------------------------------- agents
@@ -286,11 +153,9 @@ def train_sac(
 def sac_on_fold(spec: EnvSpec, agent_params: Mapping[str, Any], seed: int, model: Any, device: str, icm: bool) -> Any:
     """``train_sac``'s agent before ``learn``: a new SAC(+ICM) on the fold's training env, or
     ``model`` moved onto it (the population engine trains many of these together)."""
-    from trading_rl.agents import build_agent, resolve_params, wrap_training_env
-
     env = spec.make_env("train", seed=seed)
     if model is None:
-        params = {section: dict(values) for section, values in dict(agent_params or {}).items()}
+        params = copy_sections(agent_params)
         params["icm"] = {**params.get("icm", {}), "enabled": icm}
         return build_agent(env, params, seed=seed, device=device)
     model.set_env(wrap_training_env(env, resolve_params(dict(agent_params or {}))))
@@ -310,9 +175,6 @@ def _train_vtrace(spec, agent_params, seed, timesteps, model=None, device="auto"
     actors run inside this process (the same numbers as Ray actors): a walk-forward task is already
     one unit of parallelism, and Ray actors started from inside a task could wait forever for CPUs
     that the other tasks hold."""
-    from trading_rl.agents import resolve_device
-    from trading_rl.algorithms.actor_learner import VTraceAgent, train_vtrace
-
     params = {**dict(agent_params or {}), "total_timesteps": timesteps}
     init_model = model.model if model is not None else None
     policy, _ = train_vtrace(spec, params, seed, backend="local", device=resolve_device(device), init_model=init_model)
@@ -323,8 +185,6 @@ def _train_es(spec, agent_params, seed, timesteps, model=None, device="auto"):
     """Evolution strategy; its budget is ``es.generations`` (a population per generation, not env
     steps), for a fresh run and for fine-tuning from the previous window's parameters alike. The
     population is scored in this process (same numbers as a process pool; see ``_train_vtrace``)."""
-    from trading_rl.algorithms.es import train_es_agent
-
     return train_es_agent(spec, agent_params, seed, model, num_workers=1)
 
 
@@ -334,9 +194,6 @@ def train_hierarchical(spec, agent_params, seed, timesteps, model=None, device="
     section}``; the source is a fresh SAC+ICM model that gives the networks and the P&L reward scale
     (untrained: the walk-forward compares mechanisms from scratch). With ``model`` given, it is
     fine-tuned on the new window instead."""
-    from trading_rl.agents import build_agent, resolve_device
-    from trading_rl.agents.hierarchical import continue_on_spec, train_from_spec
-
     phase = {section: values for section, values in dict(agent_params.get("phase") or {}).items()}
     phase["her"] = {**dict(phase.get("her") or {}), "enabled": her}
     device = resolve_device(device)
@@ -359,9 +216,6 @@ def _train_options_her(spec, agent_params, seed, timesteps, model=None, device="
 def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"):
     """SAC+ICM on the reward_shaper phase's shaped reward (prior objective weights). ``agent_params``:
     ``{"source": sac_icm agent section, "phase": reward_shaper section}``."""
-    from trading_rl.agents import resolve_device
-    from trading_rl.rewards.phase import train_shaped
-
     return train_shaped(spec, dict(agent_params.get("source") or {}), dict(agent_params.get("phase") or {}), seed,
                         timesteps, model, resolve_device(device))
 
@@ -393,11 +247,6 @@ OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 
 
 
-def trial_seed(*keys: int) -> int:
-    """Independent, reproducible seed from non-negative integer keys (base seed, role, indices)."""
-    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0] % (2**31 - 1))
-
-
 def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -424,11 +273,9 @@ def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFram
 def with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Agent parameters with ``walk_forward.agent_overrides`` applied section by section (walk-forward
     trains many short runs, so e.g. ``learning_starts`` and ``buffer_size`` usually differ)."""
-    merged = {section: dict(values) for section, values in dict(agent_params or {}).items()}
-    for section, values in dict(overrides or {}).items():
-        if not isinstance(values, Mapping):
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.agent_overrides.{section}' must be a mapping, got {values!r}")
-        merged[section] = {**merged.get(section, {}), **values}
+    merged = copy_sections(agent_params)
+    for key, value in dict(overrides or {}).items():
+        merged[key] = {**merged.get(key, {}), **value} if isinstance(value, Mapping) else value
     return merged
 
 
@@ -437,25 +284,11 @@ class WalkForwardResult:
     """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
     ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
     value; the market line's raw action and traded value are NaN). ``chains``: each trained agent's
-    training record and final model (``evaluation.chains``)."""
+    training record and final model (``phases.chains``)."""
 
     folds: pd.DataFrame
     returns: pd.DataFrame
     chains: list[TrainedChain] = field(default_factory=list)
-
-
-def retrain_groups(folds: Sequence[Fold]) -> list[list[Fold]]:
-    """Consecutive folds that share one agent: a retrain fold and the fine-tuned folds after it.
-
-    Groups are independent of each other (a retrain starts from scratch with the chain's seed), so
-    they may run in parallel; the folds inside a group may not (each fine-tunes the previous one).
-    """
-    groups: list[list[Fold]] = []
-    for fold in folds:
-        if fold.retrain or not groups:
-            groups.append([])
-        groups[-1].append(fold)
-    return groups
 
 
 def prepare_fold(
@@ -469,7 +302,7 @@ def prepare_fold(
 ) -> tuple[EnvSpec, dict[str, pd.DataFrame]]:
     """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
     spec = fold_env_spec(symbol, prices, fold, feature_params, env_config, periods_per_year)
-    fold_seed = trial_seed(seed, 0, fold.index)
+    fold_seed = trial_seed(seed, SeedRole.WALK_FORWARD_FOLD, fold.index)
     rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=fold_seed)
     rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])
     return spec, rollouts
@@ -486,7 +319,7 @@ def run_retrain_group(
     device: str,
 ) -> ChainResult:
     """A task: train on the group's first fold, fine-tune through the rest; each fold's test rollout
-    and training point, and the final agent (``evaluation.chains``). Seeds Python, NumPy and torch
+    and training point, and the final agent (``phases.chains``). Seeds Python, NumPy and torch
     first, so the result depends on the arguments only."""
     set_random_seed(seed)
     model = None
@@ -532,7 +365,7 @@ def run_walk_forward(
     executor = executor or SequentialExecutor()
     config = resolve_walk_forward_params(params, feature_params)
     agent_params = with_walk_forward_agents(agent_params, config)
-    hold_threshold = float(env_config.get("hold_threshold", 0.1))
+    hold_threshold = EnvConfig.from_mapping(env_config).hold_threshold
     symbols = config["symbols"] or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
     if missing:
@@ -584,7 +417,7 @@ def run_walk_forward(
                             "specs": [shared_specs[(symbol, fold.index)] for fold in group],
                             "retrains": [fold.retrain for fold in group],
                             "agent_params": section,
-                            "seed": trial_seed(seed, 1, agent_index, seed_index),
+                            "seed": trial_seed(seed, SeedRole.WALK_FORWARD_AGENT, agent_index, seed_index),
                             "timesteps": config["timesteps"],
                             "finetune_timesteps": config["finetune_timesteps"],
                             "device": config["device"],
@@ -635,94 +468,6 @@ def run_walk_forward(
         for fold, labels, rollout in baseline_rollouts[symbol] + agent_rollouts[symbol]:
             record(symbol, fold, labels, rollout, market=labels["agent"] == MARKET)
     return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True), chains=chains)
-
-
-# ---------------------------------------------------------------- summaries
-
-
-def stitch_out_of_sample(returns: pd.DataFrame) -> pd.DataFrame:
-    """One out-of-sample return series per symbol × agent × seed: the folds' test steps in time
-    order, where overlapping test windows (``step < test_length``) keep the earlier fold's steps
-    only up to the later fold's first test step. Adds ``equity`` (growth of 1)."""
-    keys = ["symbol", "kind", "agent", "seed"]
-    parts = []
-    for _, group in returns.groupby(keys, sort=False):
-        group = group.sort_values(["fold", "timestamp"])
-        next_start = group.groupby("fold")["timestamp"].min().shift(-1)
-        cutoff = group["fold"].map(next_start)
-        kept = group[cutoff.isna() | (group["timestamp"] < cutoff)].sort_values("timestamp")
-        parts.append(kept.assign(equity=np.cumprod(1.0 + kept["return"].to_numpy())))
-    return pd.concat(parts, ignore_index=True)
-
-
-SUMMARY_METRICS = (
-    "sharpe",
-    "total_return",
-    "max_drawdown",
-    "win_rate",
-    "action_entropy",
-    "hold_share",
-    "n_trades",
-    "turnover",
-)
-
-
-def _quartiles(values: pd.Series) -> dict[str, float | None]:
-    finite = values.astype(float).replace([np.inf, -np.inf], np.nan).dropna()
-    if finite.empty:
-        return {"median": None, "q25": None, "q75": None, "iqr": None, "n": 0}
-    # + 0.0 turns -0.0 (e.g. the entropy of a single bucket) into 0.0.
-    q25, median, q75 = np.quantile(finite.to_numpy(), [0.25, 0.5, 0.75]) + 0.0
-    return {"median": float(median), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25), "n": int(finite.size)}
-
-
-def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, Trials]) -> dict[str, Any]:
-    """Median and inter-quartile range across seeds and folds (never the best seed) per symbol ×
-    agent, the share of windows with a positive Sharpe, and PSR/DSR of the stitched curves.
-
-    DSR counts every configuration tried, not the runs of one: ``trials[symbol]`` holds the
-    per-period Sharpe ratios of the configurations in the trial ledger for the symbol
-    (``ledger.trials_for``), whose number and spread set the bar that the best of them would reach
-    by luck. Baselines are not selected among trials: no DSR; with fewer than 2 trials there is no
-    DSR either. PSR and DSR are computed per seed's stitched curve and reported as the median over
-    seeds; ``n_trials`` and ``trials_by_source`` say what was counted.
-    """
-    stitched = stitch_out_of_sample(returns)
-    summary: dict[str, Any] = {}
-    for symbol, symbol_folds in folds.groupby("symbol", sort=False):
-        symbol_trials = trials.get(symbol, Trials((), {}))
-        entries = {}
-        for (kind, agent), rows in symbol_folds.groupby(["kind", "agent"], sort=False):
-            sharpe = rows["sharpe"].astype(float)
-            curves = stitched[(stitched["symbol"] == symbol) & (stitched["agent"] == agent)]
-            psr, dsr = [], []
-            for _, curve in curves.groupby("seed"):
-                r = curve["return"].to_numpy()
-                psr.append(probabilistic_sharpe_ratio(r))
-                if kind == "agent" and symbol_trials.n >= 2:
-                    dsr.append(deflated_sharpe_ratio(r, symbol_trials.sharpes))
-            entries[agent] = {
-                "kind": kind,
-                "n_windows": int(len(rows)),
-                "positive_sharpe_share": float((sharpe.fillna(-np.inf) > 0).mean()),
-                # Windows whose agent fills on >= 2% of steps without a collapse gate failing.
-                "trading_share": (
-                    float(trading_flags(rows["trades"]).mean()) if kind == "agent" and "trades" in rows else None
-                ),
-                "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
-                "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
-                "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
-                "stitched_total_return_median": _quartiles(
-                    curves.groupby("seed")["equity"].last() - 1.0
-                )["median"],
-            }
-        summary[symbol] = {
-            "n_trials": symbol_trials.n,
-            "trials_by_source": symbol_trials.by_source,
-            "trials_from": "trial_ledger: one per configuration hash tried for the symbol, test-split rows excluded",
-            "agents": entries,
-        }
-    return summary
 
 
 # ---------------------------------------------------------------- trial ledger

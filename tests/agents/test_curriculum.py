@@ -8,14 +8,14 @@ import pytest
 from arch.data import sp500
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from trading_rl.envs import build_env_spec
-from trading_rl.envs.curriculum import (
+from trading_rl.agents.curriculum import (
     Curriculum,
     curriculum_entry,
     curriculum_states,
     load_curriculum_states,
     resolve_curriculum_params,
 )
+from trading_rl.envs import build_env_spec
 
 SPLITS = {
     "train": {"start": "2004-01-01", "end": "2010-12-31"},

@@ -1,0 +1,36 @@
+"""The configured symbols' prices, read and validated together (the feature_extraction and forward
+pipelines' first step)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from trading_rl.data.frames import long_frame
+from trading_rl.data.schemas import validate_prices
+from trading_rl.data.sources import load_prices
+
+
+def load_validated_prices(
+    entries: Sequence[Mapping[str, str]], raw_price_files: Mapping[str, Callable[[], pd.DataFrame]], min_rows: int
+) -> pd.DataFrame:
+    """Every entry's (``{"name", "source"}``) prices as one long frame, all validated before anything
+    is returned: nothing is written unless every symbol passes, so a bad file never leaves half a run
+    behind. ``raw_price_files``: the loaders of ``data/01_raw/prices/`` by symbol."""
+    validated: dict[str, pd.DataFrame] = {}
+    for entry in entries:
+        name = entry["name"]
+        if entry["source"] == "file":
+            if name not in raw_price_files:
+                raise FileNotFoundError(
+                    f"symbol '{name}' has source 'file' but data/01_raw/prices/ has no "
+                    f"{name}.csv or {name}.parquet (found: {sorted(raw_price_files) or 'none'})"
+                )
+            raw = raw_price_files[name]()
+            source_name = f"data/01_raw/prices/{name}"
+        else:
+            raw = load_prices(name, source="packaged")
+            source_name = f"packaged:{name}"
+        validated[name] = validate_prices(raw, name, min_rows=min_rows, source_name=source_name)
+    return long_frame(validated)

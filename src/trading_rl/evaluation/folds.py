@@ -1,0 +1,268 @@
+"""Walk-forward windows and their out-of-sample scores.
+
+The windows (``make_folds``) slide a training window and the test window after it through the
+history; ``gap_bars`` bars (purge + embargo, at least the longest feature look-back) separate them.
+Each fold's env spec (``fold_env_spec``) fits every statistic (GARCH, the scaler) on the fold's
+training window only. ``summarise`` reports medians and quartiles across folds and seeds and the
+PSR/DSR of the stitched out-of-sample curves. ``phases.walk_forward`` trains and scores the agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.evaluation.ledger import Trials
+from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio
+from trading_rl.features import (
+    apply_scaler,
+    compute_features,
+    fit_scaler,
+    make_splits,
+    max_lookback,
+    without_masked_entries,
+)
+from trading_rl.monitoring.collapse import trading_flags
+
+# The parameter section whose keys the errors below name.
+PARAMS_PREFIX = "walk_forward"
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One walk-forward window as half-open bar positions ``[start, stop)`` into a symbol's bars."""
+
+    index: int
+    train_start: int
+    train_stop: int
+    test_start: int
+    test_stop: int
+    retrain: bool
+
+
+def development_prices(
+    prices: pd.DataFrame, data_end: str | None, feature_params: Mapping[str, Any] | None
+) -> pd.DataFrame:
+    """The bars the walk-forward may use: through ``data_end``.
+
+    ``"validation"`` ends at the validation split's last bar (``feature_extraction.splits``, the same
+    purge gap as the pipeline), so neither the default run nor any choice made from walk-forward
+    results ever sees the test split, which ``final_evaluation`` spends once. ``"train"`` ends at the
+    training split's last bar (the ``tuning`` pipeline: its choice sees neither the validation nor
+    the test split). ``"all"`` uses every bar (a rerun that validates the newest period, after the
+    test split was spent); an ISO date ends there.
+    """
+    if data_end in (None, "all"):
+        return prices
+    if data_end in ("train", "validation"):
+        feature_params = dict(feature_params or {})
+        if not feature_params.get("splits"):
+            raise ValueError(
+                f"parameter '{PARAMS_PREFIX}.data_end' is {data_end!r} but 'feature_extraction.splits' is not "
+                "given: set the splits, or data_end to 'all' or a date"
+            )
+        split_params = {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
+        end = pd.Timestamp(make_splits(prices.index, split_params)[data_end]["end"])
+    else:
+        try:
+            end = pd.Timestamp(data_end)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"parameter '{PARAMS_PREFIX}.data_end' must be 'train', 'validation', 'all' or a date, got "
+                f"{data_end!r}"
+            ) from error
+    return prices.loc[:end]
+
+
+def make_folds(
+    n_bars: int,
+    train_length: int,
+    test_length: int,
+    step: int,
+    gap_bars: int,
+    retrain_frequency: int = 1,
+    max_folds: int | None = None,
+) -> list[Fold]:
+    """Rolling windows anchored at the last bar, in chronological order.
+
+    Fold ``k`` (counted back from the end) tests on ``[n - k·step - test_length, n - k·step)`` and
+    trains on the ``train_length`` bars ending ``gap_bars`` before that. Only windows whose training
+    start is ``>= 0`` are kept; ``max_folds`` keeps the most recent ones. The first kept fold always
+    retrains; later ones retrain every ``retrain_frequency`` folds and fine-tune otherwise.
+    """
+    windows = []
+    k = 0
+    while max_folds is None or k < max_folds:
+        test_stop = n_bars - k * step
+        test_start = test_stop - test_length
+        train_stop = test_start - gap_bars
+        train_start = train_stop - train_length
+        if train_start < 0:
+            break
+        windows.append((train_start, train_stop, test_start, test_stop))
+        k += 1
+    if not windows:
+        raise ValueError(
+            f"no walk-forward window fits in {n_bars} bars: need train_length ({train_length}) + "
+            f"gap_bars ({gap_bars}) + test_length ({test_length}) bars"
+        )
+    windows.reverse()
+    return [
+        Fold(i, *bounds, retrain=(i % retrain_frequency == 0)) for i, bounds in enumerate(windows)
+    ]
+
+
+def fold_splits(index: pd.DatetimeIndex, fold: Fold) -> dict[str, Any]:
+    """The fold as a splits dict (inclusive ISO bounds) for ``build_env_spec``."""
+
+    def bounds(start: int, stop: int) -> dict[str, Any]:
+        return {"start": index[start].isoformat(), "end": index[stop - 1].isoformat(), "n_bars": stop - start}
+
+    return {
+        "train": bounds(fold.train_start, fold.train_stop),
+        "test": bounds(fold.test_start, fold.test_stop),
+        "gap_bars": fold.test_start - fold.train_stop,
+    }
+
+
+def tradable_index(prices: pd.DataFrame, feature_params: Mapping[str, Any] | None) -> pd.DatetimeIndex:
+    """Bars on which every feature is defined (the first ``max_lookback`` bars are warm-up)."""
+    return prices.index[max_lookback(dict(feature_params.get("features") or {}) if feature_params else None) :]
+
+
+def fold_env_spec(
+    symbol: str,
+    prices: pd.DataFrame,
+    fold: Fold,
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: float,
+) -> EnvSpec:
+    """Env spec of one fold: features up to the test end, GARCH and scaler fitted on the fold's
+    training window only (the scaler without the entries the stale-open mask replaced)."""
+    feature_params = dict(feature_params or {})
+    index = tradable_index(prices, feature_params)
+    splits = fold_splits(index, fold)
+    train_end = pd.Timestamp(splits["train"]["end"])
+    features_config = dict(feature_params.get("features") or {})
+    if features_config.get("garch", {}) is not None:
+        features_config["garch"] = {**(features_config.get("garch") or {}), "fit_end": splits["train"]["end"]}
+    history = prices.loc[: pd.Timestamp(splits["test"]["end"])]
+    features = compute_features(history, features_config).loc[index[0] :]
+    train_rows = features.loc[pd.Timestamp(splits["train"]["start"]) : train_end]
+    scaler = fit_scaler(
+        without_masked_entries(train_rows, history, features_config), **(feature_params.get("scaler") or {})
+    )
+    return build_env_spec(
+        symbol=symbol,
+        prices=history,
+        scaled_features=apply_scaler(features, scaler),
+        splits=splits,
+        config=dict(env_config),
+        periods_per_year=periods_per_year,
+        feature_scaler=scaler,
+    )
+
+
+def retrain_groups(folds: Sequence[Fold]) -> list[list[Fold]]:
+    """Consecutive folds that share one agent: a retrain fold and the fine-tuned folds after it.
+
+    Groups are independent of each other (a retrain starts from scratch with the chain's seed), so
+    they may run in parallel; the folds inside a group may not (each fine-tunes the previous one).
+    """
+    groups: list[list[Fold]] = []
+    for fold in folds:
+        if fold.retrain or not groups:
+            groups.append([])
+        groups[-1].append(fold)
+    return groups
+
+
+def stitch_out_of_sample(returns: pd.DataFrame) -> pd.DataFrame:
+    """One out-of-sample return series per symbol × agent × seed: the folds' test steps in time
+    order, where overlapping test windows (``step < test_length``) keep the earlier fold's steps
+    only up to the later fold's first test step. Adds ``equity`` (growth of 1)."""
+    keys = ["symbol", "kind", "agent", "seed"]
+    parts = []
+    for _, group in returns.groupby(keys, sort=False):
+        group = group.sort_values(["fold", "timestamp"])
+        next_start = group.groupby("fold")["timestamp"].min().shift(-1)
+        cutoff = group["fold"].map(next_start)
+        kept = group[cutoff.isna() | (group["timestamp"] < cutoff)].sort_values("timestamp")
+        parts.append(kept.assign(equity=np.cumprod(1.0 + kept["return"].to_numpy())))
+    return pd.concat(parts, ignore_index=True)
+
+
+SUMMARY_METRICS = (
+    "sharpe",
+    "total_return",
+    "max_drawdown",
+    "win_rate",
+    "action_entropy",
+    "hold_share",
+    "n_trades",
+    "turnover",
+)
+
+
+def _quartiles(values: pd.Series) -> dict[str, float | None]:
+    finite = values.astype(float).replace([np.inf, -np.inf], np.nan).dropna()
+    if finite.empty:
+        return {"median": None, "q25": None, "q75": None, "iqr": None, "n": 0}
+    # + 0.0 turns -0.0 (e.g. the entropy of a single bucket) into 0.0.
+    q25, median, q75 = np.quantile(finite.to_numpy(), [0.25, 0.5, 0.75]) + 0.0
+    return {"median": float(median), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25), "n": int(finite.size)}
+
+
+def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, Trials]) -> dict[str, Any]:
+    """Median and inter-quartile range across seeds and folds (never the best seed) per symbol ×
+    agent, the share of windows with a positive Sharpe, and PSR/DSR of the stitched curves.
+
+    DSR counts every configuration tried, not the runs of one: ``trials[symbol]`` holds the
+    per-period Sharpe ratios of the configurations in the trial ledger for the symbol
+    (``ledger.trials_for``), whose number and spread set the bar that the best of them would reach
+    by luck. Baselines are not selected among trials: no DSR; with fewer than 2 trials there is no
+    DSR either. PSR and DSR are computed per seed's stitched curve and reported as the median over
+    seeds; ``n_trials`` and ``trials_by_source`` say what was counted.
+    """
+    stitched = stitch_out_of_sample(returns)
+    summary: dict[str, Any] = {}
+    for symbol, symbol_folds in folds.groupby("symbol", sort=False):
+        symbol_trials = trials.get(symbol, Trials((), {}))
+        entries = {}
+        for (kind, agent), rows in symbol_folds.groupby(["kind", "agent"], sort=False):
+            sharpe = rows["sharpe"].astype(float)
+            curves = stitched[(stitched["symbol"] == symbol) & (stitched["agent"] == agent)]
+            psr, dsr = [], []
+            for _, curve in curves.groupby("seed"):
+                r = curve["return"].to_numpy()
+                psr.append(probabilistic_sharpe_ratio(r))
+                if kind == "agent" and symbol_trials.n >= 2:
+                    dsr.append(deflated_sharpe_ratio(r, symbol_trials.sharpes))
+            entries[agent] = {
+                "kind": kind,
+                "n_windows": int(len(rows)),
+                "positive_sharpe_share": float((sharpe.fillna(-np.inf) > 0).mean()),
+                # Windows whose agent fills on >= 2% of steps without a collapse gate failing.
+                "trading_share": (
+                    float(trading_flags(rows["trades"]).mean()) if kind == "agent" and "trades" in rows else None
+                ),
+                "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
+                "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
+                "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
+                "stitched_total_return_median": _quartiles(
+                    curves.groupby("seed")["equity"].last() - 1.0
+                )["median"],
+            }
+        summary[symbol] = {
+            "n_trials": symbol_trials.n,
+            "trials_by_source": symbol_trials.by_source,
+            "trials_from": "trial_ledger: one per configuration hash tried for the symbol, test-split rows excluded",
+            "agents": entries,
+        }
+    return summary

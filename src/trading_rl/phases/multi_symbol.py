@@ -1,0 +1,61 @@
+"""The multi_symbol phase's task: one symbol's agent trained as the ``sac_icm`` phase trains it, with
+the shared encoder (``runtime.symbols``) as its frozen features extractor when given."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from stable_baselines3.common.utils import set_random_seed
+
+from trading_rl.agents import train_agent
+from trading_rl.envs import EnvSpec
+from trading_rl.runtime.symbols import SharedEncoder, build_agent_with_encoder
+
+
+def model_bytes(model) -> bytes:
+    """The SB3 zip of ``model``: how a trained agent leaves a worker process (the model object holds
+    loggers and envs that do not pickle reliably)."""
+    buffer = io.BytesIO()
+    model.save(buffer)
+    return buffer.getvalue()
+
+
+def train_symbol_agent(
+    spec: EnvSpec,
+    sac_icm_params: Mapping[str, Any],
+    seed: int,
+    work_dir: str,
+    encoder: SharedEncoder | None = None,
+) -> dict[str, Any]:
+    """A task: one symbol's agent trained as the ``sac_icm`` phase trains it (same parameters, best
+    and final models, resume checkpoint in ``work_dir``), with ``encoder`` as its frozen features
+    extractor when given. Returns the two models as SB3 zip bytes, the history and the best step."""
+    set_random_seed(seed)
+    agent_params = sac_icm_params["agent"]
+    model = build_agent_with_encoder(
+        spec.make_env("train", seed=seed), agent_params, seed, sac_icm_params["device"], encoder
+    )
+    outcome = train_agent(
+        model,
+        partial(spec.make_env, sac_icm_params["evaluation_split"]),
+        agent_params,
+        work_dir=work_dir,
+        periods_per_year=spec.periods_per_year,
+        phase="multi_symbol",
+        symbol=spec.symbol,
+        run_parameters={
+            "seed": seed,
+            "evaluation_split": sac_icm_params["evaluation_split"],
+            "env_spec": spec.digest(),
+            "shared_encoder": encoder is not None,
+        },
+    )
+    return {
+        "model": model_bytes(outcome.model),
+        "best_model": model_bytes(outcome.best_model),
+        "history": outcome.history,
+        "best_timestep": outcome.best_timestep,
+    }

@@ -1,0 +1,213 @@
+"""The options_her phase: parameters, training and evaluation of the hierarchical agent from an env
+spec, and the option-collapse gates."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3 import SAC
+
+from trading_rl.agents.her import FastHerReplayBuffer, goal_achievement_against_control
+from trading_rl.agents.hierarchical import (
+    HierarchicalAgent,
+    build_hierarchical_agent,
+    rollout_agent,
+    train_hierarchical_agent,
+)
+from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
+from trading_rl.agents.options import OPTION_NAMES
+from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
+from trading_rl.seeding import SeedRole, trial_seed
+
+DEFAULT_GATES: dict[str, Any] = {
+    "min_usage": 0.10,
+    "max_usage": 0.40,
+    "min_avg_duration": 5.0,
+    "instant_fraction": 0.5,
+    "fail_on_gate": False,
+}
+DEFAULT_PHASE_PARAMS: dict[str, Any] = {
+    "device": "auto",
+    "env_overrides": {"allow_short": True, "smoothing_window": 1},
+    "options": {"enabled": True},
+    "controller": {},
+    "her": {},
+    "sac": {},
+    "training": {"total_timesteps": 5000, "log_freq": 1000},
+    # 50 goal episodes: success rates move in steps of 0.02, not 0.2.
+    "evaluation": {"split": "validation", "goal_episodes": 50},
+    "gates": DEFAULT_GATES,
+}
+
+
+def resolve_phase_params(params: dict | None) -> dict[str, Any]:
+    """Phase defaults overlaid with ``params``; a bad key or value raises ``ConfigError`` naming it."""
+    from trading_rl.phases.options_her_params import OptionsHerParams
+
+    return OptionsHerParams.from_mapping(params, "options_her").to_dict()
+
+
+def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
+    options = dict(resolved["options"])
+    return options if options.pop("enabled") else None
+
+
+def train_from_spec(
+    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None,
+    metrics_callback=None,
+):
+    """Build, warm-start and train the phase's agent on ``env_spec``'s training split
+    (``timesteps`` env steps, default ``training.total_timesteps``).
+
+    The options measure their trend from a zero return, placed by the spec's feature scaler.
+    Returns ``(agent, history, training_option_stats)``; the last is ``None`` without options.
+    """
+    resolved = resolve_phase_params(params)
+    overrides = resolved["env_overrides"]
+    her = resolved["her"] if resolved["her"]["enabled"] else None
+    option_params = _option_params(resolved)
+    trend_zero = env_spec.scaled_zero(option_params["signals"]["trend_feature"]) if option_params else 0.0
+
+    def make_train_env() -> gym.Env:
+        return env_spec.make_env("train", **overrides)
+
+    agent, venv = build_hierarchical_agent(
+        source, make_train_env, option_params, resolved["controller"], her,
+        resolved["sac"], seed, device, overrides, trend_zero,
+    )
+    training = resolved["training"]
+    total = training["total_timesteps"] if timesteps is None else timesteps
+    history = train_hierarchical_agent(agent, venv, total, training["log_freq"], metrics_callback)
+    stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
+    return agent, history, stats
+
+
+def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int, timesteps: int) -> None:
+    """Fine-tune ``agent`` on another spec's training split (the walk-forward's next fold): the
+    controller, the SAC and its replay buffer carry over. HER's unfinished episode is closed first,
+    so no relabelled goal spans the two windows."""
+    overrides = resolve_phase_params(params)["env_overrides"]
+    low_level = agent.low_level
+    if isinstance(low_level.replay_buffer, FastHerReplayBuffer):
+        with warnings.catch_warnings():  # SB3 warns that this is what it does: intended here
+            warnings.simplefilter("ignore", UserWarning)
+            low_level.replay_buffer.truncate_last_trajectory()
+    venv = agent.make_vec_env(
+        lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed
+    )
+    low_level.set_env(venv)
+    callback = OptionsCallback(venv.learner, venv) if isinstance(venv, OptionVecEnv) else None
+    low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
+
+
+def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int) -> dict[str, Any]:
+    """Validation metrics next to the baselines, option usage and goal achievement.
+
+    The full-split run aims at the middle of the goal range when HER is on. Goal achievement uses
+    ``goal_episodes`` episodes with random starts on the same split, each with a target drawn from
+    the goal range (the same targets for every agent with the same seed). Each episode runs twice
+    from the same start: once shown its target, once shown another episode's target (the targets
+    shuffled) — the goal-agnostic control, scored against the true target. Without HER the agent
+    sees no target, and both runs coincide.
+    """
+    resolved = resolve_phase_params(params)
+    overrides = resolved["env_overrides"]
+    her = resolved["her"]
+    split = resolved["evaluation"]["split"]
+
+    def make_eval_env() -> gym.Env:
+        return env_spec.make_env(split, evaluation=True, **overrides)
+
+    def make_episode_env() -> gym.Env:
+        return env_spec.make_env(split, evaluation=False, **overrides)
+
+    middle_goal = 0.5 * (her["goal_low"] + her["goal_high"])
+    rollout, eval_stats = rollout_agent(agent, make_eval_env, seed, desired_goal=middle_goal)
+    hold_threshold = env_spec.env_config(**overrides).hold_threshold
+    metrics = compute_metrics(rollout, env_spec.periods_per_year, hold_threshold)
+    baselines = evaluate_baselines(make_eval_env, env_spec.periods_per_year, seed)
+
+    rng = np.random.default_rng(seed)
+    targets = rng.uniform(her["goal_low"], her["goal_high"], size=int(resolved["evaluation"]["goal_episodes"]))
+    shown_to_control = rng.permutation(targets)
+
+    def final_return(episode: int, shown_target: float) -> float:
+        episode_rollout, _ = rollout_agent(
+            agent, make_episode_env, trial_seed(seed, SeedRole.GOAL_EPISODES, episode), desired_goal=shown_target
+        )
+        start_equity = float(episode_rollout["equity"].iloc[0]) / (1.0 + float(episode_rollout["return"].iloc[0]))
+        return float(episode_rollout["equity"].iloc[-1]) / start_equity - 1.0
+
+    finals = np.array([final_return(episode, float(target)) for episode, target in enumerate(targets)])
+    if agent.her is not None:
+        controls = np.array([final_return(episode, float(shown)) for episode, shown in enumerate(shown_to_control)])
+    else:
+        controls = finals
+    goals = goal_achievement_against_control(finals, controls, targets, her["tolerance"])
+    option_share = (
+        rollout["option"].value_counts(normalize=True).reindex(OPTION_NAMES, fill_value=0.0).to_dict()
+        if "option" in rollout
+        else None
+    )
+    return {
+        "split": split,
+        "metrics": metrics,
+        "return_moments": json_ready(return_moments(rollout["return"].to_numpy())),
+        "baselines": baselines,
+        "goals": goals,
+        "option_share": option_share,
+        "option_stats": eval_stats,
+    }
+
+
+def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The option-collapse gates (docs/options_her.md, "Gates") on usage statistics (``OptionVecEnv.stats``).
+
+    Usable options (offered at least once by their initiation set) must each exceed ``min_usage``;
+    no option may exceed ``max_usage``; the run-weighted average duration must exceed
+    ``min_avg_duration``; an option whose average duration is below ``instant_fraction`` × its
+    minimum duration is an instant-termination alarm.
+    """
+    g = {**DEFAULT_GATES, **(gates or {})}
+    options = stats["options"]
+    rows: list[dict[str, Any]] = []
+    for name, option in options.items():
+        if option["available_at_selection"] > 0:
+            passed = option["usage"] > g["min_usage"]
+            row = {"gate": f"usage_{name}", "value": option["usage"], "threshold": f"> {g['min_usage']}",
+                   "passed": passed}
+            if not passed:
+                row["cause"] = _starvation_cause(option)
+            rows.append(row)
+    busiest = max(options, key=lambda name: options[name]["usage"])
+    max_usage = options[busiest]["usage"]
+    rows.append({"gate": "max_usage", "value": max_usage, "threshold": f"<= {g['max_usage']}",
+                 "passed": max_usage <= g["max_usage"], "option": busiest})
+    finished = [option for option in options.values() if option["runs"]]
+    runs = sum(option["runs"] for option in finished)
+    avg = sum(option["avg_duration"] * option["runs"] for option in finished) / runs if runs else 0.0
+    rows.append({"gate": "avg_duration", "value": avg, "threshold": f"> {g['min_avg_duration']}",
+                 "passed": avg > g["min_avg_duration"]})
+    for name, option in options.items():
+        if option["avg_duration"] is not None:
+            limit = g["instant_fraction"] * option["min_duration_config"]
+            rows.append({"gate": f"no_instant_termination_{name}", "value": option["avg_duration"],
+                         "threshold": f">= {limit}", "passed": option["avg_duration"] >= limit})
+    return rows
+
+
+def _starvation_cause(option: dict[str, Any]) -> str:
+    """Why an option is under its usage floor: its initiation set rarely held (the signals), or it
+    was offered and the controller passed it over (the learner), or its runs are short."""
+    offered_share = option.get("available_share")
+    offered = option["available_at_selection"]
+    if offered_share is not None and offered_share < 0.5:
+        return f"initiation set held at only {offered_share:.0%} of option selections"
+    started = option["runs"] + option.get("truncated_runs", 0)
+    if started < 0.1 * offered:
+        return f"offered at {offered} selections, chosen {started} times by the controller"
+    return f"chosen {started} times but its runs average {option['avg_duration']} steps"
