@@ -114,3 +114,39 @@ def test_dsr_from_the_ledger_matches_the_paper_and_falls_with_more_spread_trials
     dsr_more = ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(more, "X"))
     assert dsr_more < dsr_small
     assert math.isnan(ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(small.iloc[:1], "X")))
+
+
+def _agent_params(**renamed):
+    """sac_icm agent parameters under today's names, or (``old_names=True``) as rows recorded before
+    ``reward.scale`` became ``reward_scale`` and ``collapse.hold_threshold`` left the agent."""
+    if renamed.get("old_names"):
+        return {"reward": {"scale": 100.0}, "collapse": {"dominance_max": 0.6, "hold_threshold": 0.1}, "sac": {"tau": 0.005}}
+    return {"reward_scale": 100.0, "collapse": {"dominance_max": 0.6}, "sac": {"tau": 0.005}}
+
+
+def test_rows_recorded_under_renamed_keys_keep_their_identity(tmp_path):
+    from trading_rl.evaluation.final import SpentTestSplitError, check_test_split
+
+    def row(configuration, source="walk_forward", split="walk_forward"):
+        return ledger.trial_row(
+            source=source, symbol="X", split=split, period_start="2020-01-01", period_end="2020-03-01",
+            agent="sac_icm", configuration=configuration, moments=return_moments(np.full(50, 0.001) + np.arange(50) * 1e-5),
+            n_runs=1, periods_per_year=252.0, run={"save_version": "v1", "git_commit": "abc"},
+        )
+
+    recorded = {"agent": "sac_icm", "symbol": "X", "agent_params": _agent_params(old_names=True)}
+    today = {"agent": "sac_icm", "symbol": "X", "agent_params": _agent_params()}
+    dataset = TrialLedgerDataset(filepath=str(tmp_path / "ledger"))
+    old, unrelated = row(recorded), _row(lr=7)
+    dataset.save(pd.DataFrame([old, row(recorded, "final_evaluation", "test"), unrelated]))
+    read = dataset.load()
+
+    assert read["config_hash"].iloc[0] == ledger.config_hash(today) != old["config_hash"]
+    assert read["config_hash"].iloc[2] == unrelated["config_hash"]  # rows without old names keep their hash
+    # The same configuration recorded again under today's names is the same trial, not a new one ...
+    both = pd.concat([read, pd.DataFrame([row(today)])], ignore_index=True)
+    assert ledger.trials_for(both, "X").n == 2
+    # ... and its test split, spent under the old names, stays spent.
+    with pytest.raises(SpentTestSplitError, match="already spent"):
+        check_test_split(read, today, allow_repeat=False)
+    assert _files(tmp_path / "ledger")  # nothing rewritten on read

@@ -146,14 +146,48 @@ def append_rows(folder: str | Path, rows: pd.DataFrame | Iterable[Mapping[str, A
     return target
 
 
+def current_configuration(configuration: Any) -> Any:
+    """A recorded configuration under today's parameter names: ``reward: {scale: x}`` is now
+    ``reward_scale: x`` and ``collapse.hold_threshold`` is gone (the env's own value is read).
+    Without this a renamed key would make an old configuration a new trial and re-open the test split
+    it already spent (docs/configuration.md, "Renamed keys")."""
+    if isinstance(configuration, list):
+        return [current_configuration(value) for value in configuration]
+    if not isinstance(configuration, dict):
+        return configuration
+    current: dict[str, Any] = {}
+    for key, value in configuration.items():
+        if key == "reward" and isinstance(value, dict) and set(value) == {"scale"}:
+            current["reward_scale"] = value["scale"]
+        elif key == "collapse" and isinstance(value, dict):
+            current[key] = {name: current_configuration(item) for name, item in value.items() if name != "hold_threshold"}
+        else:
+            current[key] = current_configuration(value)
+    return current
+
+
+def _with_current_identities(ledger: pd.DataFrame) -> pd.DataFrame:
+    """Rows recorded under superseded parameter names get the configuration and hash they have under
+    today's names; every other row keeps its stored hash (never re-hashed from its JSON)."""
+    configs, hashes = ledger["config"].tolist(), ledger["config_hash"].tolist()
+    for i, text in enumerate(configs):
+        recorded = json.loads(text)
+        current = current_configuration(recorded)
+        if current != recorded:
+            configs[i] = json.dumps(current, sort_keys=True, default=str)
+            hashes[i] = config_hash(current)
+    return ledger.assign(config=configs, config_hash=hashes)
+
+
 def read_ledger(folder: str | Path) -> pd.DataFrame:
-    """Every row of every ledger file in ``folder``, oldest file first (empty frame when none)."""
+    """Every row of every ledger file in ``folder``, oldest file first (empty frame when none), with
+    configurations recorded under superseded parameter names identified as they are today."""
     folder = Path(folder)
     files = sorted(folder.glob(f"*{FILE_SUFFIX}")) if folder.is_dir() else []
     if not files:
         return empty_ledger()
     frames = [validate_rows(pd.read_parquet(file), where=f"trial ledger file {file}") for file in files]
-    return pd.concat(frames, ignore_index=True)
+    return _with_current_identities(pd.concat(frames, ignore_index=True))
 
 
 @dataclass(frozen=True)
