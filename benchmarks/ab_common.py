@@ -26,16 +26,29 @@ from trading_rl.envs import EnvSpec
 
 LEDGER = "data/08_reporting/trial_ledger"  # the catalog's `trial_ledger` folder, from the project root
 # Per-row details kept in the JSON file but left out of the printed table.
-DETAIL_KEYS = ("baselines", "return_moments", "split", "test_baselines", "test_return_moments", "episode_hits",
-               "control_episode_hits", "achievement_difference_ci")
+DETAIL_KEYS = (
+    "baselines",
+    "return_moments",
+    "split",
+    "test_baselines",
+    "test_return_moments",
+    "episode_hits",
+    "control_episode_hits",
+    "achievement_difference_ci",
+)
 
 
 def parse_args(description: str, default_out: str, variants: tuple[str, ...] = ()) -> argparse.Namespace:
     """The A/B scripts' shared options; with ``variants``, also ``--variants`` to run a subset."""
     parser = argparse.ArgumentParser(description=description)
     if variants:
-        parser.add_argument("--variants", nargs="+", choices=variants, default=list(variants),
-                            help="run only these variants (default: all)")
+        parser.add_argument(
+            "--variants",
+            nargs="+",
+            choices=variants,
+            default=list(variants),
+            help="run only these variants (default: all)",
+        )
     parser.add_argument("--env", default="base", help="Kedro config env whose parameters are used")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes (1 torch thread each)")
@@ -43,14 +56,22 @@ def parse_args(description: str, default_out: str, variants: tuple[str, ...] = (
     parser.add_argument("--inputs", help="read inputs from this folder instead of the Kedro catalog")
     parser.add_argument("--dump-inputs", help="write the catalog inputs to this folder and exit")
     parser.add_argument(
-        "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE",
+        "--param",
+        action="append",
+        default=[],
+        metavar="DOTTED.KEY=VALUE",
         help="override one parameter (YAML value), e.g. sac_icm.agent.reward_scale=100",
     )
-    parser.add_argument("--ledger", default=LEDGER, help=f"trial ledger folder the variants are appended to (default {LEDGER})")
+    parser.add_argument(
+        "--ledger", default=LEDGER, help=f"trial ledger folder the variants are appended to (default {LEDGER})"
+    )
     parser.add_argument("--no-ledger", action="store_true", help="dry run: record no trials")
-    parser.add_argument("--final", action="store_true",
-                        help="also score every trained agent on the test split, once per configuration "
-                             "(refused when the ledger already holds that test evaluation)")
+    parser.add_argument(
+        "--final",
+        action="store_true",
+        help="also score every trained agent on the test split, once per configuration "
+        "(refused when the ledger already holds that test evaluation)",
+    )
     parser.add_argument("--allow-repeat", action="store_true", help="with --final: evaluate a spent test split again")
     return parser.parse_args()
 
@@ -131,8 +152,10 @@ def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, .
     table = pd.DataFrame([{k: v for k, v in row.items() if k not in DETAIL_KEYS} for row in rows])
     pd.set_option("display.width", 220)
     print(table.to_string(index=False))
-    numeric = table.drop(columns=["seed", *non_numeric]).apply(pd.to_numeric, errors="coerce").assign(
-        variant=table["variant"]
+    numeric = (
+        table.drop(columns=["seed", *non_numeric])
+        .apply(pd.to_numeric, errors="coerce")
+        .assign(variant=table["variant"])
     )
     print("\nmedian per variant:")
     print(numeric.groupby("variant").median().to_string())
@@ -159,10 +182,16 @@ def check_test_unspent(args: argparse.Namespace, source: str, spec, configuratio
     from trading_rl.provenance import config_hash
 
     ledger = read_ledger(args.ledger) if Path(args.ledger).exists() else None
-    spent = {
-        variant: earlier_evaluations(ledger, config_hash(_trial_configuration(configuration, spec, args.seeds)), source, "test")
-        for variant, configuration in configurations.items()
-    } if ledger is not None else {}
+    spent = (
+        {
+            variant: earlier_evaluations(
+                ledger, config_hash(_trial_configuration(configuration, spec, args.seeds)), source, "test"
+            )
+            for variant, configuration in configurations.items()
+        }
+        if ledger is not None
+        else {}
+    )
     spent = {variant: rows for variant, rows in spent.items() if not rows.empty}
     if spent and not args.allow_repeat:
         raise SystemExit(
@@ -173,8 +202,15 @@ def check_test_unspent(args: argparse.Namespace, source: str, spec, configuratio
     return bool(spent)
 
 
-def record_trials(rows: list[dict], args: argparse.Namespace, source: str, spec, configurations: dict[str, dict],
-                  split: str | None = None, repeat: bool = False) -> None:
+def record_trials(
+    rows: list[dict],
+    args: argparse.Namespace,
+    source: str,
+    spec,
+    configurations: dict[str, dict],
+    split: str | None = None,
+    repeat: bool = False,
+) -> None:
     """Append one trial-ledger row per variant: ``configurations[variant]`` is what defines it
     (hashed), its runs are the seeds, and its return moments are those of the seeds' evaluation
     returns pooled (each row carries ``return_moments`` and ``split``; with ``split="test"`` the

@@ -44,6 +44,7 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
         outcome = train_agent(
             model, partial(spec.make_env, "validation"), agent_params, work_dir, spec.periods_per_year
         )
+
     def evaluate_on(split: str):
         return evaluate_policy(
             "sac_icm" if icm else "sac",

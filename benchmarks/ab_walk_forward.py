@@ -36,8 +36,17 @@ from learning_curve import load_parameters  # noqa: E402
 MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
 BASELINES = ("buy_and_hold", "random", "sma_crossover")
 # The low-level SAC keys the options_her phase accepts (its networks come from the source model).
-LOW_LEVEL_SAC_KEYS = ("learning_rate", "buffer_size", "learning_starts", "batch_size", "tau", "gamma",
-                      "train_freq", "gradient_steps", "ent_coef")
+LOW_LEVEL_SAC_KEYS = (
+    "learning_rate",
+    "buffer_size",
+    "learning_starts",
+    "batch_size",
+    "tau",
+    "gamma",
+    "train_freq",
+    "gradient_steps",
+    "ent_coef",
+)
 HER_LEARNING_STARTS = 600  # > one 500-bar training episode: HER samples finished episodes only
 
 
@@ -69,14 +78,18 @@ def agent_parameters(params: dict) -> dict:
     reward_shaper phases."""
     from trading_rl.phases.walk_forward import agent_section
 
-    source = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
-                           params["walk_forward"].get("agent_overrides") or {})
+    source = agent_section(
+        "sac_icm", {"sac_icm": params["sac_icm"]["agent"]}, params["walk_forward"].get("agent_overrides") or {}
+    )
     phase = {key: value for key, value in params["options_her"].items() if key not in ("device",)}
     phase["sac"] = {key: value for key, value in source["sac"].items() if key in LOW_LEVEL_SAC_KEYS}
     phase["sac"]["learning_starts"] = max(int(phase["sac"].get("learning_starts", 0)), HER_LEARNING_STARTS)
     shaper = {key: value for key, value in params["reward_shaper"].items() if key not in ("device", "resume_dir")}
-    return {"sac_icm": params["sac_icm"]["agent"], "options": {"source": source, "phase": phase},
-            "shaped": {"source": source, "phase": shaper}}
+    return {
+        "sac_icm": params["sac_icm"]["agent"],
+        "options": {"source": source, "phase": phase},
+        "shaped": {"source": source, "phase": shaper},
+    }
 
 
 def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
@@ -96,7 +109,13 @@ def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
         rows.append(row)
     baselines = folds[folds["agent"].isin(BASELINES)]
     baseline_rows = [
-        {"baseline": name, **{metric: float(group[metric].astype(float).median()) for metric in ("sharpe", "total_return", "max_drawdown")}}
+        {
+            "baseline": name,
+            **{
+                metric: float(group[metric].astype(float).median())
+                for metric in ("sharpe", "total_return", "max_drawdown")
+            },
+        }
         for name, group in baselines.groupby("agent", sort=False)
     ]
     keys = ["symbol", "fold", "seed"]
@@ -116,7 +135,9 @@ def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
     market = baselines[baselines["agent"] == "buy_and_hold"].set_index(["symbol", "fold"])["sharpe"].astype(float)
     versus_market = []
     for agent, group in agents.groupby("agent", sort=False):
-        edge = group["sharpe"].astype(float).to_numpy() - market.loc[list(zip(group["symbol"], group["fold"]))].to_numpy()
+        edge = (
+            group["sharpe"].astype(float).to_numpy() - market.loc[list(zip(group["symbol"], group["fold"]))].to_numpy()
+        )
         point, low, high = bootstrap_ci(edge)
         versus_market.append({"agent": agent, "sharpe_minus_buy_and_hold": point, "ci": [low, high]})
     return {"agents": rows, "baselines": baseline_rows, "pairs": differences, "versus_buy_and_hold": versus_market}
@@ -129,14 +150,20 @@ def print_summary(summary: dict) -> None:
 
     print("\nagent        windows trading  Sharpe (median, 90% CI)     fill rate               max drawdown")
     for row in summary["agents"]:
-        print(f"{row['agent']:<12} {row['windows']:>7} {row['trading_share']:>7.0%}  {fmt(row, 'sharpe'):<27} "
-              f"{fmt(row, 'fill_rate'):<23} {fmt(row, 'max_drawdown')}")
+        print(
+            f"{row['agent']:<12} {row['windows']:>7} {row['trading_share']:>7.0%}  {fmt(row, 'sharpe'):<27} "
+            f"{fmt(row, 'fill_rate'):<23} {fmt(row, 'max_drawdown')}"
+        )
     for row in summary["baselines"]:
         print(f"{row['baseline']:<12} Sharpe {row['sharpe']:+.3f}  max drawdown {row['max_drawdown']:+.3f}")
     print("\npaired difference (median over matched windows, 90% CI)")
     for row in summary["pairs"]:
-        print(f"{row['pair']:<24} n={row['windows']:<3} " + "  ".join(
-            f"{metric} {fmt(row, metric)}{' *' if row[f'{metric}_beyond_noise'] else ''}" for metric in MEASURED))
+        print(
+            f"{row['pair']:<24} n={row['windows']:<3} "
+            + "  ".join(
+                f"{metric} {fmt(row, metric)}{' *' if row[f'{metric}_beyond_noise'] else ''}" for metric in MEASURED
+            )
+        )
 
 
 def main() -> None:
@@ -154,8 +181,11 @@ def main() -> None:
     parser.add_argument("--ledger", default="data/08_reporting/trial_ledger")
     parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
     parser.add_argument("--commit", help="git commit recorded in the ledger (default: this checkout's)")
-    parser.add_argument("--from-json", nargs="+", help="summarise the folds saved in these --out files together "
-                                                        "(e.g. one per symbol; no training)")
+    parser.add_argument(
+        "--from-json",
+        nargs="+",
+        help="summarise the folds saved in these --out files together (e.g. one per symbol; no training)",
+    )
     parser.add_argument("--out", default="docs/results/ab_walk_forward.json")
     args = parser.parse_args()
     pairs = [tuple(pair.split(":")) for pair in args.pairs]
@@ -171,8 +201,11 @@ def main() -> None:
 
     params = load_parameters(args.env)
     wf = {**params["walk_forward"], "agents": args.agents, "seeds": args.seeds}
-    for key, value in (("timesteps", args.timesteps), ("finetune_timesteps", args.finetune_timesteps),
-                       ("max_folds", args.max_folds)):
+    for key, value in (
+        ("timesteps", args.timesteps),
+        ("finetune_timesteps", args.finetune_timesteps),
+        ("max_folds", args.max_folds),
+    ):
         if value is not None:
             wf[key] = value
     prices = {}
@@ -187,23 +220,49 @@ def main() -> None:
     env_config = params["env_construction"]["env"]
     periods_per_year = {symbol: 252.0 for symbol in args.symbols}
     started = time.perf_counter()
-    result = run_walk_forward(prices, wf, params["feature_extraction"], env_config, periods_per_year, agent_params,
-                              params["seed"], executor=ProcessExecutor(args.jobs))
+    result = run_walk_forward(
+        prices,
+        wf,
+        params["feature_extraction"],
+        env_config,
+        periods_per_year,
+        agent_params,
+        params["seed"],
+        executor=ProcessExecutor(args.jobs),
+    )
     seconds = time.perf_counter() - started
     summary = summarise(result.folds, pairs)
     print_summary(summary)
     print(f"\n{seconds:.0f} s on {args.jobs} processes")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({
-        "command": " ".join(sys.argv), "seconds": seconds, "jobs": args.jobs, "walk_forward": wf,
-        "summary": summary, "folds": json.loads(result.folds.to_json(orient="records", date_format="iso")),
-    }, indent=1, default=str))
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "seconds": seconds,
+                "jobs": args.jobs,
+                "walk_forward": wf,
+                "summary": summary,
+                "folds": json.loads(result.folds.to_json(orient="records", date_format="iso")),
+            },
+            indent=1,
+            default=str,
+        )
+    )
     if not args.no_ledger:
         from trading_rl.evaluation.ledger import append_rows
         from trading_rl.provenance import git_commit
 
-        rows = trial_rows(result.returns, wf, params["feature_extraction"], env_config, periods_per_year,
-                          agent_params, params["seed"], run={"git_commit": args.commit or git_commit()})
+        rows = trial_rows(
+            result.returns,
+            wf,
+            params["feature_extraction"],
+            env_config,
+            periods_per_year,
+            agent_params,
+            params["seed"],
+            run={"git_commit": args.commit or git_commit()},
+        )
         print(f"trial ledger: {len(rows)} row(s) appended as {append_rows(args.ledger, rows.to_dict('records'))}")
 
 

@@ -82,9 +82,11 @@ def run_bare_loop(prices: pd.DataFrame, features: pd.DataFrame, actions: np.ndar
     closes = prices["close"].to_numpy(np.float64).tolist()
     matrix = np.ascontiguousarray(features.to_numpy(np.float32))
     rows = np.zeros((len(matrix), window * matrix.shape[1] + 5), dtype=np.float32)
-    rows[window - 1 :, :-5] = np.lib.stride_tricks.sliding_window_view(matrix, window, axis=0).transpose(
-        0, 2, 1
-    ).reshape(len(matrix) - window + 1, -1)
+    rows[window - 1 :, :-5] = (
+        np.lib.stride_tricks.sliding_window_view(matrix, window, axis=0)
+        .transpose(0, 2, 1)
+        .reshape(len(matrix) - window + 1, -1)
+    )
     k = rows.shape[1] - 5
     alpha = 2.0 / (cfg.smoothing_window + 1)
     commission, slippage, cap = cfg.commission_rate, cfg.slippage_rate, cfg.max_position_pct
@@ -162,8 +164,12 @@ def main() -> None:
         ),
         "gym-trading-env TradingEnv": (
             lambda: TradingEnv(
-                df=trading_env_df, positions=[0, 1], windows=10, trading_fees=0.0003,
-                max_episode_duration=500, verbose=0,
+                df=trading_env_df,
+                positions=[0, 1],
+                windows=10,
+                trading_fees=0.0003,
+                max_episode_duration=500,
+                verbose=0,
             ),
             binary_actions,
         ),
@@ -177,9 +183,13 @@ def main() -> None:
     results = {name: min(runs) for name, runs in timings.items()}
 
     ours = args.steps / results["ours: ContinuousTradingEnv"][0]
-    print(f"env throughput, {dt.date.today().isoformat()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, python {platform.python_version()}")
-    print(f"data: arch.data.sp500, {len(prices)} bars after warm-up; features: {features.shape[1]} columns from {source}")
+    print(
+        f"env throughput, {dt.date.today().isoformat()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, python {platform.python_version()}"
+    )
+    print(
+        f"data: arch.data.sp500, {len(prices)} bars after warm-up; features: {features.shape[1]} columns from {source}"
+    )
     print(f"{args.steps} random-action steps per env, CPU time, best of {args.repeats} round-robin runs\n")
     print("| env | steps/s | resets | ours / env |\n|---|---:|---:|---:|")
     for name, (seconds, resets) in results.items():

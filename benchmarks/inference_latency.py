@@ -71,19 +71,25 @@ def main() -> None:
     state = {"cash": 1e5}
     rows = {
         "onnxruntime (1 thread)": latency_percentiles(
-            lambda: session.run([OUTPUT_NAME], {INPUT_NAME: single}), args.repeats, args.warmup),
+            lambda: session.run([OUTPUT_NAME], {INPUT_NAME: single}), args.repeats, args.warmup
+        ),
         "torch predict (1 thread)": latency_percentiles(
-            lambda: model.predict(observation, deterministic=True), args.repeats, args.warmup),
+            lambda: model.predict(observation, deterministic=True), args.repeats, args.warmup
+        ),
         "torch actor forward (1 thread)": latency_percentiles(torch_actor, args.repeats, args.warmup),
         f"SignalEngine.signal ({args.history} bars)": latency_percentiles(
-            lambda: engine.signal(bars, state), max(args.repeats // 50, 20), 5),
+            lambda: engine.signal(bars, state), max(args.repeats // 50, 20), 5
+        ),
     }
-    print(f"{platform.machine()} {platform.processor() or ''} python {platform.python_version()} "
-          f"torch {torch.__version__}; observation {observation.shape[0]} values, net_arch [256, 256, 128]")
+    print(
+        f"{platform.machine()} {platform.processor() or ''} python {platform.python_version()} "
+        f"torch {torch.__version__}; observation {observation.shape[0]} values, net_arch [256, 256, 128]"
+    )
     print(f"{'path':<34} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'repeats':>8}")
     for name, stats in rows.items():
-        print(f"{name:<34} {stats['p50_ms']:>9.4f} {stats['p95_ms']:>9.4f} {stats['p99_ms']:>9.4f} "
-              f"{stats['repeats']:>8}")
+        print(
+            f"{name:<34} {stats['p50_ms']:>9.4f} {stats['p95_ms']:>9.4f} {stats['p99_ms']:>9.4f} {stats['repeats']:>8}"
+        )
     p95 = rows["onnxruntime (1 thread)"]["p95_ms"]
     print(f"target p95 <= 1 ms for one ONNX inference: {'met' if p95 <= 1.0 else 'missed'} ({p95:.4f} ms)")
 

@@ -72,8 +72,9 @@ def agent_params(params: dict, overrides: dict) -> dict:
     """The walk-forward's agent parameters (sac_icm.agent + agent_overrides) with ``overrides``."""
     from trading_rl.phases.walk_forward import agent_section
 
-    merged = agent_section("sac_icm", {"sac_icm": params["sac_icm"]["agent"]},
-                           params["walk_forward"].get("agent_overrides") or {})
+    merged = agent_section(
+        "sac_icm", {"sac_icm": params["sac_icm"]["agent"]}, params["walk_forward"].get("agent_overrides") or {}
+    )
     for dotted, value in overrides.items():
         section, key = dotted.split(".", 1)
         merged.setdefault(section, {})[key] = value
@@ -81,8 +82,16 @@ def agent_params(params: dict, overrides: dict) -> dict:
     return merged
 
 
-def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold, seed_index: int,
-            budgets: list[int], settings: dict) -> list[dict]:
+def run_one(
+    variant: str,
+    params: dict,
+    symbol: str,
+    prices: pd.DataFrame,
+    fold,
+    seed_index: int,
+    budgets: list[int],
+    settings: dict,
+) -> list[dict]:
     """Train one agent, scoring it on the fold's test window at every budget."""
     import torch
 
@@ -106,16 +115,27 @@ def run_one(variant: str, params: dict, symbol: str, prices: pd.DataFrame, fold,
         trained = budget
         rollout = run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed)
         metrics = compute_metrics(rollout, settings["ppy"], settings["hold_threshold"])
-        verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], settings["hold_threshold"],
-                                  settings["collapse"])
-        rows.append({
-            "variant": variant, "symbol": symbol, "fold": fold.index, "seed": seed_index, "budget": budget,
-            "test_start": spec.splits["test"]["start"], "test_end": spec.splits["test"]["end"],
-            **{key: metrics.get(key) for key in ("sharpe", "total_return", "max_drawdown", "action_entropy",
-                                                 "hold_share", "n_trades")},
-            **verdict, "return_moments": return_moments(rollout["return"].to_numpy()),
-            "train_seconds": time.perf_counter() - started,
-        })
+        verdict = trading_verdict(
+            rollout["action_raw"], rollout["trade_value"], settings["hold_threshold"], settings["collapse"]
+        )
+        rows.append(
+            {
+                "variant": variant,
+                "symbol": symbol,
+                "fold": fold.index,
+                "seed": seed_index,
+                "budget": budget,
+                "test_start": spec.splits["test"]["start"],
+                "test_end": spec.splits["test"]["end"],
+                **{
+                    key: metrics.get(key)
+                    for key in ("sharpe", "total_return", "max_drawdown", "action_entropy", "hold_share", "n_trades")
+                },
+                **verdict,
+                "return_moments": return_moments(rollout["return"].to_numpy()),
+                "train_seconds": time.perf_counter() - started,
+            }
+        )
     return rows
 
 
@@ -124,14 +144,21 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
     from trading_rl.evaluation.metrics import compute_metrics
     from trading_rl.phases.walk_forward import prepare_fold
 
-    _, rollouts = prepare_fold(symbol, prices, fold, settings["feature_params"], settings["env_config"],
-                               settings["ppy"], settings["seed"])
+    _, rollouts = prepare_fold(
+        symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"], settings["seed"]
+    )
     rows = []
     for name in BASELINES:
         metrics = compute_metrics(rollouts[name], settings["ppy"], settings["hold_threshold"])
-        rows.append({"symbol": symbol, "fold": fold.index, "baseline": name,
-                     "fill_rate": metrics["n_trades"] / len(rollouts[name]),
-                     **{key: metrics.get(key) for key in ("sharpe", "total_return", "max_drawdown", "action_entropy")}})
+        rows.append(
+            {
+                "symbol": symbol,
+                "fold": fold.index,
+                "baseline": name,
+                "fill_rate": metrics["n_trades"] / len(rollouts[name]),
+                **{key: metrics.get(key) for key in ("sharpe", "total_return", "max_drawdown", "action_entropy")},
+            }
+        )
     return rows
 
 
@@ -141,8 +168,13 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     for (variant, budget), group in runs.groupby(["variant", "budget"], sort=True):
-        row = {"variant": variant, "budget": int(budget), "runs": len(group),
-               "trading_share": float(group["trades"].mean()), "collapsed_share": float(group["collapsed"].mean())}
+        row = {
+            "variant": variant,
+            "budget": int(budget),
+            "runs": len(group),
+            "trading_share": float(group["trades"].mean()),
+            "collapsed_share": float(group["collapsed"].mean()),
+        }
         for measure in MEASURED:
             # A never-trading run has no Sharpe: it counts as 0 (no edge), not as missing.
             values = pd.to_numeric(group[measure], errors="coerce")
@@ -153,13 +185,22 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
         # Paired with the baselines of the same window: does the agent beat them, beyond noise?
         for name in ("buy_and_hold", "random"):
             reference = baselines[baselines["baseline"] == name].set_index(["symbol", "fold"])["sharpe"]
-            paired = pd.to_numeric(reference.reindex(pd.MultiIndex.from_frame(group[["symbol", "fold"]])), errors="coerce")
-            point, low, high = difference_ci(pd.to_numeric(group["sharpe"], errors="coerce").fillna(0.0).to_numpy(),
-                                             paired.fillna(0.0).to_numpy())
+            paired = pd.to_numeric(
+                reference.reindex(pd.MultiIndex.from_frame(group[["symbol", "fold"]])), errors="coerce"
+            )
+            point, low, high = difference_ci(
+                pd.to_numeric(group["sharpe"], errors="coerce").fillna(0.0).to_numpy(), paired.fillna(0.0).to_numpy()
+            )
             row.update({f"sharpe_minus_{name}": point, f"sharpe_minus_{name}_lo": low, f"sharpe_minus_{name}_hi": high})
         rows.append(row)
     for name, group in baselines.groupby("baseline"):
-        row = {"variant": f"[{name}]", "budget": 0, "runs": len(group), "trading_share": np.nan, "collapsed_share": np.nan}
+        row = {
+            "variant": f"[{name}]",
+            "budget": 0,
+            "runs": len(group),
+            "trading_share": np.nan,
+            "collapsed_share": np.nan,
+        }
         for measure in MEASURED:
             point, low, high = bootstrap_ci(pd.to_numeric(group[measure], errors="coerce").fillna(0.0).to_numpy())
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
@@ -234,7 +275,10 @@ def report(runs: pd.DataFrame, baselines: pd.DataFrame, plot_path: str | None) -
     print("| variant | steps | runs | trading | " + " | ".join(measures) + " |")
     print("|---|---:|---:|---:|" + "---|" * len(measures))
     for row in summary.to_dict("records"):
-        cells = [f"{row[m]:.3f} [{row[m + '_lo']:.3f}, {row[m + '_hi']:.3f}]" if pd.notna(row.get(m)) else "" for m in measures]
+        cells = [
+            f"{row[m]:.3f} [{row[m + '_lo']:.3f}, {row[m + '_hi']:.3f}]" if pd.notna(row.get(m)) else ""
+            for m in measures
+        ]
         trading = "" if pd.isna(row["trading_share"]) else f"{row['trading_share']:.2f}"
         print(f"| {row['variant']} | {row['budget'] or ''} | {row['runs']} | {trading} | " + " | ".join(cells) + " |")
     if plot_path:
@@ -252,16 +296,33 @@ def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str)
 
     rows = []
     for (variant, budget, symbol), group in runs.groupby(["variant", "budget", "symbol"]):
-        configuration = {"agent": agent_params(params, variants[variant]), "timesteps": int(budget),
-                         "symbol": symbol, "env": params["env_construction"]["env"],
-                         "walk_forward": {key: params["walk_forward"].get(key) for key in
-                                          ("data_end", "train_length", "test_length", "step", "max_folds")},
-                         "folds": sorted(group["fold"].unique().tolist()), "seeds": sorted(group["seed"].unique().tolist())}
-        rows.append(trial_row(source="learning_curve", symbol=symbol, split="walk_forward",
-                              period_start=group["test_start"].min(), period_end=group["test_end"].max(),
-                              agent=f"sac_icm:{variant}@{budget}", configuration=configuration,
-                              moments=pool_moments(group["return_moments"].tolist()), n_runs=len(group),
-                              periods_per_year=252.0, run={"git_commit": git_commit()}))
+        configuration = {
+            "agent": agent_params(params, variants[variant]),
+            "timesteps": int(budget),
+            "symbol": symbol,
+            "env": params["env_construction"]["env"],
+            "walk_forward": {
+                key: params["walk_forward"].get(key)
+                for key in ("data_end", "train_length", "test_length", "step", "max_folds")
+            },
+            "folds": sorted(group["fold"].unique().tolist()),
+            "seeds": sorted(group["seed"].unique().tolist()),
+        }
+        rows.append(
+            trial_row(
+                source="learning_curve",
+                symbol=symbol,
+                split="walk_forward",
+                period_start=group["test_start"].min(),
+                period_end=group["test_end"].max(),
+                agent=f"sac_icm:{variant}@{budget}",
+                configuration=configuration,
+                moments=pool_moments(group["return_moments"].tolist()),
+                n_runs=len(group),
+                periods_per_year=252.0,
+                run={"git_commit": git_commit()},
+            )
+        )
     print(f"trial ledger: {len(rows)} row(s) appended as {append_rows(folder, rows)}")
 
 
@@ -273,19 +334,33 @@ def plot(summary: pd.DataFrame, path: str) -> None:
 
     agents = summary[summary["budget"] > 0]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for axis, measure, title in zip(axes, ("sharpe", "fill_rate", "trading_share"),
-                                    ("out-of-sample Sharpe (median, 90% CI)", "fill rate (median, 90% CI)",
-                                     "share of runs that trade")):
+    for axis, measure, title in zip(
+        axes,
+        ("sharpe", "fill_rate", "trading_share"),
+        ("out-of-sample Sharpe (median, 90% CI)", "fill rate (median, 90% CI)", "share of runs that trade"),
+    ):
         for variant, group in agents.groupby("variant"):
             group = group.sort_values("budget")
-            line, = axis.plot(group["budget"], group[measure], marker="o", linewidth=2.2, label=variant, zorder=3)
+            (line,) = axis.plot(group["budget"], group[measure], marker="o", linewidth=2.2, label=variant, zorder=3)
             if f"{measure}_lo" in group:
-                axis.fill_between(group["budget"], group[f"{measure}_lo"], group[f"{measure}_hi"],
-                                  color=line.get_color(), alpha=0.18, zorder=2)
+                axis.fill_between(
+                    group["budget"],
+                    group[f"{measure}_lo"],
+                    group[f"{measure}_hi"],
+                    color=line.get_color(),
+                    alpha=0.18,
+                    zorder=2,
+                )
         if measure == "sharpe":
             for name, row in summary[summary["budget"] == 0].set_index("variant").iterrows():
-                axis.axhline(row["sharpe"], linestyle="--", linewidth=1.2, label=f"{name} (capped)" if "buy" in name else name,
-                             zorder=1, color={"[buy_and_hold]": "black", "[random]": "grey"}.get(name, "tab:brown"))
+                axis.axhline(
+                    row["sharpe"],
+                    linestyle="--",
+                    linewidth=1.2,
+                    label=f"{name} (capped)" if "buy" in name else name,
+                    zorder=1,
+                    color={"[buy_and_hold]": "black", "[random]": "grey"}.get(name, "tab:brown"),
+                )
         axis.axhline(0.0, color="lightgrey", linewidth=0.8, zorder=0)
         axis.set_xscale("log")
         axis.set_xlabel("env steps from scratch")
@@ -302,22 +377,47 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--folds", type=int, default=None, help="most recent folds (default: walk_forward.max_folds)")
     parser.add_argument("--budgets", type=int, nargs="+", default=[2500, 5000, 10000, 20000, 40000])
-    parser.add_argument("--variant", action="append", default=None,
-                        help='"name dotted.key=value ..." over the walk-forward agent params (repeatable)')
-    parser.add_argument("--variant-budgets", action="append", default=[], metavar="NAME=MAX",
-                        help="cap one variant's budgets (slow variants)")
-    parser.add_argument("--variant-folds", action="append", default=[], metavar="NAME=K",
-                        help="run one variant on the K most recent folds only (slow variants)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=None,
+        help='"name dotted.key=value ..." over the walk-forward agent params (repeatable)',
+    )
+    parser.add_argument(
+        "--variant-budgets",
+        action="append",
+        default=[],
+        metavar="NAME=MAX",
+        help="cap one variant's budgets (slow variants)",
+    )
+    parser.add_argument(
+        "--variant-folds",
+        action="append",
+        default=[],
+        metavar="NAME=K",
+        help="run one variant on the K most recent folds only (slow variants)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
-    parser.add_argument("--paired-first", action="store_true",
-                        help="order runs fold by fold, seed by seed, every variant of a (fold, seed) together")
+    parser.add_argument(
+        "--paired-first",
+        action="store_true",
+        help="order runs fold by fold, seed by seed, every variant of a (fold, seed) together",
+    )
     parser.add_argument("--reference", help="variant the others are compared with, paired by symbol x fold x seed")
     parser.add_argument("--prices", help="folder of <symbol>.parquet (instead of the packaged data)")
     parser.add_argument("--dump-prices", help="write <symbol>.parquet for --symbols to this folder and exit")
-    parser.add_argument("--resume", action="append", default=[], metavar="JSONL",
-                        help="rows of finished runs (a .partial.jsonl): those runs are not trained again")
-    parser.add_argument("--ledger", default="data/08_reporting/trial_ledger",
-                        help="trial ledger folder: one row per variant x budget x symbol is appended")
+    parser.add_argument(
+        "--resume",
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="rows of finished runs (a .partial.jsonl): those runs are not trained again",
+    )
+    parser.add_argument(
+        "--ledger",
+        default="data/08_reporting/trial_ledger",
+        help="trial ledger folder: one row per variant x budget x symbol is appended",
+    )
     parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
     parser.add_argument("--from-json", help="summarise and plot the runs saved in this --out file (no training)")
     parser.add_argument("--out", default="docs/results/learning_curve.json")
@@ -358,12 +458,26 @@ def main() -> None:
 
             prices = load_prices(symbol)
         prices = development_prices(prices, wf["data_end"], feature_params)
-        folds = make_folds(len(tradable_index(prices, feature_params)), wf["train_length"], wf["test_length"],
-                           wf["step"], wf["gap_bars"], 1, args.folds or wf["max_folds"])
-        settings = {"feature_params": feature_params, "env_config": env_config, "ppy": 252.0, "seed": params["seed"],
-                    "hold_threshold": EnvConfig.from_mapping(env_config).hold_threshold,
-                    "collapse": {key: params["sac_icm"]["agent"]["collapse"][key]
-                                 for key in ("dominance_max", "entropy_min", "trade_rate_min")}}
+        folds = make_folds(
+            len(tradable_index(prices, feature_params)),
+            wf["train_length"],
+            wf["test_length"],
+            wf["step"],
+            wf["gap_bars"],
+            1,
+            args.folds or wf["max_folds"],
+        )
+        settings = {
+            "feature_params": feature_params,
+            "env_config": env_config,
+            "ppy": 252.0,
+            "seed": params["seed"],
+            "hold_threshold": EnvConfig.from_mapping(env_config).hold_threshold,
+            "collapse": {
+                key: params["sac_icm"]["agent"]["collapse"][key]
+                for key in ("dominance_max", "entropy_min", "trade_rate_min")
+            },
+        }
         for fold in folds:
             baseline_jobs.append((symbol, prices, fold, settings))
             for name, overrides in variants:
@@ -371,7 +485,9 @@ def main() -> None:
                     continue
                 budgets = [b for b in args.budgets if b <= caps.get(name, max(args.budgets))]
                 for seed_index in range(args.seeds):
-                    jobs.append((name, agent_params(params, overrides), symbol, prices, fold, seed_index, budgets, settings))
+                    jobs.append(
+                        (name, agent_params(params, overrides), symbol, prices, fold, seed_index, budgets, settings)
+                    )
     run_rows: list[dict] = [json.loads(line) for path in args.resume for line in Path(path).read_text().splitlines()]
     done = {(row["variant"], row["symbol"], row["fold"], row["seed"]) for row in run_rows}
     jobs = [job for job in jobs if (job[0], job[2], job[4].index, job[5]) not in done]
@@ -401,19 +517,37 @@ def main() -> None:
             with partial.open("a") as handle:
                 handle.writelines(json.dumps(row) + "\n" for row in rows)
             last = rows[-1]
-            print(f"[{time.perf_counter() - started:6.0f}s] {last['variant']} {last['symbol']} fold {last['fold']} "
-                  f"seed {last['seed']}: " + ", ".join(f"{r['budget']}: sharpe={r['sharpe']} fills={r['fill_rate']:.3f}"
-                                                       f"{'' if r['trades'] else ' (no)'}" for r in rows), flush=True)
+            print(
+                f"[{time.perf_counter() - started:6.0f}s] {last['variant']} {last['symbol']} fold {last['fold']} "
+                f"seed {last['seed']}: "
+                + ", ".join(
+                    f"{r['budget']}: sharpe={r['sharpe']} fills={r['fill_rate']:.3f}{'' if r['trades'] else ' (no)'}"
+                    for r in rows
+                ),
+                flush=True,
+            )
     runs, baselines = pd.DataFrame(run_rows), pd.DataFrame(baseline_rows)
     summary = report(runs, baselines, args.plot)
     if args.reference:
         report_comparison(runs, args.reference)
-    Path(args.out).write_text(json.dumps({
-        "env": args.env, "symbols": args.symbols, "seeds": args.seeds, "budgets": args.budgets,
-        "variants": dict(variants), "wall_seconds": time.perf_counter() - started, "jobs": args.jobs,
-        "summary": summary.replace({np.nan: None}).to_dict("records"),
-        "runs": run_rows, "baselines": baseline_rows,
-    }, indent=1, default=str))
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "env": args.env,
+                "symbols": args.symbols,
+                "seeds": args.seeds,
+                "budgets": args.budgets,
+                "variants": dict(variants),
+                "wall_seconds": time.perf_counter() - started,
+                "jobs": args.jobs,
+                "summary": summary.replace({np.nan: None}).to_dict("records"),
+                "runs": run_rows,
+                "baselines": baseline_rows,
+            },
+            indent=1,
+            default=str,
+        )
+    )
     if not args.no_ledger:
         record_trials(runs, dict(variants), params, args.ledger)
     partial.unlink(missing_ok=True)

@@ -92,7 +92,9 @@ def main() -> None:
 
     _fill(her_buffer, args.transitions, args.episode_length, dict_obs, np.random.default_rng(1))
     _fill(sb3_her_buffer, args.transitions, args.episode_length, dict_obs, np.random.default_rng(1))
-    _fill(plain_buffer, args.transitions, args.episode_length, lambda r: r.normal(size=(1, dim)).astype(np.float32), rng)
+    _fill(
+        plain_buffer, args.transitions, args.episode_length, lambda r: r.normal(size=(1, dim)).astype(np.float32), rng
+    )
 
     medians = _time_sampling(
         {"her": her_buffer, "sb3_her": sb3_her_buffer, "plain": plain_buffer}, args.batch, args.repeats

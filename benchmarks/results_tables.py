@@ -67,7 +67,9 @@ def regime_table(regimes: pd.DataFrame) -> str:
 def gate_table(report: dict) -> str:
     lines = ["| gate | value | threshold | status |", "|---|---:|---|---|"]
     for name, gate in report["gates"].items():
-        lines.append(f"| {name} | {_fmt(gate.get('value'))} | {gate['comparison']} {gate['threshold']} | {gate['status']} |")
+        lines.append(
+            f"| {name} | {_fmt(gate.get('value'))} | {gate['comparison']} {gate['threshold']} | {gate['status']} |"
+        )
     return "\n".join(lines)
 
 

@@ -58,8 +58,9 @@ def make_shaper(layout, n_envs):
     dim = len(context_indices(layout))
     weights, potential = ObjectiveWeightNetwork(dim, 128), PotentialNetwork(dim, 128)
     icm = IntrinsicCuriosityModule(layout.dim, 1)
-    return RewardShaper(layout, n_envs, weight_network=weights, potential=potential, icm=icm,
-                        hold_threshold=EnvConfig().hold_threshold)  # the env make_env builds
+    return RewardShaper(
+        layout, n_envs, weight_network=weights, potential=potential, icm=icm, hold_threshold=EnvConfig().hold_threshold
+    )  # the env make_env builds
 
 
 def time_env_loop(env, actions) -> float:
@@ -119,9 +120,13 @@ def main() -> None:
     layout = make_env(prices, features, 0).layout
     phase_n_envs = int(resolve_phase_params({})["training"]["n_envs"])
 
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"observation dim {layout.dim}, context dim {len(context_indices(layout))}, {args.steps} env steps per timing")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"observation dim {layout.dim}, context dim {len(context_indices(layout))}, {args.steps} env steps per timing"
+    )
     print("as used in training: DummyVecEnv of n envs (Monitor) vs + ShapedRewardVecEnv (one shaper call per step)")
     for n_envs in sorted(set(args.n_envs) | {phase_n_envs}):
         actions = np.random.default_rng(n_envs).uniform(-1, 1, (max(args.steps // n_envs, 20), n_envs, 1))
@@ -131,8 +136,10 @@ def main() -> None:
         best = {"env": min(run[0] for run in runs), "shaped": min(run[1] for run in runs)}
         added = best["shaped"] - best["env"]
         marker = "  <- reward_shaper.training.n_envs" if n_envs == phase_n_envs else ""
-        print(f"  n_envs {n_envs:4d}: env step {best['env'] * 1e6:7.2f} us, shaped {best['shaped'] * 1e6:7.2f} us"
-              f" per env-step; shaper adds {added * 1e6:7.2f} us = {added / best['env']:+6.0%}{marker}")
+        print(
+            f"  n_envs {n_envs:4d}: env step {best['env'] * 1e6:7.2f} us, shaped {best['shaped'] * 1e6:7.2f} us"
+            f" per env-step; shaper adds {added * 1e6:7.2f} us = {added / best['env']:+6.0%}{marker}"
+        )
 
     actions = np.random.default_rng(0).uniform(-1, 1, (args.steps, 1)).astype(np.float32)
     env = make_env(prices, features, 0)
@@ -142,8 +149,10 @@ def main() -> None:
     )
     added = best["shaped"] - best["env"]
     print("one env, gymnasium API: bare env vs ShapedRewardWrapper")
-    print(f"  env step {best['env'] * 1e6:7.2f} us, shaped {best['shaped'] * 1e6:7.2f} us; "
-          f"shaper adds {added * 1e6:7.2f} us = {added / best['env']:+6.0%}")
+    print(
+        f"  env step {best['env'] * 1e6:7.2f} us, shaped {best['shaped'] * 1e6:7.2f} us; "
+        f"shaper adds {added * 1e6:7.2f} us = {added / best['env']:+6.0%}"
+    )
     print("target: shaper adds <= +50% of the env step (as used in training); seeds' bound: < 1 ms per step")
 
 

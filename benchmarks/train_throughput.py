@@ -100,5 +100,6 @@ def main() -> None:
             f"(per repeat: {', '.join(f'{r:.3f}' for r in ratios)})"
         )
 
+
 if __name__ == "__main__":
     main()

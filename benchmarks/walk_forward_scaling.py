@@ -61,9 +61,16 @@ class TimedExecutor:
 
 def run(executor, args) -> tuple[object, float, list[tuple[int, float]]]:
     params = {
-        "train_length": 750, "test_length": 125, "step": 125, "max_folds": 4, "retrain_frequency": 2,
-        "seeds": args.seeds, "agents": ["sac_icm"], "timesteps": args.timesteps,
-        "finetune_timesteps": args.timesteps // 4, "device": "cpu",
+        "train_length": 750,
+        "test_length": 125,
+        "step": 125,
+        "max_folds": 4,
+        "retrain_frequency": 2,
+        "seeds": args.seeds,
+        "agents": ["sac_icm"],
+        "timesteps": args.timesteps,
+        "finetune_timesteps": args.timesteps // 4,
+        "device": "cpu",
         "agent_overrides": {},
     }
     prices = load_prices("sp500").loc["2008":]
@@ -89,14 +96,22 @@ def main() -> None:
     pd.testing.assert_frame_equal(on_ray.returns, sequential.returns, check_exact=True)
 
     serial = t_seq - sum(seconds for _, seconds, _ in seq_waves)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"seeds {args.seeds}, timesteps {args.timesteps} (+{args.timesteps // 4} fine-tune)")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        f"seeds {args.seeds}, timesteps {args.timesteps} (+{args.timesteps // 4} fine-tune)"
+    )
     for name, waves in (("sequential", seq_waves), (f"ray x{args.workers}", ray_waves)):
-        print(f"  {name:<12} waves: " + ", ".join(
-            f"{n} tasks {s:.1f} s wall, {cpu:.1f} CPU-s ({cpu / s:.2f} cores)" for n, s, cpu in waves))
-    print(f"sequential: {t_seq:.1f} s   ray ({args.workers} workers): {t_ray:.1f} s   "
-          f"(+ Ray start {t_ray_start:.1f} s, once per process)")
-    print(f"speed-up: {t_seq / t_ray:.2f}x  (with Ray start: {t_seq / (t_ray + t_ray_start):.2f}x)  -- results identical")
+        print(
+            f"  {name:<12} waves: "
+            + ", ".join(f"{n} tasks {s:.1f} s wall, {cpu:.1f} CPU-s ({cpu / s:.2f} cores)" for n, s, cpu in waves)
+        )
+    print(
+        f"sequential: {t_seq:.1f} s   ray ({args.workers} workers): {t_ray:.1f} s   "
+        f"(+ Ray start {t_ray_start:.1f} s, once per process)"
+    )
+    print(
+        f"speed-up: {t_seq / t_ray:.2f}x  (with Ray start: {t_seq / (t_ray + t_ray_start):.2f}x)  -- results identical"
+    )
     fraction = serial / t_seq
     print(f"serial fraction (planning, recording, tables): {serial:.2f} s = {fraction:.1%}")
     chains = seq_waves[-1][0]
@@ -104,8 +119,10 @@ def main() -> None:
         waves = math.ceil(chains / workers)
         predicted = serial + seq_waves[0][1] / min(workers, seq_waves[0][0]) + seq_waves[-1][1] * waves / chains
         amdahl = 1 / (fraction + (1 - fraction) / workers)
-        print(f"  model N={workers:>2}: {t_seq / predicted:.2f}x (Amdahl bound {amdahl:.2f}x, "
-              f"{chains} chain tasks in {waves} wave(s))")
+        print(
+            f"  model N={workers:>2}: {t_seq / predicted:.2f}x (Amdahl bound {amdahl:.2f}x, "
+            f"{chains} chain tasks in {waves} wave(s))"
+        )
 
 
 if __name__ == "__main__":

@@ -18,9 +18,7 @@ def make_project_copy(target: Path) -> Path:
     """Copy pyproject.toml and conf/ (without conf/local contents) into ``target`` with empty data/."""
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROJECT_ROOT / "pyproject.toml", target / "pyproject.toml")
-    shutil.copytree(
-        PROJECT_ROOT / "conf", target / "conf", ignore=shutil.ignore_patterns("local", "*.db")
-    )
+    shutil.copytree(PROJECT_ROOT / "conf", target / "conf", ignore=shutil.ignore_patterns("local", "*.db"))
     (target / "conf" / "local").mkdir(exist_ok=True)
     (target / "src").mkdir(exist_ok=True)  # the package itself is imported from the install
     for layer in (

@@ -51,9 +51,12 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             found.append((node.lineno, base))
-            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names
-                      if (SOURCE.parent / f"{base}.{alias.name}".replace(".", "/")).with_suffix(".py").exists()
-                      or (SOURCE.parent / f"{base}.{alias.name}".replace(".", "/")).is_dir()]
+            found += [
+                (node.lineno, f"{base}.{alias.name}")
+                for alias in node.names
+                if (SOURCE.parent / f"{base}.{alias.name}".replace(".", "/")).with_suffix(".py").exists()
+                or (SOURCE.parent / f"{base}.{alias.name}".replace(".", "/")).is_dir()
+            ]
     return [(line, module) for line, module in found if module.startswith("trading_rl.")]
 
 
@@ -107,10 +110,16 @@ def test_the_domain_and_the_phases_import_no_kedro():
         if top(module_name(path)) not in RANK:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            found += [f"{path.relative_to(SOURCE.parent)}:{node.lineno}: {name}" for name in names
-                      if name.split(".")[0] in ("kedro", "kedro_mlflow", "kedro_datasets")]
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            )
+            found += [
+                f"{path.relative_to(SOURCE.parent)}:{node.lineno}: {name}"
+                for name in names
+                if name.split(".")[0] in ("kedro", "kedro_mlflow", "kedro_datasets")
+            ]
     assert found == []
 
 
@@ -147,5 +156,7 @@ def test_imports_inside_functions_and_relative_imports_are_seen(tmp_path, monkey
     module.write_text("def f():\n    from ..agents import training\n    import trading_rl.phases.x\n")
     monkeypatch.setattr(__import__(__name__), "SOURCE", tmp_path / "trading_rl")
     assert imported_modules(module) == [
-        (2, "trading_rl.agents"), (2, "trading_rl.agents.training"), (3, "trading_rl.phases.x")
+        (2, "trading_rl.agents"),
+        (2, "trading_rl.agents.training"),
+        (3, "trading_rl.phases.x"),
     ]

@@ -60,7 +60,11 @@ def disagreements(section: Section, prefix: str) -> list[str]:
 def test_code_defaults_equal_conf_base():
     """Defaults live in the dataclasses; conf/base states them for users, and must state the same."""
     base = load_parameters("base")
-    found = [problem for name, section in SECTIONS.items() for problem in disagreements(section.from_mapping(base[name], name), name)]
+    found = [
+        problem
+        for name, section in SECTIONS.items()
+        for problem in disagreements(section.from_mapping(base[name], name), name)
+    ]
     assert found == []
 
 
@@ -89,8 +93,14 @@ def test_unknown_top_level_sections_are_refused_with_a_suggestion():
 
 
 def test_sections_read_from_defaults_dicts_type_check_and_nest():
-    schema = section_from_defaults("Toy", {"rate": 0.5, "steps": 3, "inner": {"on": True}}, ranges={"rate": {"interval": "(0, 1)"}})
-    assert schema.from_mapping({"inner": {"on": False}}, "toy").to_dict() == {"rate": 0.5, "steps": 3, "inner": {"on": False}}
+    schema = section_from_defaults(
+        "Toy", {"rate": 0.5, "steps": 3, "inner": {"on": True}}, ranges={"rate": {"interval": "(0, 1)"}}
+    )
+    assert schema.from_mapping({"inner": {"on": False}}, "toy").to_dict() == {
+        "rate": 0.5,
+        "steps": 3,
+        "inner": {"on": False},
+    }
     with pytest.raises(ConfigError, match=r"'toy\.inner\.onn' \(did you mean 'toy\.inner\.on'\?\)"):
         schema.from_mapping({"inner": {"onn": False}}, "toy")
     with pytest.raises(ConfigError, match=r"'toy\.steps' must be an integer, got 2\.5"):

@@ -31,8 +31,12 @@ def _run(report: dict, with_validation: bool = True) -> None:
     if with_validation:
         nodes += [
             Node(lambda: report, inputs=None, outputs="validation_report", name="build_validation_report"),
-            Node(enforce_gates, inputs=["validation_report", "comparison", "params:validation"], outputs=None,
-                 name="enforce_validation_gates"),
+            Node(
+                enforce_gates,
+                inputs=["validation_report", "comparison", "params:validation"],
+                outputs=None,
+                name="enforce_validation_gates",
+            ),
         ]
     pipeline = Pipeline(nodes)
     catalog = DataCatalog()
@@ -69,13 +73,20 @@ def test_the_hook_is_registered_in_the_project_settings():
 SAC_ICM_REPORT = {
     "agent": "sac_icm",
     "metrics": {"sharpe": 1.234, "total_return": 0.051, "max_drawdown": -0.021},
-    "baselines": {"buy_and_hold": {"sharpe": 0.5, "total_return": 0.02, "max_drawdown": -0.03},
-                  "random": {"sharpe": -0.7, "total_return": -0.01, "max_drawdown": -0.04}},
+    "baselines": {
+        "buy_and_hold": {"sharpe": 0.5, "total_return": 0.02, "max_drawdown": -0.03},
+        "random": {"sharpe": -0.7, "total_return": -0.01, "max_drawdown": -0.04},
+    },
 }
-COLLAPSED = {"agent": "sac_icm", "collapsed": True,
-             "deterministic": {"collapsed": True, "gates": [{"gate": "dominance", "passed": False},
-                                                            {"gate": "entropy", "passed": True}]},
-             "stochastic": {"collapsed": False, "gates": []}}
+COLLAPSED = {
+    "agent": "sac_icm",
+    "collapsed": True,
+    "deterministic": {
+        "collapsed": True,
+        "gates": [{"gate": "dominance", "passed": False}, {"gate": "entropy", "passed": True}],
+    },
+    "stochastic": {"collapsed": False, "gates": []},
+}
 
 
 def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(tmp_path, caplog, monkeypatch):
@@ -88,15 +99,22 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     hook_manager = _create_hook_manager()
     hook_manager.register(hooks)
     catalog = DataCatalog(save_version="2026-11-26T10.00.00.000Z")
-    catalog["sac_icm_tearsheet"] = TextDataset(filepath=str(tmp_path / "08_reporting/sac_icm_tearsheet.html"),
-                                               version=Version(None, "2026-11-26T10.00.00.000Z"))
+    catalog["sac_icm_tearsheet"] = TextDataset(
+        filepath=str(tmp_path / "08_reporting/sac_icm_tearsheet.html"),
+        version=Version(None, "2026-11-26T10.00.00.000Z"),
+    )
     # unversioned, like the staging file of an MLflow artifact: not listed, and no error
     catalog["staging_plot"] = TextDataset(filepath=str(tmp_path / "08_reporting/mlflow_staging/plot.txt"))
-    pipeline = Pipeline([
-        Node(lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>", "x"), inputs=None,
-             outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_tearsheet", "staging_plot"],
-             name="evaluate_sac_icm"),
-    ])
+    pipeline = Pipeline(
+        [
+            Node(
+                lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>", "x"),
+                inputs=None,
+                outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_tearsheet", "staging_plot"],
+                name="evaluate_sac_icm",
+            ),
+        ]
+    )
     hook_manager.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=catalog)
     with caplog.at_level(logging.INFO):
         SequentialRunner().run(pipeline, catalog, hook_manager)
@@ -107,8 +125,10 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     row = next(line for line in summary.splitlines() if line.startswith("sac_icm "))
     assert "1.23 / 5.1% / -2.1%" in row and "0.50 / 2.0% / -3.0%" in row and "-0.70 / -1.0% / -4.0%" in row
     assert "COLLAPSED" in row
-    assert any(line.split()[:4] == ["sac_icm", "sac_icm_collapse_report", "FAILED", "deterministic:"]
-               for line in summary.splitlines())
+    assert any(
+        line.split()[:4] == ["sac_icm", "sac_icm_collapse_report", "FAILED", "deterministic:"]
+        for line in summary.splitlines()
+    )
     assert "mlflow: run 0123abcd" in summary and "http://127.0.0.1:5000/#/experiments/7/runs/0123abcd" in summary
     written = tmp_path / "08_reporting/sac_icm_tearsheet.html/2026-11-26T10.00.00.000Z/sac_icm_tearsheet.html"
     assert written.is_file() and f"tearsheets:\n  {written}" in summary

@@ -39,28 +39,55 @@ def tracking(tmp_path_factory):
 def agent():
     from stable_baselines3 import SAC
 
-    return SAC("MlpPolicy", "Pendulum-v1", learning_starts=0, buffer_size=100, policy_kwargs={"net_arch": [8]},
-               device="cpu", seed=0)
+    return SAC(
+        "MlpPolicy",
+        "Pendulum-v1",
+        learning_starts=0,
+        buffer_size=100,
+        policy_kwargs={"net_arch": [8]},
+        device="cpu",
+        seed=0,
+    )
 
 
 def _catalog(tmp_path, registered: str) -> DataCatalog:
     reporting = {"kedro-viz": {"layer": "reporting"}}
     config = {
         "agent_model": {
-            "type": "trading_rl.datasets.SB3ModelDataset", "filepath": str(tmp_path / "agent.zip"),
-            "model_class": "stable_baselines3.SAC", "device": "cpu", "versioned": True,
-            "metadata": {"kedro-viz": {"layer": "models"},
-                         "mlflow": {"model": "agent", "registered_model": registered,
-                                    "gates": ["agent_collapse_report", "validation_report"]}},
+            "type": "trading_rl.datasets.SB3ModelDataset",
+            "filepath": str(tmp_path / "agent.zip"),
+            "model_class": "stable_baselines3.SAC",
+            "device": "cpu",
+            "versioned": True,
+            "metadata": {
+                "kedro-viz": {"layer": "models"},
+                "mlflow": {
+                    "model": "agent",
+                    "registered_model": registered,
+                    "gates": ["agent_collapse_report", "validation_report"],
+                },
+            },
         },
-        "agent_collapse_report": {"type": "json.JSONDataset", "filepath": str(tmp_path / "collapse.json"),
-                                  "metadata": reporting},
-        "validation_report": {"type": "json.JSONDataset", "filepath": str(tmp_path / "validation.json"),
-                              "metadata": reporting},
-        "agent_metrics": {"type": "trading_rl.datasets.mlflow_metrics.PhaseMetricsDataset", "prefix": "sac_icm",
-                          "metadata": reporting},
-        "agent_plot": {"type": "matplotlib.MatplotlibDataset", "filepath": str(tmp_path / "plot.png"),
-                       "metadata": reporting},
+        "agent_collapse_report": {
+            "type": "json.JSONDataset",
+            "filepath": str(tmp_path / "collapse.json"),
+            "metadata": reporting,
+        },
+        "validation_report": {
+            "type": "json.JSONDataset",
+            "filepath": str(tmp_path / "validation.json"),
+            "metadata": reporting,
+        },
+        "agent_metrics": {
+            "type": "trading_rl.datasets.mlflow_metrics.PhaseMetricsDataset",
+            "prefix": "sac_icm",
+            "metadata": reporting,
+        },
+        "agent_plot": {
+            "type": "matplotlib.MatplotlibDataset",
+            "filepath": str(tmp_path / "plot.png"),
+            "metadata": reporting,
+        },
     }
     catalog = DataCatalog.from_config(config, save_version=VERSION)
     catalog["params:env_construction"] = {"symbol": "GOOGL"}
@@ -78,16 +105,29 @@ def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: b
     """A run as `kedro run` makes it: kedro-mlflow's open run, the project hook, the runner
     (``validation_passed=None``: a run without the validation phase)."""
     experiment = mlflow.create_experiment(registered, artifact_location=(tmp_path / "artifacts").as_uri())
-    metrics = {"train/actor_loss": [{"step": 10, "value": 1.5}, {"step": 20, "value": float("nan")}],
-               "eval/sharpe": {"step": 20, "value": float("inf")}, "sac_icm/eval/total_return": {"step": 20, "value": 0.1}}
+    metrics = {
+        "train/actor_loss": [{"step": 10, "value": 1.5}, {"step": 20, "value": float("nan")}],
+        "eval/sharpe": {"step": 20, "value": float("inf")},
+        "sac_icm/eval/total_return": {"step": 20, "value": 0.1},
+    }
     nodes = [
         Node(lambda: agent, None, "agent_model", name="train"),
-        Node(lambda: ({"collapsed": collapsed}, metrics, _figure()), None,
-             ["agent_collapse_report", "agent_metrics", "agent_plot"], name="evaluate"),
+        Node(
+            lambda: ({"collapsed": collapsed}, metrics, _figure()),
+            None,
+            ["agent_collapse_report", "agent_metrics", "agent_plot"],
+            name="evaluate",
+        ),
     ]
     if validation_passed is not None:
-        nodes.append(Node(lambda: {"passed": validation_passed, "failed": [] if validation_passed else ["sharpe"]},
-                          None, "validation_report", name="validate"))
+        nodes.append(
+            Node(
+                lambda: {"passed": validation_passed, "failed": [] if validation_passed else ["sharpe"]},
+                None,
+                "validation_report",
+                name="validate",
+            )
+        )
     pipeline = Pipeline(nodes, namespace="sac_icm", prefix_datasets_with_namespace=False)
     hooks = MlflowConventionHooks()
     hook_manager = _create_hook_manager()
@@ -95,8 +135,9 @@ def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: b
     catalog = _catalog(tmp_path, registered)
     with mlflow.start_run(experiment_id=experiment) as run:
         hooks.after_catalog_created(catalog=catalog, save_version=VERSION)
-        hooks.before_pipeline_run(run_params={"pipeline_names": ["sac_icm"], "env": "ci"}, pipeline=pipeline,
-                                  catalog=catalog)
+        hooks.before_pipeline_run(
+            run_params={"pipeline_names": ["sac_icm"], "env": "ci"}, pipeline=pipeline, catalog=catalog
+        )
         SequentialRunner().run(pipeline, catalog, hook_manager)
         hooks.after_pipeline_run()
     return mlflow.MlflowClient(), run.info.run_id
@@ -116,10 +157,17 @@ def test_a_run_whose_gates_passed_logs_clean_metrics_artifacts_and_a_registered_
     assert [(m.step, m.value) for m in history] == [(10, 1.5)]  # the NaN point is not logged
     assert all(math.isfinite(v) for v in run.data.metrics.values())
 
-    artifacts = {a.path for folder in ("sac_icm/plots", "sac_icm/reports", "gates")
-                 for a in client.list_artifacts(run_id, folder)}
-    assert {"sac_icm/plots/agent_plot.png", "sac_icm/reports/agent_collapse_report.json",
-            "sac_icm/reports/validation_report.json", f"gates/{registered}.json"} <= artifacts
+    artifacts = {
+        a.path
+        for folder in ("sac_icm/plots", "sac_icm/reports", "gates")
+        for a in client.list_artifacts(run_id, folder)
+    }
+    assert {
+        "sac_icm/plots/agent_plot.png",
+        "sac_icm/reports/agent_collapse_report.json",
+        "sac_icm/reports/validation_report.json",
+        f"gates/{registered}.json",
+    } <= artifacts
 
     models = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
     assert [m.name for m in models] == ["agent"]  # one logged model per trained agent
@@ -142,8 +190,9 @@ def test_no_registered_version_when_a_gate_failed(tmp_path, tracking, agent, cap
     with caplog.at_level(logging.WARNING, logger="trading_rl.mlflow_hooks"):
         client, run_id = _run(tmp_path, agent, registered, collapsed=collapsed, validation_passed=validation_passed)
     assert client.search_model_versions(f"name='{registered}'") == []
-    models = mlflow.search_logged_models(experiment_ids=[client.get_run(run_id).info.experiment_id],
-                                         output_format="list")
+    models = mlflow.search_logged_models(
+        experiment_ids=[client.get_run(run_id).info.experiment_id], output_format="list"
+    )
     assert [m.name for m in models] == ["agent"]  # still logged, only not registered
     failed = "agent_collapse_report collapsed" if collapsed else "validation_report failed: sharpe"
     assert any(failed in record.getMessage() for record in caplog.records)
@@ -168,7 +217,9 @@ def test_metric_keys_get_the_phase_once():
 @pytest.mark.slow
 def test_a_folder_of_agents_is_logged_as_one_model_per_agent(tmp_path, tracking, agent):
     experiment = mlflow.create_experiment("folder", artifact_location=(tmp_path / "artifacts").as_uri())
-    catalog = DataCatalog.from_config({"agents": {"type": "MemoryDataset", "metadata": {"mlflow": {"model": "fine_tuned"}}}})
+    catalog = DataCatalog.from_config(
+        {"agents": {"type": "MemoryDataset", "metadata": {"mlflow": {"model": "fine_tuned"}}}}
+    )
     hooks = MlflowConventionHooks()
     hooks.after_catalog_created(catalog=catalog, save_version=VERSION)
     node = Node(lambda: None, None, "agents", name="fine_tune", namespace="checkpoint_migration")

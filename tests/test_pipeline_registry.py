@@ -14,13 +14,26 @@ from kedro.pipeline import Node, Pipeline
 from trading_rl.pipeline_registry import NOT_IN_DEFAULT, ROLE_TAGS, namespaced, phase_names, register_pipelines
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-FOLDER_LAYERS = {"01_raw": "raw", "02_intermediate": "intermediate", "03_primary": "primary", "04_feature": "feature",
-                 "05_model_input": "model_input", "06_models": "models", "07_model_output": "model_output",
-                 "08_reporting": "reporting", "09_runs": "reporting"}
+FOLDER_LAYERS = {
+    "01_raw": "raw",
+    "02_intermediate": "intermediate",
+    "03_primary": "primary",
+    "04_feature": "feature",
+    "05_model_input": "model_input",
+    "06_models": "models",
+    "07_model_output": "model_output",
+    "08_reporting": "reporting",
+    "09_runs": "reporting",
+}
 # Kedro-Viz turns layers off when they form a cycle; these datasets take the layer of their role
 # instead of their folder (the catalog says why next to each).
-LAYER_NOT_FOLDER = {"splits": "intermediate", "feature_params": "feature", "scalers": "feature",
-                    "walk_forward_equity": "reporting", "prior_trial_ledger": "raw"}
+LAYER_NOT_FOLDER = {
+    "splits": "intermediate",
+    "feature_params": "feature",
+    "scalers": "feature",
+    "walk_forward_equity": "reporting",
+    "prior_trial_ledger": "raw",
+}
 
 
 def _catalog_entries():
@@ -50,7 +63,11 @@ def test_each_phase_is_a_namespace_and_default_opens_as_one_box_per_phase(pipeli
     assert {node.namespace.split(".")[0] for node in pipelines["__default__"].nodes} == default_phases
     for name in phase_names():
         assert {node.namespace.split(".")[0] for node in pipelines[name].nodes} <= {
-            name, "walk_forward", "regime_validation", "forward"}  # validation reuses those three phases' nodes
+            name,
+            "walk_forward",
+            "regime_validation",
+            "forward",
+        }  # validation reuses those three phases' nodes
     # Dataset names are not prefixed: the catalog entries still match.
     assert {"sac_icm_model", "validation_report", "prices"} <= pipelines["__default__"].datasets()
 

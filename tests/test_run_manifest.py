@@ -24,7 +24,9 @@ def _write(tmp_path, name, version, payload):
 
 def _catalog(tmp_path, load_versions=None):
     def versioned(name):
-        return JSONDataset(filepath=str(tmp_path / f"{name}.json"), version=Version((load_versions or {}).get(name), NOW))
+        return JSONDataset(
+            filepath=str(tmp_path / f"{name}.json"), version=Version((load_versions or {}).get(name), NOW)
+        )
 
     return DataCatalog({name: versioned(name) for name in ("prices", "env_spec", "run_manifest")})
 

@@ -95,7 +95,9 @@ class Section:
     REFUSED: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
-    def from_mapping(cls: type[S], mapping: Mapping[str, Any] | None = None, prefix: str = "", base: S | None = None) -> S:
+    def from_mapping(
+        cls: type[S], mapping: Mapping[str, Any] | None = None, prefix: str = "", base: S | None = None
+    ) -> S:
         """``mapping`` over ``base`` (default: the field defaults), checked; ``prefix`` is the
         section's dotted key, used in every error."""
         if isinstance(mapping, cls) and base is None:

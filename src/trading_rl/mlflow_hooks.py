@@ -68,7 +68,11 @@ class MlflowConventionHooks:
     @hook_impl(trylast=True)  # after kedro-mlflow has started the run and ReproducibilityHooks set run_metadata
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
         self._reports, self._models = {}, []
-        symbol = (catalog.load("params:env_construction") or {}).get("symbol") if "params:env_construction" in catalog else None
+        symbol = (
+            (catalog.load("params:env_construction") or {}).get("symbol")
+            if "params:env_construction" in catalog
+            else None
+        )
         input_versions = {}
         for name in sorted(pipeline.inputs()):
             dataset = catalog.get(name) if not name.startswith("params:") else None
@@ -79,11 +83,15 @@ class MlflowConventionHooks:
                 except DatasetError:  # no version yet: the run fails at that input's node, with Kedro's message
                     continue
         if "run_metadata" in catalog:  # a MemoryDataset set by ReproducibilityHooks: extend it in place
-            catalog.get("run_metadata").save({**catalog.load("run_metadata"), "symbol": symbol, "input_versions": input_versions})
+            catalog.get("run_metadata").save(
+                {**catalog.load("run_metadata"), "symbol": symbol, "input_versions": input_versions}
+            )
         if mlflow.active_run() is None:
             return
         name = run_name(run_params.get("pipeline_names"), symbol, self._save_version or run_params.get("run_id", ""))
-        mlflow.set_tags({"mlflow.runName": name, "trading_rl.symbol": str(symbol), "trading_rl.env": str(run_params.get("env"))})
+        mlflow.set_tags(
+            {"mlflow.runName": name, "trading_rl.symbol": str(symbol), "trading_rl.env": str(run_params.get("env"))}
+        )
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
@@ -95,7 +103,11 @@ class MlflowConventionHooks:
         phase = node.namespace or node.name
         for suffix, figure in _figures(data).items():
             mlflow.log_figure(figure, f"{phase}/plots/{dataset_name}{suffix}.png")
-        if isinstance(data, dict) and layer_of(metadata) == "reporting" and dataset_has_file(self._catalog, dataset_name):
+        if (
+            isinstance(data, dict)
+            and layer_of(metadata) == "reporting"
+            and dataset_has_file(self._catalog, dataset_name)
+        ):
             mlflow.log_dict(data, f"{phase}/reports/{dataset_name}.json")
         spec = metadata.get("mlflow") or {}
         if "model" in spec:  # one model, or a folder dataset's {file name: model}
@@ -123,7 +135,12 @@ class MlflowConventionHooks:
             version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates)
             if version is None:  # WARNING for a failed gate; INFO when a gate report is only missing
                 failed = any(why != NOT_PRODUCED for why in blocking.values())
-                logger.log(logging.WARNING if failed else logging.INFO, "%s not registered as %s: %s", dataset_name,
-                           spec["registered_model"], "; ".join(f"{gate} {why}" for gate, why in blocking.items()))
+                logger.log(
+                    logging.WARNING if failed else logging.INFO,
+                    "%s not registered as %s: %s",
+                    dataset_name,
+                    spec["registered_model"],
+                    "; ".join(f"{gate} {why}" for gate, why in blocking.items()),
+                )
             else:
                 logger.info("%s registered as %s version %s", dataset_name, spec["registered_model"], version.version)

@@ -43,7 +43,11 @@ def metric_key(prefix: str, name: str) -> str:
 
 def is_loggable(value: Any) -> bool:
     """A finite real number (bools and NaN/inf are not metrics)."""
-    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and math.isfinite(value)
+    return (
+        isinstance(value, (int, float, np.floating, np.integer))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
 
 
 def run_name(pipelines: Iterable[str] | None, symbol: str | None, save_version: str) -> str:
@@ -63,8 +67,12 @@ def gate_verdict(report: Mapping[str, Any]) -> tuple[bool, str]:
     raise ValueError(f"not a gate report (no 'passed' or 'collapsed' key): keys {sorted(report)}")
 
 
-def observation_signature(observation_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                          input_name: str | None = None, output_name: str | None = None) -> ModelSignature:
+def observation_signature(
+    observation_shape: tuple[int, ...],
+    action_shape: tuple[int, ...],
+    input_name: str | None = None,
+    output_name: str | None = None,
+) -> ModelSignature:
     """Float32 tensors with a free batch axis: ``(-1, *observation_shape)`` → ``(-1, *action_shape)``."""
     return ModelSignature(
         inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *observation_shape), input_name)]),
@@ -84,8 +92,10 @@ def _policy_signature(policy: Any) -> tuple[ModelSignature, Any]:
     space, action_shape = policy.observation_space, tuple(policy.action_space.shape)
     if not isinstance(space, gym.spaces.Dict):
         observation_shape = tuple(space.shape)
-        return (observation_signature(observation_shape, action_shape),
-                np.zeros((1, *observation_shape), dtype=np.float32))
+        return (
+            observation_signature(observation_shape, action_shape),
+            np.zeros((1, *observation_shape), dtype=np.float32),
+        )
     shapes = {key: tuple(sub.shape or ()) for key, sub in space.spaces.items()}
     inputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *shape), key) for key, shape in shapes.items()])
     outputs = Schema([TensorSpec(np.dtype(np.float32), (-1, *action_shape))])
@@ -125,7 +135,10 @@ def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | N
         dims = value_info.type.tensor_type.shape.dim
         return value_info.name, tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims[1:])
 
-    (input_name, observation_shape), (output_name, action_shape) = spec(model.graph.input[0]), spec(model.graph.output[0])
+    (input_name, observation_shape), (output_name, action_shape) = (
+        spec(model.graph.input[0]),
+        spec(model.graph.output[0]),
+    )
     return mlflow.onnx.log_model(
         model,
         name=name,
@@ -143,8 +156,11 @@ def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str,
     for report_name, report in gate_reports.items():
         verdicts[report_name] = (False, NOT_PRODUCED) if report is None else gate_verdict(report)
     mlflow.log_dict(
-        {"model": name, "verdicts": {k: {"passed": p, "why": w} for k, (p, w) in verdicts.items()},
-         "reports": dict(gate_reports)},
+        {
+            "model": name,
+            "verdicts": {k: {"passed": p, "why": w} for k, (p, w) in verdicts.items()},
+            "reports": dict(gate_reports),
+        },
         f"gates/{name}.json",
     )
     blocking = {k: why for k, (passed, why) in verdicts.items() if not passed}
@@ -153,6 +169,7 @@ def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str,
     model_version = mlflow.register_model(model_uri, name, tags={f"gate.{k}": why for k, (_, why) in verdicts.items()})
     run = mlflow.active_run()
     client = mlflow.MlflowClient()
-    client.set_model_version_tag(name, model_version.version, "gate_report",
-                                 f"runs:/{run.info.run_id}/gates/{name}.json" if run else "")
+    client.set_model_version_tag(
+        name, model_version.version, "gate_report", f"runs:/{run.info.run_id}/gates/{name}.json" if run else ""
+    )
     return model_version, {}

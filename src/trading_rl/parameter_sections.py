@@ -68,7 +68,9 @@ def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
     config = resolve_walk_forward_params(parameters.get("walk_forward"), parameters.get("feature_extraction"))
     # What the walk-forward's SAC+ICM agents train with: sac_icm.agent under the overrides.
     agent_params = {"sac_icm": dict((parameters.get("sac_icm") or {}).get("agent") or {})}
-    AgentParams.from_mapping(agent_section("sac_icm", agent_params, config["agent_overrides"]), "walk_forward.agent_overrides")
+    AgentParams.from_mapping(
+        agent_section("sac_icm", agent_params, config["agent_overrides"]), "walk_forward.agent_overrides"
+    )
 
 
 # Checks that read more than their own section.

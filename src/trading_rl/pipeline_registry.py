@@ -31,7 +31,9 @@ class PipelineRegistry(dict):
     def __missing__(self, name: str):
         matches = get_close_matches(name, self.keys())
         suggestion = "Did you mean one of these instead?\n" + "\n".join(f"    {m}" for m in matches) if matches else ""
-        raise click.ClickException(f"Failed to find the pipeline named '{name}'. Registered: {', '.join(sorted(self))}. {suggestion}")
+        raise click.ClickException(
+            f"Failed to find the pipeline named '{name}'. Registered: {', '.join(sorted(self))}. {suggestion}"
+        )
 
 
 def phase_names() -> list[str]:
@@ -51,8 +53,11 @@ def namespaced(pipelines: dict[str, Pipeline]) -> dict[str, Pipeline]:
     result = {}
     for name, pipeline in pipelines.items():
         parts = [
-            Pipeline([node for node in pipeline.nodes if owner[node.name] == phase], namespace=phase,
-                     prefix_datasets_with_namespace=False)
+            Pipeline(
+                [node for node in pipeline.nodes if owner[node.name] == phase],
+                namespace=phase,
+                prefix_datasets_with_namespace=False,
+            )
             for phase in sorted({owner[node.name] for node in pipeline.nodes})
         ]
         result[name] = sum(parts, Pipeline([]))
@@ -62,9 +67,11 @@ def namespaced(pipelines: dict[str, Pipeline]) -> dict[str, Pipeline]:
 def register_pipelines() -> dict[str, Pipeline]:
     # Every phase is built, whatever `--pipelines` asked for: find_pipelines' selective import
     # turned a mistyped name into an ImportError traceback.
-    pipelines = PipelineRegistry(namespaced(
-        {name: importlib.import_module(f"trading_rl.pipelines.{name}").create_pipeline() for name in phase_names()}
-    ))
+    pipelines = PipelineRegistry(
+        namespaced(
+            {name: importlib.import_module(f"trading_rl.pipelines.{name}").create_pipeline() for name in phase_names()}
+        )
+    )
     pipelines["__default__"] = sum(
         (pipeline for name, pipeline in pipelines.items() if name not in NOT_IN_DEFAULT), Pipeline([])
     )

@@ -19,9 +19,7 @@ def config_hash(parameters: dict[str, Any]) -> str:
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
-        )
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True)
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -108,7 +108,9 @@ class RunManifestHooks:
                 logger.warning(
                     "dataset '%s': skipping version(s) %s written by runs that did not complete; "
                     "loading %s, the newest version of a completed run",
-                    name, ", ".join(skipped), chosen,
+                    name,
+                    ", ".join(skipped),
+                    chosen,
                 )
             _pin_load_version(dataset, Version(chosen, version.save))
             self._loaded[name] = chosen

@@ -63,7 +63,9 @@ class ToyTradingEnv(gym.Env):
         self.position = target
         old_equity = self.equity
         self.t += 1
-        self.equity = (old_equity - fees) * (1.0 + self.position * (self.prices[self.t] / self.prices[self.t - 1] - 1.0))
+        self.equity = (old_equity - fees) * (
+            1.0 + self.position * (self.prices[self.t] / self.prices[self.t - 1] - 1.0)
+        )
         self.total_steps += 1
         reward = math.log(self.equity / old_equity)
         if self.nan_reward_after is not None and self.total_steps > self.nan_reward_after:

@@ -85,9 +85,10 @@ def test_no_target_leaks_into_the_observation(prices, spec):
     later = shocked.index > when
     shocked.loc[later, ["open", "high", "low", "close"]] *= np.linspace(1.5, 0.5, later.sum())[:, None]
     shocked.loc[later, "volume"] *= 7.0
-    other = AuxiliaryTargets(build_env_spec(
-        "sp500", shocked, _features(prices), SPLITS, {"episode_length": 100}, 252.0
-    ).make_env("train"), config)
+    other = AuxiliaryTargets(
+        build_env_spec("sp500", shocked, _features(prices), SPLITS, {"episode_length": 100}, 252.0).make_env("train"),
+        config,
+    )
     np.testing.assert_array_equal(other.unwrapped._obs_rows[: t + 1], base._obs_rows[: t + 1])
     assert not np.allclose(other.table[t, :3], wrapped.table[t, :3], equal_nan=True)
     # The causal regime label of bar t uses closes up to t only.
@@ -148,7 +149,9 @@ def test_agent_trains_logs_per_head_losses_and_reloads_with_its_heads(spec):
     for name, tensor in model.auxiliary.state_dict().items():
         th.testing.assert_close(reloaded.auxiliary.state_dict()[name], tensor)
     batch = np.stack([spec.make_env("validation").reset(seed=0)[0]] * 3)
-    np.testing.assert_array_equal(model.predict(batch, deterministic=True)[0], reloaded.predict(batch, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        model.predict(batch, deterministic=True)[0], reloaded.predict(batch, deterministic=True)[0]
+    )
 
 
 def test_switched_off_the_agent_is_unchanged(spec):

@@ -52,7 +52,9 @@ def test_temperature_anneals_to_its_floor():
     rng = np.random.default_rng(0)
     temps = []
     for _ in range(6):
-        stats = learner.update(rng.normal(size=(8, 3)), np.ones((8, 2), bool), rng.integers(0, 2, 8), rng.normal(size=8))
+        stats = learner.update(
+            rng.normal(size=(8, 3)), np.ones((8, 2), bool), rng.integers(0, 2, 8), rng.normal(size=8)
+        )
         temps.append(stats["temperature"])
         assert stats["grad_norm"] >= 0 and np.isfinite(stats["entropy"])
     assert temps == pytest.approx([0.5, 0.25, 0.125, 0.1, 0.1, 0.1])
@@ -75,8 +77,10 @@ def test_gradients_are_clipped():
     config = ControllerConfig(**{**SMALL, "grad_clip": 0.5, "lr": 0.0})
     learner = OptionLearner(3, 2, config, seed=0)
     rng = np.random.default_rng(0)
-    learner.update(rng.normal(size=(16, 3)) * 100, np.ones((16, 2), bool), rng.integers(0, 2, 16), rng.normal(size=16) * 100)
-    norm = torch.sqrt(sum((p.grad ** 2).sum() for p in learner.controller.parameters()))
+    learner.update(
+        rng.normal(size=(16, 3)) * 100, np.ones((16, 2), bool), rng.integers(0, 2, 16), rng.normal(size=16) * 100
+    )
+    norm = torch.sqrt(sum((p.grad**2).sum() for p in learner.controller.parameters()))
     assert float(norm) <= 0.5 + 1e-5
 
 

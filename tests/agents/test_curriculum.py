@@ -24,10 +24,24 @@ SPLITS = {
 }
 # Two easy stages an always-long policy passes in trending windows, then the real task.
 STAGES = [
-    {"name": "bull", "regimes": ["bull"], "min_regime_share": 0.6, "max_volatility_quantile": 0.6,
-     "cost_multiplier": 0.1, "min_sharpe": 0.0, "min_win_rate": 0.0},
-    {"name": "bull_sideways", "regimes": ["bull", "sideways"], "min_regime_share": 0.5,
-     "max_volatility_quantile": 0.8, "cost_multiplier": 0.5, "min_sharpe": -100.0, "min_win_rate": 0.0},
+    {
+        "name": "bull",
+        "regimes": ["bull"],
+        "min_regime_share": 0.6,
+        "max_volatility_quantile": 0.6,
+        "cost_multiplier": 0.1,
+        "min_sharpe": 0.0,
+        "min_win_rate": 0.0,
+    },
+    {
+        "name": "bull_sideways",
+        "regimes": ["bull", "sideways"],
+        "min_regime_share": 0.5,
+        "max_volatility_quantile": 0.8,
+        "cost_multiplier": 0.5,
+        "min_sharpe": -100.0,
+        "min_win_rate": 0.0,
+    },
     {"name": "real", "regimes": "all", "cost_multiplier": 1.0},
 ]
 PARAMS = {"enabled": True, "episode_length": 40, "min_episodes": 3, "window": 2, "success_rate": 0.5, "stages": STAGES}

@@ -31,7 +31,10 @@ def test_resume_restores_the_curriculum_stage(tmp_path):
     prices = sp500.load().loc["2005-01-01":"2009-12-31"].rename(columns=str.lower)
     log_close = np.log(prices["close"])
     features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
-    splits = {"train": {"start": "2006-01-01", "end": "2008-12-31"}, "validation": {"start": "2009-01-01", "end": "2009-12-31"}}
+    splits = {
+        "train": {"start": "2006-01-01", "end": "2008-12-31"},
+        "validation": {"start": "2009-01-01", "end": "2009-12-31"},
+    }
     spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, {}, 252.0)
 
     def stop_after_first_evaluation(metrics, step):
@@ -39,8 +42,14 @@ def test_resume_restores_the_curriculum_stage(tmp_path):
 
     model = build_agent(spec.make_env("train", seed=0), PARAMS, seed=0, device="cpu")
     with pytest.raises(_Stop):
-        train_agent(model, lambda: spec.make_env("validation"), PARAMS, tmp_path,
-                    metrics_callback=stop_after_first_evaluation, **IDENTITY)
+        train_agent(
+            model,
+            lambda: spec.make_env("validation"),
+            PARAMS,
+            tmp_path,
+            metrics_callback=stop_after_first_evaluation,
+            **IDENTITY,
+        )
     assert model.get_env().get_attr("stage")[0] >= 3  # success_rate 0: one stage per finished episode
 
     fresh = build_agent(spec.make_env("train", seed=0), PARAMS, seed=0, device="cpu")

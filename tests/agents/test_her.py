@@ -39,7 +39,12 @@ def test_goal_reward_values():
 def test_goal_view_tracks_return_in_goal_units_time_to_go_and_keeps_the_pnl_reward():
     spec = small_spec()
     env = GoalConditionedView(
-        spec.make_env("train"), goal_low=0.01, goal_high=0.03, goal_unit=0.01, pnl_weight=1.0, goal_weight=0.1,
+        spec.make_env("train"),
+        goal_low=0.01,
+        goal_high=0.03,
+        goal_unit=0.01,
+        pnl_weight=1.0,
+        goal_weight=0.1,
         pnl_scale=100.0,
     )
     obs, info = env.reset(seed=3)
@@ -78,9 +83,7 @@ def _filled_buffer(
     spec = small_spec()
     venv = DummyVecEnv([lambda: goal_view(spec.make_env("train"), resolve_her_params({}))])
     space = venv.observation_space
-    buffer = buffer_class(
-        size, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy
-    )
+    buffer = buffer_class(size, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy)
     obs_dim = space["observation"].shape[0]
 
     def goal_obs(episode: int, step: int, length: int, k: int) -> dict[str, np.ndarray]:

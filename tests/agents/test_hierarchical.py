@@ -68,7 +68,9 @@ def test_warm_start_reproduces_the_sac_icm_action(with_her):
     source_state = source.policy.state_dict()
     obs_dim = obs.shape[1]
     offset = 2 if with_her else 0
-    widened = {name: module for name, module in agent.low_level.policy.named_modules() if isinstance(module, WidenedLinear)}
+    widened = {
+        name: module for name, module in agent.low_level.policy.named_modules() if isinstance(module, WidenedLinear)
+    }
     assert sorted(widened) == sorted(
         ["actor.latent_pi.0"] + [f"{net}.{q}.0" for net in ("critic", "critic_target") for q in ("qf0", "qf1")]
     )
@@ -95,7 +97,9 @@ def test_warm_start_without_new_inputs_copies_the_source_policy():
     source_state = source.policy.state_dict()
     assert all(torch.equal(value, source_state[key]) for key, value in policy.state_dict().items())
     obs = random_observations(spec, 32)
-    np.testing.assert_array_equal(agent.low_level.predict(obs, deterministic=True)[0], source.predict(obs, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        agent.low_level.predict(obs, deterministic=True)[0], source.predict(obs, deterministic=True)[0]
+    )
 
 
 @pytest.mark.parametrize("with_her", [True, False])
@@ -104,7 +108,9 @@ def test_low_level_learns_pnl_at_the_source_reward_scale_and_goals_unscaled(with
     source = small_source_model(spec)
     source.reward_scale = 100.0
     her = resolve_her_params({}) if with_her else None
-    agent, _ = build_hierarchical_agent(source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1)
+    agent, _ = build_hierarchical_agent(
+        source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1
+    )
     low_level = agent.low_level
     # One mechanism: the learner's reward_scale (HER's goal view scales the P&L part itself).
     assert isinstance(low_level, SACWithICM) and low_level.icm is None

@@ -35,7 +35,10 @@ def test_every_evaluation_logs_one_info_line(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("evaluation at step")]
     assert [line.split(":")[0] for line in lines] == ["evaluation at step 100/200", "evaluation at step 200/200"]
     final = outcome.history[-1]
-    assert f"sharpe {final['eval/sharpe']:.2f}" in lines[-1] and f"entropy {final['collapse_det/entropy']:.2f}" in lines[-1]
+    assert (
+        f"sharpe {final['eval/sharpe']:.2f}" in lines[-1]
+        and f"entropy {final['collapse_det/entropy']:.2f}" in lines[-1]
+    )
     for word in ("return ", "dominance ", "collapsed ", "elapsed 0:00:", "ETA 0:00:00"):
         assert word in lines[-1], word
     assert outcome.history[-1]["train/episode_reward"] == pytest.approx(
@@ -55,8 +58,15 @@ def test_training_metrics_reach_mlflow_with_their_steps(tmp_path):
     try:
         model, params = toy_agent(seed=1, total_timesteps=200)
         with mlflow.start_run() as run:
-            train_agent(model, ToyTradingEnv, params, tmp_path / "work", metrics_callback=stream_to_mlflow("sac_icm"),
-                        phase="toy", symbol="TOY")
+            train_agent(
+                model,
+                ToyTradingEnv,
+                params,
+                tmp_path / "work",
+                metrics_callback=stream_to_mlflow("sac_icm"),
+                phase="toy",
+                symbol="TOY",
+            )
         client = MlflowClient(uri)
         keys = set(client.get_run(run.info.run_id).data.metrics)
         assert {"sac_icm/eval/sharpe", "sac_icm/train/episode_reward", "sac_icm/collapse_det/entropy"} <= keys

@@ -130,8 +130,11 @@ def test_fields_are_read_by_name_not_position():
     rng = np.random.default_rng(1)
     a = ObservationLayout(FEATURES, window_size=3)
     b = ObservationLayout(list(reversed(FEATURES)), window_size=5)
-    values = {"position_fraction": rng.uniform(-0.2, 0.2, 50), "unrealized_pnl": rng.normal(0, 0.01, 50),
-              "ret_20": rng.normal(0, 1, 50)}
+    values = {
+        "position_fraction": rng.uniform(-0.2, 0.2, 50),
+        "unrealized_pnl": rng.normal(0, 0.01, 50),
+        "ret_20": rng.normal(0, 1, 50),
+    }
     obs_a, obs_b = make_obs(a, 50), make_obs(b, 50)
     for name, column in values.items():
         key = name if name in a else f"feature:{name}"
@@ -176,8 +179,9 @@ def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
     log_returns = np.concatenate([training, half, -half])  # then a path and its mirror image
     index = pd.bdate_range("2001-01-01", periods=log_returns.size + 1)
     close = 100 * np.exp(np.concatenate([[0.0], np.cumsum(log_returns)]))
-    prices = pd.DataFrame({"open": close, "high": close * 1.001, "low": close * 0.999, "close": close,
-                           "volume": 1e6}, index=index)
+    prices = pd.DataFrame(
+        {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close, "volume": 1e6}, index=index
+    )
     features = compute_features(prices, {"garch": None})
     scaler = fit_scaler(features.iloc[:401].dropna(), clip=None)
     assert scaler["center"]["ret_20"] > 0.02
@@ -192,8 +196,12 @@ def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
         mask = options.initiation_mask(obs)
         trend = options.trend(obs)
         threshold = options.params["trend_follow"]["momentum_threshold"]
-        return (mask[:, OPEN_LONG].sum(), mask[:, OPEN_SHORT].sum(), (trend >= threshold).sum(),
-                (trend <= -threshold).sum())
+        return (
+            mask[:, OPEN_LONG].sum(),
+            mask[:, OPEN_SHORT].sum(),
+            (trend >= threshold).sum(),
+            (trend <= -threshold).sum(),
+        )
 
     from_zero = TradingOptions(layout, allow_short=True, trend_zero=scaled_value(scaler, "ret_20", 0.0))
     long_open, short_open, up_trend, down_trend = signal_counts(from_zero)

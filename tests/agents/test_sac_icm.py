@@ -110,7 +110,9 @@ def test_icm_off_trains_exactly_like_plain_sb3_sac():
     # Build and train one after the other: SB3 seeds the global RNGs at construction.
     ours = build_agent(ToyTradingEnv(), params, seed=5, device="cpu").learn(100)
     plain = SAC("MlpPolicy", ToyTradingEnv(), **sac_kwargs(params), seed=5, device="cpu").learn(100)
-    np.testing.assert_array_equal(ours.predict(PROBE_OBS, deterministic=True)[0], plain.predict(PROBE_OBS, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        ours.predict(PROBE_OBS, deterministic=True)[0], plain.predict(PROBE_OBS, deterministic=True)[0]
+    )
     np.testing.assert_array_equal(ours.replay_buffer.rewards, plain.replay_buffer.rewards)
 
 
@@ -130,7 +132,9 @@ def test_save_and_load_restore_policy_and_icm_state(tmp_path):
     assert loaded.icm.optimizer.state_dict()["state"].keys() == model.icm.optimizer.state_dict()["state"].keys()
     assert loaded.icm.config == model.icm.config
     assert (loaded.icm_warmup_steps, loaded.intrinsic_weight, loaded.icm_batches) == (
-        model.icm_warmup_steps, model.intrinsic_weight, model.icm_batches
+        model.icm_warmup_steps,
+        model.intrinsic_weight,
+        model.icm_batches,
     )
     loaded.replay_buffer = model.replay_buffer
     loaded.num_timesteps = model.num_timesteps
@@ -151,7 +155,6 @@ def test_nan_in_icm_raises_training_diverged_naming_the_icm_loss():
         model.icm.encoder[0].weight[0, 0] = float("nan")
     with pytest.raises(TrainingDivergedError, match=r"timestep 33: non-finite icm_forward_loss=nan"):
         model.learn(100)
-
 
 
 def test_reward_scale_multiplies_what_the_learner_sees_only():

@@ -33,8 +33,16 @@ def test_training_evaluates_keeps_the_best_model_and_cleans_up(tmp_path):
     assert [step for step, _ in calls] == [100, 200, 300]
     assert calls[0][1] == {k: v for k, v in outcome.history[0].items() if k != "timestep"}
     first = outcome.history[0]
-    for key in ("eval/sharpe", "eval/total_return", "eval/action_entropy", "collapse_det/trade_rate",
-                "collapse_stoch/dominance", "icm/forward_loss", "icm/effective_share", "train/critic_loss"):
+    for key in (
+        "eval/sharpe",
+        "eval/total_return",
+        "eval/action_entropy",
+        "collapse_det/trade_rate",
+        "collapse_stoch/dominance",
+        "icm/forward_loss",
+        "icm/effective_share",
+        "train/critic_loss",
+    ):
         assert key in first and math.isfinite(first[key]), key
     assert outcome.model.num_timesteps == 300 and outcome.resumed_from is None
     assert not list(tmp_path.glob("*.ckpt"))
@@ -105,7 +113,13 @@ def test_bad_training_parameters_fail_by_name(tmp_path):
     with pytest.raises(ValueError, match=r"sac_icm\.agent\.training\.eval_freq' must be in \[1, inf\)"):
         train_agent(model, ToyTradingEnv, {**params, "training": {"eval_freq": 0}}, tmp_path, **TOY)
     with pytest.raises(ValueError, match=r"best_metric' is 'sharp'"):
-        train_agent(model, ToyTradingEnv, {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, tmp_path, **TOY)
+        train_agent(
+            model,
+            ToyTradingEnv,
+            {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}},
+            tmp_path,
+            **TOY,
+        )
 
 
 def test_the_collapse_monitor_and_evaluations_count_holds_by_the_envs_threshold(tmp_path):

@@ -84,7 +84,6 @@ def test_parameters_are_validated_by_key():
         es.resolve_es_params({"sigmaa": 0.1})
 
 
-
 @pytest.fixture(scope="module")
 def spec():
     return small_spec(n_bars=700, episode_length=40)

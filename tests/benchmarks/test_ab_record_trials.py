@@ -16,17 +16,28 @@ from trading_rl.evaluation.metrics import json_ready, return_moments
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from ab_common import check_test_unspent, record_trials  # noqa: E402
 
-SPEC = SimpleNamespace(symbol="sp500", config={"window_size": 10}, periods_per_year=252.0,
-                       splits={"validation": {"start": "2013-01-02", "end": "2015-12-31"},
-                               "test": {"start": "2016-03-31", "end": "2018-12-31"}})
+SPEC = SimpleNamespace(
+    symbol="sp500",
+    config={"window_size": 10},
+    periods_per_year=252.0,
+    splits={
+        "validation": {"start": "2013-01-02", "end": "2015-12-31"},
+        "test": {"start": "2016-03-31", "end": "2018-12-31"},
+    },
+)
 
 
 def _rows():
     rng = np.random.default_rng(0)
-    returns = {(variant, seed): rng.normal(0.001 * (variant == "SAC+ICM"), 0.01, 100)
-               for variant in ("SAC", "SAC+ICM") for seed in (0, 1, 2)}
-    rows = [{"variant": variant, "seed": seed, "split": "validation", "return_moments": json_ready(return_moments(r))}
-            for (variant, seed), r in returns.items()]
+    returns = {
+        (variant, seed): rng.normal(0.001 * (variant == "SAC+ICM"), 0.01, 100)
+        for variant in ("SAC", "SAC+ICM")
+        for seed in (0, 1, 2)
+    }
+    rows = [
+        {"variant": variant, "seed": seed, "split": "validation", "return_moments": json_ready(return_moments(r))}
+        for (variant, seed), r in returns.items()
+    ]
     return rows, returns
 
 
@@ -45,7 +56,9 @@ def test_each_variant_is_one_trial_with_its_seeds_pooled(tmp_path):
 
 def test_no_ledger_is_a_dry_run(tmp_path):
     rows, _ = _rows()
-    record_trials(rows, argparse.Namespace(ledger=str(tmp_path / "ledger"), no_ledger=True), "ab_sac_icm", SPEC, {"SAC": {}})
+    record_trials(
+        rows, argparse.Namespace(ledger=str(tmp_path / "ledger"), no_ledger=True), "ab_sac_icm", SPEC, {"SAC": {}}
+    )
     assert not (tmp_path / "ledger").exists()
 
 
@@ -65,5 +78,13 @@ def test_final_spends_the_test_split_once_per_configuration(tmp_path):
     with pytest.raises(SystemExit, match="already spent on \\['SAC', 'SAC\\+ICM'\\].*--allow-repeat"):
         check_test_unspent(args, "ab_sac_icm", SPEC, configurations)
     # Other seeds are another configuration; a deliberate repeat is allowed and reported as one.
-    assert check_test_unspent(argparse.Namespace(**{**vars(args), "seeds": [3, 4]}), "ab_sac_icm", SPEC, configurations) is False
-    assert check_test_unspent(argparse.Namespace(**{**vars(args), "allow_repeat": True}), "ab_sac_icm", SPEC, configurations) is True
+    assert (
+        check_test_unspent(argparse.Namespace(**{**vars(args), "seeds": [3, 4]}), "ab_sac_icm", SPEC, configurations)
+        is False
+    )
+    assert (
+        check_test_unspent(
+            argparse.Namespace(**{**vars(args), "allow_repeat": True}), "ab_sac_icm", SPEC, configurations
+        )
+        is True
+    )

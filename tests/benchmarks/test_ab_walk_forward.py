@@ -21,14 +21,36 @@ def _folds(edge: float, seeds: int = 5) -> pd.DataFrame:
     for symbol in ("s1", "s2"):
         for fold in range(3):
             for name in ("buy_and_hold", "random", "sma_crossover"):
-                rows.append({"symbol": symbol, "fold": fold, "seed": -1, "kind": "baseline", "agent": name,
-                             "sharpe": 0.5, "total_return": 0.05, "max_drawdown": -0.1})
+                rows.append(
+                    {
+                        "symbol": symbol,
+                        "fold": fold,
+                        "seed": -1,
+                        "kind": "baseline",
+                        "agent": name,
+                        "sharpe": 0.5,
+                        "total_return": 0.05,
+                        "max_drawdown": -0.1,
+                    }
+                )
             for seed in range(seeds):
                 base = rng.normal(0.3, 0.5)
                 for agent, sharpe in (("a", base), ("b", base + edge)):
-                    rows.append({"symbol": symbol, "fold": fold, "seed": seed, "kind": "agent", "agent": agent,
-                                 "sharpe": sharpe, "total_return": 0.01, "max_drawdown": -0.05,
-                                 "fill_rate": 0.3, "action_entropy": 1.0, "trades": True})
+                    rows.append(
+                        {
+                            "symbol": symbol,
+                            "fold": fold,
+                            "seed": seed,
+                            "kind": "agent",
+                            "agent": agent,
+                            "sharpe": sharpe,
+                            "total_return": 0.01,
+                            "max_drawdown": -0.05,
+                            "fill_rate": 0.3,
+                            "action_entropy": 1.0,
+                            "trades": True,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -45,7 +67,8 @@ def test_paired_difference_is_matched_by_window_and_flags_only_a_real_effect():
     assert low <= agents["a"]["sharpe"] <= high
     versus = {row["agent"]: row for row in summary["versus_buy_and_hold"]}
     assert versus["b"]["sharpe_minus_buy_and_hold"] == pytest.approx(
-        np.median(_folds(edge=0.4).query("agent == 'b'")["sharpe"] - 0.5))
+        np.median(_folds(edge=0.4).query("agent == 'b'")["sharpe"] - 0.5)
+    )
 
 
 def test_hierarchical_agents_share_the_sac_arm_settings_and_networks():

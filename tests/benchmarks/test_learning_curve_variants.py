@@ -31,7 +31,10 @@ def test_the_four_phase_e_variants_build_the_agents_they_name():
     prices = sp500.load().loc["2009-01-01":"2014-12-31"].rename(columns=str.lower)
     log_close = np.log(prices["close"])
     features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
-    splits = {"train": {"start": "2010-01-01", "end": "2013-12-31"}, "test": {"start": "2014-01-01", "end": "2014-12-31"}}
+    splits = {
+        "train": {"start": "2010-01-01", "end": "2013-12-31"},
+        "test": {"start": "2014-01-01", "end": "2014-12-31"},
+    }
     spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, {}, 252.0)
     params = load_parameters("base")
     built = {}

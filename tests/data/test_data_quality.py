@@ -115,7 +115,7 @@ def test_injected_defects_are_found():
 
 def test_sigma_rule_flags_a_move_below_the_absolute_threshold():
     prices = _prices(pd.bdate_range("2020-01-01", periods=100))
-    prices.loc[prices.index[60]:, ["open", "high", "low", "close"]] *= 1.06  # about 6 sigma of 1% noise
+    prices.loc[prices.index[60] :, ["open", "high", "low", "close"]] *= 1.06  # about 6 sigma of 1% noise
     moves = quality_report(prices, "x")["extreme_moves"]
     assert moves["count"] == 1
     assert moves["largest"][0]["timestamp"] == prices.index[60].isoformat()
@@ -155,8 +155,10 @@ def test_long_frame_and_by_symbol_are_inverse():
     from trading_rl.data import by_symbol, long_frame
 
     index = pd.date_range("2020-01-01", periods=3, name="timestamp")
-    frames = {"AAA": pd.DataFrame({"close": [1.0, 2.0, 3.0]}, index=index),
-              "BBB": pd.DataFrame({"close": [4.0, 5.0, 6.0]}, index=index)}
+    frames = {
+        "AAA": pd.DataFrame({"close": [1.0, 2.0, 3.0]}, index=index),
+        "BBB": pd.DataFrame({"close": [4.0, 5.0, 6.0]}, index=index),
+    }
     long = long_frame(frames)
     assert list(long.columns) == ["close", "symbol"] and len(long) == 6
     back = by_symbol(long)

@@ -112,7 +112,9 @@ def test_bad_rows_are_named_and_file_untouched(sp500_raw, tmp_path, damage, colu
 
 def test_missing_column(sp500_raw, tmp_path):
     file = _write(sp500_raw.drop(columns="Volume"), tmp_path)
-    with pytest.raises(PriceValidationError, match=r"'SPX' .*column 'volume' check 'column present' failed: the column is missing"):
+    with pytest.raises(
+        PriceValidationError, match=r"'SPX' .*column 'volume' check 'column present' failed: the column is missing"
+    ):
         validate_prices(load_prices("SPX", source="file", path=file), "SPX")
 
 
@@ -132,7 +134,9 @@ def test_non_numeric_column_shows_the_text(sp500_raw, tmp_path):
 
 def test_too_few_rows(sp500_raw, tmp_path):
     file = _write(sp500_raw.iloc[:3], tmp_path)
-    with pytest.raises(PriceValidationError, match=r"'SPX' \(from .*SPX\.csv\).*check 'at least 50 rows' failed .*3 rows"):
+    with pytest.raises(
+        PriceValidationError, match=r"'SPX' \(from .*SPX\.csv\).*check 'at least 50 rows' failed .*3 rows"
+    ):
         validate_prices(load_prices("SPX", source="file", path=file), "SPX")
     validate_prices(load_prices("SPX", source="file", path=file), "SPX", min_rows=3)
 
@@ -180,7 +184,9 @@ def test_relation_check_shows_compared_values():
 
 def test_index_must_be_the_timestamps():
     prices = load_prices("sp500").iloc[:ROWS].rename_axis("Date")
-    with pytest.raises(PriceValidationError, match="timestamps must be the index, named 'timestamp' \\(index name 'Date'"):
+    with pytest.raises(
+        PriceValidationError, match="timestamps must be the index, named 'timestamp' \\(index name 'Date'"
+    ):
         validate_prices(prices, "sp500")
 
 

@@ -220,7 +220,9 @@ def test_unparseable_timestamp_names_column_and_row(tmp_path):
     _bars(pd.RangeIndex(3)).assign(Date=["2020-01-02", "2020-01-03", "yesterday"]).to_csv(
         tmp_path / "x.csv", index=False
     )
-    with pytest.raises(PriceDataError, match=r"x\.csv: column 'Date' has values that are not timestamps \(row 2: 'yesterday'\)"):
+    with pytest.raises(
+        PriceDataError, match=r"x\.csv: column 'Date' has values that are not timestamps \(row 2: 'yesterday'\)"
+    ):
         load_prices("x", source="file", path=tmp_path / "x.csv")
 
 

@@ -20,7 +20,10 @@ def spec():
     close = pd.Series(np.linspace(100.0, 110.0, len(index)), index=index)
     prices = pd.DataFrame({"open": close, "high": close + 1, "low": close - 1, "close": close, "volume": 1.0})
     features = pd.DataFrame({"a": np.sin(np.arange(60.0)), "b": np.cos(np.arange(60.0))}, index=index)
-    splits = {"train": {"start": "2020-01-01", "end": "2020-02-14"}, "validation": {"start": "2020-02-17", "end": "2020-03-24"}}
+    splits = {
+        "train": {"start": "2020-01-01", "end": "2020-02-14"},
+        "validation": {"start": "2020-02-17", "end": "2020-03-24"},
+    }
     return build_env_spec("AAA", prices, features, splits, {"window_size": 3}, 252.0)
 
 
@@ -52,7 +55,10 @@ def test_signature_hashes_are_stable_and_layout_sensitive(spec):
     [
         (lambda s: replace(s, symbol="BBB"), "symbol: model 'BBB' vs spec 'AAA'"),
         (lambda s: replace(s, feature_columns=["b", "a"]), "same feature columns in another order"),
-        (lambda s: replace(s, feature_columns=["a", "c"]), "features only in the model: ['c']; only in the spec: ['b']"),
+        (
+            lambda s: replace(s, feature_columns=["a", "c"]),
+            "features only in the model: ['c']; only in the spec: ['b']",
+        ),
         (lambda s: replace(s, config={**s.config, "window_size": 4}), "model 13 inputs (window 4 x 2 features"),
         (lambda s: replace(s, config={**s.config, "hold_threshold": 0.2}), "env config hash: model"),
     ],

@@ -37,8 +37,12 @@ def synthetic_frames(n=60, seed=0):
     open_ = close * np.exp(rng.normal(0, 0.003, n))
     index = pd.date_range("2021-01-01", periods=n, freq="B")
     prices = pd.DataFrame(
-        {"open": open_, "high": np.maximum(open_, close) * 1.001, "low": np.minimum(open_, close) * 0.999,
-         "close": close},
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.001,
+            "low": np.minimum(open_, close) * 0.999,
+            "close": close,
+        },
         index=index,
     )
     features = pd.DataFrame(rng.normal(size=(n, 3)), index=index, columns=["a", "b", "c"])

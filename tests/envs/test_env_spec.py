@@ -121,7 +121,13 @@ def test_spec_round_trips_as_data_and_rebuilds_identical_envs(spec):
     pd.testing.assert_series_equal(restored.closes, spec.closes)
     assert restored.digest() == spec.digest()
     assert EnvSpec(**{**spec.__dict__, "symbol": "other"}).digest() != spec.digest()
-    scaler = {"method": "robust", "clip": 5.0, "columns": ["ret_20"], "center": {"ret_20": 0.01}, "scale": {"ret_20": 0.04}}
+    scaler = {
+        "method": "robust",
+        "clip": 5.0,
+        "columns": ["ret_20"],
+        "center": {"ret_20": 0.01},
+        "scale": {"ret_20": 0.04},
+    }
     with_scaler = dataclasses.replace(spec, feature_scaler=scaler)
     assert EnvSpec.from_bytes(with_scaler.to_bytes()).feature_scaler == scaler  # the options' zero reference survives
     original = rollout_equities(spec.make_env("test"))
@@ -181,8 +187,13 @@ def test_env_rejects_a_close_history_that_does_not_cover_or_match_its_bars(spec)
 
 
 def test_scaled_zero_is_where_a_raw_zero_lands_and_needs_the_scaler(spec):
-    scaler = {"method": "robust", "clip": 5.0, "columns": ["ret_20"], "center": {"ret_20": 0.008},
-              "scale": {"ret_20": 0.032}}
+    scaler = {
+        "method": "robust",
+        "clip": 5.0,
+        "columns": ["ret_20"],
+        "center": {"ret_20": 0.008},
+        "scale": {"ret_20": 0.032},
+    }
     with_scaler = dataclasses.replace(spec, feature_scaler=scaler)
     assert with_scaler.scaled_zero("ret_20") == pytest.approx(-0.25)
     with pytest.raises(ValueError, match="no feature scaler.*env_construction"):

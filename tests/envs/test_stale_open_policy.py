@@ -139,7 +139,10 @@ def test_fill_at_close_ignores_the_policy():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"stale_open_polcy": "keep"}, "unknown parameter 'env.stale_open_polcy' \\(did you mean 'env.stale_open_policy'\\?\\)"),
+        (
+            {"stale_open_polcy": "keep"},
+            "unknown parameter 'env.stale_open_polcy' \\(did you mean 'env.stale_open_policy'\\?\\)",
+        ),
         ({"stale_open_policy": "open"}, "parameter 'env.stale_open_policy' must be one of"),
         ({"stale_open_rtol": -1e-9}, "parameter 'env.stale_open_rtol' must be in"),
         ({"stale_open_rtol": "tiny"}, "parameter 'env.stale_open_rtol' must be a number"),

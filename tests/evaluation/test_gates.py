@@ -32,9 +32,19 @@ def fold_table(sharpes, drawdowns, dominant_share=0.4, n_trades=None) -> pd.Data
     n_trades = [10] * len(sharpes) if n_trades is None else n_trades
     rows = []
     for i, (sharpe, drawdown, trades) in enumerate(zip(sharpes, drawdowns, n_trades)):
-        row = {"symbol": "X", "kind": "agent", "agent": "sac_icm", "seed": i % 3, "fold": i // 3,
-               "sharpe": sharpe, "max_drawdown": -drawdown, "win_rate": 0.5 if trades else np.nan,
-               "action_entropy": 1.0, "n_trades": trades, "n_steps": 100}
+        row = {
+            "symbol": "X",
+            "kind": "agent",
+            "agent": "sac_icm",
+            "seed": i % 3,
+            "fold": i // 3,
+            "sharpe": sharpe,
+            "max_drawdown": -drawdown,
+            "win_rate": 0.5 if trades else np.nan,
+            "action_entropy": 1.0,
+            "n_trades": trades,
+            "n_steps": 100,
+        }
         row.update({f"action_share_{b}": (dominant_share if b == "hold" else rest) for b in ACTION_BUCKETS})
         rows.append(row)
     rows.append({**rows[0], "kind": "baseline", "agent": "buy_and_hold", "sharpe": 9.0})  # must not count
@@ -42,12 +52,40 @@ def fold_table(sharpes, drawdowns, dominant_share=0.4, n_trades=None) -> pd.Data
 
 
 def regime_table(returns: dict[str, float], n_trades: int = 5) -> pd.DataFrame:
-    rows = [{"symbol": "X", "model": "sac_icm", "seed": 0, "regime": r, "total_return": v, "sharpe": 1.0,
-             "n_trades": n_trades} for r, v in returns.items()]
-    rows.append({"symbol": "X", "model": "sac_icm", "seed": 0, "regime": "all", "total_return": 0.5, "sharpe": 1.0,
-                 "n_trades": n_trades})
-    rows.append({"symbol": "X", "model": "cash", "seed": -1, "regime": "bull", "total_return": 0.0, "sharpe": None,
-                 "n_trades": 0})
+    rows = [
+        {
+            "symbol": "X",
+            "model": "sac_icm",
+            "seed": 0,
+            "regime": r,
+            "total_return": v,
+            "sharpe": 1.0,
+            "n_trades": n_trades,
+        }
+        for r, v in returns.items()
+    ]
+    rows.append(
+        {
+            "symbol": "X",
+            "model": "sac_icm",
+            "seed": 0,
+            "regime": "all",
+            "total_return": 0.5,
+            "sharpe": 1.0,
+            "n_trades": n_trades,
+        }
+    )
+    rows.append(
+        {
+            "symbol": "X",
+            "model": "cash",
+            "seed": -1,
+            "regime": "bull",
+            "total_return": 0.0,
+            "sharpe": None,
+            "n_trades": 0,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -74,8 +112,14 @@ def test_report_passes_when_every_gate_passes_and_skips_optional_gates_without_a
     assert report["passed"] and report["failed"] == []
     assert report["gates"]["option_usage"]["status"] == "skipped"
     entry = report["gates"]["max_drawdown"]
-    assert entry == {"metric": "max_drawdown_median", "value": pytest.approx(0.05), "comparison": "<",
-                     "threshold": 0.15, "passed": True, "status": "pass"}
+    assert entry == {
+        "metric": "max_drawdown_median",
+        "value": pytest.approx(0.05),
+        "comparison": "<",
+        "threshold": 0.15,
+        "passed": True,
+        "status": "pass",
+    }
 
 
 WIN_RATE = {"win_rate": {"metric": "win_rate_median", "comparison": ">", "threshold": 0.45}}
@@ -115,7 +159,10 @@ def test_a_regime_counts_as_profitable_only_where_the_agent_traded():
     # Medians over seeds, never the best one: "bear" stays profitable with one losing seed of three,
     # and stops being profitable with two losing seeds of four.
     losing = regime_table({**GOOD_REGIMES, "bear": -0.1}).assign(seed=2)
-    assert gate_values(fold_table([1.0] * 6, [0.05] * 6), pd.concat([regimes, losing]), "sac_icm")["profitable_regimes"] == 3
+    assert (
+        gate_values(fold_table([1.0] * 6, [0.05] * 6), pd.concat([regimes, losing]), "sac_icm")["profitable_regimes"]
+        == 3
+    )
     two_losing = pd.concat([regimes, losing, losing.assign(seed=3)])
     assert gate_values(fold_table([1.0] * 6, [0.05] * 6), two_losing, "sac_icm")["profitable_regimes"] == 2
 
@@ -199,7 +246,9 @@ def test_es_within_80_percent_of_sac_gate_uses_median_walk_forward_sharpe():
     assert "es_vs_sac_margin" not in gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")
 
 
-@pytest.mark.parametrize("verdicts, expected", [([True, True, False], 2 / 3), ([False] * 3, 0.0), (["True", "False"], 0.5)])
+@pytest.mark.parametrize(
+    "verdicts, expected", [([True, True, False], 2 / 3), ([False] * 3, 0.0), (["True", "False"], 0.5)]
+)
 def test_trading_agents_gate_is_the_share_of_windows_whose_agent_trades(verdicts, expected):
     folds = fold_table([1.0] * len(verdicts), [0.05] * len(verdicts))
     folds["trades"] = verdicts + [np.nan]  # the baseline row carries no verdict

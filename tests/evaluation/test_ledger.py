@@ -19,9 +19,17 @@ from trading_rl.evaluation.metrics import return_moments
 def _row(symbol="X", source="walk_forward", split="walk_forward", agent="sac_icm", returns=None, **configuration):
     returns = np.random.default_rng(len(configuration)).normal(0.001, 0.01, 50) if returns is None else returns
     return ledger.trial_row(
-        source=source, symbol=symbol, split=split, period_start="2020-01-01", period_end="2020-03-01", agent=agent,
-        configuration={"agent": agent, **configuration}, moments=return_moments(returns), n_runs=3,
-        periods_per_year=252.0, run={"save_version": "v1", "git_commit": "abc"},
+        source=source,
+        symbol=symbol,
+        split=split,
+        period_start="2020-01-01",
+        period_end="2020-03-01",
+        agent=agent,
+        configuration={"agent": agent, **configuration},
+        moments=return_moments(returns),
+        n_runs=3,
+        periods_per_year=252.0,
+        run={"save_version": "v1", "git_commit": "abc"},
     )
 
 
@@ -76,13 +84,16 @@ def test_the_read_only_view_refuses_to_save(tmp_path):
 
 
 def test_trials_count_configurations_once_and_leave_out_test_evaluations():
-    rows = pd.DataFrame([
-        _row(lr=1), _row(lr=1),  # the same configuration evaluated twice: one trial (its latest row)
-        _row(lr=2, source="ab_sac_icm", split="validation"),
-        _row(lr=3, returns=np.zeros(50)),  # never traded: undefined Sharpe counts as 0
-        _row(lr=4, source="final_evaluation", split="test"),
-        _row(symbol="Y", lr=5),
-    ])
+    rows = pd.DataFrame(
+        [
+            _row(lr=1),
+            _row(lr=1),  # the same configuration evaluated twice: one trial (its latest row)
+            _row(lr=2, source="ab_sac_icm", split="validation"),
+            _row(lr=3, returns=np.zeros(50)),  # never traded: undefined Sharpe counts as 0
+            _row(lr=4, source="final_evaluation", split="test"),
+            _row(symbol="Y", lr=5),
+        ]
+    )
     trials = ledger.trials_for(rows, "X")
     assert trials.n == 3 and trials.by_source == {"walk_forward": 2, "ab_sac_icm": 1}
     assert 0.0 in trials.sharpes
@@ -109,8 +120,10 @@ def test_dsr_from_the_ledger_matches_the_paper_and_falls_with_more_spread_trials
     dsr_small = ledger.deflated_sharpe(return_moments(returns), trials)
     assert dsr_small == pytest.approx(_dsr_by_paper(returns, np.array(trials.sharpes)), rel=1e-9)
 
-    more = pd.concat([small, pd.DataFrame([_row(lr=10 + i, returns=rng.normal(0.003 * (i % 3 - 1), 0.01, 200))
-                                           for i in range(30)])], ignore_index=True)
+    more = pd.concat(
+        [small, pd.DataFrame([_row(lr=10 + i, returns=rng.normal(0.003 * (i % 3 - 1), 0.01, 200)) for i in range(30)])],
+        ignore_index=True,
+    )
     dsr_more = ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(more, "X"))
     assert dsr_more < dsr_small
     assert math.isnan(ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(small.iloc[:1], "X")))
@@ -120,7 +133,11 @@ def _agent_params(**renamed):
     """sac_icm agent parameters under today's names, or (``old_names=True``) as rows recorded before
     ``reward.scale`` became ``reward_scale`` and ``collapse.hold_threshold`` left the agent."""
     if renamed.get("old_names"):
-        return {"reward": {"scale": 100.0}, "collapse": {"dominance_max": 0.6, "hold_threshold": 0.1}, "sac": {"tau": 0.005}}
+        return {
+            "reward": {"scale": 100.0},
+            "collapse": {"dominance_max": 0.6, "hold_threshold": 0.1},
+            "sac": {"tau": 0.005},
+        }
     return {"reward_scale": 100.0, "collapse": {"dominance_max": 0.6}, "sac": {"tau": 0.005}}
 
 
@@ -129,9 +146,17 @@ def test_rows_recorded_under_renamed_keys_keep_their_identity(tmp_path):
 
     def row(configuration, source="walk_forward", split="walk_forward"):
         return ledger.trial_row(
-            source=source, symbol="X", split=split, period_start="2020-01-01", period_end="2020-03-01",
-            agent="sac_icm", configuration=configuration, moments=return_moments(np.full(50, 0.001) + np.arange(50) * 1e-5),
-            n_runs=1, periods_per_year=252.0, run={"save_version": "v1", "git_commit": "abc"},
+            source=source,
+            symbol="X",
+            split=split,
+            period_start="2020-01-01",
+            period_end="2020-03-01",
+            agent="sac_icm",
+            configuration=configuration,
+            moments=return_moments(np.full(50, 0.001) + np.arange(50) * 1e-5),
+            n_runs=1,
+            periods_per_year=252.0,
+            run={"save_version": "v1", "git_commit": "abc"},
         )
 
     recorded = {"agent": "sac_icm", "symbol": "X", "agent_params": _agent_params(old_names=True)}

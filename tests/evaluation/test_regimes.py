@@ -125,8 +125,12 @@ def _walk_forward_returns(close: pd.Series) -> pd.DataFrame:
     frames = []
     for fold, start in enumerate((140, 220)):
         window = _rollout(close.iloc[start : start + 101], seed=fold)
-        for kind, agent, seed in (("agent", "sac_icm", 0), ("agent", "sac_icm", 1), ("baseline", "cash", -1),
-                                  ("baseline", "buy_and_hold_full", -1)):
+        for kind, agent, seed in (
+            ("agent", "sac_icm", 0),
+            ("agent", "sac_icm", 1),
+            ("baseline", "cash", -1),
+            ("baseline", "buy_and_hold_full", -1),
+        ):
             rows = window.assign(symbol="X", fold=fold, kind=kind, agent=agent, seed=seed)
             if agent == "sac_icm":
                 rows["return"] = rows["return"] * (1 + seed)
@@ -145,11 +149,17 @@ def test_walk_forward_regimes_pool_each_seeds_folds_once_and_keep_seeds_apart():
     table = walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0}, 0.1)
     assert list(table.columns[:5]) == ["symbol", "model", "kind", "seed", "regime"]
     assert set(map(tuple, table[["model", "seed"]].drop_duplicates().to_numpy())) == {
-        ("sac_icm", 0), ("sac_icm", 1), ("cash", -1), ("buy_and_hold_full", -1)}
+        ("sac_icm", 0),
+        ("sac_icm", 1),
+        ("cash", -1),
+        ("buy_and_hold_full", -1),
+    }
     for seed in (0, 1):
         steps = returns[(returns["agent"] == "sac_icm") & (returns["seed"] == seed)]
         # fold 0's last 20 steps overlap fold 1's first ones: kept once, from the later fold
-        kept = pd.concat([steps[(steps["fold"] == 0) & (steps["timestamp"] < close.index[221])], steps[steps["fold"] == 1]])
+        kept = pd.concat(
+            [steps[(steps["fold"] == 0) & (steps["timestamp"] < close.index[221])], steps[steps["fold"] == 1]]
+        )
         assert len(kept) == 180
         expected = regime_metrics(kept, labels, 252.0, 0.1).set_index("regime")
         got = table[(table["model"] == "sac_icm") & (table["seed"] == seed)].set_index("regime")
@@ -163,8 +173,12 @@ def test_walk_forward_regimes_pool_each_seeds_folds_once_and_keep_seeds_apart():
 def test_walk_forward_regimes_need_the_traded_value():
     close = regime_walk(5)
     with pytest.raises(ValueError, match="trade_value"):
-        walk_forward_regime_metrics(_walk_forward_returns(close).drop(columns="trade_value"),
-                                    {"X": label_regimes(close, SMALL)}, {"X": 252.0}, 0.1)
+        walk_forward_regime_metrics(
+            _walk_forward_returns(close).drop(columns="trade_value"),
+            {"X": label_regimes(close, SMALL)},
+            {"X": 252.0},
+            0.1,
+        )
 
 
 def test_the_test_split_parameter_is_refused_by_name():

@@ -166,7 +166,16 @@ def test_rollout_on_the_real_env_compounds_to_the_net_return(envs):
     assert len(rollout) == 400 - WINDOW
     assert (1 + rollout["return"]).prod() == pytest.approx(final / INITIAL_CASH, rel=1e-10)
     assert rollout["reward"].sum() == pytest.approx(math.log(final / INITIAL_CASH), rel=1e-9)
-    for column in ("cash", "position", "fees", "trade_value", "action_raw", "action_smoothed", "action_type", "timestamp"):
+    for column in (
+        "cash",
+        "position",
+        "fees",
+        "trade_value",
+        "action_raw",
+        "action_smoothed",
+        "action_type",
+        "timestamp",
+    ):
         assert column in rollout
     assert rollout["truncated"].iloc[-1] and not rollout["truncated"].iloc[:-1].any()
     metrics = compute_metrics(rollout, periods_per_year=252, hold_threshold=0.1)
@@ -358,7 +367,11 @@ def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
     from trading_rl.evaluation import folds as windows
     from trading_rl.phases import walk_forward as wf
 
-    prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
+    prices = (
+        sp500.load()
+        .loc["2011-01-01":"2018-12-31"]
+        .rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
+    )
     feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
     gap = wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
     index = windows.tradable_index(prices, feature_params)

@@ -4,28 +4,60 @@ the WARNING line only."""
 from trading_rl.evaluation.gates import evaluate_gates
 from trading_rl.evaluation.summary import agent_rows, gate_results, summary_text
 
-BASELINES = {"buy_and_hold": {"sharpe": 0.5, "total_return": 0.02, "max_drawdown": -0.03},
-             "random": {"sharpe": -0.7, "total_return": -0.01, "max_drawdown": -0.04}}
+BASELINES = {
+    "buy_and_hold": {"sharpe": 0.5, "total_return": 0.02, "max_drawdown": -0.03},
+    "random": {"sharpe": -0.7, "total_return": -0.01, "max_drawdown": -0.04},
+}
 
 
 def _quartiles(median):
     return {"median": median, "q1": median, "q3": median}
 
 
-WALK_FORWARD = {"sp500": {"agents": {
-    "sac_icm": {"kind": "agent", "trading_share": 0.25,
-                "metrics": {"sharpe": _quartiles(1.1), "total_return": _quartiles(0.03), "max_drawdown": _quartiles(-0.02)}},
-    "buy_and_hold": {"kind": "baseline", "trading_share": None,
-                     "metrics": {"sharpe": _quartiles(0.4), "total_return": _quartiles(0.01), "max_drawdown": _quartiles(-0.05)}},
-}}}
-MIGRATION = {"checkpoints": {"a.zip": {"agents": {"migrated": {"sharpe": None, "total_return": 0.0, "max_drawdown": 0.0}},
-                                       "gate": {"continuous_agent": "migrated", "passed": False}}},
-             "baselines": BASELINES, "all_gates_passed": False}
+WALK_FORWARD = {
+    "sp500": {
+        "agents": {
+            "sac_icm": {
+                "kind": "agent",
+                "trading_share": 0.25,
+                "metrics": {
+                    "sharpe": _quartiles(1.1),
+                    "total_return": _quartiles(0.03),
+                    "max_drawdown": _quartiles(-0.02),
+                },
+            },
+            "buy_and_hold": {
+                "kind": "baseline",
+                "trading_share": None,
+                "metrics": {
+                    "sharpe": _quartiles(0.4),
+                    "total_return": _quartiles(0.01),
+                    "max_drawdown": _quartiles(-0.05),
+                },
+            },
+        }
+    }
+}
+MIGRATION = {
+    "checkpoints": {
+        "a.zip": {
+            "agents": {"migrated": {"sharpe": None, "total_return": 0.0, "max_drawdown": 0.0}},
+            "gate": {"continuous_agent": "migrated", "passed": False},
+        }
+    },
+    "baselines": BASELINES,
+    "all_gates_passed": False,
+}
 
 
 def test_every_phase_report_gives_its_rows():
-    rows = agent_rows({"walk_forward_summary": WALK_FORWARD, "migration_comparison": MIGRATION,
-                       "options_her_evaluation": {"agent": BASELINES["random"], "baselines": BASELINES}})
+    rows = agent_rows(
+        {
+            "walk_forward_summary": WALK_FORWARD,
+            "migration_comparison": MIGRATION,
+            "options_her_evaluation": {"agent": BASELINES["random"], "baselines": BASELINES},
+        }
+    )
     assert [(r.phase, r.agent, r.verdict) for r in rows] == [
         ("options_her", "options_her", "n/a (option gates below)"),
         ("checkpoint_migration", "a.zip migrated", "diversity gate FAILED"),
@@ -38,18 +70,29 @@ def test_every_phase_report_gives_its_rows():
 
 
 def test_gates_are_named_in_the_table_and_explained_in_the_details():
-    report = evaluate_gates({"sharpe_median": 0.1, "max_drawdown_median": 0.05},
-                            {"sharpe": {"metric": "sharpe_median", "comparison": ">", "threshold": 0.5},
-                             "max_drawdown": {"metric": "max_drawdown_median", "comparison": "<", "threshold": 0.15}})
+    report = evaluate_gates(
+        {"sharpe_median": 0.1, "max_drawdown_median": 0.05},
+        {
+            "sharpe": {"metric": "sharpe_median", "comparison": ">", "threshold": 0.5},
+            "max_drawdown": {"metric": "max_drawdown_median", "comparison": "<", "threshold": 0.15},
+        },
+    )
     (migration, validation) = gate_results({"validation_report": report, "migration_comparison": MIGRATION})
     assert (migration.phase, migration.passed, migration.failed) == ("checkpoint_migration", False, "diversity (a.zip)")
     assert validation.failed == "sharpe" and validation.details == "sharpe (0.1 > 0.5 is false)"
     assert "validation  validation_report  FAILED  sharpe\n" in summary_text({"validation_report": report})
 
 
-FORWARD = {"status": "tracked", "model_version": "2026-01-31T06.00.00.000Z", "symbol": "sp500", "n_bars": 40,
-           "new_bars": 20, "first_bar": "2016-01-04T00:00:00",
-           "metrics": {"sharpe": 0.3, "total_return": 0.01, "max_drawdown": -0.02}, "baselines": BASELINES}
+FORWARD = {
+    "status": "tracked",
+    "model_version": "2026-01-31T06.00.00.000Z",
+    "symbol": "sp500",
+    "n_bars": 40,
+    "new_bars": 20,
+    "first_bar": "2016-01-04T00:00:00",
+    "metrics": {"sharpe": 0.3, "total_return": 0.01, "max_drawdown": -0.02},
+    "baselines": BASELINES,
+}
 
 
 def test_the_forward_record_gets_a_line_and_its_alerts_a_gate_row():

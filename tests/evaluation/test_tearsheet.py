@@ -31,14 +31,19 @@ def section():
     spec = build_env_spec("sp500", prices.loc[features.index], features, SPLITS, {"window_size": 5}, 252.0)
     make_env = functools.partial(spec.make_env, "validation")
     env = make_env()
-    agents = {"agent": run_episode(env, random_policy(env.action_space, 3), seed=0),
-              "idle agent": run_episode(make_env(), constant_policy(0.0, env.action_space), seed=0)}
-    return env_section("sp500 validation", "sp500", 252.0, agents, make_env, spec.closes, 0,
-                       {"vol_lookback": 60, "trend_window": 20})
+    agents = {
+        "agent": run_episode(env, random_policy(env.action_space, 3), seed=0),
+        "idle agent": run_episode(make_env(), constant_policy(0.0, env.action_space), seed=0),
+    }
+    return env_section(
+        "sp500 validation", "sp500", 252.0, agents, make_env, spec.closes, 0, {"vol_lookback": 60, "trend_window": 20}
+    )
 
 
 def test_every_panel_is_in_the_png_and_the_html(section):
-    tearsheet = build_tearsheet("t", [section], TearsheetOptions(0.1, rolling_window=20, dpi=40), {"sp500": Trials((0.1, -0.2, 0.05), {})})
+    tearsheet = build_tearsheet(
+        "t", [section], TearsheetOptions(0.1, rolling_window=20, dpi=40), {"sp500": Trials((0.1, -0.2, 0.05), {})}
+    )
     (figure,) = tearsheet.figures.values()
     assert [ax.get_title(loc="left") for ax in figure.axes if ax.get_title(loc="left")] == list(PANELS.values())
     for key, title in PANELS.items():
@@ -64,12 +69,19 @@ def test_metrics_come_from_the_rollouts_with_dsr_for_agents_only(section):
 
 
 def test_a_window_without_trades_is_marked(section):
-    idle_first = type(section)(section.title, section.symbol, section.periods_per_year,
-                               {"idle agent": section.agents["idle agent"]}, section.baselines, section.close,
-                               section.regimes)
+    idle_first = type(section)(
+        section.title,
+        section.symbol,
+        section.periods_per_year,
+        {"idle agent": section.agents["idle agent"]},
+        section.baselines,
+        section.close,
+        section.regimes,
+    )
     tearsheet = build_tearsheet("t", [idle_first], TearsheetOptions(0.1, dpi=30))
-    trades_axis = next(ax for ax in tearsheet.figures["sp500_validation.png"].axes
-                       if ax.get_title(loc="left") == PANELS["trades"])
+    trades_axis = next(
+        ax for ax in tearsheet.figures["sp500_validation.png"].axes if ax.get_title(loc="left") == PANELS["trades"]
+    )
     assert any("no trades: idle agent never filled an order" in text.get_text() for text in trades_axis.texts)
 
 
@@ -87,9 +99,21 @@ def test_the_html_renders_in_headless_chromium(section, tmp_path):
     page = tmp_path / "tearsheet.html"
     page.write_text(tearsheet.html)
     shot = tmp_path / "shot.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--screenshot={shot}", "--window-size=1100,2200", page.as_uri()],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={shot}",
+            "--window-size=1100,2200",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
     assert pixels.shape == (2200, 1100)
     # the five chart panels (about 300 pixels each) and the table fill the page: no 250-pixel band

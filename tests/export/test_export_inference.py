@@ -9,8 +9,7 @@ from trading_rl.export import PortfolioState, SignalEngine, inference_session
 @pytest.fixture(scope="module")
 def engine(export_setup, onnx_bytes):
     spec = export_setup.spec
-    return SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler, spec.config,
-                        spec.feature_columns)
+    return SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler, spec.config, spec.feature_columns)
 
 
 def _next_state(state, info):
@@ -96,11 +95,21 @@ def test_nan_in_bars_names_column_and_timestamp(export_setup, engine):
 def test_wrong_feature_count_is_named(export_setup, engine, onnx_bytes):
     spec = export_setup.spec
     with pytest.raises(ValueError, match="wrong feature count: feature_params produce 24 columns"):
-        SignalEngine(onnx_bytes, {**export_setup.feature_params, "calendar": False}, export_setup.scaler,
-                     spec.config, spec.feature_columns).signal(export_setup.prices, {"cash": 1e5})
+        SignalEngine(
+            onnx_bytes,
+            {**export_setup.feature_params, "calendar": False},
+            export_setup.scaler,
+            spec.config,
+            spec.feature_columns,
+        ).signal(export_setup.prices, {"cash": 1e5})
     with pytest.raises(ValueError, match="wrong feature count: the ONNX model takes observations of 109"):
-        SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler,
-                     {**spec.config, "window_size": 5}, spec.feature_columns)
+        SignalEngine(
+            onnx_bytes,
+            export_setup.feature_params,
+            export_setup.scaler,
+            {**spec.config, "window_size": 5},
+            spec.feature_columns,
+        )
     with pytest.raises(ValueError, match=r"wrong feature count: observation has shape \(108,\)"):
         engine.action(np.zeros(108, dtype=np.float32))
 

@@ -34,8 +34,9 @@ def test_graph_has_a_dynamic_batch_axis_and_matches_any_batch_size(export_setup,
 
 def test_parity_check_fails_for_a_different_policy(export_setup, onnx_bytes):
     model = export_setup.model
-    other = export_setup.model.__class__("MlpPolicy", export_setup.spec.make_env("train"), seed=123,
-                                         policy_kwargs={"net_arch": [32, 32]}, buffer_size=10)
+    other = export_setup.model.__class__(
+        "MlpPolicy", export_setup.spec.make_env("train"), seed=123, policy_kwargs={"net_arch": [32, 32]}, buffer_size=10
+    )
     with pytest.raises(ValueError, match="differs from the PyTorch policy"):
         check_parity(model, inference_session(export_actor(other)), np.zeros((0, 109)), 100, 1e-5)
 

@@ -7,8 +7,13 @@ import pytest
 
 from trading_rl.export import PortfolioState, SafeguardConfig, Safeguards, Signal
 
-OFF = {"max_trades_per_day": None, "max_position_pct": None, "daily_loss_limit": None,
-       "max_drawdown": None, "min_confidence": None}
+OFF = {
+    "max_trades_per_day": None,
+    "max_position_pct": None,
+    "daily_loss_limit": None,
+    "max_drawdown": None,
+    "min_confidence": None,
+}
 
 
 def _signal(timestamp, units=10.0, price=100.0, equity=100_000.0, raw=0.5):
@@ -75,8 +80,11 @@ def test_drawdown_limit_from_the_peak():
 
 
 def test_config_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"unknown parameter 'export\.safeguards\.max_trades' "
-        r"\(did you mean 'export\.safeguards\.max_trades_per_day'\?\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown parameter 'export\.safeguards\.max_trades' "
+        r"\(did you mean 'export\.safeguards\.max_trades_per_day'\?\)",
+    ):
         SafeguardConfig.from_mapping({"max_trades": 3})
     with pytest.raises(ValueError, match=r"'export\.safeguards\.daily_loss_limit' must be in \[0, 1\]"):
         SafeguardConfig.from_mapping({"daily_loss_limit": 2})
@@ -87,8 +95,14 @@ def test_engine_applies_safeguards_to_its_signals(export_setup, onnx_bytes):
 
     spec = export_setup.spec
     guard = Safeguards({**OFF, "max_trades_per_day": 0})  # every trade is blocked
-    engine = SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler, spec.config,
-                          spec.feature_columns, safeguards=guard)
+    engine = SignalEngine(
+        onnx_bytes,
+        export_setup.feature_params,
+        export_setup.scaler,
+        spec.config,
+        spec.feature_columns,
+        safeguards=guard,
+    )
     state = {"cash": 1e5, "position": 100.0, "entry_price": 2500.0, "time_in_position": 3}
     signals = [engine.signal(export_setup.prices.iloc[: -k or None], state) for k in range(0, 40, 4)]
     trading = [s for s in signals if s.blocked_by is not None]

@@ -69,7 +69,14 @@ def test_garch_fault_names_symbol_bars_and_fix(project, case):
     with pytest.raises(Exception) as raised:
         run_session(project, ["feature_extraction", "env_construction"])
     message = str(raised.value)
-    for expected in ("'GOOD'", "1999-01-05 .. 2000-06-30", cause, "garch: null", "exclude the symbol", "repair the bar"):
+    for expected in (
+        "'GOOD'",
+        "1999-01-05 .. 2000-06-30",
+        cause,
+        "garch: null",
+        "exclude the symbol",
+        "repair the bar",
+    ):
         assert expected in message, (expected, message)
     assert_no_run_completed(project, before, runs_before)
 
@@ -110,7 +117,10 @@ def _mixed_formats(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 TIMESTAMP_CASES = {
-    "mixed_utc_offsets": (_mixed_offsets, ["mixes time zones", "row 1: '1999-01-05 16:00:00-05:00'", "row 0: '1999-01-04 16:00:00'"]),
+    "mixed_utc_offsets": (
+        _mixed_offsets,
+        ["mixes time zones", "row 1: '1999-01-05 16:00:00-05:00'", "row 0: '1999-01-04 16:00:00'"],
+    ),
     "zulu_and_naive": (_zulu_and_naive, ["mixes time zones", "row 0: '1999-01-04T21:00Z'", "row 300:"]),
     "day_first_dates": (_day_first, ["day-first", "%d/%m/%Y", "row 7: '13/01/1999'", "ISO yyyy-mm-dd"]),
     "mixed_formats": (_mixed_formats, ["mixes timestamp formats", "%Y-%m-%d", "row 350:", "one format"]),
@@ -129,4 +139,3 @@ def test_timestamp_fault_shows_rows_and_likely_cause(project, case):
     for expected in expected_parts:
         assert expected in message, (expected, message)
     assert_unchanged(project, before)
-

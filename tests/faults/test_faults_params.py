@@ -168,7 +168,9 @@ def test_a_kedro_run_with_a_bad_parameter_fails_before_writing(tmp_path, project
     cwd = os.getcwd()
     os.chdir(project)
     try:
-        with pytest.raises(ConfigError, match=r"'feature_extraction\.min_row' \(did you mean 'feature_extraction\.min_rows'\?\)"):
+        with pytest.raises(
+            ConfigError, match=r"'feature_extraction\.min_row' \(did you mean 'feature_extraction\.min_rows'\?\)"
+        ):
             kedro_run(project, ["feature_extraction"], runtime_params={"feature_extraction": {"min_row": 5}})
     finally:
         os.chdir(cwd)

@@ -61,8 +61,13 @@ def sac_model():
 
 
 def _model_dataset(tmp_path: Path, dataset_type: str = "trading_rl.datasets.SB3ModelDataset"):
-    entry = {"type": dataset_type, "filepath": str(tmp_path / "data" / "model.zip"),
-             "model_class": "stable_baselines3.SAC", "device": "cpu", "versioned": True}
+    entry = {
+        "type": dataset_type,
+        "filepath": str(tmp_path / "data" / "model.zip"),
+        "model_class": "stable_baselines3.SAC",
+        "device": "cpu",
+        "versioned": True,
+    }
     return DataCatalog.from_config({"model": entry})
 
 
@@ -71,7 +76,10 @@ def _hostile_sb3_zip(raw: bytes, marker: Path) -> bytes:
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     data = json.loads(members["data"])
-    data["lr_schedule"] = {":type:": "<class 'function'>", ":serialized:": base64.b64encode(hostile_pickle(marker)).decode()}
+    data["lr_schedule"] = {
+        ":type:": "<class 'function'>",
+        ":serialized:": base64.b64encode(hostile_pickle(marker)).decode(),
+    }
     members["data"] = json.dumps(data).encode()
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
@@ -87,11 +95,16 @@ def _saved_file(tmp_path: Path) -> Path:
 
 TAMPERING = {
     "hostile_pickle_in_zip": lambda path, marker: path.write_bytes(_hostile_sb3_zip(path.read_bytes(), marker)),
-    "one_byte_flipped": lambda path, marker: path.write_bytes(path.read_bytes()[:-1] + bytes([path.read_bytes()[-1] ^ 1])),
-    "manifest_removed": lambda path, marker: (path.with_name(path.name + ".sha256").unlink(),
-                                              path.write_bytes(_hostile_sb3_zip(path.read_bytes(), marker))),
+    "one_byte_flipped": lambda path, marker: path.write_bytes(
+        path.read_bytes()[:-1] + bytes([path.read_bytes()[-1] ^ 1])
+    ),
+    "manifest_removed": lambda path, marker: (
+        path.with_name(path.name + ".sha256").unlink(),
+        path.write_bytes(_hostile_sb3_zip(path.read_bytes(), marker)),
+    ),
     "manifest_rewritten_for_another_file": lambda path, marker: path.with_name(path.name + ".sha256").write_text(
-        "0" * 64 + "  model.zip\n"),
+        "0" * 64 + "  model.zip\n"
+    ),
 }
 
 
@@ -117,8 +130,13 @@ def test_a_saved_model_zip_round_trips_with_its_manifest(tmp_path, sac_model):
 
 
 def _folder_catalog(tmp_path: Path) -> DataCatalog:
-    entry = {"type": "trading_rl.datasets.migration.SB3ModelFolderDataset", "filepath": str(tmp_path / "data" / "models"),
-             "model_class": "stable_baselines3.SAC", "device": "cpu", "versioned": True}
+    entry = {
+        "type": "trading_rl.datasets.migration.SB3ModelFolderDataset",
+        "filepath": str(tmp_path / "data" / "models"),
+        "model_class": "stable_baselines3.SAC",
+        "device": "cpu",
+        "versioned": True,
+    }
     return DataCatalog.from_config({"models": entry})
 
 
@@ -140,9 +158,13 @@ def _saved_without_manifest(tmp_path: Path, sac_model, folder: bool) -> tuple[Da
 @pytest.mark.parametrize("folder", [False, True], ids=["model_file", "model_folder"])
 def test_a_trusted_older_model_loads_after_its_manifest_is_written(tmp_path, sac_model, folder):
     catalog, name, target = _saved_without_manifest(tmp_path, sac_model, folder)
-    with pytest.raises(DatasetError, match=r"no hash manifest.*python -m trading_rl\.datasets\.bytes_dataset " + re.escape(str(target))):
+    with pytest.raises(
+        DatasetError, match=r"no hash manifest.*python -m trading_rl\.datasets\.bytes_dataset " + re.escape(str(target))
+    ):
         catalog.load(name)
-    subprocess.run([sys.executable, "-m", "trading_rl.datasets.bytes_dataset", str(target)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "trading_rl.datasets.bytes_dataset", str(target)], check=True, capture_output=True
+    )
     loaded = catalog.load(name)
     assert isinstance(loaded["sp500.zip"] if folder else loaded, SAC)
 
@@ -177,8 +199,12 @@ def test_a_hostile_controller_is_refused_by_the_weights_only_loader(marker, sac_
 
 
 def test_a_hierarchical_agent_file_changed_after_saving_is_not_loaded(tmp_path, marker, sac_model):
-    entry = {"type": "trading_rl.datasets.hierarchical.HierarchicalAgentDataset",
-             "filepath": str(tmp_path / "data" / "agent.zip"), "device": "cpu", "versioned": True}
+    entry = {
+        "type": "trading_rl.datasets.hierarchical.HierarchicalAgentDataset",
+        "filepath": str(tmp_path / "data" / "agent.zip"),
+        "device": "cpu",
+        "versioned": True,
+    }
     path = tmp_path / "data" / "agent.zip" / "2026-01-01T00.00.00.000Z" / "agent.zip"
     path.parent.mkdir(parents=True)
     path.write_bytes(_hierarchical_zip(sac_model, hostile_pickle(marker)))

@@ -104,7 +104,9 @@ def test_a_run_with_other_settings_starts_fresh_and_leaves_the_checkpoint(work_d
     checkpoint = _checkpoint(work_dir)
     before = tree_digest(work_dir)
     with caplog.at_level(logging.WARNING):
-        outcome = _run(work_dir, copy.deepcopy(case["params"]), seed=case.get("seed", 0), symbol=case.get("symbol", "TOY"))
+        outcome = _run(
+            work_dir, copy.deepcopy(case["params"]), seed=case.get("seed", 0), symbol=case.get("symbol", "TOY")
+        )
     assert outcome.resumed_from is None and outcome.model.num_timesteps == TOTAL
     message = _warnings(caplog)
     assert str(checkpoint) in message and case["named"] in message and "force" in message
@@ -211,9 +213,13 @@ DAMAGE = {
     "identity_of_another_symbol": (lambda p, m: _other_symbol_inside(p), "belongs to"),
     "state_not_json": (lambda p, m: _rewrite_member(p, "state.json", b"{not json"), "unreadable"),
     "run_state_field_missing": (lambda p, m: _edit_state(p, lambda s: s["run"].pop("best_score")), "run state fields"),
-    "counter_not_an_integer": (lambda p, m: _edit_state(p, lambda s: s["counters"].update(num_timesteps="30")), "malformed"),
+    "counter_not_an_integer": (
+        lambda p, m: _edit_state(p, lambda s: s["counters"].update(num_timesteps="30")),
+        "malformed",
+    ),
     "optimiser_moment_of_other_shape": (
-        lambda p, m: _edit_tensors(p, _optimiser_moment_of_other_shape), "optimiser 'actor.optimizer'"
+        lambda p, m: _edit_tensors(p, _optimiser_moment_of_other_shape),
+        "optimiser 'actor.optimizer'",
     ),
     "best_model_of_other_shape": (lambda p, m: _edit_tensors(p, _best_model_of_other_shape), "(best model)"),
 }
@@ -259,7 +265,9 @@ def test_a_concurrent_run_with_the_same_settings_neither_takes_nor_deletes_the_c
     assert outcome.resumed_from is None
     assert checkpoint.read_bytes() == raw, "the first run's checkpoint is untouched"
     assert str(checkpoint) in _warnings(caplog) and "-run-" in _warnings(caplog)
-    assert [p.name for p in work_dir.glob("resume-*.ckpt")] == [checkpoint.name], "the second run cleaned up only its own"
+    assert [p.name for p in work_dir.glob("resume-*.ckpt")] == [checkpoint.name], (
+        "the second run cleaned up only its own"
+    )
 
 
 def test_a_concurrent_run_with_other_settings_leaves_a_held_damaged_checkpoint_alone(work_dir):

@@ -156,7 +156,12 @@ def test_model_from_another_spec_is_refused_before_writing(project, foreign_mode
         run_session(project, [pipeline])
     message = str(raised.value)
     expected_parts = [part.format(**sizes) for part in expected_parts]
-    for expected in ("dataset 'sac_icm_model'", "dataset 'env_spec'", f"--pipelines {pipeline} --load-versions", *expected_parts):
+    for expected in (
+        "dataset 'sac_icm_model'",
+        "dataset 'env_spec'",
+        f"--pipelines {pipeline} --load-versions",
+        *expected_parts,
+    ):
         assert expected in message, (expected, message)
     assert_unchanged(project, before)
 
@@ -164,8 +169,12 @@ def test_model_from_another_spec_is_refused_before_writing(project, foreign_mode
 def test_legacy_checkpoint_of_another_observation_is_refused(project):
     sizes = _input_sizes(project)
     other = SPEC_VARIANTS["other_window"](load(project, "env_spec"))
-    legacy = PPO("MlpPolicy", other.make_env("train", kind="discrete"), seed=0,
-                 policy_kwargs={"net_arch": {"pi": [256, 128], "vf": [256, 128]}})
+    legacy = PPO(
+        "MlpPolicy",
+        other.make_env("train", kind="discrete"),
+        seed=0,
+        policy_kwargs={"net_arch": {"pi": [256, 128], "vf": [256, 128]}},
+    )
     buffer = io.BytesIO()
     legacy.save(buffer)
     folder = project / "data/01_raw/legacy"
@@ -185,10 +194,19 @@ def test_legacy_checkpoint_of_another_observation_is_refused(project):
 
 
 def _returns(symbol: str, timestamps: pd.DatetimeIndex) -> pd.DataFrame:
-    return pd.DataFrame({
-        "symbol": symbol, "fold": 0, "kind": "agent", "agent": "sac_icm", "seed": 0,
-        "timestamp": timestamps, "return": 0.001, "action_raw": 0.5, "trade_value": 0.0,
-    })
+    return pd.DataFrame(
+        {
+            "symbol": symbol,
+            "fold": 0,
+            "kind": "agent",
+            "agent": "sac_icm",
+            "seed": 0,
+            "timestamp": timestamps,
+            "return": 0.001,
+            "action_raw": 0.5,
+            "trade_value": 0.0,
+        }
+    )
 
 
 RETURNS_CASES = {
@@ -209,6 +227,11 @@ def test_walk_forward_returns_of_other_prices_are_refused_before_labels(project,
     with pytest.raises(Exception) as raised:
         run_session(project, ["regime_validation"])
     message = str(raised.value)
-    for expected in ("dataset 'walk_forward_returns'", "dataset 'prices'", "--load-versions walk_forward_returns:", *expected_parts):
+    for expected in (
+        "dataset 'walk_forward_returns'",
+        "dataset 'prices'",
+        "--load-versions walk_forward_returns:",
+        *expected_parts,
+    ):
         assert expected in message, (expected, message)
     assert_unchanged(project, before)

@@ -41,9 +41,7 @@ def random_walk_prices(n_bars: int, seed: int, freq: str = "B") -> pd.DataFrame:
     low = np.minimum(open_, close) * (1.0 - rng.uniform(0.0, 0.01, n_bars))
     volume = rng.uniform(1e5, 5e5, n_bars)
     index = pd.date_range("2020-01-01", periods=n_bars, freq=freq, name="timestamp")
-    return pd.DataFrame(
-        {"open": open_, "high": high, "low": low, "close": close, "volume": volume}, index=index
-    )
+    return pd.DataFrame({"open": open_, "high": high, "low": low, "close": close, "volume": volume}, index=index)
 
 
 @pytest.fixture(scope="session")

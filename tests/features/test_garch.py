@@ -78,9 +78,7 @@ def test_value_at_t_uses_the_return_at_t_and_nothing_later(fit_window_returns):
 def test_compute_features_fits_garch_on_the_configured_rows(sp500_prices):
     log_returns = np.log(sp500_prices["close"]).diff()
     through_2002 = compute_features(sp500_prices, {"garch": {"fit_end": "2002-12-31"}})["garch_vol"]
-    expected = garch_volatility(
-        log_returns, fit_garch(log_returns[log_returns.index <= "2002-12-31"])
-    )
+    expected = garch_volatility(log_returns, fit_garch(log_returns[log_returns.index <= "2002-12-31"]))
     np.testing.assert_allclose(through_2002.to_numpy()[1:], expected.to_numpy()[1:], rtol=1e-12)
 
     default = compute_features(sp500_prices)["garch_vol"]

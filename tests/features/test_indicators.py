@@ -47,8 +47,7 @@ def _rsi_loop(close, window):
 
 def _atr_ratio_loop(high, low, close, window):
     ranges = [math.nan] + [
-        max(high[i] - low[i], abs(high[i] - close[i - 1]), abs(low[i] - close[i - 1]))
-        for i in range(1, len(close))
+        max(high[i] - low[i], abs(high[i] - close[i - 1]), abs(low[i] - close[i - 1])) for i in range(1, len(close))
     ]
     return [atr / price for atr, price in zip(_wilder_loop(ranges, window), close)]
 
@@ -79,9 +78,7 @@ def _assert_matches_after(actual: pd.Series, expected, lookback: int):
     """Equal to 1e-9 from ``lookback`` on, NaN before it."""
     actual = actual.to_numpy()
     assert np.isnan(actual[:lookback]).all()
-    np.testing.assert_allclose(
-        actual[lookback:], np.asarray(expected)[lookback:], rtol=1e-9, atol=1e-12
-    )
+    np.testing.assert_allclose(actual[lookback:], np.asarray(expected)[lookback:], rtol=1e-9, atol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -144,9 +141,7 @@ def test_window_features_match_loops(small_case):
     _assert_matches_after(features["volume_z_20"], volume_z, 19)
     _assert_matches_after(features["drawdown_60"], drawdown, 59)
     _assert_matches_after(features["ret_5"], ret_5, 5)
-    _assert_matches_after(
-        features["logret_5"], [math.nan] * 5 + [math.log(1 + r) for r in ret_5[5:]], 5
-    )
+    _assert_matches_after(features["logret_5"], [math.nan] * 5 + [math.log(1 + r) for r in ret_5[5:]], 5)
 
 
 def test_flat_prices_give_neutral_oscillators(make_prices):

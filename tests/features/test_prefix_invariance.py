@@ -23,18 +23,14 @@ def prefix_mismatches(feature_fn, prices: pd.DataFrame, cuts) -> list[tuple[int,
         for column in reference.columns:
             expected, actual = reference[column].to_numpy(), truncated[column].to_numpy()
             same_nan = np.array_equal(np.isnan(expected), np.isnan(actual))
-            if not same_nan or not np.allclose(
-                actual, expected, rtol=1e-9, atol=0.0, equal_nan=True
-            ):
+            if not same_nan or not np.allclose(actual, expected, rtol=1e-9, atol=0.0, equal_nan=True):
                 mismatches.append((cut, column))
     return mismatches
 
 
 def _cuts(n_bars: int, low: int, count: int = 6, seed: int = 20240611) -> list[int]:
     rng = np.random.default_rng(seed)
-    return sorted(
-        int(cut) for cut in rng.choice(np.arange(low, n_bars - 1), size=count, replace=False)
-    )
+    return sorted(int(cut) for cut in rng.choice(np.arange(low, n_bars - 1), size=count, replace=False))
 
 
 def test_features_are_prefix_invariant_with_given_garch_params(sp500_prices, sp500_garch_params):

@@ -11,9 +11,7 @@ DATES = {"train_end": "2011-12-31", "validation_end": "2014-12-31"}
 
 
 def _positions(index, splits, name):
-    return index.get_loc(pd.Timestamp(splits[name]["start"])), index.get_loc(
-        pd.Timestamp(splits[name]["end"])
-    )
+    return index.get_loc(pd.Timestamp(splits[name]["start"])), index.get_loc(pd.Timestamp(splits[name]["end"]))
 
 
 @pytest.mark.parametrize(
@@ -29,18 +27,12 @@ def test_splits_are_chronological_disjoint_and_purged(sp500_prices, params):
     splits = make_splits(index, params)
     gap = params.get("gap_bars", 0)
     assert splits["gap_bars"] == gap
-    train, validation, test = (
-        _positions(index, splits, name) for name in ("train", "validation", "test")
-    )
+    train, validation, test = (_positions(index, splits, name) for name in ("train", "validation", "test"))
     assert train[0] == 0 and test[1] == len(index) - 1
     assert validation[0] - train[1] - 1 == gap
     assert test[0] - validation[1] - 1 == gap
     for name, (start, end) in zip(("train", "validation", "test"), (train, validation, test)):
-        assert (
-            splits[name]["n_bars"]
-            == end - start + 1
-            == len(split_frame(sp500_prices, splits, name))
-        )
+        assert splits[name]["n_bars"] == end - start + 1 == len(split_frame(sp500_prices, splits, name))
     assert json.loads(json.dumps(splits)) == splits
 
 

@@ -45,9 +45,7 @@ def test_mask_is_causal(prices):
         np.testing.assert_array_equal(
             compute_features(altered, NO_GARCH)["co_return"].iloc[: t + 1], full.iloc[: t + 1]
         )
-        np.testing.assert_array_equal(
-            compute_features(prices.iloc[: t + 1], NO_GARCH)["co_return"], full.iloc[: t + 1]
-        )
+        np.testing.assert_array_equal(compute_features(prices.iloc[: t + 1], NO_GARCH)["co_return"], full.iloc[: t + 1])
 
 
 def test_tolerance_follows_rtol(prices):

@@ -42,14 +42,24 @@ def make_checkpoint():
         sizes = list(hidden)
         if algorithm in ("PPO", "A2C"):
             cls = PPO if algorithm == "PPO" else A2C
-            model = cls("MlpPolicy", ToyEnv(obs_dim, n_actions), seed=seed,
-                        policy_kwargs=dict(net_arch=dict(pi=sizes, vf=sizes), **policy_kwargs))
+            model = cls(
+                "MlpPolicy",
+                ToyEnv(obs_dim, n_actions),
+                seed=seed,
+                policy_kwargs=dict(net_arch=dict(pi=sizes, vf=sizes), **policy_kwargs),
+            )
         elif algorithm == "DQN":
-            model = DQN("MlpPolicy", ToyEnv(obs_dim, n_actions), seed=seed, buffer_size=100,
-                        policy_kwargs=dict(net_arch=sizes))
+            model = DQN(
+                "MlpPolicy", ToyEnv(obs_dim, n_actions), seed=seed, buffer_size=100, policy_kwargs=dict(net_arch=sizes)
+            )
         elif algorithm == "SAC":
-            model = SAC("MlpPolicy", ToyEnv(obs_dim, continuous=True), seed=seed, buffer_size=100,
-                        policy_kwargs=dict(net_arch=sizes))
+            model = SAC(
+                "MlpPolicy",
+                ToyEnv(obs_dim, continuous=True),
+                seed=seed,
+                buffer_size=100,
+                policy_kwargs=dict(net_arch=sizes),
+            )
         else:
             raise ValueError(algorithm)
         return model, sb3_zip_bytes(model)

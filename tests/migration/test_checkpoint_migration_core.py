@@ -38,8 +38,12 @@ def migrated(ppo_and_bytes, toy_env):
     _, raw = ppo_and_bytes
     checkpoint = inspect_discrete_checkpoint(raw, "sp500.zip", OBS_DIM, list(HIDDEN))
     model = build_migrated_sac(
-        checkpoint, toy_env(OBS_DIM, continuous=True), critic_hidden_sizes=(32, 32), log_std_init=-0.7,
-        seed=0, sac_kwargs=dict(buffer_size=100, learning_starts=10, batch_size=16),
+        checkpoint,
+        toy_env(OBS_DIM, continuous=True),
+        critic_hidden_sizes=(32, 32),
+        log_std_init=-0.7,
+        seed=0,
+        sac_kwargs=dict(buffer_size=100, learning_starts=10, batch_size=16),
         run_metadata={"seed": 0, "git_commit": "abc"},
     )
     return checkpoint, model
@@ -76,7 +80,9 @@ def test_new_heads_are_small_orthogonal_with_zero_mean_bias(migrated):
     assert float(actor.log_std.weight.detach().norm()) == pytest.approx(0.01, rel=1e-5)
     assert torch.allclose(actor.log_std.bias, torch.tensor([-0.7]))
     # Latent features lie in [-1, 1] (tanh), so |mu| <= 0.01 * sqrt(n) and the agent starts near hold.
-    actions, _ = sac.predict(np.random.default_rng(0).normal(size=(500, OBS_DIM)).astype(np.float32), deterministic=True)
+    actions, _ = sac.predict(
+        np.random.default_rng(0).normal(size=(500, OBS_DIM)).astype(np.float32), deterministic=True
+    )
     assert np.abs(actions).max() <= np.tanh(0.01 * np.sqrt(HIDDEN[-1])) + 1e-6
 
 
@@ -141,7 +147,9 @@ def test_discrete_policy_rebuilt_from_tensors_acts_like_the_loaded_model(ppo_and
     rebuilt = discrete_policy_from_checkpoint(inspect_discrete_checkpoint(raw, "sp500.zip"), toy_env(OBS_DIM))
     trusted = PPO.load(io.BytesIO(raw), device="cpu")  # test-made file: safe to unpickle
     obs = np.random.default_rng(5).normal(size=(300, OBS_DIM)).astype(np.float32)
-    np.testing.assert_array_equal(rebuilt.predict(obs, deterministic=True)[0], trusted.predict(obs, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        rebuilt.predict(obs, deterministic=True)[0], trusted.predict(obs, deterministic=True)[0]
+    )
 
 
 @pytest.mark.slow
@@ -149,12 +157,18 @@ def test_fine_tune_returns_a_trained_copy_and_leaves_the_migration_alone(migrate
     checkpoint, sac = migrated
     before = {k: v.clone() for k, v in sac.policy.state_dict().items()}
     streamed = []
-    tuned = fine_tune_migrated(sac, toy_env(OBS_DIM, continuous=True), total_timesteps=40,
-                               callback=with_episode_rewards(None, lambda metrics, step: streamed.append((step, metrics))))
+    tuned = fine_tune_migrated(
+        sac,
+        toy_env(OBS_DIM, continuous=True),
+        total_timesteps=40,
+        callback=with_episode_rewards(None, lambda metrics, step: streamed.append((step, metrics))),
+    )
     # every finished 16-step episode at the step it ended, with the reward SB3's Monitor recorded
     assert [step for step, _ in streamed] == [16, 32]
     assert [m["train/episode_length"] for _, m in streamed] == [16, 16]
-    assert [m["train/episode_reward"] for _, m in streamed] == pytest.approx([i["r"] for i in tuned.ep_info_buffer], abs=1e-5)
+    assert [m["train/episode_reward"] for _, m in streamed] == pytest.approx(
+        [i["r"] for i in tuned.ep_info_buffer], abs=1e-5
+    )
     assert all(torch.equal(before[k], v) for k, v in sac.policy.state_dict().items())
     assert not torch.equal(tuned.policy.actor.mu.weight.cpu(), sac.policy.actor.mu.weight)
     assert tuned.migration_metadata["fine_tune_timesteps"] == 40
@@ -200,7 +214,11 @@ def test_bad_checkpoints_are_rejected_naming_file_and_mismatch(case, expected, p
         raw = raw[: len(raw) // 2]
     elif case == "corrupt":
         policy_offset = raw.index(b"policy.pth")  # flip bytes inside a stored member
-        raw = raw[: policy_offset + 200] + bytes(b ^ 0xFF for b in raw[policy_offset + 200 : policy_offset + 260]) + raw[policy_offset + 260 :]
+        raw = (
+            raw[: policy_offset + 200]
+            + bytes(b ^ 0xFF for b in raw[policy_offset + 200 : policy_offset + 260])
+            + raw[policy_offset + 260 :]
+        )
     elif case == "not_a_zip":
         raw = b"this is not a checkpoint"
     elif case in ("dqn", "sac", "a2c"):

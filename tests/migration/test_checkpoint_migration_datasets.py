@@ -59,10 +59,12 @@ def test_sb3_model_folder_round_trip(tmp_path, make_checkpoint):
 
     model, _ = make_checkpoint("PPO", 4, (3,))
     path = tmp_path / "models"
-    SB3ModelFolderDataset(str(path), model_class="stable_baselines3.PPO", device="cpu",
-                          version=Version(None, "2026-11-25T00.00.00.000Z")).save({"sp500.zip": model})
-    loaded = SB3ModelFolderDataset(str(path), model_class="stable_baselines3.PPO", device="cpu",
-                                   version=Version(None, None)).load()
+    SB3ModelFolderDataset(
+        str(path), model_class="stable_baselines3.PPO", device="cpu", version=Version(None, "2026-11-25T00.00.00.000Z")
+    ).save({"sp500.zip": model})
+    loaded = SB3ModelFolderDataset(
+        str(path), model_class="stable_baselines3.PPO", device="cpu", version=Version(None, None)
+    ).load()
     assert list(loaded) == ["sp500.zip"] and isinstance(loaded["sp500.zip"], PPO)
     for key, value in model.policy.state_dict().items():
         assert (loaded["sp500.zip"].policy.state_dict()[key] == value).all()
@@ -71,10 +73,13 @@ def test_sb3_model_folder_round_trip(tmp_path, make_checkpoint):
 def test_sb3_model_folder_refuses_a_model_class_that_is_no_sb3_algorithm(tmp_path, make_checkpoint):
     model, _ = make_checkpoint("PPO", 4, (3,))
     path = tmp_path / "models"
-    SB3ModelFolderDataset(str(path), model_class="stable_baselines3.PPO", device="cpu",
-                          version=Version(None, "2026-11-25T00.00.00.000Z")).save({"sp500.zip": model})
-    for model_class, problem in (("collections.OrderedDict", "is not a stable_baselines3 algorithm"),
-                                 ("os.path.join", "is not a class")):
+    SB3ModelFolderDataset(
+        str(path), model_class="stable_baselines3.PPO", device="cpu", version=Version(None, "2026-11-25T00.00.00.000Z")
+    ).save({"sp500.zip": model})
+    for model_class, problem in (
+        ("collections.OrderedDict", "is not a stable_baselines3 algorithm"),
+        ("os.path.join", "is not a class"),
+    ):
         dataset = SB3ModelFolderDataset(str(path), model_class=model_class, device="cpu", version=Version(None, None))
         with pytest.raises(DatasetError, match=f"'{model_class}' {problem}"):
             dataset.load()

@@ -27,7 +27,11 @@ def test_constant_small_action_fails_every_gate_and_enforce_names_them():
     report = collapse_report(stats)
     assert report["collapsed"]
     assert _gate(report, "dominance") == {
-        "gate": "dominance", "value": 1.0, "threshold": 0.6, "comparison": "<=", "passed": False
+        "gate": "dominance",
+        "value": 1.0,
+        "threshold": 0.6,
+        "comparison": "<=",
+        "passed": False,
     }
     with pytest.raises(CollapseError, match=r"dominance 1 \(needs <= 0.6\).*entropy.*trade_rate"):
         enforce(report, fail_on_collapse=True)
@@ -105,7 +109,9 @@ def test_callback_logs_window_statistics_of_the_stochastic_training_actions():
 
 def test_callback_checks_every_check_freq_transitions_with_several_envs():
     torch.set_num_threads(1)
-    model = SAC("MlpPolicy", DummyVecEnv([_FlatEnv] * 3), learning_starts=10_000, policy_kwargs={"net_arch": [8]}, seed=0)
+    model = SAC(
+        "MlpPolicy", DummyVecEnv([_FlatEnv] * 3), learning_starts=10_000, policy_kwargs={"net_arch": [8]}, seed=0
+    )
     callback = CollapseMonitorCallback(hold_threshold=0.1, window=30, check_freq=40)
     model.learn(120, callback=callback)
     # 3 transitions per step: the 40th, 80th and 120th transitions fall in steps 14, 27 and 40
@@ -135,5 +141,6 @@ def test_trading_verdict_needs_fills_on_two_percent_of_steps_and_no_collapse():
 def test_trading_flags_read_bools_and_csv_text_alike():
     from trading_rl.monitoring.collapse import trading_flags
 
-    np.testing.assert_array_equal(trading_flags([True, False, "True", "False", "true", np.nan]),
-                                  [True, False, True, False, True, False])
+    np.testing.assert_array_equal(
+        trading_flags([True, False, "True", "False", "true", np.nan]), [True, False, True, False, True, False]
+    )

@@ -39,6 +39,12 @@ def test_only_running_runs_of_dead_processes_on_this_host_are_ended(client):
 
     assert ended == [ids["dead"]]
     status = {name: client.get_run(run_id).info.status for name, run_id in ids.items()}
-    assert status == {"dead": "KILLED", "alive": "RUNNING", "other_host": "RUNNING", "untagged": "RUNNING", "current": "RUNNING"}
+    assert status == {
+        "dead": "KILLED",
+        "alive": "RUNNING",
+        "other_host": "RUNNING",
+        "untagged": "RUNNING",
+        "current": "RUNNING",
+    }
     assert client.get_run(finished).info.status == "FINISHED"
     assert "was gone" in client.get_run(ids["dead"]).data.tags[ENDED_BY_TAG]

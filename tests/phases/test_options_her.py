@@ -6,8 +6,15 @@ from trading_rl.phases.options_her import option_gates
 
 def test_option_gates():
     def option(usage, runs, avg, available=1, min_config=5):
-        return {"usage": usage, "steps": int(usage * 100), "runs": runs, "avg_duration": avg, "min_duration": None,
-                "available_at_selection": available, "min_duration_config": min_config}
+        return {
+            "usage": usage,
+            "steps": int(usage * 100),
+            "runs": runs,
+            "avg_duration": avg,
+            "min_duration": None,
+            "available_at_selection": available,
+            "min_duration_config": min_config,
+        }
 
     healthy = {"options": {name: option(1 / 6, 3, 6.0) for name in OPTION_NAMES}}
     assert all(row["passed"] for row in option_gates(healthy))
@@ -15,15 +22,30 @@ def test_option_gates():
     collapsed["options"]["wait"] = option(1.0, 50, 2.0)
     collapsed["options"]["open_short"] = option(0.0, 0, None, available=0)  # not usable: no gate
     failed = {row["gate"] for row in option_gates(collapsed) if not row["passed"]}
-    assert failed == {"usage_open_long", "usage_close_position", "usage_trend_follow", "usage_scalp",
-                      "max_usage", "avg_duration", "no_instant_termination_wait"}
+    assert failed == {
+        "usage_open_long",
+        "usage_close_position",
+        "usage_trend_follow",
+        "usage_scalp",
+        "max_usage",
+        "avg_duration",
+        "no_instant_termination_wait",
+    }
 
 
 def test_failed_usage_gates_name_the_cause():
     def option(usage, runs, available, available_share, truncated=0):
-        return {"usage": usage, "steps": int(usage * 100), "runs": runs, "avg_duration": 6.0 if runs else None,
-                "min_duration": None, "truncated_runs": truncated, "available_at_selection": available,
-                "available_share": available_share, "min_duration_config": 5}
+        return {
+            "usage": usage,
+            "steps": int(usage * 100),
+            "runs": runs,
+            "avg_duration": 6.0 if runs else None,
+            "min_duration": None,
+            "truncated_runs": truncated,
+            "available_at_selection": available,
+            "available_share": available_share,
+            "min_duration_config": 5,
+        }
 
     stats = {"options": {name: option(0.2, 10, 50, 1.0) for name in OPTION_NAMES}}
     stats["options"]["open_short"] = option(0.01, 1, 4, 0.08)  # the signal rarely allows it

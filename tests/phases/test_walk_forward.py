@@ -74,7 +74,9 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     and the scaler must be the one fitted on the training window alone."""
     prices = synthetic_prices(900, seed=1)
     index = windows.tradable_index(prices, feature_params)
-    fold = windows.make_folds(len(index), 400, 100, 100, wf.resolve_walk_forward_params({}, feature_params)["gap_bars"])[0]
+    fold = windows.make_folds(
+        len(index), 400, 100, 100, wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
+    )[0]
     config = {"window_size": 5}
     spec = windows.fold_env_spec("X", prices, fold, feature_params, config, 252.0)
 
@@ -99,7 +101,9 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     scaler = fit_scaler(train_rows, **feature_params["scaler"])
     expected = ((train_rows - pd.Series(scaler["center"])) / pd.Series(scaler["scale"])).clip(-5, 5)
     pd.testing.assert_frame_equal(
-        spec.features["train"].loc[index[fold.train_start] :], expected[spec.features["train"].columns], check_freq=False
+        spec.features["train"].loc[index[fold.train_start] :],
+        expected[spec.features["train"].columns],
+        check_freq=False,
     )
 
 
@@ -127,15 +131,31 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     monkeypatch.setitem(wf.AGENT_TRAINERS, "fake", trainer)
     prices = {"X": synthetic_prices(800, seed=2), "Y": synthetic_prices(700, seed=3)}
     params = {
-        "train_length": 250, "test_length": 80, "step": 80, "max_folds": 3, "retrain_frequency": 2,
-        "seeds": 2, "agents": ["fake"], "timesteps": 7, "finetune_timesteps": 3, "data_end": "all",
+        "train_length": 250,
+        "test_length": 80,
+        "step": 80,
+        "max_folds": 3,
+        "retrain_frequency": 2,
+        "seeds": 2,
+        "agents": ["fake"],
+        "timesteps": 7,
+        "finetune_timesteps": 3,
+        "data_end": "all",
     }
-    result = wf.run_walk_forward(prices, params, NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"fake": {"tag": {"marker": "A"}}}, 0)
+    result = wf.run_walk_forward(
+        prices, params, NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"fake": {"tag": {"marker": "A"}}}, 0
+    )
 
     folds = result.folds
     agents = folds[folds["kind"] == "agent"]
     assert len(agents) == 2 * 3 * 2  # symbols × folds × seeds
-    assert set(folds.loc[folds["kind"] == "baseline", "agent"]) == {"buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
+    assert set(folds.loc[folds["kind"] == "baseline", "agent"]) == {
+        "buy_and_hold",
+        "cash",
+        "random",
+        "sma_crossover",
+        "buy_and_hold_full",
+    }
     # fold 0 trains from scratch, fold 1 fine-tunes it, fold 2 retrains: per chain 7, 3, 7.
     assert [c[2] for c in calls] == [7, 3, 7] * 4
     assert [c[3] for c in calls] == [False, True, False] * 4
@@ -155,7 +175,8 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     # One record per chain (symbol × seed × retrain group): env steps trained so far after each
     # fold, joined with the fold's test metrics; a model without a saved form is not kept.
     assert [(c.symbol, c.seed, c.folds) for c in result.chains] == [
-        (symbol, seed, folds) for symbol in "XY" for seed in (0, 1) for folds in ([0, 1], [2])]
+        (symbol, seed, folds) for symbol in "XY" for seed in (0, 1) for folds in ([0, 1], [2])
+    ]
     assert [[p["timestep"] for p in c.training] for c in result.chains[:2]] == [[7, 10], [7]]
     assert all(c.agent is None for c in result.chains)
     histories = chain_histories(result.chains, folds)
@@ -168,8 +189,18 @@ def test_stitching_keeps_each_step_once_and_compounds():
     rows = []
     for fold, start in enumerate(["2020-01-01", "2020-01-03"]):  # overlapping 3-day windows
         for i, timestamp in enumerate(pd.date_range(start, periods=3)):
-            rows.append({"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": fold,
-                         "timestamp": timestamp, "return": 0.01 * (fold + 1) * (i + 1), "action_raw": 0.0})
+            rows.append(
+                {
+                    "symbol": "X",
+                    "kind": "agent",
+                    "agent": "a",
+                    "seed": 0,
+                    "fold": fold,
+                    "timestamp": timestamp,
+                    "return": 0.01 * (fold + 1) * (i + 1),
+                    "action_raw": 0.0,
+                }
+            )
     stitched = windows.stitch_out_of_sample(pd.DataFrame(rows))
     assert list(stitched["timestamp"]) == list(pd.date_range("2020-01-01", periods=5))
     expected_returns = [0.01, 0.02, 0.02, 0.04, 0.06]  # fold 0 until fold 1 starts, then fold 1
@@ -185,11 +216,30 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
             for fold in range(4):
                 returns = rng.normal(0.001 * seed, 0.01, 50)
                 sharpe = returns.mean() / returns.std(ddof=1) * np.sqrt(252)
-                folds.append({"symbol": "X", "kind": "agent", "agent": agent, "seed": seed, "fold": fold,
-                              "sharpe": sharpe, "total_return": np.prod(1 + returns) - 1})
-                steps += [{"symbol": "X", "kind": "agent", "agent": agent, "seed": seed, "fold": fold,
-                           "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=50 * fold + i),
-                           "return": r, "action_raw": 0.0} for i, r in enumerate(returns)]
+                folds.append(
+                    {
+                        "symbol": "X",
+                        "kind": "agent",
+                        "agent": agent,
+                        "seed": seed,
+                        "fold": fold,
+                        "sharpe": sharpe,
+                        "total_return": np.prod(1 + returns) - 1,
+                    }
+                )
+                steps += [
+                    {
+                        "symbol": "X",
+                        "kind": "agent",
+                        "agent": agent,
+                        "seed": seed,
+                        "fold": fold,
+                        "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=50 * fold + i),
+                        "return": r,
+                        "action_raw": 0.0,
+                    }
+                    for i, r in enumerate(returns)
+                ]
     folds, steps = pd.DataFrame(folds), pd.DataFrame(steps)
     trials = Trials(tuple(rng.normal(0.0, 0.05, 10)), {"walk_forward": 4, "ab_sac_icm": 6})
     summary = windows.summarise(folds, steps, {"X": trials})["X"]
@@ -209,13 +259,27 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
 
 def test_summary_dsr_falls_with_more_spread_trials_in_the_ledger():
     rng = np.random.default_rng(4)
-    steps = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0,
-                           "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=i), "return": r,
-                           "action_raw": 0.0} for i, r in enumerate(rng.normal(0.002, 0.01, 300))])
+    steps = pd.DataFrame(
+        [
+            {
+                "symbol": "X",
+                "kind": "agent",
+                "agent": "a",
+                "seed": 0,
+                "fold": 0,
+                "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=i),
+                "return": r,
+                "action_raw": 0.0,
+            }
+            for i, r in enumerate(rng.normal(0.002, 0.01, 300))
+        ]
+    )
     folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0, "sharpe": 1.0}])
     few = (0.05, -0.02, 0.01)
-    dsr = [windows.summarise(folds, steps, {"X": Trials(sharpes, {})})["X"]["agents"]["a"]["dsr_median"]
-           for sharpes in (few, few + tuple(rng.normal(0.0, 0.08, 30)))]
+    dsr = [
+        windows.summarise(folds, steps, {"X": Trials(sharpes, {})})["X"]["agents"]["a"]["dsr_median"]
+        for sharpes in (few, few + tuple(rng.normal(0.0, 0.08, 30)))
+    ]
     assert dsr[1] < dsr[0]
 
 
@@ -227,9 +291,18 @@ def _agent_steps(agents=("a", "b"), seeds=3, folds=2, n=20, seed=0):
         for s in range(1 if kind == "baseline" else seeds):
             for fold in range(folds):
                 for i in range(n):
-                    rows.append({"symbol": "X", "kind": kind, "agent": agent, "seed": s if kind == "agent" else -1,
-                                 "fold": fold, "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=n * fold + i),
-                                 "return": rng.normal(0.001, 0.01), "action_raw": 0.0})
+                    rows.append(
+                        {
+                            "symbol": "X",
+                            "kind": kind,
+                            "agent": agent,
+                            "seed": s if kind == "agent" else -1,
+                            "fold": fold,
+                            "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=n * fold + i),
+                            "return": rng.normal(0.001, 0.01),
+                            "action_raw": 0.0,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -237,8 +310,16 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     steps = _agent_steps()
     params = {"agents": ["sac_icm", "sac"], "seeds": 3, "train_length": 100, "test_length": 20, "step": 20}
     agent_params = {"sac_icm": {"sac": {"batch_size": 64}}}
-    rows = wf.trial_rows(steps.replace({"a": "sac_icm", "b": "sac"}), params, NO_GARCH, {"window_size": 5},
-                         {"X": 252.0}, agent_params, 7, {"save_version": "v1", "git_commit": "abc"})
+    rows = wf.trial_rows(
+        steps.replace({"a": "sac_icm", "b": "sac"}),
+        params,
+        NO_GARCH,
+        {"window_size": 5},
+        {"X": 252.0},
+        agent_params,
+        7,
+        {"save_version": "v1", "git_commit": "abc"},
+    )
     assert list(rows["agent"]) == ["sac_icm", "sac"]
     assert (rows["n_runs"] == 3 * 2).all() and (rows["source"] == "walk_forward").all()
     assert (rows["split"] == "walk_forward").all() and (rows["save_version"] == "v1").all()
@@ -248,11 +329,20 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     assert rows.iloc[0]["sharpe"] == pytest.approx(pooled.mean() / pooled.std(ddof=1))
     assert rows.iloc[0]["sharpe_annualised"] == pytest.approx(rows.iloc[0]["sharpe"] * np.sqrt(252))
     assert rows["config_hash"].nunique() == 2
+
     # The hash is the configuration's: another agent in the list or another device leaves it alone,
     # a changed agent parameter or protocol key changes it.
     def hash_of(params=params, agent_params=agent_params):
-        return wf.trial_rows(steps.replace({"a": "sac_icm", "b": "sac"}), params, NO_GARCH, {"window_size": 5},
-                             {"X": 252.0}, agent_params, 7).iloc[0]["config_hash"]
+        return wf.trial_rows(
+            steps.replace({"a": "sac_icm", "b": "sac"}),
+            params,
+            NO_GARCH,
+            {"window_size": 5},
+            {"X": 252.0},
+            agent_params,
+            7,
+        ).iloc[0]["config_hash"]
+
     assert hash_of({**params, "agents": ["sac_icm"], "device": "cpu"}) == rows.iloc[0]["config_hash"]
     assert hash_of({**params, "vtrace": {"unroll_length": 8}}) == rows.iloc[0]["config_hash"]  # another agent's
     assert hash_of(agent_params={"sac_icm": {"sac": {"learning_rate": 1e-3}}}) != rows.iloc[0]["config_hash"]
@@ -262,18 +352,34 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
 def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
     """``data_end: validation``: scrambling every bar after the validation split changes nothing,
     and no window (training, gap or test) reaches past the validation end."""
-    monkeypatch.setitem(wf.AGENT_TRAINERS, "fake", lambda spec, params, seed, timesteps, model=None, device="auto": ConstantModel(0.5, []))
+    monkeypatch.setitem(
+        wf.AGENT_TRAINERS,
+        "fake",
+        lambda spec, params, seed, timesteps, model=None, device="auto": ConstantModel(0.5, []),
+    )
     feature_params = {**NO_GARCH, "splits": {"train_end": "2012-06-29", "validation_end": "2013-03-29"}}
-    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "agents": ["fake"],
-              "timesteps": 5, "finetune_timesteps": 0}
+    params = {
+        "train_length": 250,
+        "test_length": 60,
+        "step": 60,
+        "max_folds": 2,
+        "seeds": 1,
+        "agents": ["fake"],
+        "timesteps": 5,
+        "finetune_timesteps": 0,
+    }
     clean = synthetic_prices(1200, seed=4)
     scrambled = clean.copy()
     after = scrambled.index > pd.Timestamp("2013-03-29")
     assert after.sum() > 100
-    scrambled.loc[after, ["open", "high", "low", "close"]] *= np.random.default_rng(0).uniform(0.5, 2.0, (after.sum(), 1))
+    scrambled.loc[after, ["open", "high", "low", "close"]] *= np.random.default_rng(0).uniform(
+        0.5, 2.0, (after.sum(), 1)
+    )
 
     def run(prices):
-        return wf.run_walk_forward({"X": prices}, params, feature_params, {"window_size": 5}, {"X": 252.0}, {"fake": {}}, 0)
+        return wf.run_walk_forward(
+            {"X": prices}, params, feature_params, {"window_size": 5}, {"X": 252.0}, {"fake": {}}, 0
+        )
 
     first, second = run(clean), run(scrambled)
     pd.testing.assert_frame_equal(first.folds, second.folds)
@@ -292,9 +398,12 @@ def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
     """``walk_forward_folds`` is a CSV: its ``trades`` verdicts come back as text, and "False" must
     not count as trading."""
     steps = _agent_steps(agents=("a",), seeds=2, folds=2)
-    folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": s, "fold": f, "sharpe": 1.0,
-                           "trades": verdict} for (s, f), verdict in zip([(0, 0), (0, 1), (1, 0), (1, 1)],
-                                                                         ["True", "False", "False", "False"])])
+    folds = pd.DataFrame(
+        [
+            {"symbol": "X", "kind": "agent", "agent": "a", "seed": s, "fold": f, "sharpe": 1.0, "trades": verdict}
+            for (s, f), verdict in zip([(0, 0), (0, 1), (1, 0), (1, 1)], ["True", "False", "False", "False"])
+        ]
+    )
     summary = windows.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
     assert summary["trading_share"] == 0.25
 
@@ -305,7 +414,9 @@ def test_vtrace_and_es_train_with_their_walk_forward_sections():
     assert wf.agent_section("vtrace", agent_params, config["agent_overrides"])["unroll_length"] == 8
     assert wf.agent_section("es", agent_params, config["agent_overrides"])["generations"] == 3
     assert wf.agent_section("sac_icm", agent_params, {})["sac"] == {"batch_size": 64}
-    with pytest.raises(ValueError, match=r"'walk_forward\.vtrace\.total_timesteps' is not accepted: .*walk_forward\.timesteps"):
+    with pytest.raises(
+        ValueError, match=r"'walk_forward\.vtrace\.total_timesteps' is not accepted: .*walk_forward\.timesteps"
+    ):
         wf.resolve_walk_forward_params({"vtrace": {"total_timesteps": 100}}, NO_GARCH)
 
 
@@ -324,8 +435,18 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
         "sac": {"learning_starts": 70, "batch_size": 16, "buffer_size": 3000},
         "training": {"log_freq": 50},
     }
-    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,
-              "agents": ["options_her"], "timesteps": 150, "finetune_timesteps": 80, "data_end": "all"}
+    params = {
+        "train_length": 250,
+        "test_length": 60,
+        "step": 60,
+        "max_folds": 2,
+        "seeds": 1,
+        "retrain_frequency": 2,
+        "agents": ["options_her"],
+        "timesteps": 150,
+        "finetune_timesteps": 80,
+        "data_end": "all",
+    }
     trained: list[HierarchicalAgent] = []
     original = wf.AGENT_TRAINERS["options_her"]
 
@@ -336,7 +457,9 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
 
     wf.AGENT_TRAINERS["options_her"] = recording
     try:
-        result = wf.run_walk_forward({"X": prices}, params, NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, seed=1)
+        result = wf.run_walk_forward(
+            {"X": prices}, params, NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, seed=1
+        )
     finally:
         wf.AGENT_TRAINERS["options_her"] = original
     assert len(trained) == 2 and trained[0] is trained[1]  # fine-tuned, not rebuilt
@@ -361,11 +484,24 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
     from trading_rl.rewards.shaper import ShapedRewardWrapper
 
     prices = synthetic_prices(700, seed=4)
-    source = {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0,
-              "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
-              "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16}}
-    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 1, "retrain_frequency": 2,
-              "agents": ["shaped"], "timesteps": 120, "finetune_timesteps": 60, "data_end": "all"}
+    source = {
+        "policy": {"net_arch": [16, 16]},
+        "reward_scale": 100.0,
+        "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
+        "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16},
+    }
+    params = {
+        "train_length": 250,
+        "test_length": 60,
+        "step": 60,
+        "max_folds": 2,
+        "seeds": 1,
+        "retrain_frequency": 2,
+        "agents": ["shaped"],
+        "timesteps": 120,
+        "finetune_timesteps": 60,
+        "data_end": "all",
+    }
     models = []
     original = wf.AGENT_TRAINERS["shaped"]
 
@@ -375,8 +511,15 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
 
     wf.AGENT_TRAINERS["shaped"] = recording
     try:
-        result = wf.run_walk_forward({"X": prices}, params, NO_GARCH, {}, {"X": 252.0},
-                                     {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}}, seed=2)
+        result = wf.run_walk_forward(
+            {"X": prices},
+            params,
+            NO_GARCH,
+            {},
+            {"X": 252.0},
+            {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}},
+            seed=2,
+        )
     finally:
         wf.AGENT_TRAINERS["shaped"] = original
     model = models[0]

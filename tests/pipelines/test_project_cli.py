@@ -32,9 +32,7 @@ PHASES = (
 def _kedro(args, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1"}
     kedro = Path(sys.executable).with_name("kedro")
-    return subprocess.run(
-        [str(kedro), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([str(kedro), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow

@@ -18,12 +18,32 @@ from trading_rl.rewards.objectives import (
 )
 
 
-def step(tracker, equity, position, position_value, trade_units=0.0, fill_price=0.0, fees=0.0, action=0.0,
-         intrinsic=0.0, cell=0):
+def step(
+    tracker,
+    equity,
+    position,
+    position_value,
+    trade_units=0.0,
+    fill_price=0.0,
+    fees=0.0,
+    action=0.0,
+    intrinsic=0.0,
+    cell=0,
+):
     one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
-    return tracker.step(Transitions(one(equity), one(position), one(position_value), one(trade_units),
-                                    one(fill_price), one(fees), one(action), one(intrinsic),
-                                    np.array([cell], dtype=np.int64)))[0]
+    return tracker.step(
+        Transitions(
+            one(equity),
+            one(position),
+            one(position_value),
+            one(trade_units),
+            one(fill_price),
+            one(fees),
+            one(action),
+            one(intrinsic),
+            np.array([cell], dtype=np.int64),
+        )
+    )[0]
 
 
 def test_closing_trade_realises_its_profit_although_the_position_is_then_zero():
@@ -109,7 +129,7 @@ def test_timing_scores_entry_and_exit_against_the_holding_range():
     tracker = ObjectiveTracker(1)
     tracker.reset([0], 10_000.0)
     assert step(tracker, 10_000.0, 10.0, 1_000.0, trade_units=10.0, fill_price=100.0)[TIMING] == 0.0
-    assert step(tracker, 10_000.0, 10.0, 950.0)[TIMING] == 0.0   # close 95: the range's low
+    assert step(tracker, 10_000.0, 10.0, 950.0)[TIMING] == 0.0  # close 95: the range's low
     assert step(tracker, 10_000.0, 10.0, 1_080.0)[TIMING] == 0.0  # close 108
     half = step(tracker, 10_000.0, 5.0, 540.0, trade_units=-5.0, fill_price=110.0)  # exit at 110: the high
     entry_quality = 2 * (110.0 - 100.0) / 15.0 - 1.0
@@ -139,8 +159,19 @@ def test_exploration_adds_icm_reward_and_decaying_novelty():
 def test_rows_are_independent_and_cells_follow_the_grid():
     tracker = ObjectiveTracker(2)
     tracker.reset([0, 1], [100.0, 200.0])
-    out = tracker.step(Transitions(np.array([110.0, 200.0]), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2),
-                                   np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64)))
+    out = tracker.step(
+        Transitions(
+            np.array([110.0, 200.0]),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2, dtype=np.int64),
+        )
+    )
     assert out[0, RISK] < 0.0 and out[1, RISK] == 0.0
     cells = novelty_cells(np.array([[-5.0, 0.5], [0.5, 5.0]]), [np.array([0.0]), np.array([0.0, 1.0])])
     assert cells.tolist() == [0 * 3 + 1, 1 * 3 + 2]

@@ -72,7 +72,9 @@ def test_potential_regresses_returns():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(600, 3))
     returns = 3.0 * x[:, 0] - x[:, 1] + 10.0
-    network, history = train_potential(x, returns, {"hidden_dim": 32, "learning_rate": 3e-3, "epochs": 40, "batch_size": 64})
+    network, history = train_potential(
+        x, returns, {"hidden_dim": 32, "learning_rate": 3e-3, "epochs": 40, "batch_size": 64}
+    )
     assert history[-1]["standardised_mse"] < 0.05 < history[0]["standardised_mse"]
     with torch.no_grad():
         predicted = network(torch.as_tensor(x, dtype=torch.float32)).numpy()

@@ -26,8 +26,9 @@ FEATURES = ["ret_20", "realized_vol_20", "noise"]
 def _env(close, seed=0, **config):
     index = pd.date_range("2020-01-01", periods=len(close), freq="D")
     prices = pd.DataFrame({"open": close, "close": close}, index=index)
-    features = pd.DataFrame(np.random.default_rng(seed).normal(size=(len(close), len(FEATURES))), index=index,
-                            columns=FEATURES)
+    features = pd.DataFrame(
+        np.random.default_rng(seed).normal(size=(len(close), len(FEATURES))), index=index, columns=FEATURES
+    )
     return ContinuousTradingEnv(prices, features, **{"window_size": 3, "smoothing_window": 1, **config})
 
 
@@ -50,16 +51,24 @@ def _networks(dim):
 def test_frozen_mlp_matches_torch():
     module = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4), torch.nn.Tanh())
     x = np.random.default_rng(0).normal(size=(6, 5))
-    np.testing.assert_allclose(FrozenMLP(module)(x), module(torch.as_tensor(x, dtype=torch.float32)).detach().numpy(),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        FrozenMLP(module)(x), module(torch.as_tensor(x, dtype=torch.float32)).detach().numpy(), atol=1e-6
+    )
 
 
 def test_wrapper_reward_is_weighted_objectives_plus_beta_times_potential_term():
     env = _env(_random_walk(200), episode_length=60)
     weights, potential = _networks(len(context_indices(env.layout)))
     icm = IntrinsicCuriosityModule(env.layout.dim, 1)
-    shaper = RewardShaper(env.layout, hold_threshold=0.1, weight_network=weights, potential=potential, icm=icm, gamma=0.9,
-                          adaptation={"initial_weight": 0.4})
+    shaper = RewardShaper(
+        env.layout,
+        hold_threshold=0.1,
+        weight_network=weights,
+        potential=potential,
+        icm=icm,
+        gamma=0.9,
+        adaptation={"initial_weight": 0.4},
+    )
     wrapped = ShapedRewardWrapper(env, shaper)
     gym.utils.env_checker.check_env(wrapped, skip_render_check=True)
     index = context_indices(env.layout)
@@ -143,8 +152,9 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     adaptation = {"initial_weight": 0.4, "adapt_every": 10**9}
 
     def shaper(n):
-        return RewardShaper(layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation,
-                            hold_threshold=0.1)
+        return RewardShaper(
+            layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation, hold_threshold=0.1
+        )
 
     venv = ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(3)]), shaper(3))
     venv.seed(10)
@@ -179,7 +189,10 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     layout = _short_episode_env(0).layout
 
     def shaped(wrap):
-        venv = ShapedRewardVecEnv(wrap(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(2)])), RewardShaper(layout, 2, hold_threshold=0.1))
+        venv = ShapedRewardVecEnv(
+            wrap(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(2)])),
+            RewardShaper(layout, 2, hold_threshold=0.1),
+        )
         venv.seed(3)
         venv.reset()
         return venv
@@ -190,7 +203,10 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     for batch in actions:
         np.testing.assert_array_equal(plain.step(batch)[1], monitored.step(batch)[1])
     with pytest.raises(ValueError, match=r"env\(s\) \[0, 1\] has no 'equity'"):
-        ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _NoEquityOnReset(_short_episode_env(s)) for s in range(2)]), RewardShaper(layout, 2, hold_threshold=0.1)).reset()
+        ShapedRewardVecEnv(
+            DummyVecEnv([lambda s=s: _NoEquityOnReset(_short_episode_env(s)) for s in range(2)]),
+            RewardShaper(layout, 2, hold_threshold=0.1),
+        ).reset()
 
 
 # ---- reward hacking -----------------------------------------------------------------------------

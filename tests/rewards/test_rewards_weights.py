@@ -48,8 +48,9 @@ def _gates(network, contexts, history, gates=None):
 
 def test_trained_weights_favour_the_predictive_objective_and_pass_the_gates():
     contexts, components, target = _problem()
-    network, history = train_weight_network(contexts, components, target,
-                                            {"hidden_dim": 32, "learning_rate": 1e-3, "epochs": 30, "batch_size": 128})
+    network, history = train_weight_network(
+        contexts, components, target, {"hidden_dim": 32, "learning_rate": 1e-3, "epochs": 30, "batch_size": 128}
+    )
     gates, weights = _gates(network, contexts, history)
     assert weights[:, 0].mean() > PRIOR[0] + 0.02, "profit predicts the target: its weight must grow"
     assert history[-1]["correlation"] > history[0]["correlation"]
@@ -61,9 +62,12 @@ def test_trained_weights_favour_the_predictive_objective_and_pass_the_gates():
 
 def test_without_the_balance_regulariser_the_gates_catch_a_dominant_weight():
     contexts, components, target = _problem()
-    network, history = train_weight_network(contexts, components, target,
-                                            {"hidden_dim": 32, "learning_rate": 3e-3, "epochs": 30, "batch_size": 128,
-                                             "balance_coef": 0.0})
+    network, history = train_weight_network(
+        contexts,
+        components,
+        target,
+        {"hidden_dim": 32, "learning_rate": 3e-3, "epochs": 30, "batch_size": 128, "balance_coef": 0.0},
+    )
     gates, _ = _gates(network, contexts, history)
     assert not gates["max_weight"]["passed"] and gates["max_weight"]["value"] > 0.6
 

@@ -33,7 +33,8 @@ def test_bad_runtime_parameters_are_rejected_by_key(params, key):
 
 def test_defaults_and_accepted_gpu_shares():
     assert resolve_runtime_params(None) == {
-        "engine": "ray", "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0}
+        "engine": "ray",
+        "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0},
     }
     assert resolve_runtime_params({"ray": {"num_gpus_per_task": 0.25}})["ray"]["num_gpus_per_task"] == 0.25
     assert resolve_runtime_params({"ray": {"num_gpus_per_task": 2}})["ray"]["num_gpus_per_task"] == 2.0

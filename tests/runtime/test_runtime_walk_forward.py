@@ -33,8 +33,12 @@ def test_validation_node_with_ci_budgets_gives_the_same_tables_on_ray(ray_sessio
     symbols = [entry["name"] for entry in params["feature_extraction"]["symbols"]]
     prices = pd.concat([load_prices(symbol).assign(symbol=symbol) for symbol in symbols])
     arguments = (
-        prices, params["walk_forward"], params["feature_extraction"], params["env_construction"],
-        params["sac_icm"]["agent"], params["seed"],
+        prices,
+        params["walk_forward"],
+        params["feature_extraction"],
+        params["env_construction"],
+        params["sac_icm"]["agent"],
+        params["seed"],
     )
     sequential = walk_forward(*arguments, {"engine": "sequential"})
     on_ray = walk_forward(*arguments, {**params["runtime"], "engine": "ray"})
@@ -56,8 +60,16 @@ def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
     open_ = np.r_[100.0, close[:-1]]
     index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002,
-                         "low": np.minimum(open_, close) * 0.998, "close": close, "volume": 1e6}, index=index)
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    )
 
 
 @pytest.mark.slow
@@ -65,15 +77,33 @@ def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session
     """Three folds retraining every second fold: groups [0, 1] and [2] per agent × seed, for SAC+ICM,
     the V-trace actor-learner and the evolution strategy, so the Ray tasks interleave in any order."""
     features = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-    params = {"train_length": 200, "test_length": 40, "step": 40, "max_folds": 3, "retrain_frequency": 2, "data_end": "all",
-              "seeds": 2, "agents": ["sac_icm", "vtrace", "es"], "timesteps": 60, "finetune_timesteps": 20, "device": "cpu"}
-    agent = {"sac_icm": {"sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
-                         "policy": {"net_arch": [16]}, "icm": {"warmup_steps": 20, "feature_dim": 8, "hidden_dim": 8}},
-             "vtrace": {"unroll_length": 10, "net_arch": [8]},
-             "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]}}
+    params = {
+        "train_length": 200,
+        "test_length": 40,
+        "step": 40,
+        "max_folds": 3,
+        "retrain_frequency": 2,
+        "data_end": "all",
+        "seeds": 2,
+        "agents": ["sac_icm", "vtrace", "es"],
+        "timesteps": 60,
+        "finetune_timesteps": 20,
+        "device": "cpu",
+    }
+    agent = {
+        "sac_icm": {
+            "sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
+            "policy": {"net_arch": [16]},
+            "icm": {"warmup_steps": 20, "feature_dim": 8, "hidden_dim": 8},
+        },
+        "vtrace": {"unroll_length": 10, "net_arch": [8]},
+        "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]},
+    }
     arguments = ({"X": synthetic_prices(520, 4)}, params, features, {"window_size": 5}, {"X": 252.0}, agent, 3)
-    assert [[fold.index for fold in group] for group in windows.retrain_groups(windows.make_folds(500, 200, 40, 40, 20, 2, 3))] \
-        == [[0, 1], [2]]
+    assert [
+        [fold.index for fold in group]
+        for group in windows.retrain_groups(windows.make_folds(500, 200, 40, 40, 20, 2, 3))
+    ] == [[0, 1], [2]]
     sequential = wf.run_walk_forward(*arguments, SequentialExecutor())
     on_ray = wf.run_walk_forward(*arguments, make_executor({"engine": "ray"}))
     pd.testing.assert_frame_equal(on_ray.folds, sequential.folds, check_exact=True)

@@ -92,7 +92,9 @@ class AuxiliaryConfig:
         params = dict(params or {})
         unknown = sorted(set(params) - set(DEFAULT_AUXILIARY_PARAMS))
         if unknown:
-            raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_AUXILIARY_PARAMS)}")
+            raise ValueError(
+                f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_AUXILIARY_PARAMS)}"
+            )
         resolved = {**DEFAULT_AUXILIARY_PARAMS, **params}
         enabled = resolved.pop("enabled")
         if not isinstance(enabled, bool):
@@ -113,10 +115,16 @@ class AuxiliaryConfig:
 
     def __post_init__(self) -> None:
         for head, weight in self.weights.items():
-            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight >= 0):
+            if (
+                isinstance(weight, bool)
+                or not isinstance(weight, (int, float))
+                or not (math.isfinite(weight) and weight >= 0)
+            ):
                 raise ValueError(f"parameter '{PARAMS_PREFIX}.weights.{head}' must be a number >= 0, got {weight!r}")
         if not any(self.weights.values()):
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.weights' gives every head weight 0: switch auxiliary off instead")
+            raise ValueError(
+                f"parameter '{PARAMS_PREFIX}.weights' gives every head weight 0: switch auxiliary off instead"
+            )
         for name, minimum in (("volatility_horizon", 2), ("volume_window", 1), ("latent_dim", 1), ("hidden_dim", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
@@ -166,9 +174,7 @@ def target_table(env: gym.Env, config: AuxiliaryConfig) -> np.ndarray:
     volumes = getattr(base, "volumes", None)
     if volumes is None:
         if config.weights["volume"] > 0:
-            raise ValueError(
-                f"the training prices have no 'volume' column: set '{PARAMS_PREFIX}.weights.volume' to 0"
-            )
+            raise ValueError(f"the training prices have no 'volume' column: set '{PARAMS_PREFIX}.weights.volume' to 0")
     else:
         series = pd.Series(np.where(volumes > 0, volumes, np.nan))
         relative = (series / series.shift(1).rolling(config.volume_window).mean()).to_numpy()
@@ -304,11 +310,15 @@ class AuxiliaryHeads(nn.Module):
         if all(math.isfinite(value) for value in values.values()):
             self.optimizer.zero_grad()
             total.backward()
-            nn.utils.clip_grad_norm_([p for group in self.optimizer.param_groups for p in group["params"]], self.config.grad_clip)
+            nn.utils.clip_grad_norm_(
+                [p for group in self.optimizer.param_groups for p in group["params"]], self.config.grad_clip
+            )
             self.optimizer.step()
         return values
 
-    def train_on(self, encoder: MarketEncoder, buffer: AuxiliaryReplayBuffer, gradient_steps: int, batch_size: int) -> dict[str, float]:
+    def train_on(
+        self, encoder: MarketEncoder, buffer: AuxiliaryReplayBuffer, gradient_steps: int, batch_size: int
+    ) -> dict[str, float]:
         """``gradient_steps`` updates on labelled batches from ``buffer``; mean losses as ``aux/<head>_loss``."""
         sums: dict[str, float] = {}
         for _ in range(gradient_steps):

@@ -59,8 +59,12 @@ class OptionController(nn.Module):
     def __init__(self, state_dim: int, n_options: int, hidden_dim: int = 512, dropout: float = 0.1):
         super().__init__()
         self.trunk = nn.Sequential(
-            nn.Linear(state_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
-            nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
+            nn.Linear(state_dim, hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_dim, hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
         )
         self.policy_head = nn.Linear(hidden_dim, n_options)
         self.value_head = nn.Linear(hidden_dim, n_options)
@@ -105,7 +109,9 @@ class OptionLearner:
         self.controller.eval()
         with th.no_grad():
             logits, _ = self.controller(th.as_tensor(np.atleast_2d(states), dtype=th.float32, device=self.device))
-            log_probs = masked_log_probs(logits, th.as_tensor(np.atleast_2d(masks), device=self.device), self.temperature)
+            log_probs = masked_log_probs(
+                logits, th.as_tensor(np.atleast_2d(masks), device=self.device), self.temperature
+            )
         return log_probs.exp().cpu().numpy().astype(np.float64)
 
     def select(self, states: np.ndarray, masks: np.ndarray, deterministic: bool = False) -> np.ndarray:

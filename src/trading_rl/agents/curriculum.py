@@ -45,18 +45,56 @@ PARAMS_PREFIX = "sac_icm.agent.curriculum"
 
 # From easy to realistic (docs/algorithms.md): Sharpe 0.3 -> 0.7, win rate 0.5 -> 0.45.
 DEFAULT_STAGES: list[dict[str, Any]] = [
-    {"name": "calm_bull", "regimes": ["bull"], "min_regime_share": 0.5, "max_volatility_quantile": 0.5,
-     "cost_multiplier": 0.1, "observation_noise": 0.0, "min_sharpe": 0.3, "min_win_rate": 0.5},
-    {"name": "bull_and_sideways", "regimes": ["bull", "sideways"], "min_regime_share": 0.5,
-     "max_volatility_quantile": 0.75, "cost_multiplier": 0.25, "observation_noise": 0.0, "min_sharpe": 0.5,
-     "min_win_rate": 0.45},
-    {"name": "no_crisis", "regimes": ["bull", "sideways", "bear"], "min_regime_share": 0.5,
-     "max_volatility_quantile": 0.9, "cost_multiplier": 0.5, "observation_noise": 0.05, "min_sharpe": 0.6,
-     "min_win_rate": 0.45},
-    {"name": "all_regimes", "regimes": "all", "min_regime_share": 0.0, "max_volatility_quantile": 1.0,
-     "cost_multiplier": 0.75, "observation_noise": 0.05, "min_sharpe": 0.7, "min_win_rate": 0.45},
-    {"name": "realistic", "regimes": "all", "min_regime_share": 0.0, "max_volatility_quantile": 1.0,
-     "cost_multiplier": 1.0, "observation_noise": 0.0, "min_sharpe": None, "min_win_rate": None},
+    {
+        "name": "calm_bull",
+        "regimes": ["bull"],
+        "min_regime_share": 0.5,
+        "max_volatility_quantile": 0.5,
+        "cost_multiplier": 0.1,
+        "observation_noise": 0.0,
+        "min_sharpe": 0.3,
+        "min_win_rate": 0.5,
+    },
+    {
+        "name": "bull_and_sideways",
+        "regimes": ["bull", "sideways"],
+        "min_regime_share": 0.5,
+        "max_volatility_quantile": 0.75,
+        "cost_multiplier": 0.25,
+        "observation_noise": 0.0,
+        "min_sharpe": 0.5,
+        "min_win_rate": 0.45,
+    },
+    {
+        "name": "no_crisis",
+        "regimes": ["bull", "sideways", "bear"],
+        "min_regime_share": 0.5,
+        "max_volatility_quantile": 0.9,
+        "cost_multiplier": 0.5,
+        "observation_noise": 0.05,
+        "min_sharpe": 0.6,
+        "min_win_rate": 0.45,
+    },
+    {
+        "name": "all_regimes",
+        "regimes": "all",
+        "min_regime_share": 0.0,
+        "max_volatility_quantile": 1.0,
+        "cost_multiplier": 0.75,
+        "observation_noise": 0.05,
+        "min_sharpe": 0.7,
+        "min_win_rate": 0.45,
+    },
+    {
+        "name": "realistic",
+        "regimes": "all",
+        "min_regime_share": 0.0,
+        "max_volatility_quantile": 1.0,
+        "cost_multiplier": 1.0,
+        "observation_noise": 0.0,
+        "min_sharpe": None,
+        "min_win_rate": None,
+    },
 ]
 
 DEFAULT_CURRICULUM_PARAMS: dict[str, Any] = {
@@ -155,8 +193,13 @@ def _window_means(values: np.ndarray, length: int) -> np.ndarray:
 
 
 def stage_starts(
-    labels: np.ndarray, volatility: np.ndarray, first: int, last_start: int, episode_length: int,
-    stages: list[dict[str, Any]], min_windows: int,
+    labels: np.ndarray,
+    volatility: np.ndarray,
+    first: int,
+    last_start: int,
+    episode_length: int,
+    stages: list[dict[str, Any]],
+    min_windows: int,
 ) -> list[np.ndarray]:
     """Eligible episode start bars per stage, from per-bar regime labels and realised volatility.
 
@@ -168,7 +211,9 @@ def stage_starts(
     training windows (walk-forward folds) still have every stage.
     """
     starts = np.arange(first, last_start + 1)
-    filled = np.where(np.isfinite(volatility), volatility, np.nanmedian(volatility) if np.isfinite(volatility).any() else 0.0)
+    filled = np.where(
+        np.isfinite(volatility), volatility, np.nanmedian(volatility) if np.isfinite(volatility).any() else 0.0
+    )
     window_vol = _window_means(filled, episode_length)[starts]
     result = []
     for index, stage in enumerate(stages):
@@ -181,7 +226,11 @@ def stage_starts(
             logger.warning(
                 "curriculum stage %d (%s): %d window(s) meet its regime and volatility rules, fewer than "
                 "min_start_windows=%d; using the %d best-matching windows",
-                index, stage["name"], len(eligible), min_windows, len(best),
+                index,
+                stage["name"],
+                len(eligible),
+                min_windows,
+                len(best),
             )
             eligible = np.sort(starts[best])
         result.append(eligible)
@@ -221,8 +270,13 @@ class Curriculum(gym.Wrapper):
         log_returns = pd.Series(np.log(base.close_history)).diff()
         self.volatility = log_returns.rolling(config["regimes"]["vol_window"]).std().to_numpy()[base.history_positions]
         self.starts = stage_starts(
-            self.labels, self.volatility, base.first_tradable_bar, last_start, self.episode_length,
-            self.stages, config["min_start_windows"],
+            self.labels,
+            self.volatility,
+            base.first_tradable_bar,
+            last_start,
+            self.episode_length,
+            self.stages,
+            config["min_start_windows"],
         )
         self.market_slice = base.layout["features"]
         self.periods_per_year = float(base.periods_per_year)
@@ -287,11 +341,17 @@ class Curriculum(gym.Wrapper):
         self.recent.append(not missed)
         self.episodes_in_stage += 1
         success_rate = sum(self.recent) / len(self.recent)
-        last = f"last episode: sharpe {sharpe:.3f}, win_rate {rate:.3f}" + (f" (missed {', '.join(missed)})" if missed else "")
+        last = f"last episode: sharpe {sharpe:.3f}, win_rate {rate:.3f}" + (
+            f" (missed {', '.join(missed)})" if missed else ""
+        )
         if self.episodes_in_stage < self.config["min_episodes"]:
-            self.held_back_by = f"episodes_in_stage {self.episodes_in_stage} < min_episodes {self.config['min_episodes']}; {last}"
+            self.held_back_by = (
+                f"episodes_in_stage {self.episodes_in_stage} < min_episodes {self.config['min_episodes']}; {last}"
+            )
         elif len(self.recent) < self.config["window"]:
-            self.held_back_by = f"{len(self.recent)} episode(s) in the success window < window {self.config['window']}; {last}"
+            self.held_back_by = (
+                f"{len(self.recent)} episode(s) in the success window < window {self.config['window']}; {last}"
+            )
         elif success_rate < self.config["success_rate"]:
             self.held_back_by = (
                 f"recent success rate {success_rate:.2f} < success_rate {self.config['success_rate']} "
@@ -315,8 +375,14 @@ class Curriculum(gym.Wrapper):
         logger.info(
             "curriculum: stage %d -> %d (%s) at step %d after %d episode(s), recent success rate %.2f, "
             "last sharpe %.3f, win rate %.3f",
-            event["from_stage"], event["to_stage"], event["to_stage_name"], self.steps, self.episodes_in_stage,
-            success_rate, sharpe, rate,
+            event["from_stage"],
+            event["to_stage"],
+            event["to_stage_name"],
+            self.steps,
+            self.episodes_in_stage,
+            success_rate,
+            sharpe,
+            rate,
         )
         self.stage += 1
         self.episodes_in_stage = 0
@@ -343,16 +409,22 @@ class Curriculum(gym.Wrapper):
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed run needs to continue in the same stage."""
         return {
-            "stage": self.stage, "steps": self.steps, "episodes": self.episodes,
-            "episodes_in_stage": self.episodes_in_stage, "recent": list(self.recent),
-            "events": copy.deepcopy(self.events), "unreported": copy.deepcopy(self._unreported),
+            "stage": self.stage,
+            "steps": self.steps,
+            "episodes": self.episodes,
+            "episodes_in_stage": self.episodes_in_stage,
+            "recent": list(self.recent),
+            "events": copy.deepcopy(self.events),
+            "unreported": copy.deepcopy(self._unreported),
             "held_back_by": self.held_back_by,
             "rng": self._rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if not 0 <= int(state["stage"]) < len(self.stages):
-            raise ValueError(f"curriculum state has stage {state['stage']}, this curriculum has {len(self.stages)} stages")
+            raise ValueError(
+                f"curriculum state has stage {state['stage']}, this curriculum has {len(self.stages)} stages"
+            )
         self.stage, self.steps, self.episodes = int(state["stage"]), int(state["steps"]), int(state["episodes"])
         self.episodes_in_stage = int(state["episodes_in_stage"])
         self.recent = deque(state["recent"], maxlen=self.config["window"])

@@ -121,8 +121,11 @@ class FastHerReplayBuffer(HerReplayBuffer):
             achieved = next_observations["achieved_goal"][:relabelled]
             # (The goal view's reward reads no ``info``, so none is copied out of the buffer.)
             old_part, new_part = self.env.env_method(
-                "compute_reward", np.concatenate([achieved, achieved]), np.concatenate([stored_goals, goals]),
-                [{}] * (2 * relabelled), indices=[0],
+                "compute_reward",
+                np.concatenate([achieved, achieved]),
+                np.concatenate([stored_goals, goals]),
+                [{}] * (2 * relabelled),
+                indices=[0],
             )[0].reshape(2, relabelled)
             rewards[:relabelled] += new_part - old_part
         dones = self.dones[rows, envs] * (1 - self.timeouts[rows, envs])

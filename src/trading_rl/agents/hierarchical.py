@@ -63,9 +63,7 @@ class HierarchicalAgent:
     def uses_options(self) -> bool:
         return self.learner is not None
 
-    def make_vec_env(
-        self, make_env: Callable[[], gym.Env], deterministic: bool, collect: bool, seed: int
-    ) -> VecEnv:
+    def make_vec_env(self, make_env: Callable[[], gym.Env], deterministic: bool, collect: bool, seed: int) -> VecEnv:
         """The VecEnv the low-level SAC acts in: goal view (HER) and option layer as configured."""
         her = self.her
 
@@ -185,9 +183,11 @@ def build_hierarchical_agent(
     }
     if isinstance(venv.observation_space, gym.spaces.Dict):
         policy_kwargs["features_extractor_class"] = CombinedExtractor  # as SB3's MultiInputPolicy
-    buffer: dict[str, Any] = {} if her is None else {
-        "replay_buffer_class": FastHerReplayBuffer, "replay_buffer_kwargs": replay_buffer_kwargs(her)
-    }
+    buffer: dict[str, Any] = (
+        {}
+        if her is None
+        else {"replay_buffer_class": FastHerReplayBuffer, "replay_buffer_kwargs": replay_buffer_kwargs(her)}
+    )
     # The learner scales the P&L reward it samples by the source's scale, as SAC+ICM did (without
     # curiosity). With HER the goal view's reward already carries the scaled P&L next to the
     # unscaled goal term (relabelled goals recompute it), so the learner takes it as it is.

@@ -176,15 +176,11 @@ class IntrinsicCuriosityModule(nn.Module):
         return self.normalise(raw)
 
     @th.no_grad()
-    def intrinsic_reward(
-        self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor
-    ) -> th.Tensor:
+    def intrinsic_reward(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor) -> th.Tensor:
         """Raw reward folded into the moving statistics, then normalised and clipped."""
         return self._normalised(self.raw_intrinsic_reward(observations, actions, next_observations))
 
-    def losses(
-        self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor
-    ) -> dict[str, th.Tensor]:
+    def losses(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor) -> dict[str, th.Tensor]:
         """Mean forward, inverse and total loss, plus the per-sample ``forward_error``."""
         error, phi, phi_next = self._prediction_error(observations, actions, next_observations)
         predicted_action = self.inverse_model(th.cat([phi, phi_next], dim=1))
@@ -207,9 +203,7 @@ class IntrinsicCuriosityModule(nn.Module):
             self.optimizer.step()
         return values
 
-    def update(
-        self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor
-    ) -> dict[str, float]:
+    def update(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor) -> dict[str, float]:
         """One optimiser step on a batch; returns forward, inverse and total loss as floats."""
         return self._optimise(self.losses(observations, actions, next_observations))
 

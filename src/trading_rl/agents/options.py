@@ -62,31 +62,68 @@ DEFAULT_OPTION_PARAMS: dict[str, dict[str, Any]] = {
         "flat_tolerance": 0.01,
     },
     "open_long": {
-        "action_scale": 0.8, "min_duration": 5, "max_steps": 20, "hard_timeout": 40, "steepness": 0.5,
-        "min_confidence": 0.5, "max_exposure_pct": 0.15, "target_fill": 0.9,
+        "action_scale": 0.8,
+        "min_duration": 5,
+        "max_steps": 20,
+        "hard_timeout": 40,
+        "steepness": 0.5,
+        "min_confidence": 0.5,
+        "max_exposure_pct": 0.15,
+        "target_fill": 0.9,
     },
     "open_short": {
-        "action_scale": 0.8, "min_duration": 5, "max_steps": 20, "hard_timeout": 40, "steepness": 0.5,
-        "min_confidence": 0.5, "max_exposure_pct": 0.15, "target_fill": 0.9,
-        "exit_confidence": 0.6, "exit_probability": 0.8,
+        "action_scale": 0.8,
+        "min_duration": 5,
+        "max_steps": 20,
+        "hard_timeout": 40,
+        "steepness": 0.5,
+        "min_confidence": 0.5,
+        "max_exposure_pct": 0.15,
+        "target_fill": 0.9,
+        "exit_confidence": 0.6,
+        "exit_probability": 0.8,
     },
     "close_position": {
-        "action_scale": 1.0, "min_duration": 3, "max_steps": 10, "hard_timeout": 20, "steepness": 0.5,
+        "action_scale": 1.0,
+        "min_duration": 3,
+        "max_steps": 10,
+        "hard_timeout": 20,
+        "steepness": 0.5,
         "time_cap": 0.02,
     },
     "trend_follow": {
-        "action_scale": 0.6, "min_duration": 10, "max_steps": 40, "hard_timeout": 60, "steepness": 0.5,
-        "momentum_threshold": 0.35, "exhausted_fraction": 0.5, "exhausted_probability": 0.85,
-        "time_cap": 0.15, "max_position_size": 0.15,
+        "action_scale": 0.6,
+        "min_duration": 10,
+        "max_steps": 40,
+        "hard_timeout": 60,
+        "steepness": 0.5,
+        "momentum_threshold": 0.35,
+        "exhausted_fraction": 0.5,
+        "exhausted_probability": 0.85,
+        "time_cap": 0.15,
+        "max_position_size": 0.15,
     },
     "scalp": {
-        "action_scale": 1.0, "min_duration": 5, "max_steps": 15, "hard_timeout": 30, "steepness": 0.6,
-        "profit_target": 0.008, "stop_loss": -0.004,
+        "action_scale": 1.0,
+        "min_duration": 5,
+        "max_steps": 15,
+        "hard_timeout": 30,
+        "steepness": 0.6,
+        "profit_target": 0.008,
+        "stop_loss": -0.004,
     },
     "wait": {
-        "action_scale": 0.0, "min_duration": 5, "max_steps": 30, "hard_timeout": 30, "steepness": 0.5,
-        "time_cap": 0.5, "confidence_low": 0.30, "confidence_high": 0.75, "extreme_probability": 0.85,
-        "strong_trend": 1.0, "strong_trend_probability": 0.75,
+        "action_scale": 0.0,
+        "min_duration": 5,
+        "max_steps": 30,
+        "hard_timeout": 30,
+        "steepness": 0.5,
+        "time_cap": 0.5,
+        "confidence_low": 0.30,
+        "confidence_high": 0.75,
+        "extreme_probability": 0.85,
+        "strong_trend": 1.0,
+        "strong_trend_probability": 0.75,
     },
 }
 
@@ -256,9 +293,7 @@ class TradingOptions:
 
         def time_term(index: int, cap: float = 1.0) -> np.ndarray:
             name = OPTION_NAMES[index]
-            prob = sigmoid_termination_prob(
-                steps, p[name]["min_duration"], p[name]["max_steps"], p[name]["steepness"]
-            )
+            prob = sigmoid_termination_prob(steps, p[name]["min_duration"], p[name]["max_steps"], p[name]["steepness"])
             return np.minimum(prob, cap)
 
         n = len(options)
@@ -286,7 +321,9 @@ class TradingOptions:
         wait = p["wait"]
         extreme = (confidence < wait["confidence_low"]) | (confidence > wait["confidence_high"])
         signal = np.where(
-            extreme, wait["extreme_probability"], np.where(trend > wait["strong_trend"], wait["strong_trend_probability"], 0.0)
+            extreme,
+            wait["extreme_probability"],
+            np.where(trend > wait["strong_trend"], wait["strong_trend_probability"], 0.0),
         )
         probs[:, WAIT] = np.maximum(signal, time_term(WAIT, wait["time_cap"]))
 

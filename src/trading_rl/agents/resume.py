@@ -584,4 +584,3 @@ class ResumeSlot:
         legacy = self.work_dir / "resume_checkpoint.pkl"
         if legacy.exists():
             set_aside(legacy, "old pickle format, which would execute code on loading; it is not read")
-

@@ -157,14 +157,18 @@ def _domain_checked(base: type[Section], check) -> type[Section]:
 # curriculum over the training bars. Their defaults stay the dicts their modules read.
 AuxiliaryParams = _domain_checked(
     section_from_defaults(
-        "AuxiliaryParams", DEFAULT_AUXILIARY_PARAMS, module=__name__,
+        "AuxiliaryParams",
+        DEFAULT_AUXILIARY_PARAMS,
+        module=__name__,
         kinds={"weights": dict[str, float], "regimes": dict[str, Any], "volume_quantiles": list[float]},
     ),
     AuxiliaryConfig.from_params,
 )
 CurriculumParams = _domain_checked(
     section_from_defaults(
-        "CurriculumParams", DEFAULT_CURRICULUM_PARAMS, module=__name__,
+        "CurriculumParams",
+        DEFAULT_CURRICULUM_PARAMS,
+        module=__name__,
         kinds={"episode_length": int | None, "regimes": dict[str, Any], "stages": list[dict[str, Any]]},
     ),
     resolve_curriculum_params,

@@ -185,9 +185,7 @@ class _Trainer:
     def evaluate(self, model: BaseAlgorithm) -> None:
         hold = self.hold_threshold
         policy = policy_from_sb3(model, deterministic=True)
-        frames = [
-            run_episode(self.eval_env, policy, seed=episode) for episode in range(self.training["eval_episodes"])
-        ]
+        frames = [run_episode(self.eval_env, policy, seed=episode) for episode in range(self.training["eval_episodes"])]
         metrics = _mean_metrics([compute_metrics(frame, self.periods_per_year, hold) for frame in frames])
         rollout = pd.concat(frames, ignore_index=True)
         deterministic = action_stats(
@@ -209,8 +207,11 @@ class _Trainer:
         curriculum = curriculum_entry(model.get_env())
         if curriculum:
             logger.info(
-                "curriculum at step %d: stage %d (%s), %s", model.num_timesteps, curriculum["curriculum/stage"],
-                curriculum["curriculum/stage_name"], curriculum["curriculum/held_back_by"],
+                "curriculum at step %d: stage %d (%s), %s",
+                model.num_timesteps,
+                curriculum["curriculum/stage"],
+                curriculum["curriculum/stage_name"],
+                curriculum["curriculum/held_back_by"],
             )
         entry.update(curriculum)
         self.state.history.append(entry)
@@ -245,8 +246,15 @@ class _Trainer:
         logger.info(
             "evaluation at step %d/%d: sharpe %s, return %s, entropy %s, dominance %s, collapsed %s, "
             "elapsed %s, ETA %s",
-            step, total, fmt("eval/sharpe", ".2f"), fmt("eval/total_return", ".2%"), fmt("collapse_det/entropy", ".2f"),
-            fmt("collapse_det/dominance", ".2f"), "yes" if entry.get("collapse_det/collapsed") else "no", elapsed, eta,
+            step,
+            total,
+            fmt("eval/sharpe", ".2f"),
+            fmt("eval/total_return", ".2%"),
+            fmt("collapse_det/entropy", ".2f"),
+            fmt("collapse_det/dominance", ".2f"),
+            "yes" if entry.get("collapse_det/collapsed") else "no",
+            elapsed,
+            eta,
         )
 
     def on_step(self, model: BaseAlgorithm) -> None:

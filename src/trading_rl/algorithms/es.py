@@ -34,19 +34,24 @@ from trading_rl.seeding import SeedRole, seed_sequence
 
 PARAMS_PREFIX = "es"
 
+
 @dataclass(frozen=True, kw_only=True)
 class EsParams(Section):
     """Sigma, learning rate and weight decay of docs/algorithms.md ("Evolution strategy"); a population of
     256 is a config value for long budgets (conf), 64 keeps a generation to seconds on a laptop."""
 
     generations: int = setting(50, interval="[1, inf)")
-    population_size: int = setting(64, check=lambda n: None if n >= 2 and n % 2 == 0 else "an even integer >= 2 (antithetic pairs)")
+    population_size: int = setting(
+        64, check=lambda n: None if n >= 2 and n % 2 == 0 else "an even integer >= 2 (antithetic pairs)"
+    )
     sigma: float = setting(0.02, interval="(0, inf)")
     learning_rate: float = setting(0.01, interval="(0, inf)")
     weight_decay: float = setting(0.001, interval="[0, 1)")
     episodes_per_generation: int = setting(1, interval="[1, inf)")  # training episodes per candidate
     # empty: linear policy
-    hidden_sizes: list[int] = setting([16], check=lambda sizes: None if all(n >= 1 for n in sizes) else "a list of positive layer widths")
+    hidden_sizes: list[int] = setting(
+        [16], check=lambda sizes: None if all(n >= 1 for n in sizes) else "a list of positive layer widths"
+    )
 
 
 ES_DEFAULTS: dict[str, Any] = EsParams().to_dict()
@@ -175,9 +180,7 @@ class FitnessEvaluator:
 
     def __init__(self, spec: EnvSpec, hidden_sizes: Sequence[int]) -> None:
         self.env = spec.make_env("train")
-        self.policy = MLPPolicy(
-            flatdim(self.env.observation_space), flatdim(self.env.action_space), hidden_sizes
-        )
+        self.policy = MLPPolicy(flatdim(self.env.observation_space), flatdim(self.env.action_space), hidden_sizes)
 
     def episode_return(self, theta: np.ndarray, episode_seed: int) -> float:
         """Sum of env rewards of the episode that ``reset(seed=episode_seed)`` starts: its log net return."""

@@ -171,9 +171,7 @@ def _extreme_moves(close: pd.Series, sigma_threshold: float, window: int, jump_t
     extreme = (log_returns.abs() > jump_threshold) | (sigmas > sigma_threshold)
     largest = log_returns[extreme].abs().sort_values(ascending=False).head(_LISTED).index
     return {
-        "rule": (
-            f"|log return| > {jump_threshold} or > {sigma_threshold} x std of the previous {window} returns"
-        ),
+        "rule": (f"|log return| > {jump_threshold} or > {sigma_threshold} x std of the previous {window} returns"),
         "count": int(extreme.sum()),
         "largest": [
             {

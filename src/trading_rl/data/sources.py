@@ -92,20 +92,16 @@ def _resolve_file(symbol: str, path: str | Path | None, root: Path) -> Path:
         sorted(
             candidate
             for candidate in directory.iterdir()
-            if candidate.suffix.lower() in _FILE_READERS
-            and candidate.stem.lower() == symbol.lower()
+            if candidate.suffix.lower() in _FILE_READERS and candidate.stem.lower() == symbol.lower()
         )
         if directory.is_dir()
         else []
     )
     if not matches:
-        raise PriceDataError(
-            f"no price file for symbol {symbol!r}: expected {directory / symbol}.csv or .parquet"
-        )
+        raise PriceDataError(f"no price file for symbol {symbol!r}: expected {directory / symbol}.csv or .parquet")
     if len(matches) > 1:
         raise PriceDataError(
-            f"several price files for symbol {symbol!r}: {', '.join(map(str, matches))}; "
-            "pass path= to choose one"
+            f"several price files for symbol {symbol!r}: {', '.join(map(str, matches))}; pass path= to choose one"
         )
     return matches[0]
 
@@ -141,9 +137,7 @@ def _standardise(frame: pd.DataFrame, source_name: str) -> pd.DataFrame:
     return prices
 
 
-def _timestamp_index(
-    frame: pd.DataFrame, by_key: dict[str, list[str]], source_name: str
-) -> pd.DatetimeIndex:
+def _timestamp_index(frame: pd.DataFrame, by_key: dict[str, list[str]], source_name: str) -> pd.DatetimeIndex:
     found = [name for name in _TIMESTAMP_NAMES if name in by_key]
     if not found:
         if isinstance(frame.index, pd.DatetimeIndex):
@@ -235,9 +229,7 @@ def _parse_numeric_timestamps(values: pd.Series, source_name: str, column: str) 
     else:
         unit = next((unit for threshold, unit in _EPOCH_UNITS if magnitude >= threshold), None)
         if unit is None:
-            raise PriceDataError(
-                f"{source_name}: numeric column {column!r} is neither yyyymmdd dates nor a Unix epoch"
-            )
+            raise PriceDataError(f"{source_name}: numeric column {column!r} is neither yyyymmdd dates nor a Unix epoch")
         parsed = pd.to_datetime(values, unit=unit, utc=True, errors="coerce")
     unparsed = values[parsed.isna() & values.notna()]
     if len(unparsed):

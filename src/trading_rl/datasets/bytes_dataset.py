@@ -126,9 +126,7 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
         try:
             raw = self.to_bytes(data)
         except Exception as exc:  # serialiser errors vary by library; nothing has been written
-            raise DatasetError(
-                f"{type(data).__name__} could not be serialised for {save_path}: {exc}"
-            ) from exc
+            raise DatasetError(f"{type(data).__name__} could not be serialised for {save_path}: {exc}") from exc
         if self.hash_manifest:
             # The manifest first: a version whose model file exists always has its manifest.
             manifest = sha256_line(raw, PurePosixPath(save_path).name).encode()
@@ -151,7 +149,9 @@ def trust(paths: list[str]) -> None:
     """Write the hash manifest of each file (``FILE.sha256``) or version folder (``.sha256sums`` over
     its files): for models saved before manifests existed, once you have checked where they came from."""
     for path in map(Path, paths):
-        files = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(".")) if path.is_dir() else [path]
+        files = (
+            sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(".")) if path.is_dir() else [path]
+        )
         manifest = path / FOLDER_MANIFEST if path.is_dir() else Path(f"{path}{MANIFEST_SUFFIX}")
         manifest.write_text("".join(sha256_line(file.read_bytes(), file.name) for file in files))
         print(f"{manifest}:\n{manifest.read_text()}", end="")

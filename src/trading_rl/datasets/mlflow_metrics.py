@@ -25,7 +25,9 @@ class PhaseMetricsDataset(MlflowMetricsHistoryDataset):
     def _build_args_list_from_metric_item(self, key: str, value: Any) -> Iterator[tuple[str, float, int]]:
         key = metric_key(self._prefix or "", key)
         points = [value] if isinstance(value, dict) else value
-        if not isinstance(points, list) or not all(isinstance(p, dict) and {"value", "step"} <= p.keys() for p in points):
+        if not isinstance(points, list) or not all(
+            isinstance(p, dict) and {"value", "step"} <= p.keys() for p in points
+        ):
             raise DatasetError(f"metric {key!r}: expected {{'value', 'step'}} or a list of them, got {value!r}")
         finite = [(key, float(p["value"]), int(p["step"])) for p in points if is_loggable(p["value"])]
         if len(finite) < len(points):

@@ -38,10 +38,7 @@ class RawPriceFilesDataset(AbstractDataset[None, dict[str, Callable[[], Any]]]):
                     f"{files[symbol].name} and {file.name}; keep one"
                 )
             files[symbol] = file
-        return {
-            symbol: partial(load_prices, symbol, source="file", path=file)
-            for symbol, file in files.items()
-        }
+        return {symbol: partial(load_prices, symbol, source="file", path=file) for symbol, file in files.items()}
 
     def save(self, data: Any) -> None:
         raise DatasetError(f"{self._path} holds raw input files and is never written by a run")

@@ -28,7 +28,9 @@ class TrialLedgerDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def save(self, data: pd.DataFrame) -> None:
         if self._read_only:
-            raise DatasetError(f"{self._filepath} is a read-only view of the trial ledger; append through its writing entry")
+            raise DatasetError(
+                f"{self._filepath} is a read-only view of the trial ledger; append through its writing entry"
+            )
         append_rows(self._filepath, data)
 
     def _exists(self) -> bool:

@@ -77,9 +77,7 @@ def rollout_sanity(spec: EnvSpec, split: str, kind: str = "continuous") -> dict[
         "deterministic": repeat_equities == equities,
     }
     result["passed"] = bool(
-        result["steps"] == expected_steps
-        and identity_error < REWARD_IDENTITY_TOLERANCE
-        and result["deterministic"]
+        result["steps"] == expected_steps and identity_error < REWARD_IDENTITY_TOLERANCE and result["deterministic"]
     )
     return result
 

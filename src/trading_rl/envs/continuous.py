@@ -107,8 +107,7 @@ def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int
             raise ValueError(f"prices column '{column}' must be finite and > 0")
     if len(prices) < window_size + 1:
         raise ValueError(
-            f"env config 'window_size'={window_size} needs at least {window_size + 1} bars, "
-            f"the data has {len(prices)}"
+            f"env config 'window_size'={window_size} needs at least {window_size + 1} bars, the data has {len(prices)}"
         )
 
 
@@ -205,9 +204,7 @@ class TradingEnvBase(gym.Env):
         # One ready-made observation row per bar (state block left at zero): a step copies its row
         # and writes five state values. Rows before the first tradable bar are never used.
         self._obs_rows = np.zeros((self.n_bars, self.layout.dim), dtype=np.float32)
-        self._obs_rows[self.first_tradable_bar :, :window_dim] = windows.transpose(0, 2, 1).reshape(
-            -1, window_dim
-        )
+        self._obs_rows[self.first_tradable_bar :, :window_dim] = windows.transpose(0, 2, 1).reshape(-1, window_dim)
         # Views of the rows in a list: a list lookup is cheaper than numpy's indexing in step().
         self._obs_row_list = list(self._obs_rows)
         self._state_offset = window_dim
@@ -247,8 +244,14 @@ class TradingEnvBase(gym.Env):
         first, last = self.first_tradable_bar, self.n_bars - 1
         if start_bar is not None:
             if cfg.evaluation:
-                raise ValueError("reset option 'start_bar' is for training envs; an evaluation env runs the whole split")
-            if isinstance(start_bar, bool) or not isinstance(start_bar, (int, np.integer)) or not first <= start_bar < last:
+                raise ValueError(
+                    "reset option 'start_bar' is for training envs; an evaluation env runs the whole split"
+                )
+            if (
+                isinstance(start_bar, bool)
+                or not isinstance(start_bar, (int, np.integer))
+                or not first <= start_bar < last
+            ):
                 raise ValueError(f"reset option 'start_bar' must be an integer in [{first}, {last}), got {start_bar!r}")
             return int(start_bar), min(int(start_bar) + cfg.episode_length, last)
         if cfg.evaluation:
@@ -318,9 +321,7 @@ class TradingEnvBase(gym.Env):
 
         portfolio = self._portfolio
         units_before = portfolio.units
-        action_type, trade_units, fill_price, fee, skipped = portfolio.execute(
-            smoothed, self._fill_price_list[t]
-        )
+        action_type, trade_units, fill_price, fee, skipped = portfolio.execute(smoothed, self._fill_price_list[t])
         t += 1
         close = self._close_list[t]
         units = portfolio.units

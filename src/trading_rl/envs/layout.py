@@ -77,8 +77,7 @@ class ObservationLayout:
     def index(self, name: str) -> int:
         """Position of a scalar field in the observation vector."""
         if name not in self._scalar_index:
-            raise KeyError(f"{name!r} is not a scalar observation field; scalar fields: "
-                           f"{list(self._scalar_index)}")
+            raise KeyError(f"{name!r} is not a scalar observation field; scalar fields: {list(self._scalar_index)}")
         return self._scalar_index[name]
 
     def get(self, obs: np.ndarray, name: str) -> np.ndarray:
@@ -102,5 +101,4 @@ class ObservationLayout:
         }
 
     def __repr__(self) -> str:
-        return (f"ObservationLayout(window_size={self.window_size}, "
-                f"n_features={self.n_features}, dim={self.dim})")
+        return f"ObservationLayout(window_size={self.window_size}, n_features={self.n_features}, dim={self.dim})"

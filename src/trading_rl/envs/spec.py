@@ -78,7 +78,9 @@ class EnvSpec:
             return cls(
                 **fields,
                 prices={name.removeprefix("prices/"): f for name, f in frames.items() if name.startswith("prices/")},
-                features={name.removeprefix("features/"): f for name, f in frames.items() if name.startswith("features/")},
+                features={
+                    name.removeprefix("features/"): f for name, f in frames.items() if name.startswith("features/")
+                },
                 closes=None if closes is None else closes.iloc[:, 0],
             )
         except (zipfile.BadZipFile, KeyError, TypeError, ValueError, OSError) as exc:
@@ -171,9 +173,7 @@ def _first_finite_row(features: pd.DataFrame) -> int:
     if later_bad.any():
         row = first + int(np.argmax(later_bad))
         columns = [str(c) for c in features.columns[~np.isfinite(features.iloc[row].to_numpy(dtype=np.float64))]]
-        raise ValueError(
-            f"scaled features have NaN/inf after the warm-up, at {features.index[row]} in {columns}"
-        )
+        raise ValueError(f"scaled features have NaN/inf after the warm-up, at {features.index[row]} in {columns}")
     return first
 
 
@@ -201,9 +201,7 @@ def build_env_spec(
     features = scaled_features.iloc[_first_finite_row(scaled_features) :]
     absent = features.index.difference(prices.index)
     if len(absent):
-        raise ValueError(
-            f"{len(absent)} feature timestamps of {symbol} have no price bar, first {absent[0]}"
-        )
+        raise ValueError(f"{len(absent)} feature timestamps of {symbol} have no price bar, first {absent[0]}")
     price_columns = [c for c in (*PRICE_COLUMNS, "volume") if c in prices.columns]
     aligned_prices = prices.loc[features.index, price_columns]
 

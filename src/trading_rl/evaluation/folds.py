@@ -73,8 +73,7 @@ def development_prices(
             end = pd.Timestamp(data_end)
         except (TypeError, ValueError) as error:
             raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' must be 'train', 'validation', 'all' or a date, got "
-                f"{data_end!r}"
+                f"parameter '{PARAMS_PREFIX}.data_end' must be 'train', 'validation', 'all' or a date, got {data_end!r}"
             ) from error
     return prices.loc[:end]
 
@@ -112,9 +111,7 @@ def make_folds(
             f"gap_bars ({gap_bars}) + test_length ({test_length}) bars"
         )
     windows.reverse()
-    return [
-        Fold(i, *bounds, retrain=(i % retrain_frequency == 0)) for i, bounds in enumerate(windows)
-    ]
+    return [Fold(i, *bounds, retrain=(i % retrain_frequency == 0)) for i, bounds in enumerate(windows)]
 
 
 def fold_splits(index: pd.DatetimeIndex, fold: Fold) -> dict[str, Any]:
@@ -216,7 +213,13 @@ def _quartiles(values: pd.Series) -> dict[str, float | None]:
         return {"median": None, "q25": None, "q75": None, "iqr": None, "n": 0}
     # + 0.0 turns -0.0 (e.g. the entropy of a single bucket) into 0.0.
     q25, median, q75 = np.quantile(finite.to_numpy(), [0.25, 0.5, 0.75]) + 0.0
-    return {"median": float(median), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25), "n": int(finite.size)}
+    return {
+        "median": float(median),
+        "q25": float(q25),
+        "q75": float(q75),
+        "iqr": float(q75 - q25),
+        "n": int(finite.size),
+    }
 
 
 def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, Trials]) -> dict[str, Any]:
@@ -255,9 +258,7 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
                 "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
                 "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
                 "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
-                "stitched_total_return_median": _quartiles(
-                    curves.groupby("seed")["equity"].last() - 1.0
-                )["median"],
+                "stitched_total_return_median": _quartiles(curves.groupby("seed")["equity"].last() - 1.0)["median"],
             }
         summary[symbol] = {
             "n_trials": symbol_trials.n,

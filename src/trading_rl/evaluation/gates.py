@@ -62,6 +62,7 @@ class ValidationParams(Section):
     fail_on_gate: bool  # true: the run fails (after saving the report and the comparison)
     comparison: ComparisonParams
 
+
 # Gate metrics that only mean something over windows in which the agent traded (see module doc).
 ACTIVITY_METRICS = ("max_drawdown_median", "win_rate_median", "profitable_regimes")
 MIN_TRADED_WINDOW_SHARE = 0.5
@@ -164,15 +165,16 @@ def gate_values(
         gate = es_vs_sac_gate(
             {"sharpe": _median(pd.to_numeric(es_rows["sharpe"], errors="coerce"))}, {"sharpe": values["sharpe_median"]}
         )
-        values["es_vs_sac_margin"] = None if gate["es"] is None or gate["threshold"] is None else gate["es"] - gate["threshold"]
+        values["es_vs_sac_margin"] = (
+            None if gate["es"] is None or gate["threshold"] is None else gate["es"] - gate["threshold"]
+        )
     values["profitable_regimes"] = profitable_regimes(regimes, primary_agent)
     if traded.mean() < MIN_TRADED_WINDOW_SHARE:
         values.update({metric: None for metric in ACTIVITY_METRICS})
     if returns is not None and "option" in returns:
         steps = returns[(returns["kind"] == "agent") & (returns["agent"] == primary_agent)]
         per_window = [
-            option_statistics(group["option"].to_numpy())
-            for _, group in steps.groupby(["symbol", "fold", "seed"])
+            option_statistics(group["option"].to_numpy()) for _, group in steps.groupby(["symbol", "fold", "seed"])
         ]
         for key in ("option_min_usage", "option_mean_duration"):
             values[key] = _median(pd.Series([stats[key] for stats in per_window]))

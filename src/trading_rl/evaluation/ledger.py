@@ -140,7 +140,9 @@ def append_rows(folder: str | Path, rows: pd.DataFrame | Iterable[Mapping[str, A
     try:
         os.link(staging, target)  # atomic, and unlike a rename it refuses an existing target
     except FileExistsError:
-        raise FileExistsError(f"trial ledger file {target} already exists; ledger files are never overwritten") from None
+        raise FileExistsError(
+            f"trial ledger file {target} already exists; ledger files are never overwritten"
+        ) from None
     finally:
         staging.unlink()
     return target
@@ -160,7 +162,9 @@ def current_configuration(configuration: Any) -> Any:
         if key == "reward" and isinstance(value, dict) and set(value) == {"scale"}:
             current["reward_scale"] = value["scale"]
         elif key == "collapse" and isinstance(value, dict):
-            current[key] = {name: current_configuration(item) for name, item in value.items() if name != "hold_threshold"}
+            current[key] = {
+                name: current_configuration(item) for name, item in value.items() if name != "hold_threshold"
+            }
         else:
             current[key] = current_configuration(value)
     return current
@@ -209,7 +213,10 @@ def trials_for(ledger: pd.DataFrame, symbol: str) -> Trials:
     rows = ledger[(ledger["symbol"] == symbol) & (ledger["split"] != "test")]
     rows = rows.drop_duplicates("config_hash", keep="last")
     sharpes = rows["sharpe"].astype(float).replace([np.inf, -np.inf], np.nan).fillna(0.0)
-    return Trials(tuple(float(value) for value in sharpes), {str(k): int(v) for k, v in rows["source"].value_counts(sort=False).items()})
+    return Trials(
+        tuple(float(value) for value in sharpes),
+        {str(k): int(v) for k, v in rows["source"].value_counts(sort=False).items()},
+    )
 
 
 def deflated_sharpe(moments: Mapping[str, Any], trials: Trials) -> float:
@@ -221,4 +228,6 @@ def deflated_sharpe(moments: Mapping[str, Any], trials: Trials) -> float:
 
 def earlier_evaluations(ledger: pd.DataFrame, configuration_hash: str, source: str, split: str) -> pd.DataFrame:
     """Rows of ``ledger`` from ``source`` on ``split`` for the configuration ``configuration_hash``."""
-    return ledger[(ledger["source"] == source) & (ledger["split"] == split) & (ledger["config_hash"] == configuration_hash)]
+    return ledger[
+        (ledger["source"] == source) & (ledger["split"] == split) & (ledger["config_hash"] == configuration_hash)
+    ]

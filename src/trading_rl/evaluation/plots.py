@@ -46,7 +46,8 @@ def idle_windows(stitched: pd.DataFrame) -> pd.DataFrame:
     if agents.empty:
         return pd.DataFrame(columns=["agent", "seed", "fold", "start", "end"])
     windows = agents.groupby(["agent", "seed", "fold"], sort=False).agg(
-        start=("timestamp", "min"), end=("timestamp", "max"),
+        start=("timestamp", "min"),
+        end=("timestamp", "max"),
         traded=("trade_value", lambda values: bool((values.fillna(0.0) != 0.0).any())),
     )
     return windows[~windows["traded"]].drop(columns="traded").reset_index()
@@ -66,17 +67,44 @@ def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
         for name, style in zip(REFERENCE_LINES, ("-", "--")):
             curve = data[data["agent"] == name]
             if not curve.empty:
-                ax.plot(curve["timestamp"], curve["equity"], color="black", ls=style, lw=1.4, zorder=1,
-                        label=REFERENCE_LABELS[name])
+                ax.plot(
+                    curve["timestamp"],
+                    curve["equity"],
+                    color="black",
+                    ls=style,
+                    lw=1.4,
+                    zorder=1,
+                    label=REFERENCE_LABELS[name],
+                )
         for (agent, seed), curve in agents.groupby(["agent", "seed"], sort=False):
-            ax.plot(curve["timestamp"], curve["equity"], color=colours[agent], lw=2.2, alpha=0.9, zorder=3,
-                    label=f"{agent} (each line a seed)" if seed == agents[agents["agent"] == agent]["seed"].min() else None)
+            ax.plot(
+                curve["timestamp"],
+                curve["equity"],
+                color=colours[agent],
+                lw=2.2,
+                alpha=0.9,
+                zorder=3,
+                label=f"{agent} (each line a seed)" if seed == agents[agents["agent"] == agent]["seed"].min() else None,
+            )
         idle = idle_windows(data)
         for row in idle.itertuples():
-            ax.axvspan(row.start, row.end, color=NO_TRADE_COLOUR, alpha=0.35, lw=0, zorder=0.5,
-                       label="test window with no trade" if row.Index == idle.index[0] else None)
-            ax.annotate(f"no trades: {row.agent} seed {row.seed}, fold {row.fold}", (row.start, 1.0),
-                        textcoords="offset points", xytext=(2, -12 - 9 * (row.Index % 3)), fontsize=7, color="#a63603")
+            ax.axvspan(
+                row.start,
+                row.end,
+                color=NO_TRADE_COLOUR,
+                alpha=0.35,
+                lw=0,
+                zorder=0.5,
+                label="test window with no trade" if row.Index == idle.index[0] else None,
+            )
+            ax.annotate(
+                f"no trades: {row.agent} seed {row.seed}, fold {row.fold}",
+                (row.start, 1.0),
+                textcoords="offset points",
+                xytext=(2, -12 - 9 * (row.Index % 3)),
+                fontsize=7,
+                color="#a63603",
+            )
         ax.set_title(f"{symbol}: stitched out-of-sample equity (growth of 1)")
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()

@@ -40,7 +40,6 @@ UNLABELLED = "unlabelled"
 PARAMS_PREFIX = "regime_validation.regimes"
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class RegimeParams(Section):
     trend_window: int = setting(50, interval="[2, inf)")  # bars of the trend statistic

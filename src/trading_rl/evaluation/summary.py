@@ -57,8 +57,13 @@ def _options_her(reports: Mapping[str, Report]) -> list[AgentRow]:
 def _reward_shaper(reports: Mapping[str, Report]) -> list[AgentRow]:
     report = reports["reward_shaping_report"]
     return [
-        AgentRow("reward_shaper", label, report[key]["metrics"], report["baselines"],
-                 _collapse_verdict(report[key].get("collapse")))
+        AgentRow(
+            "reward_shaper",
+            label,
+            report[key]["metrics"],
+            report["baselines"],
+            _collapse_verdict(report[key].get("collapse")),
+        )
         for key, label in (("shaped_agent", "reward_shaped"), ("source_agent", "sac_icm (source)"))
     ]
 
@@ -70,7 +75,9 @@ def _checkpoint_migration(reports: Mapping[str, Report]) -> list[AgentRow]:
         gate = entry["gate"]
         judged = gate["continuous_agent"]
         verdict = f"diversity gate {'passed' if gate['passed'] else 'FAILED'}"
-        rows.append(AgentRow("checkpoint_migration", f"{name} {judged}", entry["agents"][judged], report["baselines"], verdict))
+        rows.append(
+            AgentRow("checkpoint_migration", f"{name} {judged}", entry["agents"][judged], report["baselines"], verdict)
+        )
     return rows
 
 
@@ -94,8 +101,15 @@ def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
 
 def _final_evaluation(reports: Mapping[str, Report]) -> list[AgentRow]:
     report = reports["final_evaluation_report"]
-    return [AgentRow("final_evaluation", f"{report['agent']} on {report['symbol']} (test)", report["metrics"],
-                     report["baselines"], _collapse_verdict(report.get("collapse")))]
+    return [
+        AgentRow(
+            "final_evaluation",
+            f"{report['agent']} on {report['symbol']} (test)",
+            report["metrics"],
+            report["baselines"],
+            _collapse_verdict(report.get("collapse")),
+        )
+    ]
 
 
 def _forward(reports: Mapping[str, Report]) -> list[AgentRow]:
@@ -104,8 +118,10 @@ def _forward(reports: Mapping[str, Report]) -> list[AgentRow]:
         return []
     alerts = reports.get("forward_alerts") or {}
     verdict = "alerts: " + ", ".join(alerts["alerts"]) if alerts.get("alerts") else "no alert"
-    agent = (f"deployed {report['model_version']} on {report['symbol']}, {report['n_bars']} bars since "
-             f"{report['first_bar'][:10]} (+{report['new_bars']} new)")
+    agent = (
+        f"deployed {report['model_version']} on {report['symbol']}, {report['n_bars']} bars since "
+        f"{report['first_bar'][:10]} (+{report['new_bars']} new)"
+    )
     return [AgentRow("forward", agent, report["metrics"], report["baselines"], verdict)]
 
 
@@ -126,8 +142,11 @@ def _failed(rows: Sequence[Report], name_key: str = "gate") -> str:
 
 
 def _collapse_gates(report: Report) -> tuple[bool, str, str]:
-    failed = "; ".join(f"{mode}: {_failed(report[mode]['gates'])}" for mode in ("deterministic", "stochastic")
-                       if mode in report and report[mode].get("collapsed"))
+    failed = "; ".join(
+        f"{mode}: {_failed(report[mode]['gates'])}"
+        for mode in ("deterministic", "stochastic")
+        if mode in report and report[mode].get("collapsed")
+    )
     return not report["collapsed"], failed, failed
 
 
@@ -145,11 +164,18 @@ def _same(passed: bool, failed: str) -> tuple[bool, str, str]:
 # warning ends the run's log
 GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] = {
     "sac_icm_collapse_report": ("sac_icm", _collapse_gates),
-    "option_usage_report": ("options_her", lambda r: _same(bool(r.get("passed", True)), _failed(r.get("training_gates", [])))),
+    "option_usage_report": (
+        "options_her",
+        lambda r: _same(bool(r.get("passed", True)), _failed(r.get("training_gates", []))),
+    ),
     "reward_shaping_report": ("reward_shaper", lambda r: _same(bool(r["passed"]), _failed(r["weight_gates"]))),
-    "migration_comparison": ("checkpoint_migration", lambda r: _same(
-        bool(r["all_gates_passed"]),
-        ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]))),
+    "migration_comparison": (
+        "checkpoint_migration",
+        lambda r: _same(
+            bool(r["all_gates_passed"]),
+            ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]),
+        ),
+    ),
     "forward_alerts": ("forward", lambda r: _same(bool(r["passed"]), ", ".join(r["alerts"]))),
     "validation_report": ("validation", _validation_gates),
 }
@@ -195,16 +221,30 @@ def summary_text(
     if rows:
         lines += _table(
             ["phase", "agent", "agent S/ret/DD", "buy_and_hold (capped)", "random", "collapse"],
-            [[r.phase, r.agent, _triple(r.metrics), _triple(r.baselines.get("buy_and_hold")),
-              _triple(r.baselines.get("random")), r.verdict] for r in rows],
+            [
+                [
+                    r.phase,
+                    r.agent,
+                    _triple(r.metrics),
+                    _triple(r.baselines.get("buy_and_hold")),
+                    _triple(r.baselines.get("random")),
+                    r.verdict,
+                ]
+                for r in rows
+            ],
         )
         lines.append("(S/ret/DD: annualised Sharpe / total return / max drawdown on the phase's evaluation split)")
     else:
         lines.append("no agent was evaluated in this run")
     gates = gate_results(reports)
     if gates:
-        lines += ["", *_table(["phase", "gate report", "result", "failed"],
-                              [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failed or "-"] for g in gates])]
+        lines += [
+            "",
+            *_table(
+                ["phase", "gate report", "result", "failed"],
+                [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failed or "-"] for g in gates],
+            ),
+        ]
     lines += ["", *(f"mlflow: {run}" for run in mlflow_runs)] if mlflow_runs else ["", "mlflow: no run was active"]
     for group, group_paths in (paths or {}).items():
         if group_paths:

@@ -62,19 +62,38 @@ PANELS: dict[str, str] = {
 }
 # The rollout columns a tearsheet keeps (returns, positions, actions and fills), one row per step.
 ROLLOUT_COLUMNS = (
-    "timestamp", "return", "equity", "position", "action_raw", "action_type", "trade_value", "trade_units",
-    "fill_price", "fees",
+    "timestamp",
+    "return",
+    "equity",
+    "position",
+    "action_raw",
+    "action_type",
+    "trade_value",
+    "trade_units",
+    "fill_price",
+    "fees",
 )
 # metric key -> column heading of the tearsheet's table
 TABLE_COLUMNS = {
-    "sharpe": "Sharpe", "total_return": "return", "max_drawdown": "max DD", "sortino": "Sortino",
-    "annualized_volatility": "ann. vol", "n_trades": "fills", "action_entropy": "entropy", "hold_share": "hold",
-    "psr": "PSR", "dsr": "DSR",
+    "sharpe": "Sharpe",
+    "total_return": "return",
+    "max_drawdown": "max DD",
+    "sortino": "Sortino",
+    "annualized_volatility": "ann. vol",
+    "n_trades": "fills",
+    "action_entropy": "entropy",
+    "hold_share": "hold",
+    "psr": "PSR",
+    "dsr": "DSR",
 }
 TITLE_TOP = 0.985  # figure fraction above which the section title sits
 BUCKET_COLOURS = ("#b2182b", "#ef8a62", "#bdbdbd", "#67a9cf", "#2166ac")
-BASELINE_STYLE = {"buy_and_hold": ("black", "-"), "cash": ("#999999", ":"), "random": ("#8c564b", "-."),
-                  "sma_crossover": ("#9467bd", "--")}
+BASELINE_STYLE = {
+    "buy_and_hold": ("black", "-"),
+    "cash": ("#999999", ":"),
+    "random": ("#8c564b", "-."),
+    "sma_crossover": ("#9467bd", "--"),
+}
 
 
 @dataclass
@@ -125,7 +144,12 @@ def env_section(
         {"timestamp": baselines["buy_and_hold"]["timestamp"].to_numpy(), "return": market_returns(make_env(), seed)}
     )
     return Section(
-        title, symbol, periods_per_year, agents, {**baselines, MARKET: market}, closes,
+        title,
+        symbol,
+        periods_per_year,
+        agents,
+        {**baselines, MARKET: market},
+        closes,
         label_regimes(closes, regime_params),
     )
 
@@ -189,12 +213,20 @@ def draw_equity(ax: Axes, section: Section) -> None:
     ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
     for name, rollout in section.baselines.items():
         colour, style = ("black", "--") if name == MARKET else BASELINE_STYLE.get(name, ("grey", "-"))
-        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=colour, ls=style, lw=1.1,
-                zorder=1, label=REFERENCE_LABELS.get(name, name))
+        ax.plot(
+            _timestamps(rollout),
+            np.cumprod(1.0 + _returns(rollout)),
+            color=colour,
+            ls=style,
+            lw=1.1,
+            zorder=1,
+            label=REFERENCE_LABELS.get(name, name),
+        )
     for name, agent_colour in _agent_colours(section).items():
         rollout = section.agents[name]
-        ax.plot(_timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=agent_colour, lw=2.2, zorder=3,
-                label=name)
+        ax.plot(
+            _timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=agent_colour, lw=2.2, zorder=3, label=name
+        )
     ax.set_ylabel("growth of 1")
     ax.legend(loc="upper left", fontsize=7, ncol=2)
 
@@ -207,8 +239,14 @@ def draw_drawdown(ax: Axes, section: Section) -> None:
         ax.plot(_timestamps(rollout), drawdown, color=colour, lw=1.6, zorder=3, label=name)
     if "buy_and_hold" in section.baselines:
         rollout = section.baselines["buy_and_hold"]
-        ax.plot(_timestamps(rollout), drawdown_series(_returns(rollout)), color="black", lw=1.0, zorder=1,
-                label=REFERENCE_LABELS["buy_and_hold"])
+        ax.plot(
+            _timestamps(rollout),
+            drawdown_series(_returns(rollout)),
+            color="black",
+            lw=1.0,
+            zorder=1,
+            label=REFERENCE_LABELS["buy_and_hold"],
+        )
     ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
     ax.set_ylabel("drawdown from peak")
     ax.legend(loc="lower left", fontsize=7)
@@ -232,13 +270,21 @@ def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
     n_steps = len(section.primary[1])
     window = rolling_window(n_steps, window)
     ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
-    curves: dict[str, tuple[pd.DataFrame, ColorType, float, int]] = {name: (rollout, colour, 1.8, 3) for (name, rollout), colour in
-              zip(section.agents.items(), _agent_colours(section).values())}
+    curves: dict[str, tuple[pd.DataFrame, ColorType, float, int]] = {
+        name: (rollout, colour, 1.8, 3)
+        for (name, rollout), colour in zip(section.agents.items(), _agent_colours(section).values())
+    }
     if "buy_and_hold" in section.baselines:
         curves[REFERENCE_LABELS["buy_and_hold"]] = (section.baselines["buy_and_hold"], "black", 1.0, 1)
     for name, (rollout, colour, width, order) in curves.items():
-        ax.plot(_timestamps(rollout), rolling_sharpe(_returns(rollout), window, section.periods_per_year), color=colour,
-                lw=width, zorder=order, label=name)
+        ax.plot(
+            _timestamps(rollout),
+            rolling_sharpe(_returns(rollout), window, section.periods_per_year),
+            color=colour,
+            lw=width,
+            zorder=order,
+            label=name,
+        )
     ax.set_ylabel(f"Sharpe, {window}-bar window")
     ax.legend(loc="upper left", fontsize=7)
 
@@ -252,21 +298,35 @@ def draw_trades(ax: Axes, section: Section) -> None:
     regime_handles = [] if section.regimes is None else shade_regimes(ax, close.index, section.regimes)
     ax.plot(close.index, close.to_numpy(), color="black", lw=0.9, zorder=2, label="close")
     traded = rollout["trade_value"].to_numpy(dtype=np.float64) if "trade_value" in rollout else np.zeros(len(rollout))
-    prices = rollout["fill_price"].to_numpy(dtype=np.float64) if "fill_price" in rollout else np.full(len(rollout), np.nan)
-    for mask, marker, colour, label in ((traded > 0, "^", "#1a9850", "buy fill"), (traded < 0, "v", "#d73027", "sell fill")):
+    prices = (
+        rollout["fill_price"].to_numpy(dtype=np.float64) if "fill_price" in rollout else np.full(len(rollout), np.nan)
+    )
+    for mask, marker, colour, label in (
+        (traded > 0, "^", "#1a9850", "buy fill"),
+        (traded < 0, "v", "#d73027", "sell fill"),
+    ):
         if mask.any():
             ax.scatter(stamps[mask], prices[mask], marker=marker, color=colour, s=22, zorder=4, label=label)
     if not (traded != 0).any():
-        ax.text(0.5, 0.5, f"no trades: {name} never filled an order in this window", transform=ax.transAxes,
-                ha="center", va="center", fontsize=11, color="#d73027",
-                bbox={"facecolor": "white", "edgecolor": "#d73027", "alpha": 0.9})
+        ax.text(
+            0.5,
+            0.5,
+            f"no trades: {name} never filled an order in this window",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=11,
+            color="#d73027",
+            bbox={"facecolor": "white", "edgecolor": "#d73027", "alpha": 0.9},
+        )
     ax.set_ylabel("close")
     handles, _ = ax.get_legend_handles_labels()
     ax.legend(handles=handles + regime_handles, loc="upper left", fontsize=7, ncol=3)
     if "position" in rollout:
         twin = ax.twinx()
-        twin.step(stamps, rollout["position"].to_numpy(dtype=np.float64), where="post", color="#1f77b4", lw=1.0,
-                  alpha=0.8)
+        twin.step(
+            stamps, rollout["position"].to_numpy(dtype=np.float64), where="post", color="#1f77b4", lw=1.0, alpha=0.8
+        )
         twin.set_ylabel(f"{name} position (units)", color="#1f77b4")
 
 
@@ -281,8 +341,9 @@ def draw_actions(ax: Axes, section: Section, window: int, hold_threshold: float)
     name, rollout = section.primary
     window = rolling_window(len(rollout), window)
     shares = action_shares(rollout["action_raw"].to_numpy(dtype=np.float64), window, hold_threshold)
-    ax.stackplot(_timestamps(rollout), shares.T.to_numpy(), labels=list(ACTION_BUCKETS), colors=BUCKET_COLOURS,
-                 alpha=0.9)
+    ax.stackplot(
+        _timestamps(rollout), shares.T.to_numpy(), labels=list(ACTION_BUCKETS), colors=BUCKET_COLOURS, alpha=0.9
+    )
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel(f"{name}: share, {window}-bar window")
     ax.legend(loc="upper left", fontsize=7, ncol=5)
@@ -306,8 +367,13 @@ def formatted_table(table: pd.DataFrame) -> pd.DataFrame:
 def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
     shown = formatted_table(table)
     ax.axis("off")
-    cell = ax.table(cellText=shown.to_numpy(), rowLabels=[str(i)[:38] for i in shown.index],
-                    colLabels=list(shown.columns), cellLoc="right", bbox=Bbox.from_bounds(0.27, 0.0, 0.73, 1.0))
+    cell = ax.table(
+        cellText=shown.to_numpy(),
+        rowLabels=[str(i)[:38] for i in shown.index],
+        colLabels=list(shown.columns),
+        cellLoc="right",
+        bbox=Bbox.from_bounds(0.27, 0.0, 0.73, 1.0),
+    )
     cell.auto_set_font_size(False)
     cell.set_fontsize(7)
 
@@ -446,7 +512,7 @@ def build_tearsheet(
     body = "\n".join(section_html(s, tables[s.title], panel_images(figures[s.title], options.dpi)) for s in sections)
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<ul class=\"notes\">{facts}"
+        f'<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<ul class="notes">{facts}'
         f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n"
         f"{body}\n</body></html>\n"
     )

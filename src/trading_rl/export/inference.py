@@ -145,8 +145,9 @@ class SignalEngine:
     @classmethod
     def from_inference_config(cls, model: bytes | str | Path, config: Mapping[str, Any], **kwargs) -> SignalEngine:
         """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file."""
-        return cls(model, config["feature_params"], config["scaler"], config["env_config"],
-                   config["feature_columns"], **kwargs)
+        return cls(
+            model, config["feature_params"], config["scaler"], config["env_config"], config["feature_columns"], **kwargs
+        )
 
     def _check_bars(self, bars: pd.DataFrame) -> None:
         if not isinstance(bars, pd.DataFrame):
@@ -166,8 +167,7 @@ class SignalEngine:
             row, column = np.argwhere(bad)[0]
             columns = [c for c, flag in zip(BAR_COLUMNS, bad.any(axis=0)) if flag]
             raise ValueError(
-                f"bars contain NaN/inf in column(s) {columns}, first in '{BAR_COLUMNS[column]}' "
-                f"at {bars.index[row]}"
+                f"bars contain NaN/inf in column(s) {columns}, first in '{BAR_COLUMNS[column]}' at {bars.index[row]}"
             )
 
     def feature_window(self, bars: pd.DataFrame) -> np.ndarray:
@@ -187,15 +187,21 @@ class SignalEngine:
         if not np.isfinite(values).all():
             bad_rows = window.index[~np.isfinite(values).all(axis=1)]
             raise ValueError(
-                f"missing bars: features are NaN at {list(bad_rows)} (still in the warm-up); pass a "
-                "longer history"
+                f"missing bars: features are NaN at {list(bad_rows)} (still in the warm-up); pass a longer history"
             )
         return values.astype(np.float32)
 
     def _portfolio(self, state: PortfolioState) -> Portfolio:
         cfg = self.config
-        portfolio = Portfolio(cfg.initial_cash, cfg.commission_rate, cfg.slippage_rate, cfg.hold_threshold,
-                              cfg.max_position_pct, cfg.min_trade_value, cfg.allow_short)
+        portfolio = Portfolio(
+            cfg.initial_cash,
+            cfg.commission_rate,
+            cfg.slippage_rate,
+            cfg.hold_threshold,
+            cfg.max_position_pct,
+            cfg.min_trade_value,
+            cfg.allow_short,
+        )
         portfolio.cash, portfolio.units, portfolio.entry_price = state.cash, state.position, state.entry_price
         return portfolio
 
@@ -216,8 +222,7 @@ class SignalEngine:
         observation = np.asarray(observation, dtype=np.float32)
         if observation.shape != (self.layout.dim,):
             raise ValueError(
-                f"wrong feature count: observation has shape {observation.shape}, the model takes "
-                f"({self.layout.dim},)"
+                f"wrong feature count: observation has shape {observation.shape}, the model takes ({self.layout.dim},)"
             )
         if not np.isfinite(observation).all():
             bad = np.flatnonzero(~np.isfinite(observation)).tolist()

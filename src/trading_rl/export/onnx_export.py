@@ -40,9 +40,7 @@ class DeterministicActor(nn.Module):
         super().__init__()
         policy = model.policy
         if not isinstance(policy.observation_space, spaces.Box):
-            raise ValueError(
-                f"only Box observations can be exported, got {type(policy.observation_space).__name__}"
-            )
+            raise ValueError(f"only Box observations can be exported, got {type(policy.observation_space).__name__}")
         if not isinstance(policy.action_space, spaces.Box) or not hasattr(policy, "actor"):
             raise ValueError(
                 f"{type(model).__name__} has no SAC-style actor with a Box action space; "
@@ -181,21 +179,25 @@ def latency_percentiles(call: Callable[[], Any], repeats: int = 1000, warmup: in
         timings[i] = clock() - start
     timings /= 1e6
     p50, p95, p99 = np.percentile(timings, [50, 95, 99])
-    return {"p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99),
-            "mean_ms": float(timings.mean()), "repeats": int(repeats)}
+    return {
+        "p50_ms": float(p50),
+        "p95_ms": float(p95),
+        "p99_ms": float(p99),
+        "mean_ms": float(timings.mean()),
+        "repeats": int(repeats),
+    }
 
 
-def measure_latency(model: Any, session, observation: np.ndarray, repeats: int = 1000,
-                    warmup: int = 50) -> dict[str, dict[str, float]]:
+def measure_latency(
+    model: Any, session, observation: np.ndarray, repeats: int = 1000, warmup: int = 50
+) -> dict[str, dict[str, float]]:
     """Latency of one observation through onnxruntime and through ``model.predict`` (the
     in-process PyTorch baseline, with the threads torch is configured for)."""
     single = np.asarray(observation, dtype=np.float32).reshape(1, -1)
     feed = {INPUT_NAME: single}
     return {
         "onnxruntime": latency_percentiles(lambda: session.run([OUTPUT_NAME], feed), repeats, warmup),
-        "torch_predict": latency_percentiles(
-            lambda: model.predict(single[0], deterministic=True), repeats, warmup
-        ),
+        "torch_predict": latency_percentiles(lambda: model.predict(single[0], deterministic=True), repeats, warmup),
     }
 
 
@@ -204,8 +206,12 @@ def export_versions() -> dict[str, str]:
     import onnxruntime
     import onnxscript
 
-    return {"torch": torch.__version__, "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__, "onnxscript": onnxscript.__version__}
+    return {
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "onnxscript": onnxscript.__version__,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,8 +245,9 @@ def resolve_export_params(params: dict[str, Any] | None) -> dict[str, Any]:
     return ExportParams.from_mapping(params, "export").to_dict()
 
 
-def export_and_verify(model: Any, parity_env, params: dict[str, Any] | None = None,
-                      seed: int = 0) -> tuple[bytes, dict[str, Any]]:
+def export_and_verify(
+    model: Any, parity_env, params: dict[str, Any] | None = None, seed: int = 0
+) -> tuple[bytes, dict[str, Any]]:
     """Export ``model``'s actor, check parity on observations of ``parity_env`` (driven by the
     model) plus random ones, and time one inference; returns the ONNX bytes and the report."""
     resolved = resolve_export_params(params)
@@ -252,8 +259,11 @@ def export_and_verify(model: Any, parity_env, params: dict[str, Any] | None = No
         "exporter": "torch.onnx.export(dynamo=True)",
         "opset": resolved["opset"],
         "input": {"name": INPUT_NAME, "shape": ["batch", observation_dim(model)], "dtype": "float32"},
-        "output": {"name": OUTPUT_NAME, "shape": ["batch", int(model.policy.action_space.shape[0])],
-                   "dtype": "float32"},
+        "output": {
+            "name": OUTPUT_NAME,
+            "shape": ["batch", int(model.policy.action_space.shape[0])],
+            "dtype": "float32",
+        },
         "onnx_bytes": len(onnx_bytes),
         "parity": check_parity(model, session, real, parity["n_observations"], parity["tolerance"], seed),
         "latency": {

@@ -47,7 +47,10 @@ class SafeguardConfig(Section):
 
     @classmethod
     def from_mapping(
-        cls, values: Mapping[str, Any] | None = None, prefix: str = "export.safeguards", base: SafeguardConfig | None = None
+        cls,
+        values: Mapping[str, Any] | None = None,
+        prefix: str = "export.safeguards",
+        base: SafeguardConfig | None = None,
     ) -> SafeguardConfig:
         return super().from_mapping(values, prefix, base)
 
@@ -106,9 +109,16 @@ class Safeguards:
             self._trades_today += 1
             return signal
         rule, reason = violation
-        record = {"timestamp": signal.timestamp, "rule": rule, "reason": reason, "kind": signal.kind,
-                  "units": signal.units, "raw_action": signal.raw_action}
+        record = {
+            "timestamp": signal.timestamp,
+            "rule": rule,
+            "reason": reason,
+            "kind": signal.kind,
+            "units": signal.units,
+            "raw_action": signal.raw_action,
+        }
         self.blocked.append(record)
-        logger.warning("signal blocked by %s at %s: %s %.6g units (%s)", rule, signal.timestamp,
-                       signal.kind, signal.units, reason)
+        logger.warning(
+            "signal blocked by %s at %s: %s %.6g units (%s)", rule, signal.timestamp, signal.kind, signal.units, reason
+        )
         return signal.blocked(rule)

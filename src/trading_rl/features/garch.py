@@ -99,9 +99,7 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
     """
     first, returns = _contiguous_returns(log_returns)
     if returns.size < MIN_FIT_OBSERVATIONS:
-        raise ValueError(
-            f"fit_garch needs at least {MIN_FIT_OBSERVATIONS} returns, got {returns.size}"
-        )
+        raise ValueError(f"fit_garch needs at least {MIN_FIT_OBSERVATIONS} returns, got {returns.size}")
     subject = f"symbol {symbol!r}" if symbol is not None else "the series"
     window = log_returns.index[first:]
     context = (
@@ -110,9 +108,7 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
     )
     problem = degenerate_returns(log_returns.iloc[first:])
     if problem is None:
-        model = arch_model(
-            PERCENT * returns, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False
-        )
+        model = arch_model(PERCENT * returns, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False)
         result = model.fit(disp="off", show_warning=False)
         params = {name: float(result.params[_ARCH_PARAM_NAMES[name]]) for name in GARCH_PARAM_NAMES}
         if result.convergence_flag != 0:
@@ -140,9 +136,7 @@ def garch_volatility(log_returns: pd.Series, garch_params: dict) -> pd.Series:
     first, returns = _contiguous_returns(log_returns)
     shock_squared = (PERCENT * returns - mu) ** 2
     unconditional_variance = omega / (1.0 - alpha - beta)
-    next_variance, _ = lfilter(
-        [1.0], [1.0, -beta], omega + alpha * shock_squared, zi=[beta * unconditional_variance]
-    )
+    next_variance, _ = lfilter([1.0], [1.0, -beta], omega + alpha * shock_squared, zi=[beta * unconditional_variance])
     volatility = np.full(len(log_returns), np.nan)
     volatility[first:] = np.sqrt(next_variance) / PERCENT
     return pd.Series(volatility, index=log_returns.index, name="garch_vol")

@@ -89,7 +89,9 @@ class BollingerParams(Section):
 class GarchParams(Section):
     params: dict[str, float] | None = setting(
         None,
-        check=lambda given: None if set(GARCH_PARAM_NAMES) <= set(given) else f"a mapping with keys {list(GARCH_PARAM_NAMES)}",
+        check=lambda given: (
+            None if set(GARCH_PARAM_NAMES) <= set(given) else f"a mapping with keys {list(GARCH_PARAM_NAMES)}"
+        ),
     )
     fit_end: str | None = None
     fit_bars: int = setting(1000, interval="[100, inf)")
@@ -192,9 +194,7 @@ def rsi(close: pd.Series, window: int) -> pd.Series:
 def true_range(high: pd.Series, low: pd.Series, close: pd.Series) -> pd.Series:
     """Largest of high-low and the gaps to the previous close; NaN on the first bar."""
     previous_close = close.shift(1)
-    ranges = pd.concat(
-        [high - low, (high - previous_close).abs(), (low - previous_close).abs()], axis=1
-    )
+    ranges = pd.concat([high - low, (high - previous_close).abs(), (low - previous_close).abs()], axis=1)
     return ranges.max(axis=1, skipna=False)
 
 
@@ -230,9 +230,7 @@ def rolling_zscore(values: pd.Series, window: int) -> pd.Series:
 
 def calendar_features(index: pd.DatetimeIndex) -> pd.DataFrame:
     """Cyclical time-of-week (and time-of-day for intraday bars) encodings."""
-    spacing = (
-        pd.Timedelta(np.median(np.diff(index.asi8))) if len(index) > 1 else pd.Timedelta(days=1)
-    )
+    spacing = pd.Timedelta(np.median(np.diff(index.asi8))) if len(index) > 1 else pd.Timedelta(days=1)
     columns: dict[str, np.ndarray] = {}
     if spacing < pd.Timedelta(days=7):
         day_angle = 2.0 * np.pi * index.dayofweek.to_numpy() / 7.0
@@ -257,9 +255,7 @@ def _check_prices(prices: pd.DataFrame) -> pd.DataFrame:
     ):
         if bad.any():
             row, column = np.argwhere(bad)[0]
-            raise ValueError(
-                f"prices column {PRICE_COLUMNS[column]} {problem} at {prices.index[row]}"
-            )
+            raise ValueError(f"prices column {PRICE_COLUMNS[column]} {problem} at {prices.index[row]}")
     return ohlcv
 
 
@@ -296,9 +292,9 @@ def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params:
     stale_opens = resolve_feature_params(params)["stale_opens"]
     if not stale_opens["mask"] or "co_return" not in features.columns:
         return features
-    stale = pd.Series(
-        stale_open_mask(prices["open"], prices["close"], stale_opens["rtol"]), index=prices.index
-    ).loc[features.index]
+    stale = pd.Series(stale_open_mask(prices["open"], prices["close"], stale_opens["rtol"]), index=prices.index).loc[
+        features.index
+    ]
     unmasked = features["co_return"].mask(stale.to_numpy())
     return features.assign(co_return=unmasked) if unmasked.notna().any() else features
 
@@ -322,9 +318,7 @@ def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.Dat
     columns[f"rsi_{p['rsi_window']}"] = rsi(close, p["rsi_window"])
     columns.update(macd(close, **p["macd"]).items())
     columns.update(bollinger(close, **p["bollinger"]).items())
-    columns[f"atr_ratio_{p['atr_window']}"] = (
-        wilder_average(true_range(high, low, close), p["atr_window"]) / close
-    )
+    columns[f"atr_ratio_{p['atr_window']}"] = wilder_average(true_range(high, low, close), p["atr_window"]) / close
     for window in p["vol_windows"]:
         columns[f"realized_vol_{window}"] = log_return.rolling(window).std()
     columns[f"volume_z_{p['volume_z_window']}"] = rolling_zscore(volume, p["volume_z_window"])
@@ -340,9 +334,9 @@ def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.Dat
 
     lookbacks = _lookbacks(p)
     warm_up = np.arange(len(close))[:, None] < np.array(list(lookbacks.values()))[None, :]
-    features = pd.DataFrame(
-        {name: columns[name].to_numpy(np.float64) for name in lookbacks}, index=prices.index
-    ).mask(warm_up)
+    features = pd.DataFrame({name: columns[name].to_numpy(np.float64) for name in lookbacks}, index=prices.index).mask(
+        warm_up
+    )
     if p["calendar"]:
         features = features.join(calendar_features(prices.index))
     return features

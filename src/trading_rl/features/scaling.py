@@ -16,22 +16,14 @@ SCALING_METHODS = ("robust", "standard")
 _NORMAL_IQR = 1.3489795003921634
 
 
-def fit_scaler(
-    train_features: pd.DataFrame, method: str = "robust", clip: float | None = 5.0
-) -> dict:
+def fit_scaler(train_features: pd.DataFrame, method: str = "robust", clip: float | None = 5.0) -> dict:
     """Per-column ``center`` and ``scale`` from the training rows (NaN rows ignored)."""
     if method not in SCALING_METHODS:
         raise ValueError(f"unknown scaling method {method!r}; known: {list(SCALING_METHODS)}")
-    if clip is not None and (
-        isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip <= 0
-    ):
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip <= 0):
         raise ValueError(f"clip must be a positive number or None, got {clip!r}")
     values = train_features.to_numpy(np.float64)
-    empty = [
-        column
-        for column, count in zip(train_features.columns, np.isfinite(values).sum(axis=0))
-        if count == 0
-    ]
+    empty = [column for column, count in zip(train_features.columns, np.isfinite(values).sum(axis=0)) if count == 0]
     if empty:
         raise ValueError(f"feature column(s) {empty} have no finite training values")
     values = np.where(np.isfinite(values), values, np.nan)

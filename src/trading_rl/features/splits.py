@@ -73,9 +73,7 @@ def _boundaries(index: pd.DatetimeIndex, params: dict) -> tuple[int, int, tuple[
     by_date = [key for key in _DATE_KEYS if key in params]
     by_fraction = [key for key in _FRACTION_KEYS if key in params]
     if by_date and by_fraction:
-        raise ValueError(
-            f"give either {_DATE_KEYS} or {_FRACTION_KEYS}, not {by_date + by_fraction}"
-        )
+        raise ValueError(f"give either {_DATE_KEYS} or {_FRACTION_KEYS}, not {by_date + by_fraction}")
     keys = _DATE_KEYS if by_date else _FRACTION_KEYS
     missing = [key for key in keys if key not in params]
     if missing:
@@ -86,17 +84,12 @@ def _boundaries(index: pd.DatetimeIndex, params: dict) -> tuple[int, int, tuple[
         validation_stop = bars_through(index, params[validation_key], validation_key)
         if pd.Timestamp(params[train_key]) >= pd.Timestamp(params[validation_key]):
             raise ValueError(
-                f"{train_key}={params[train_key]!r} must be before "
-                f"{validation_key}={params[validation_key]!r}"
+                f"{train_key}={params[train_key]!r} must be before {validation_key}={params[validation_key]!r}"
             )
         return train_stop, validation_stop, keys
     train_fraction, validation_fraction = (params[key] for key in _FRACTION_KEYS)
     for key in _FRACTION_KEYS:
-        if (
-            isinstance(params[key], bool)
-            or not isinstance(params[key], (int, float))
-            or not (0 < params[key] < 1)
-        ):
+        if isinstance(params[key], bool) or not isinstance(params[key], (int, float)) or not (0 < params[key] < 1):
             raise ValueError(f"{key} must be a number in (0, 1), got {params[key]!r}")
     if train_fraction + validation_fraction >= 1:
         raise ValueError(

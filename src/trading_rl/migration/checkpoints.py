@@ -106,12 +106,16 @@ class DiscreteCheckpoint:
         metadata = payload.get("metadata") if isinstance(payload, dict) else None
         state_dict = payload.get("state_dict") if isinstance(payload, dict) else None
         if not isinstance(metadata, dict) or set(metadata) != fields or not isinstance(state_dict, dict):
-            raise CheckpointError(f"{source}: not an extracted discrete checkpoint (metadata {fields} and a state dict)")
+            raise CheckpointError(
+                f"{source}: not an extracted discrete checkpoint (metadata {fields} and a state dict)"
+            )
         if not all(isinstance(value, torch.Tensor) for value in state_dict.values()):
             raise CheckpointError(f"{source}: the state dict holds something other than tensors")
         if not hasattr(nn, str(metadata["activation"])):
             raise CheckpointError(f"{source}: unknown activation {metadata['activation']!r}")
-        return cls(**{**metadata, "hidden_sizes": tuple(int(s) for s in metadata["hidden_sizes"])}, state_dict=state_dict)
+        return cls(
+            **{**metadata, "hidden_sizes": tuple(int(s) for s in metadata["hidden_sizes"])}, state_dict=state_dict
+        )
 
     def check_observation_dim(self, expected: int) -> None:
         if self.observation_dim != expected:
@@ -128,7 +132,7 @@ def sha256_hex(raw: bytes) -> str:
 
 def _layer_prefixes(state_dict: dict[str, torch.Tensor], prefix: str) -> list[str]:
     """``<prefix><i>`` for every Sequential index ``i`` with parameters, in layer order."""
-    indices = sorted({int(key[len(prefix):].split(".")[0]) for key in state_dict if key.startswith(prefix)})
+    indices = sorted({int(key[len(prefix) :].split(".")[0]) for key in state_dict if key.startswith(prefix)})
     return [f"{prefix}{i}" for i in indices]
 
 
@@ -395,23 +399,28 @@ def build_migrated_sac(
         nn.init.zeros_(mu.bias)
         nn.init.orthogonal_(log_std.weight, gain=head_gain)
         nn.init.constant_(log_std.bias, log_std_init)
-    set_migration_metadata(model, {
-        "source_file": checkpoint.source_name,
-        "source_sha256": checkpoint.sha256,
-        "source_algorithm": "PPO",
-        "source_sb3_version": checkpoint.sb3_version,
-        "migrated_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "layer_mapping": mapping,
-        "hidden_sizes": list(checkpoint.hidden_sizes),
-        "activation": checkpoint.activation,
-        "observation_dim": checkpoint.observation_dim,
-        "source_action_space": f"Discrete({checkpoint.n_actions})",
-        "action_space": "Box(-1.0, 1.0, (1,)), tanh-squashed Gaussian (SAC)",
-        "new_heads": {"mu": f"orthogonal gain {head_gain}, zero bias",
-                      "log_std": f"orthogonal gain {head_gain}, bias {log_std_init}"},
-        "critics": f"fresh, hidden sizes {list(critic_hidden_sizes)}",
-        "run": dict(run_metadata or {}),
-    })
+    set_migration_metadata(
+        model,
+        {
+            "source_file": checkpoint.source_name,
+            "source_sha256": checkpoint.sha256,
+            "source_algorithm": "PPO",
+            "source_sb3_version": checkpoint.sb3_version,
+            "migrated_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "layer_mapping": mapping,
+            "hidden_sizes": list(checkpoint.hidden_sizes),
+            "activation": checkpoint.activation,
+            "observation_dim": checkpoint.observation_dim,
+            "source_action_space": f"Discrete({checkpoint.n_actions})",
+            "action_space": "Box(-1.0, 1.0, (1,)), tanh-squashed Gaussian (SAC)",
+            "new_heads": {
+                "mu": f"orthogonal gain {head_gain}, zero bias",
+                "log_std": f"orthogonal gain {head_gain}, bias {log_std_init}",
+            },
+            "critics": f"fresh, hidden sizes {list(critic_hidden_sizes)}",
+            "run": dict(run_metadata or {}),
+        },
+    )
     return model
 
 
@@ -463,8 +472,14 @@ def validate_migrated_model(
     }
     checks["passed"] = all(
         checks[key]
-        for key in ("hidden_weights_identical", "reloads_in_sb3", "reloaded_weights_identical",
-                    "actions_shape_ok", "actions_within_bounds", "cpu_inference")
+        for key in (
+            "hidden_weights_identical",
+            "reloads_in_sb3",
+            "reloaded_weights_identical",
+            "actions_shape_ok",
+            "actions_within_bounds",
+            "cpu_inference",
+        )
     )
     return checks
 

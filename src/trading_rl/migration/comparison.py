@@ -80,7 +80,5 @@ def compare_checkpoint(
     for label, model in continuous_models.items():
         agents[label] = evaluate_agent(make_env("continuous"), model, periods_per_year, hold_threshold, seed)
     judged = list(continuous_models)[-1]
-    gate = diversity_gate(
-        agents["discrete"]["action_entropy"], agents[judged]["action_entropy"], min_improvement
-    )
+    gate = diversity_gate(agents["discrete"]["action_entropy"], agents[judged]["action_entropy"], min_improvement)
     return {"agents": agents, "gate": {"continuous_agent": judged, **gate}}

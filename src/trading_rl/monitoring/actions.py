@@ -18,9 +18,7 @@ def bucketize(actions, hold_threshold: float, strong_threshold: float = 0.5) -> 
     """
     a = np.asarray(actions, dtype=np.float64).reshape(-1)
     if not 0.0 <= hold_threshold < strong_threshold <= 1.0:
-        raise ValueError(
-            f"need 0 <= hold_threshold < strong_threshold <= 1, got {hold_threshold}, {strong_threshold}"
-        )
+        raise ValueError(f"need 0 <= hold_threshold < strong_threshold <= 1, got {hold_threshold}, {strong_threshold}")
     edges = np.array([-strong_threshold, -hold_threshold, hold_threshold, strong_threshold])
     # right=False puts -strong exactly into weak_sell and +strong into weak_buy; the hold zone is
     # closed on both sides, so fix up the +hold edge explicitly.

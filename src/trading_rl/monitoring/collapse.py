@@ -179,11 +179,14 @@ def trading_verdict(actions, trade_values, hold_threshold: float, thresholds: di
     fills = np.asarray(trade_values, dtype=np.float64).reshape(-1)
     fill_rate = float(np.count_nonzero(fills) / fills.size) if fills.size else 0.0
     collapsed = collapse_report(action_stats(actions, hold_threshold=hold_threshold), thresholds)["collapsed"]
-    return {"fill_rate": fill_rate, "collapsed": bool(collapsed), "trades": bool(fill_rate >= MIN_FILL_RATE and not collapsed)}
+    return {
+        "fill_rate": fill_rate,
+        "collapsed": bool(collapsed),
+        "trades": bool(fill_rate >= MIN_FILL_RATE and not collapsed),
+    }
 
 
 def trading_flags(verdicts) -> np.ndarray:
     """``trades`` verdicts as booleans, whether they are bools or the "True"/"False" text a CSV
     round trip leaves (a plain ``astype(bool)`` would read "False" as true)."""
     return np.char.lower(np.asarray(verdicts).astype(str)) == "true"
-

@@ -57,7 +57,12 @@ def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def train_from_spec(
-    env_spec, source: SAC, params: dict | None, seed: int, device: str = "cpu", timesteps: int | None = None,
+    env_spec,
+    source: SAC,
+    params: dict | None,
+    seed: int,
+    device: str = "cpu",
+    timesteps: int | None = None,
     metrics_callback=None,
 ):
     """Build, warm-start and train the phase's agent on ``env_spec``'s training split
@@ -76,8 +81,16 @@ def train_from_spec(
         return env_spec.make_env("train", **overrides)
 
     agent, venv = build_hierarchical_agent(
-        source, make_train_env, option_params, resolved["controller"], her,
-        resolved["sac"], seed, device, overrides, trend_zero,
+        source,
+        make_train_env,
+        option_params,
+        resolved["controller"],
+        her,
+        resolved["sac"],
+        seed,
+        device,
+        overrides,
+        trend_zero,
     )
     training = resolved["training"]
     total = training["total_timesteps"] if timesteps is None else timesteps
@@ -178,25 +191,48 @@ def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> 
     for name, option in options.items():
         if option["available_at_selection"] > 0:
             passed = option["usage"] > g["min_usage"]
-            row = {"gate": f"usage_{name}", "value": option["usage"], "threshold": f"> {g['min_usage']}",
-                   "passed": passed}
+            row = {
+                "gate": f"usage_{name}",
+                "value": option["usage"],
+                "threshold": f"> {g['min_usage']}",
+                "passed": passed,
+            }
             if not passed:
                 row["cause"] = _starvation_cause(option)
             rows.append(row)
     busiest = max(options, key=lambda name: options[name]["usage"])
     max_usage = options[busiest]["usage"]
-    rows.append({"gate": "max_usage", "value": max_usage, "threshold": f"<= {g['max_usage']}",
-                 "passed": max_usage <= g["max_usage"], "option": busiest})
+    rows.append(
+        {
+            "gate": "max_usage",
+            "value": max_usage,
+            "threshold": f"<= {g['max_usage']}",
+            "passed": max_usage <= g["max_usage"],
+            "option": busiest,
+        }
+    )
     finished = [option for option in options.values() if option["runs"]]
     runs = sum(option["runs"] for option in finished)
     avg = sum(option["avg_duration"] * option["runs"] for option in finished) / runs if runs else 0.0
-    rows.append({"gate": "avg_duration", "value": avg, "threshold": f"> {g['min_avg_duration']}",
-                 "passed": avg > g["min_avg_duration"]})
+    rows.append(
+        {
+            "gate": "avg_duration",
+            "value": avg,
+            "threshold": f"> {g['min_avg_duration']}",
+            "passed": avg > g["min_avg_duration"],
+        }
+    )
     for name, option in options.items():
         if option["avg_duration"] is not None:
             limit = g["instant_fraction"] * option["min_duration_config"]
-            rows.append({"gate": f"no_instant_termination_{name}", "value": option["avg_duration"],
-                         "threshold": f">= {limit}", "passed": option["avg_duration"] >= limit})
+            rows.append(
+                {
+                    "gate": f"no_instant_termination_{name}",
+                    "value": option["avg_duration"],
+                    "threshold": f">= {limit}",
+                    "passed": option["avg_duration"] >= limit,
+                }
+            )
     return rows
 
 

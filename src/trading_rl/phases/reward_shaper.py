@@ -155,7 +155,9 @@ def collect_rollouts(model, env_spec, params: dict | None, seed: int) -> dict[st
     deterministic = bool(resolved["rollouts"]["deterministic"])
     steps = int(resolved["rollouts"]["steps"])
     model.set_random_seed(seed)
-    columns: dict[str, list] = {key: [] for key in ("context", "components", "base_reward", "terminated", "episode_end", "episode")}
+    columns: dict[str, list] = {
+        key: [] for key in ("context", "components", "base_reward", "terminated", "episode_end", "episode")
+    }
     obs, _ = env.reset(seed=seed)
     episode = 0
     for _ in range(steps):
@@ -232,7 +234,13 @@ def training_vec_env(env_spec, params: dict | None, seed: int) -> DummyVecEnv:
 
 
 def continue_agent(
-    model, env_spec, train_env: VecEnv, params: dict | None, seed: int, work_dir: str, metrics_callback=None,
+    model,
+    env_spec,
+    train_env: VecEnv,
+    params: dict | None,
+    seed: int,
+    work_dir: str,
+    metrics_callback=None,
     reward_scale: float | None = None,
 ):
     """Continue a copy of ``model`` for ``training.continue_timesteps`` env steps (all envs together)
@@ -307,13 +315,21 @@ def continue_training(
             metrics_callback({**metrics, **stats}, step)
 
     outcome = continue_agent(
-        model, env_spec, ShapedRewardVecEnv(venv, shaper), params, seed, work_dir, record,
+        model,
+        env_spec,
+        ShapedRewardVecEnv(venv, shaper),
+        params,
+        seed,
+        work_dir,
+        record,
         reward_scale=float(resolved["training"]["shaped_reward_scale"]),
     )
     return outcome, reward_history, shaper.adaptation_history
 
 
-def shaping_report(shaped_model, source_model, env_spec, fit_report: dict, training: dict, params: dict | None, seed: int) -> dict[str, Any]:
+def shaping_report(
+    shaped_model, source_model, env_spec, fit_report: dict, training: dict, params: dict | None, seed: int
+) -> dict[str, Any]:
     """Validation metrics of the shaped and the source agent next to the baselines, the shaper's
     statistics (components, shares, weights, shaping term, β) and the weight gates."""
     resolved = resolve_phase_params(params)
@@ -328,8 +344,12 @@ def shaping_report(shaped_model, source_model, env_spec, fit_report: dict, train
             env_spec.periods_per_year,
             seed=seed,
         )
-        evaluations[name] = {"metrics": evaluation["metrics"], "stochastic_metrics": evaluation["stochastic_metrics"],
-                             "collapse": collapse, "baselines": evaluation["baselines"]}
+        evaluations[name] = {
+            "metrics": evaluation["metrics"],
+            "stochastic_metrics": evaluation["stochastic_metrics"],
+            "collapse": collapse,
+            "baselines": evaluation["baselines"],
+        }
     report = {
         "split": split,
         "shaped_agent": {k: v for k, v in evaluations["shaped"].items() if k != "baselines"},
@@ -338,17 +358,24 @@ def shaping_report(shaped_model, source_model, env_spec, fit_report: dict, train
         "objectives": resolved["objectives"],
         **fit_report,
         "training_reward": training["reward_history"],
-        "shaping_weight": {"initial": float(resolved["shaping"]["initial_weight"]), "history": training["adaptation_history"]},
+        "shaping_weight": {
+            "initial": float(resolved["shaping"]["initial_weight"]),
+            "history": training["adaptation_history"],
+        },
         "training_evaluations": training["history"],
         "passed": fit_report["weight_gates_passed"],
     }
     if resolved["gates"]["fail_on_gate"] and not report["passed"]:
         failed = [row["gate"] for row in fit_report["weight_gates"] if not row["passed"]]
-        raise ValueError(f"reward shaper weight gates failed: {failed} (set reward_shaper.gates.fail_on_gate: false to report only)")
+        raise ValueError(
+            f"reward shaper weight gates failed: {failed} (set reward_shaper.gates.fail_on_gate: false to report only)"
+        )
     return report
 
 
-def train_shaped(env_spec, agent_params: dict, params: dict | None, seed: int, timesteps: int, model=None, device: str = "cpu"):
+def train_shaped(
+    env_spec, agent_params: dict, params: dict | None, seed: int, timesteps: int, model=None, device: str = "cpu"
+):
     """SAC+ICM trained on the shaped reward with the phase's *prior* objective weights, for the
     walk-forward A/B of shaped against P&L reward; with ``model`` given, fine-tuned on
     ``env_spec``'s training window instead.

@@ -66,7 +66,6 @@ from trading_rl.seeding import SeedRole, trial_seed
 PARAMS_PREFIX = "walk_forward"
 
 
-
 def _agents_problem(agents: list[str]) -> str | None:
     unknown = [name for name in agents if name not in AGENT_TRAINERS]
     if not agents or unknown or len(set(agents)) != len(agents):
@@ -216,8 +215,15 @@ def _train_options_her(spec, agent_params, seed, timesteps, model=None, device="
 def _train_shaped(spec, agent_params, seed, timesteps, model=None, device="auto"):
     """SAC+ICM on the reward_shaper phase's shaped reward (prior objective weights). ``agent_params``:
     ``{"source": sac_icm agent section, "phase": reward_shaper section}``."""
-    return train_shaped(spec, dict(agent_params.get("source") or {}), dict(agent_params.get("phase") or {}), seed,
-                        timesteps, model, resolve_device(device))
+    return train_shaped(
+        spec,
+        dict(agent_params.get("source") or {}),
+        dict(agent_params.get("phase") or {}),
+        seed,
+        timesteps,
+        model,
+        resolve_device(device),
+    )
 
 
 # name -> trainer(spec, agent_params, seed, timesteps, model_or_None, device) -> model with SB3's
@@ -244,7 +250,6 @@ OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 
 
 # ---------------------------------------------------------------- running
-
 
 
 def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
@@ -456,14 +461,18 @@ def run_walk_forward(
     agent_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     chains: list[TrainedChain] = []
     for (symbol, agent, seed_index, group), result in zip(group_keys, group_results):
-        agent_rollouts[symbol] += [(fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
-                                   for fold, rollout in zip(group, result.rollouts)]
-        chains.append(TrainedChain(symbol, agent, seed_index, [fold.index for fold in group], result.training,
-                                   result.agent))
+        agent_rollouts[symbol] += [
+            (fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
+            for fold, rollout in zip(group, result.rollouts)
+        ]
+        chains.append(
+            TrainedChain(symbol, agent, seed_index, [fold.index for fold in group], result.training, result.agent)
+        )
     baseline_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
-        baseline_rollouts[symbol] += [(fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
-                                      for name, rollout in rollouts.items()]
+        baseline_rollouts[symbol] += [
+            (fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout) for name, rollout in rollouts.items()
+        ]
     for symbol in symbols:
         for fold, labels, rollout in baseline_rollouts[symbol] + agent_rollouts[symbol]:
             record(symbol, fold, labels, rollout, market=labels["agent"] == MARKET)

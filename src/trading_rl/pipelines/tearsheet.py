@@ -37,8 +37,10 @@ class TearsheetInput:
 
 def sb3_rollouts(models: Mapping[str, Any], make_env: Callable[[], gym.Env], seed: int) -> dict[str, pd.DataFrame]:
     """The deterministic run of every SB3 model on a fresh ``make_env()`` reset with ``seed``."""
-    return {name: run_episode(make_env(), policy_from_sb3(model, deterministic=True), seed=seed)
-            for name, model in models.items()}
+    return {
+        name: run_episode(make_env(), policy_from_sb3(model, deterministic=True), seed=seed)
+        for name, model in models.items()
+    }
 
 
 def env_tearsheet(
@@ -55,7 +57,13 @@ def env_tearsheet(
     ``env_overrides``: those ``make_env`` applies to ``env_spec``'s config."""
     title = f"{phase}: {env_spec.symbol}, {split} split"
     section = env_section(
-        title, env_spec.symbol, env_spec.periods_per_year, agents, make_env, env_spec.closes, seed,
+        title,
+        env_spec.symbol,
+        env_spec.periods_per_year,
+        agents,
+        make_env,
+        env_spec.closes,
+        seed,
         (regime_params or {}).get("regimes"),
     )
     return TearsheetInput(title, env_spec.env_config(**dict(env_overrides or {})).hold_threshold, [section])
@@ -80,8 +88,10 @@ def render_tearsheet(
         figure = plt.figure(figsize=(6, 1))
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
         title = html.escape(spec.title)
-        page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
-                f"<body><h1>{title}</h1></body></html>\n")
+        page = (
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+            f"<body><h1>{title}</h1></body></html>\n"
+        )
         return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page
     options = TearsheetOptions(spec.hold_threshold, resolved["rolling_window"], resolved["dpi"])
     header = {k: run_metadata.get(k) for k in ("save_version", "seed", "config_hash", "git_commit")}

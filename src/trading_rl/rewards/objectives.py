@@ -172,8 +172,21 @@ class ObjectiveTracker:
         self._band = (target * low, min(target * high, 1.0))
         self.visit_counts = np.zeros(max(int(n_cells), 1), dtype=np.float64)
         n = self.n_envs
-        for name in ("equity", "peak", "units", "basis", "unrealized", "entry_price", "low", "high",
-                     "ret_mean", "ret_var", "trade_rate", "action_mean", "action_var"):
+        for name in (
+            "equity",
+            "peak",
+            "units",
+            "basis",
+            "unrealized",
+            "entry_price",
+            "low",
+            "high",
+            "ret_mean",
+            "ret_var",
+            "trade_rate",
+            "action_mean",
+            "action_var",
+        ):
             setattr(self, name, np.zeros(n, dtype=np.float64))
         self.reset(np.arange(n), np.ones(n))
 
@@ -182,8 +195,18 @@ class ObjectiveTracker:
         equity = np.broadcast_to(np.asarray(equity, dtype=np.float64), rows.shape)
         self.equity[rows] = equity
         self.peak[rows] = equity
-        for name in ("units", "basis", "unrealized", "entry_price", "low", "high", "ret_mean", "ret_var",
-                     "action_mean", "action_var"):
+        for name in (
+            "units",
+            "basis",
+            "unrealized",
+            "entry_price",
+            "low",
+            "high",
+            "ret_mean",
+            "ret_var",
+            "action_mean",
+            "action_var",
+        ):
             getattr(self, name)[rows] = 0.0
         # Start inside the band: a new episode is neither passive nor over-trading yet.
         self.trade_rate[rows] = self.params["activity"]["target_frequency"]
@@ -240,8 +263,16 @@ class ObjectiveTracker:
 
         close = np.where(flat, 0.0, t.position_value / np.where(flat, 1.0, t.position))
         fresh = opened & (held_before == 0.0)
-        range_low = np.where(fresh, np.minimum(t.fill_price, close), np.minimum(np.minimum(low, close), np.where(opened, t.fill_price, np.inf)))
-        range_high = np.where(fresh, np.maximum(t.fill_price, close), np.maximum(np.maximum(high, close), np.where(opened, t.fill_price, -np.inf)))
+        range_low = np.where(
+            fresh,
+            np.minimum(t.fill_price, close),
+            np.minimum(np.minimum(low, close), np.where(opened, t.fill_price, np.inf)),
+        )
+        range_high = np.where(
+            fresh,
+            np.maximum(t.fill_price, close),
+            np.maximum(np.maximum(high, close), np.where(opened, t.fill_price, -np.inf)),
+        )
         self.low = np.where(flat, 0.0, range_low)
         self.high = np.where(flat, 0.0, range_high)
         self.units = t.position.copy()

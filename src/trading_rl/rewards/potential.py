@@ -62,7 +62,10 @@ class PotentialNetwork(nn.Module):
         super().__init__()
         self.config = {"input_dim": int(input_dim), "hidden_dim": int(hidden_dim)}
         self.body = nn.Sequential(
-            nn.Linear(input_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim // 2), nn.ReLU(),
+            nn.Linear(input_dim, hidden_dim),
+            nn.ReLU(),
+            nn.Linear(hidden_dim, hidden_dim // 2),
+            nn.ReLU(),
             nn.Linear(hidden_dim // 2, 1),
         )
         self.register_buffer("target_mean", th.zeros(()))
@@ -116,8 +119,15 @@ class AdaptiveShapingWeight:
     (the agent is collapsing, lean on the dense signal), down by ``rate`` when the recent Sharpe is
     above ``sharpe_high`` (it is doing well, let the true reward speak); clipped to [0, 1]."""
 
-    def __init__(self, initial: float = 0.1, rate: float = 0.01, entropy_low: float = 0.3,
-                 sharpe_high: float = 1.0, *, hold_threshold: float) -> None:
+    def __init__(
+        self,
+        initial: float = 0.1,
+        rate: float = 0.01,
+        entropy_low: float = 0.3,
+        sharpe_high: float = 1.0,
+        *,
+        hold_threshold: float,
+    ) -> None:
         self.value = float(initial)
         self.rate = float(rate)
         self.entropy_low = float(entropy_low)

@@ -118,7 +118,9 @@ class RewardShaper:
         a = {**DEFAULT_ADAPTATION, **(adaptation or {})}
         unknown = sorted(set(a) - set(DEFAULT_ADAPTATION))
         if unknown:
-            raise ValueError(f"unknown shaping adaptation parameter(s) {unknown}; expected {sorted(DEFAULT_ADAPTATION)}")
+            raise ValueError(
+                f"unknown shaping adaptation parameter(s) {unknown}; expected {sorted(DEFAULT_ADAPTATION)}"
+            )
         self.adaptive = AdaptiveShapingWeight(
             a["initial_weight"], a["adaptation_rate"], a["entropy_low"], a["sharpe_high"], hold_threshold=hold_threshold
         )
@@ -291,7 +293,9 @@ class ShapedRewardVecEnv(VecEnvWrapper):
         infos = venv.reset_infos
         missing = [int(row) for row in rows if "equity" not in infos[row]]
         if missing:
-            raise ValueError(f"ShapedRewardVecEnv: the reset info of env(s) {missing} has no 'equity' (not a trading env?)")
+            raise ValueError(
+                f"ShapedRewardVecEnv: the reset info of env(s) {missing} has no 'equity' (not a trading env?)"
+            )
         return [infos[row]["equity"] for row in rows]
 
     def step_async(self, actions: np.ndarray) -> None:

@@ -22,7 +22,11 @@ from torch import nn
 from trading_rl.rewards.objectives import OBJECTIVES
 
 DEFAULT_INITIAL_WEIGHTS: dict[str, float] = {
-    "profit": 0.40, "risk": 0.25, "activity": 0.15, "timing": 0.10, "exploration": 0.10,
+    "profit": 0.40,
+    "risk": 0.25,
+    "activity": 0.15,
+    "timing": 0.10,
+    "exploration": 0.10,
 }
 DEFAULT_WEIGHT_TRAINING: dict[str, Any] = {
     "hidden_dim": 128,
@@ -32,7 +36,12 @@ DEFAULT_WEIGHT_TRAINING: dict[str, Any] = {
     "horizon": 20,
     "balance_coef": 5.0,
 }
-DEFAULT_WEIGHT_GATES: dict[str, float] = {"max_weight": 0.6, "min_entropy": 0.5, "max_variation": 0.10, "last_updates": 5}
+DEFAULT_WEIGHT_GATES: dict[str, float] = {
+    "max_weight": 0.6,
+    "min_entropy": 0.5,
+    "max_variation": 0.10,
+    "last_updates": 5,
+}
 
 
 def initial_weight_vector(initial_weights: dict[str, float] | None) -> np.ndarray:
@@ -99,20 +108,36 @@ def forward_risk_adjusted_return(rewards: np.ndarray, episodes: np.ndarray, hori
 
 
 def weight_gates(weights: np.ndarray, mean_history: list[list[float]], gates: dict | None = None) -> list[dict]:
-    """The weight gates (docs/reward_shaper.md, "Weight network") on the weights of the rollout states ``(n, 5)`` and the history of
-    mean weights per update: max weight, mean entropy (nats), relative variation of the mean weights
+    """The weight gates (docs/reward_shaper.md, "Weight network") on the weights of the rollout
+    states ``(n, 5)`` and the history of mean weights per update: max weight, mean entropy (nats), relative variation of the mean weights
     over the last ``last_updates`` updates (``(max − min) / mean``, worst objective)."""
     g = {**DEFAULT_WEIGHT_GATES, **(gates or {})}
     weights = np.asarray(weights, dtype=np.float64)
     entropy = float(np.mean(-np.sum(weights * np.log(np.clip(weights, 1e-12, None)), axis=1)))
-    recent = np.asarray(mean_history[-int(g["last_updates"]):], dtype=np.float64)
-    variation = float(np.max((recent.max(axis=0) - recent.min(axis=0)) / recent.mean(axis=0))) if len(recent) else math.nan
+    recent = np.asarray(mean_history[-int(g["last_updates"]) :], dtype=np.float64)
+    variation = (
+        float(np.max((recent.max(axis=0) - recent.min(axis=0)) / recent.mean(axis=0))) if len(recent) else math.nan
+    )
     max_weight = float(weights.max())
     return [
-        {"gate": "max_weight", "value": max_weight, "threshold": f"<= {g['max_weight']}", "passed": max_weight <= g["max_weight"]},
-        {"gate": "weight_entropy", "value": entropy, "threshold": f"> {g['min_entropy']}", "passed": entropy > g["min_entropy"]},
-        {"gate": "weight_stability", "value": variation, "threshold": f"< {g['max_variation']}",
-         "passed": bool(math.isfinite(variation) and variation < g["max_variation"])},
+        {
+            "gate": "max_weight",
+            "value": max_weight,
+            "threshold": f"<= {g['max_weight']}",
+            "passed": max_weight <= g["max_weight"],
+        },
+        {
+            "gate": "weight_entropy",
+            "value": entropy,
+            "threshold": f"> {g['min_entropy']}",
+            "passed": entropy > g["min_entropy"],
+        },
+        {
+            "gate": "weight_stability",
+            "value": variation,
+            "threshold": f"< {g['max_variation']}",
+            "passed": bool(math.isfinite(variation) and variation < g["max_variation"]),
+        },
     ]
 
 

@@ -37,7 +37,6 @@ ModuleT = TypeVar("ModuleT", bound=nn.Module)
 SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
 
 
-
 def _symbols_problem(symbols: list[str]) -> str | None:
     if not symbols or len(set(symbols)) != len(symbols):
         return "a non-empty list of distinct names"

@@ -81,10 +81,15 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     assert _load(tmp_path, tiny_env_spec, "legacy_checkpoint_backups") == {}
     assert _load(tmp_path, tiny_env_spec, "fine_tuned_models") == {}
 
-    stored = sorted(p.name for p in (tmp_path / "data" / "06_models" / "discrete_checkpoints").rglob("*") if p.is_file())
+    stored = sorted(
+        p.name for p in (tmp_path / "data" / "06_models" / "discrete_checkpoints").rglob("*") if p.is_file()
+    )
     assert stored == ["sp500.zip.pt"]  # extracted tensors and metadata, not an SB3 zip
     baseline = discrete_policy_from_checkpoint(discrete["sp500.zip"], _Env(tiny_env_spec.layout.dim))
-    assert [m.out_features for m in baseline.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)] == [256, 128]
+    assert [m.out_features for m in baseline.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)] == [
+        256,
+        128,
+    ]
     assert baseline.policy.action_net.out_features == 7
     migrated = _load(tmp_path, tiny_env_spec, "migrated_models")["sp500.zip"]
     obs = torch.as_tensor(np.random.default_rng(0).normal(size=(50, tiny_env_spec.layout.dim)), dtype=torch.float32)
@@ -111,7 +116,8 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     assert len(migrated_rows) == n_validation_steps
     assert migrated_rows["equity_index"].iloc[-1] - 1.0 == pytest.approx(entry["agents"]["migrated"]["total_return"])
     assert "checkpoint_migration: sp500.zip on sp500, validation split" in _load(
-        tmp_path, tiny_env_spec, "checkpoint_migration_tearsheet")
+        tmp_path, tiny_env_spec, "checkpoint_migration_tearsheet"
+    )
 
 
 def test_batch_of_legacy_checkpoints_is_backed_up_and_migrated(tmp_path, tiny_env_spec):

@@ -46,8 +46,11 @@ def test_registry_has_foundation_pipelines():
     pipelines = register_pipelines()
     assert {"feature_extraction", "env_construction", "__default__"} <= set(pipelines)
     default_nodes = {n.name for n in pipelines["__default__"].nodes}
-    assert {"feature_extraction.load_and_validate_prices", "env_construction.build_env_spec",
-            "env_construction.check_env"} <= default_nodes
+    assert {
+        "feature_extraction.load_and_validate_prices",
+        "env_construction.build_env_spec",
+        "env_construction.check_env",
+    } <= default_nodes
 
 
 def test_session_writes_versioned_causal_outputs(foundation_project):
@@ -128,7 +131,7 @@ def _bad_files(folder: Path) -> dict[str, tuple[Path, str]]:
     cases["high_below_low"] = (_write(folder / "HILO.csv", high_low), "high")
     duplicate = pd.concat([frame.iloc[:50], frame.iloc[49:]])
     cases["duplicate_timestamp"] = (_write(folder / "DUP.csv", duplicate), "timestamp")
-    unsorted = frame.iloc[np.r_[0:30, 31, 30, 32:len(frame)]]
+    unsorted = frame.iloc[np.r_[0:30, 31, 30, 32 : len(frame)]]
     cases["unsorted"] = (_write(folder / "UNSORTED.csv", unsorted), "timestamp")
     cases["missing_column"] = (_write(folder / "NOVOL.csv", frame.drop(columns="Volume")), "volume")
     text = frame.astype({"Close": object})

@@ -19,14 +19,20 @@ ROLLOUT = "data/08_reporting/final_evaluation/final_evaluation_rollout.parquet"
 
 
 def _snapshot(project: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(project)): path.read_bytes()
-            for folder in (LEDGER, REPORT, TEARSHEET, ROLLOUT) if (project / folder).exists()
-            for path in sorted((project / folder).rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(project)): path.read_bytes()
+        for folder in (LEDGER, REPORT, TEARSHEET, ROLLOUT)
+        if (project / folder).exists()
+        for path in sorted((project / folder).rglob("*"))
+        if path.is_file()
+    }
 
 
 def _reports(project: Path) -> list[dict]:
-    return [json.loads((version / "final_evaluation_report.json").read_text())
-            for version in sorted((project / REPORT).iterdir())]
+    return [
+        json.loads((version / "final_evaluation_report.json").read_text())
+        for version in sorted((project / REPORT).iterdir())
+    ]
 
 
 @pytest.mark.slow
@@ -59,12 +65,16 @@ def test_the_test_split_is_spent_once_per_configuration(foundation_project, kedr
         agent = rollout[rollout["agent"] == "sac_icm"]
         assert len(agent) == report["n_steps"]
         assert agent["equity_index"].iloc[-1] - 1.0 == pytest.approx(report["metrics"]["total_return"])
-        assert "final_evaluation: sp500, test split" in (project / TEARSHEET / version / Path(TEARSHEET).name).read_text()
+        assert (
+            "final_evaluation: sp500, test split" in (project / TEARSHEET / version / Path(TEARSHEET).name).read_text()
+        )
 
         # second run, same configuration: refused before anything is written
         before = _snapshot(project)
         earlier = re.escape(ledger.iloc[0]["timestamp"])
-        with pytest.raises(SpentTestSplitError, match=f"recorded at {earlier}.*--params final_evaluation.allow_repeat=true"):
+        with pytest.raises(
+            SpentTestSplitError, match=f"recorded at {earlier}.*--params final_evaluation.allow_repeat=true"
+        ):
             kedro_run(project, ["final_evaluation"])
         assert _snapshot(project) == before
 
@@ -75,7 +85,9 @@ def test_the_test_split_is_spent_once_per_configuration(foundation_project, kedr
         assert _reports(project)[-1]["repeat"] is True
 
         # a changed configuration is a new one: evaluated without the override
-        kedro_run(project, ["final_evaluation"], runtime_params={"sac_icm": {"agent": {"sac": {"learning_rate": 1.0e-3}}}})
+        kedro_run(
+            project, ["final_evaluation"], runtime_params={"sac_icm": {"agent": {"sac": {"learning_rate": 1.0e-3}}}}
+        )
         ledger = read_ledger(project / LEDGER)
         assert len(ledger) == 3 and ledger["config_hash"].nunique() == 2 and not ledger.iloc[-1]["repeat"]
         assert json.loads(ledger.iloc[-1]["config"])["agent_params"]["sac"]["learning_rate"] == 1.0e-3

@@ -23,10 +23,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FEATURES = {"garch": None}
 ENV = {"env": {"window_size": 5, "episode_length": 80}, "periods_per_year": 252}
 SAC_ICM = {
-    "device": "cpu", "evaluation_split": "validation", "resume_dir": "unused",
-    "agent": {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 500}, "policy": {"net_arch": [16]},
-              "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 8},
-              "training": {"total_timesteps": 80, "eval_freq": 40, "resume_every": 40}},
+    "device": "cpu",
+    "evaluation_split": "validation",
+    "resume_dir": "unused",
+    "agent": {
+        "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 500},
+        "policy": {"net_arch": [16]},
+        "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 8},
+        "training": {"total_timesteps": 80, "eval_freq": 40, "resume_every": 40},
+    },
 }
 ENCODER_PARAMS = {"latent_dim": 6, "hidden_dim": 16, "steps_per_symbol": 120, "epochs": 5, "batch_size": 32}
 
@@ -34,8 +39,9 @@ ENCODER_PARAMS = {"latent_dim": 6, "hidden_dim": 16, "steps_per_symbol": 120, "e
 def write_wiring(root: Path, symbols, enabled: bool = True) -> Path:
     path = root / WIRING_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"multi_symbol": {"symbols": symbols,
-                                                     "shared_encoder": {**ENCODER_PARAMS, "enabled": enabled}}}))
+    path.write_text(
+        yaml.safe_dump({"multi_symbol": {"symbols": symbols, "shared_encoder": {**ENCODER_PARAMS, "enabled": enabled}}})
+    )
     return root
 
 
@@ -44,8 +50,16 @@ def market(symbol: str, seed: int, n_bars: int = 700) -> pd.DataFrame:
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
     open_ = np.r_[100.0, close[:-1]]
     index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002, "low": np.minimum(open_, close) * 0.998,
-                         "close": close, "volume": 1e6}, index=index).assign(symbol=symbol)
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    ).assign(symbol=symbol)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +69,9 @@ def shared_inputs():
     for seed, symbol in enumerate(["AAA", "BBB"]):
         frame = market(symbol, seed)
         features = compute_features(frame.drop(columns="symbol"), FEATURES).dropna()
-        splits[symbol] = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2, "gap_bars": 60})
+        splits[symbol] = make_splits(
+            features.index, {"train_fraction": 0.6, "validation_fraction": 0.2, "gap_bars": 60}
+        )
         scaler = fit_scaler(features.loc[: splits[symbol]["train"]["end"]])
         prices.append(frame)
         scaled.append(apply_scaler(features, scaler).assign(symbol=symbol))
@@ -65,8 +81,12 @@ def shared_inputs():
 def test_namespaces_come_from_the_yaml_and_a_new_symbol_is_a_config_change(tmp_path):
     pipeline = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"]))
     assert {node.name for node in pipeline.nodes} == {
-        "fit_shared_encoder", "AAA.build_symbol_env_spec", "AAA.train_symbol_agent",
-        "BBB.build_symbol_env_spec", "BBB.train_symbol_agent"}
+        "fit_shared_encoder",
+        "AAA.build_symbol_env_spec",
+        "AAA.train_symbol_agent",
+        "BBB.build_symbol_env_spec",
+        "BBB.train_symbol_agent",
+    }
     assert {"AAA.sac_icm_model", "BBB.sac_icm_best_model", ENCODER} <= pipeline.all_outputs()
     assert {"prices", "scaled_features", "splits", "params:sac_icm", "params:runtime"} <= pipeline.inputs()
 
@@ -95,10 +115,14 @@ def test_dataset_factories_resolve_per_symbol():
 
 
 def parameters(tmp_path: Path, engine: str = "sequential") -> dict:
-    return {"params:env_construction": ENV, "params:sac_icm": {**SAC_ICM, "resume_dir": str(tmp_path / "resume")},
-            "params:seed": 5, "params:runtime": {"engine": engine},
-            "params:multi_symbol": {"symbols": ["AAA", "BBB"], "shared_encoder": ENCODER_PARAMS},
-            "run_metadata": {"seed": 5}}
+    return {
+        "params:env_construction": ENV,
+        "params:sac_icm": {**SAC_ICM, "resume_dir": str(tmp_path / "resume")},
+        "params:seed": 5,
+        "params:runtime": {"engine": engine},
+        "params:multi_symbol": {"symbols": ["AAA", "BBB"], "shared_encoder": ENCODER_PARAMS},
+        "run_metadata": {"seed": 5},
+    }
 
 
 @pytest.mark.slow
@@ -117,8 +141,10 @@ def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_p
         with mlflow.start_run() as run:
             SequentialRunner().run(create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"])), catalog)
         client = mlflow.MlflowClient()
-        logged = {symbol: client.get_metric_history(run.info.run_id, f"multi_symbol/{symbol}/eval/total_return")
-                  for symbol in ("AAA", "BBB")}
+        logged = {
+            symbol: client.get_metric_history(run.info.run_id, f"multi_symbol/{symbol}/eval/total_return")
+            for symbol in ("AAA", "BBB")
+        }
     finally:
         mlflow.set_tracking_uri("")
     # each symbol's history, returned by its task, reached MLflow once with the evaluations' steps
@@ -158,18 +184,24 @@ def test_training_a_symbol_on_ray_gives_the_sequential_model(tmp_path, shared_in
         for name, value in sequential.policy.state_dict().items():
             torch.testing.assert_close(on_ray.policy.state_dict()[name], value, rtol=0, atol=0)
     # Training history, evaluations included (NaN where a metric is undefined, hence the frames).
-    pd.testing.assert_frame_equal(pd.DataFrame(results["ray"][2]), pd.DataFrame(results["sequential"][2]), check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(results["ray"][2]), pd.DataFrame(results["sequential"][2]), check_exact=True
+    )
 
 
 @pytest.mark.slow
-def test_symbols_train_concurrently_under_thread_runner_with_the_sequential_results(tmp_path, shared_inputs, ray_session):
+def test_symbols_train_concurrently_under_thread_runner_with_the_sequential_results(
+    tmp_path, shared_inputs, ray_session
+):
     """``--runner ThreadRunner --params runtime.engine=ray``: both symbols' trainings are Ray tasks
     at once (one Ray session shared by the threads), and the models equal the sequential run's."""
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_multi_symbol.yml").read_text())
     pipeline = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"], enabled=False))
     models = {}
     for runner, engine in ((SequentialRunner(), "sequential"), (ThreadRunner(max_workers=2), "ray")):
-        entries = {name: {**entry, "filepath": str(tmp_path / engine / entry["filepath"])} for name, entry in config.items()}
+        entries = {
+            name: {**entry, "filepath": str(tmp_path / engine / entry["filepath"])} for name, entry in config.items()
+        }
         catalog = DataCatalog.from_config(entries)
         for name, value in {**shared_inputs, **parameters(tmp_path / engine, engine)}.items():
             catalog[name] = value

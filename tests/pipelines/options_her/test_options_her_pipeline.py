@@ -67,9 +67,16 @@ def test_pipeline_trains_and_reports(tmp_path):
             **tearsheet_inputs(),
         }
     )
-    for name in ("options_her_model", "options_her_training",
-                 "option_usage_report", "her_report", "options_her_evaluation",
-                 "options_her_rollout", "options_her_tearsheet_plot", "options_her_tearsheet"):
+    for name in (
+        "options_her_model",
+        "options_her_training",
+        "option_usage_report",
+        "her_report",
+        "options_her_evaluation",
+        "options_her_rollout",
+        "options_her_tearsheet_plot",
+        "options_her_tearsheet",
+    ):
         catalog[name] = KeptDataset(copy_mode="assign")
     # the project's catalog metadata of the model, so the MLflow hook logs it as `kedro run` does
     entry = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_options_her.yml").read_text())["options_her_model"]
@@ -86,8 +93,10 @@ def test_pipeline_trains_and_reports(tmp_path):
         [logged] = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
         policy = mlflow.pyfunc.load_model(logged.model_uri)
         # streamed while training ran, with the steps of the monitoring rows and of the episode ends
-        streamed = {key: client.get_metric_history(run.info.run_id, key)
-                    for key in ("options_her/train/temperature", "options_her/train/episode_reward")}
+        streamed = {
+            key: client.get_metric_history(run.info.run_id, key)
+            for key in ("options_her/train/temperature", "options_her/train/episode_reward")
+        }
         assert set(client.get_run(run.info.run_id).data.metrics) >= set(streamed)
     finally:
         mlflow.set_tracking_uri("")
@@ -99,10 +108,12 @@ def test_pipeline_trains_and_reports(tmp_path):
     assert logged.name == "options_her"
     inputs = {spec.name: spec.shape for spec in policy.metadata.get_input_schema().inputs}
     assert inputs == {key: (-1, *space.shape) for key, space in agent.low_level.observation_space.spaces.items()}
-    observations = {key: np.random.default_rng(0).normal(size=(3, *shape[1:])).astype(np.float32)
-                    for key, shape in inputs.items()}
-    np.testing.assert_allclose(policy.predict(observations), agent.low_level.predict(observations, deterministic=True)[0],
-                               rtol=1e-6)
+    observations = {
+        key: np.random.default_rng(0).normal(size=(3, *shape[1:])).astype(np.float32) for key, shape in inputs.items()
+    }
+    np.testing.assert_allclose(
+        policy.predict(observations), agent.low_level.predict(observations, deterministic=True)[0], rtol=1e-6
+    )
     # the options measure the trend from a zero 20-bar return, placed by the spec's feature scaler
     assert agent.trend_zero == pytest.approx(-scaler["center"]["ret_20"] / scaler["scale"]["ret_20"])
     assert agent.trend_zero != 0.0

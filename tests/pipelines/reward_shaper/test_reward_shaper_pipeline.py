@@ -38,15 +38,20 @@ def _spec():
     features = compute_features(prices, {"garch": None}).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
-    return build_env_spec("sp500", prices.loc[features.index], apply_scaler(features, scaler), splits,
-                          {"episode_length": 80}, 252.0)
+    return build_env_spec(
+        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {"episode_length": 80}, 252.0
+    )
 
 
 @pytest.mark.slow
 def test_pipeline_shapes_and_reports(tmp_path):
     spec = _spec()
-    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0,
-                                                  "icm": {"feature_dim": 8, "hidden_dim": 16}}, seed=0, device="cpu")
+    source = build_agent(
+        spec.make_env("train"),
+        {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0, "icm": {"feature_dim": 8, "hidden_dim": 16}},
+        seed=0,
+        device="cpu",
+    )
     catalog = DataCatalog(
         {
             "env_spec": MemoryDataset(spec),
@@ -56,9 +61,19 @@ def test_pipeline_shapes_and_reports(tmp_path):
             **tearsheet_inputs(),
         }
     )
-    for name in ("objective_weight_network", "potential_function", "reward_shaper_fit", "reward_shaped_model",
-                 "reward_shaper_training", "reward_shaping_report", "reward_shaper_metrics", "reward_shaper_rollouts",
-                 "reward_shaper_rollout", "reward_shaper_tearsheet_plot", "reward_shaper_tearsheet"):
+    for name in (
+        "objective_weight_network",
+        "potential_function",
+        "reward_shaper_fit",
+        "reward_shaped_model",
+        "reward_shaper_training",
+        "reward_shaping_report",
+        "reward_shaper_metrics",
+        "reward_shaper_rollouts",
+        "reward_shaper_rollout",
+        "reward_shaper_tearsheet_plot",
+        "reward_shaper_tearsheet",
+    ):
         catalog[name] = KeptDataset(copy_mode="assign")
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_experiment("reward_shaper")
@@ -66,8 +81,10 @@ def test_pipeline_shapes_and_reports(tmp_path):
         with mlflow.start_run() as run:
             SequentialRunner().run(create_pipeline(), catalog)
         client = mlflow.MlflowClient()
-        streamed = {key: [(p.step, p.value) for p in client.get_metric_history(run.info.run_id, key)]
-                    for key in client.get_run(run.info.run_id).data.metrics}
+        streamed = {
+            key: [(p.step, p.value) for p in client.get_metric_history(run.info.run_id, key)]
+            for key in client.get_run(run.info.run_id).data.metrics
+        }
     finally:
         mlflow.set_tracking_uri("")
 

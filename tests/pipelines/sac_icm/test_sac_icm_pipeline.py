@@ -38,7 +38,9 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     obs, _ = env.reset(seed=0)
     batch = np.stack([obs] * 4)
     reloaded = SB3ModelDataset(str(model_path), model_class="trading_rl.agents.sac_icm.SACWithICM", device="cpu").load()
-    np.testing.assert_array_equal(model.predict(batch, deterministic=True)[0], reloaded.predict(batch, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        model.predict(batch, deterministic=True)[0], reloaded.predict(batch, deterministic=True)[0]
+    )
 
     report = json.loads(_latest(foundation_project, "data/08_reporting/sac_icm_evaluation_report.json").read_text())
     assert report["split"] == "validation"
@@ -64,10 +66,17 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     assert all(title in html for title in PANELS.values())
     pngs = list(_latest(foundation_project, "data/08_reporting/sac_icm_tearsheet").glob("*.png"))
     assert len(pngs) == 1 and pngs[0].stat().st_size > 10_000
-    versions = {_latest(foundation_project, path).parent.name for path in (
-        "data/08_reporting/sac_icm_rollout.parquet", "data/08_reporting/sac_icm_tearsheet.html",
-        "data/08_reporting/sac_icm_tearsheet", "data/06_models/sac_icm_model.zip")}
+    versions = {
+        _latest(foundation_project, path).parent.name
+        for path in (
+            "data/08_reporting/sac_icm_rollout.parquet",
+            "data/08_reporting/sac_icm_tearsheet.html",
+            "data/08_reporting/sac_icm_tearsheet",
+            "data/06_models/sac_icm_model.zip",
+        )
+    }
     assert len(versions) == 1
+
 
 @pytest.mark.slow
 def test_sac_icm_session_with_auxiliary_heads_and_curriculum(foundation_project, kedro_run):

@@ -30,15 +30,28 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
 
     SequentialRunner().run(create_pipeline(), catalog_for(tmp_path, market(960), second))
 
-    for relative in (report_path, "data/08_reporting/validation/validation_comparison.json",
-                     "data/08_reporting/walk_forward/folds.csv", "data/08_reporting/walk_forward/equity.png",
-                     "data/08_reporting/regimes/regime_metrics.csv", "data/08_reporting/regimes/regime_prices.png"):
+    for relative in (
+        report_path,
+        "data/08_reporting/validation/validation_comparison.json",
+        "data/08_reporting/walk_forward/folds.csv",
+        "data/08_reporting/walk_forward/equity.png",
+        "data/08_reporting/regimes/regime_metrics.csv",
+        "data/08_reporting/regimes/regime_prices.png",
+    ):
         assert versions(tmp_path, relative) == [first, second], relative
     assert (tmp_path / report_path / first / "validation_report.json").read_text() == first_report  # untouched
 
     report = json.loads((tmp_path / report_path / second / "validation_report.json").read_text())
-    assert set(report["gates"]) >= {"positive_sharpe_windows", "profitable_regimes", "sharpe", "max_drawdown",
-                                    "win_rate", "action_entropy", "action_dominance", "trade_frequency"}
+    assert set(report["gates"]) >= {
+        "positive_sharpe_windows",
+        "profitable_regimes",
+        "sharpe",
+        "max_drawdown",
+        "win_rate",
+        "action_entropy",
+        "action_dominance",
+        "trade_frequency",
+    }
     for gate in report["gates"].values():
         assert {"value", "threshold", "comparison", "passed", "status"} <= set(gate)
     assert report["passed"] == (not report["failed"])
@@ -63,16 +76,21 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
     assert agent_steps["n_steps"].sum() == folds.loc[folds["agent"] == "sac_icm", "n_steps"].sum()
 
     # The out-of-sample tearsheet draws the stitched curves walk_forward_equity holds.
-    equity = pd.read_parquet(tmp_path / "data/07_model_output/walk_forward_equity.parquet" / second
-                             / "walk_forward_equity.parquet")
-    rollout = pd.read_parquet(tmp_path / "data/08_reporting/walk_forward_rollout.parquet" / second
-                              / "walk_forward_rollout.parquet")
+    equity = pd.read_parquet(
+        tmp_path / "data/07_model_output/walk_forward_equity.parquet" / second / "walk_forward_equity.parquet"
+    )
+    rollout = pd.read_parquet(
+        tmp_path / "data/08_reporting/walk_forward_rollout.parquet" / second / "walk_forward_rollout.parquet"
+    )
     agent = rollout[rollout["agent"] == "sac_icm seed 0"]
     assert agent["equity_index"].to_numpy() == pytest.approx(
-        equity[(equity["agent"] == "sac_icm") & (equity["seed"] == 0)]["equity"].to_numpy())
+        equity[(equity["agent"] == "sac_icm") & (equity["seed"] == 0)]["equity"].to_numpy()
+    )
     assert versions(tmp_path, "data/08_reporting/walk_forward/tearsheet.html") == [first, second]
-    assert "walk_forward: X, stitched out-of-sample test windows" in (
-        tmp_path / "data/08_reporting/walk_forward/tearsheet.html" / second / "tearsheet.html").read_text()
+    assert (
+        "walk_forward: X, stitched out-of-sample test windows"
+        in (tmp_path / "data/08_reporting/walk_forward/tearsheet.html" / second / "tearsheet.html").read_text()
+    )
 
 
 def test_validation_reads_neither_the_phase_model_nor_the_env_spec():

@@ -22,9 +22,12 @@ VERSION = "2030-01-01T00.00.00.000Z"
 PRICES_ENTRY = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog.yml").read_text())["prices"]
 # README "Your own data", step by step: conf/local only, fractional splits.
 LOCAL_PARAMETERS = {
-    "parameters_feature_extraction.yml": {"feature_extraction": {
-        "symbols": [{"name": "GOOGL", "source": "file"}],
-        "splits": {"train_end": None, "validation_end": None, "train_fraction": 0.7, "validation_fraction": 0.15}}},
+    "parameters_feature_extraction.yml": {
+        "feature_extraction": {
+            "symbols": [{"name": "GOOGL", "source": "file"}],
+            "splits": {"train_end": None, "validation_end": None, "train_fraction": 0.7, "validation_fraction": 0.15},
+        }
+    },
     "parameters_env_construction.yml": {"env_construction": {"symbol": "GOOGL"}},
 }
 
@@ -78,18 +81,24 @@ def test_notebook_shows_one_run_after_a_user_data_run_on_another_symbol(tmp_path
     catalog["prices"] = _prices_dataset(project, run_version)  # versioned input: the run reads read_version
     hooks = MlflowConventionHooks()  # records the input versions into run_metadata (no MLflow run here)
     hooks.after_catalog_created(catalog=catalog, save_version=run_version)
-    hooks.before_pipeline_run(run_params={"pipeline_names": ["validation"]}, pipeline=create_pipeline(), catalog=catalog)
+    hooks.before_pipeline_run(
+        run_params={"pipeline_names": ["validation"]}, pipeline=create_pipeline(), catalog=catalog
+    )
     SequentialRunner().run(create_pipeline(), catalog)
 
     index = pd.bdate_range("2015-01-02", periods=600, name="date")
     close = 900.0 * np.exp(np.cumsum(np.random.default_rng(5).normal(0.0004, 0.015, len(index))))
-    pd.DataFrame({"date": index, "Open": close * 0.999, "High": close * 1.01, "Low": close * 0.99, "Close": close,
-                  "Volume": 2e6}).to_csv(project / "data/01_raw/prices/GOOGL.csv", index=False)
+    pd.DataFrame(
+        {"date": index, "Open": close * 0.999, "High": close * 1.01, "Low": close * 0.99, "Close": close, "Volume": 2e6}
+    ).to_csv(project / "data/01_raw/prices/GOOGL.csv", index=False)
     for name, content in LOCAL_PARAMETERS.items():
         (project / "conf/local" / name).write_text(yaml.safe_dump(content))
     kedro_run(project, ["feature_extraction"], env="local")
-    assert set(DataCatalog.from_config({"prices": {**PRICES_ENTRY, "filepath": str(project / PRICES_ENTRY["filepath"])}})
-               .load("prices")["symbol"]) == {"GOOGL"}  # the latest prices are GOOGL's: loading "latest" would mix
+    assert set(
+        DataCatalog.from_config({"prices": {**PRICES_ENTRY, "filepath": str(project / PRICES_ENTRY["filepath"])}}).load(
+            "prices"
+        )["symbol"]
+    ) == {"GOOGL"}  # the latest prices are GOOGL's: loading "latest" would mix
 
     outputs = _execute(project)
     assert not [output for output in outputs if output.get("output_type") == "error"]

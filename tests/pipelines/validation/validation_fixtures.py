@@ -12,16 +12,29 @@ from kedro.io import DataCatalog
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-AGENT = {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000}, "policy": {"net_arch": [16, 16]},
-         "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16}}
+AGENT = {
+    "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
+    "policy": {"net_arch": [16, 16]},
+    "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16},
+}
 PARAMS = {
     "seed": 7,
     "feature_extraction": FEATURES,
     "env_construction": {"symbol": "X", "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
     "sac_icm": {"agent": AGENT},
-    "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
-                     "seeds": 1, "timesteps": 60, "finetune_timesteps": 20, "device": "cpu", "data_end": "all",
-                     "agent_overrides": {}},
+    "walk_forward": {
+        "train_length": 200,
+        "test_length": 60,
+        "step": 60,
+        "max_folds": 2,
+        "retrain_frequency": 2,
+        "seeds": 1,
+        "timesteps": 60,
+        "finetune_timesteps": 20,
+        "device": "cpu",
+        "data_end": "all",
+        "agent_overrides": {},
+    },
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
     "tearsheet": {"rolling_window": 20, "dpi": 40},
@@ -34,8 +47,16 @@ def market(n_bars: int) -> pd.DataFrame:
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, 2000)))[:n_bars]
     open_ = np.r_[100.0, close[:-1]]
     index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    frame = pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002,
-                          "low": np.minimum(open_, close) * 0.998, "close": close, "volume": 1e6}, index=index)
+    frame = pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998,
+            "close": close,
+            "volume": 1e6,
+        },
+        index=index,
+    )
     return frame.assign(symbol="X")
 
 
@@ -52,8 +73,10 @@ def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCata
     catalog["prices"] = prices
     catalog["raw_price_files"] = {}  # read by the forward nodes only when a model is deployed
     catalog["run_metadata"] = {"seed": 7, "save_version": save_version}
-    parameters = {**PARAMS, "validation": yaml.safe_load(
-        (PROJECT_ROOT / "conf/base/parameters_validation.yml").read_text())["validation"]}
+    parameters = {
+        **PARAMS,
+        "validation": yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_validation.yml").read_text())["validation"],
+    }
     for key, value in parameters.items():
         catalog[f"params:{key}"] = value
     catalog["params:sac_icm.agent"] = AGENT

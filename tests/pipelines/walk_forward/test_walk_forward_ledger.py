@@ -19,11 +19,24 @@ PARAMS = {
     "seed": 7,
     "feature_extraction": {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}},
     "env_construction": {"periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
-    "sac_icm.agent": {"sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
-                      "policy": {"net_arch": [16, 16]}, "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16}},
-    "walk_forward": {"train_length": 200, "test_length": 60, "step": 60, "max_folds": 2, "retrain_frequency": 2,
-                     "seeds": 2, "timesteps": 40, "finetune_timesteps": 0, "device": "cpu", "data_end": "all",
-                     "agent_overrides": {}},
+    "sac_icm.agent": {
+        "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
+        "policy": {"net_arch": [16, 16]},
+        "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16},
+    },
+    "walk_forward": {
+        "train_length": 200,
+        "test_length": 60,
+        "step": 60,
+        "max_folds": 2,
+        "retrain_frequency": 2,
+        "seeds": 2,
+        "timesteps": 40,
+        "finetune_timesteps": 0,
+        "device": "cpu",
+        "data_end": "all",
+        "agent_overrides": {},
+    },
     "runtime": {"engine": "sequential"},
 }
 
@@ -33,8 +46,17 @@ def _prices() -> pd.DataFrame:
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, 520)))
     open_ = np.r_[100.0, close[:-1]]
     index = pd.bdate_range("2012-01-02", periods=close.size, name="timestamp")
-    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * 1.002, "low": np.minimum(open_, close) * 0.998,
-                         "close": close, "volume": 1e6, "symbol": "X"}, index=index)
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998,
+            "close": close,
+            "volume": 1e6,
+            "symbol": "X",
+        },
+        index=index,
+    )
 
 
 def _run(root: Path, agents: list[str], save_version: str) -> dict:

@@ -134,7 +134,10 @@ def fine_tune_models(
     device = resolve_device(params.get("device", "auto"))
     return {
         name: fine_tune_migrated(
-            model, env_spec.make_env("train", kind="continuous", seed=seed), timesteps, device,
+            model,
+            env_spec.make_env("train", kind="continuous", seed=seed),
+            timesteps,
+            device,
             callback=with_episode_rewards(None, stream_to_mlflow(f"checkpoint_migration/{PurePosixPath(name).stem}")),
         )
         for name, model in migrated_models.items()
@@ -206,9 +209,16 @@ def checkpoint_migration_tearsheet(
         models = {f"{name} migrated": model}
         if name in fine_tuned_models:
             models[f"{name} fine-tuned"] = fine_tuned_models[name]
-        sections.append(env_section(
-            f"checkpoint_migration: {name} on {env_spec.symbol}, {split} split", env_spec.symbol,
-            env_spec.periods_per_year, sb3_rollouts(models, make_env, seed), make_env, env_spec.closes, seed,
-            (regime_params or {}).get("regimes"),
-        ))
+        sections.append(
+            env_section(
+                f"checkpoint_migration: {name} on {env_spec.symbol}, {split} split",
+                env_spec.symbol,
+                env_spec.periods_per_year,
+                sb3_rollouts(models, make_env, seed),
+                make_env,
+                env_spec.closes,
+                seed,
+                (regime_params or {}).get("regimes"),
+            )
+        )
     return TearsheetInput(f"checkpoint_migration: {env_spec.symbol}", env_spec.env_config().hold_threshold, sections)

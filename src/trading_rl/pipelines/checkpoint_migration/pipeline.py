@@ -58,8 +58,14 @@ def create_pipeline(**kwargs) -> Pipeline:
             tearsheet_node(
                 "checkpoint_migration",
                 nodes.checkpoint_migration_tearsheet,
-                ["migrated_models", "fine_tuned_models", "env_spec", "params:checkpoint_migration", "params:seed",
-                 "params:regime_validation"],
+                [
+                    "migrated_models",
+                    "fine_tuned_models",
+                    "env_spec",
+                    "params:checkpoint_migration",
+                    "params:seed",
+                    "params:regime_validation",
+                ],
             ),
         ]
     )

@@ -28,8 +28,12 @@ def export_agent(
     resolved = resolve_export_params(params)
     parity_env = env_spec.make_env(resolved["parity"]["split"])
     onnx_bytes, report = export_and_verify(model, parity_env, resolved, seed=seed)
-    report = {**report, "symbol": symbol, "parity_split": resolved["parity"]["split"],
-              "model_metadata": model_metadata(model)}
+    report = {
+        **report,
+        "symbol": symbol,
+        "parity_split": resolved["parity"]["split"],
+        "model_metadata": model_metadata(model),
+    }
     inference_config = {
         "symbol": symbol,
         "feature_params": feature_params[symbol],

@@ -45,9 +45,7 @@ def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any
     }
 
 
-def report_price_quality(
-    prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
-) -> dict[str, Any]:
+def report_price_quality(prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Quality facts per symbol, stale opens counted per split with the features' stale-open rule."""
     rtol = resolve_feature_params(params.get("features"))["stale_opens"]["rtol"]
     return {
@@ -56,9 +54,7 @@ def report_price_quality(
     }
 
 
-def fit_feature_params(
-    prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
-) -> dict[str, Any]:
+def fit_feature_params(prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Resolved feature parameters per symbol, with GARCH(1,1) fitted on the training split only.
 
     Stored as a dataset so that inference and walk-forward rebuild exactly the same features.

@@ -23,7 +23,11 @@ def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int
     check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="options_her")
     resolved = resolve_phase_params(params)
     agent, history, training_stats = train_from_spec(
-        env_spec, sac_icm_model, params, seed, device=resolve_device(resolved["device"]),
+        env_spec,
+        sac_icm_model,
+        params,
+        seed,
+        device=resolve_device(resolved["device"]),
         metrics_callback=stream_to_mlflow("options_her"),
     )
     return agent, {"history": history, "option_stats": training_stats}
@@ -47,18 +51,23 @@ def evaluate_options_her(
             evaluation=evaluation["option_stats"],
             evaluation_option_share=evaluation["option_share"],
             final_controller={
-                key: value for key, value in (training["history"][-1] if training["history"] else {}).items()
+                key: value
+                for key, value in (training["history"][-1] if training["history"] else {}).items()
                 if key.startswith("controller_") or key == "temperature"
             },
         )
         if gates["fail_on_gate"] and not usage_report["passed"]:
             failed = [row["gate"] for row in training_gates if not row["passed"]]
-            raise ValueError(f"option gates failed: {failed} (set options_her.gates.fail_on_gate: false to report only)")
+            raise ValueError(
+                f"option gates failed: {failed} (set options_her.gates.fail_on_gate: false to report only)"
+            )
     her = resolved["her"]
     her_report = {
         "enabled": agent.her is not None,
         "replay_buffer": (
-            "trading_rl.agents.her.FastHerReplayBuffer (SB3 HerReplayBuffer)" if agent.her is not None else "SB3 ReplayBuffer"
+            "trading_rl.agents.her.FastHerReplayBuffer (SB3 HerReplayBuffer)"
+            if agent.her is not None
+            else "SB3 ReplayBuffer"
         ),
         "goal_selection_strategy": her["goal_selection_strategy"],
         "n_sampled_goal": her["n_sampled_goal"],
@@ -88,6 +97,12 @@ def options_her_tearsheet(
     make_env = partial(env_spec.make_env, split, evaluation=True, **resolved["env_overrides"])
     rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=0.5 * (her["goal_low"] + her["goal_high"]))
     return env_tearsheet(
-        "options_her", {"options_her": rollout}, env_spec, split, make_env, seed, regime_params,
+        "options_her",
+        {"options_her": rollout},
+        env_spec,
+        split,
+        make_env,
+        seed,
+        regime_params,
         resolved["env_overrides"],
     )

@@ -39,7 +39,12 @@ def train_shaped_agent(
 ):
     """Continue the source agent on the shaped reward; returns the model and its training record."""
     outcome, reward_history, adaptation_history = continue_training(
-        sac_icm_model, env_spec, weight_network, potential, params, seed,
+        sac_icm_model,
+        env_spec,
+        weight_network,
+        potential,
+        params,
+        seed,
         work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
         metrics_callback=stream_to_mlflow("reward_shaper"),
     )

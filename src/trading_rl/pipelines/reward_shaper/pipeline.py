@@ -23,16 +23,30 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.train_shaped_agent,
-                inputs=["sac_icm_model", "env_spec", "objective_weight_network", "potential_function",
-                        "params:reward_shaper", "params:seed", "run_metadata"],
+                inputs=[
+                    "sac_icm_model",
+                    "env_spec",
+                    "objective_weight_network",
+                    "potential_function",
+                    "params:reward_shaper",
+                    "params:seed",
+                    "run_metadata",
+                ],
                 outputs=["reward_shaped_model", "reward_shaper_training"],
                 name="train_shaped_agent",
                 tags=["train"],
             ),
             Node(
                 nodes.report_reward_shaping,
-                inputs=["reward_shaped_model", "sac_icm_model", "env_spec", "reward_shaper_fit",
-                        "reward_shaper_training", "params:reward_shaper", "params:seed"],
+                inputs=[
+                    "reward_shaped_model",
+                    "sac_icm_model",
+                    "env_spec",
+                    "reward_shaper_fit",
+                    "reward_shaper_training",
+                    "params:reward_shaper",
+                    "params:seed",
+                ],
                 outputs=["reward_shaping_report", "reward_shaper_metrics"],
                 name="report_reward_shaping",
                 tags=["evaluate", "report"],
@@ -40,8 +54,14 @@ def create_pipeline(**kwargs) -> Pipeline:
             tearsheet_node(
                 "reward_shaper",
                 nodes.reward_shaper_tearsheet,
-                ["reward_shaped_model", "sac_icm_model", "env_spec", "params:reward_shaper", "params:seed",
-                 "params:regime_validation"],
+                [
+                    "reward_shaped_model",
+                    "sac_icm_model",
+                    "env_spec",
+                    "params:reward_shaper",
+                    "params:seed",
+                    "params:regime_validation",
+                ],
             ),
         ]
     )

@@ -73,10 +73,7 @@ def evaluate_sac_icm(
     evaluation["split"] = params["evaluation_split"]
     evaluation["model_metadata"] = model_metadata(model)
     enforce(collapse_summary["deterministic"], fail_on_collapse)
-    metrics = {
-        key: {"value": value, "step": 0}
-        for key, value in flat_metrics(evaluation).items()
-    }
+    metrics = {key: {"value": value, "step": 0} for key, value in flat_metrics(evaluation).items()}
     return evaluation, collapse_summary, metrics
 
 

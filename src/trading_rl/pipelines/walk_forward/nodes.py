@@ -115,13 +115,20 @@ def walk_forward_tearsheet(
     for symbol, data in stitched.groupby("symbol", sort=False):
         agents = data[data["kind"] == "agent"]
         close = frames[symbol]["close"]
-        sections.append(Section(
-            f"walk_forward: {symbol}, stitched out-of-sample test windows", symbol, periods_per_year[symbol],
-            {f"{agent} seed {seed}": rows for (agent, seed), rows in agents.groupby(["agent", "seed"], sort=False)},
-            {name: rows for name, rows in data[data["kind"] == "baseline"].groupby("agent", sort=False)},
-            close, label_regimes(close, (regime_params or {}).get("regimes")),
-            notes=[f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
-                   "seed's trades and actions are drawn"],
-        ))
+        sections.append(
+            Section(
+                f"walk_forward: {symbol}, stitched out-of-sample test windows",
+                symbol,
+                periods_per_year[symbol],
+                {f"{agent} seed {seed}": rows for (agent, seed), rows in agents.groupby(["agent", "seed"], sort=False)},
+                {name: rows for name, rows in data[data["kind"] == "baseline"].groupby("agent", sort=False)},
+                close,
+                label_regimes(close, (regime_params or {}).get("regimes")),
+                notes=[
+                    f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
+                    "seed's trades and actions are drawn"
+                ],
+            )
+        )
     hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
     return TearsheetInput("walk_forward: out-of-sample", hold_threshold, sections)
