@@ -109,8 +109,9 @@ def forward_risk_adjusted_return(rewards: np.ndarray, episodes: np.ndarray, hori
 
 def weight_gates(weights: np.ndarray, mean_history: list[list[float]], gates: dict | None = None) -> list[dict]:
     """The weight gates (docs/reward_shaper.md, "Weight network") on the weights of the rollout
-    states ``(n, 5)`` and the history of mean weights per update: max weight, mean entropy (nats), relative variation of the mean weights
-    over the last ``last_updates`` updates (``(max − min) / mean``, worst objective)."""
+    states ``(n, 5)`` and the history of mean weights per update: max weight, mean entropy (nats),
+    relative variation of the mean weights over the last ``last_updates`` updates
+    (``(max − min) / mean``, worst objective)."""
     g = {**DEFAULT_WEIGHT_GATES, **(gates or {})}
     weights = np.asarray(weights, dtype=np.float64)
     entropy = float(np.mean(-np.sum(weights * np.log(np.clip(weights, 1e-12, None)), axis=1)))
