@@ -210,3 +210,25 @@ def test_train_save_load_gives_identical_actions():
     assert np.array_equal(first["action_policy"].to_numpy(), second["action_policy"].to_numpy())
     assert first["option"].tolist() == second["option"].tolist()
     assert restored.learner.temperature == agent.learner.temperature
+
+
+def test_the_options_her_training_env_runs_inside_the_curriculum_when_it_is_enabled():
+    """options_her takes sac_icm's curriculum (same keys): its training episodes start in the
+    stage's windows with the stage's costs, and the curriculum counts them; off, no wrapper."""
+    from trading_rl.agents.curriculum import Curriculum, curriculum_entry
+
+    spec = small_spec()
+    source = small_source_model(spec)
+    params = {
+        "controller": SMALL_CONTROLLER,
+        "sac": SMALL_SAC,
+        "training": {"total_timesteps": 120, "log_freq": 40},
+        "curriculum": {"enabled": True, "episode_length": 30, "min_start_windows": 2},
+    }
+    agent, _, _ = train_from_spec(spec, source, params, seed=0)
+    venv = agent.low_level.get_env()
+    assert venv.env_is_wrapped(Curriculum)[0]
+    report = curriculum_entry(venv)
+    assert report["curriculum/episodes"] >= 2 and report["curriculum/stage"] == 0
+    agent, _, _ = train_from_spec(spec, source, {**params, "curriculum": {"enabled": False}}, seed=0)
+    assert not agent.low_level.get_env().env_is_wrapped(Curriculum)[0]

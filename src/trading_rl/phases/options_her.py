@@ -19,6 +19,7 @@ from trading_rl.agents.hierarchical import (
 )
 from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
 from trading_rl.agents.options import OPTION_NAMES
+from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 from trading_rl.seeding import SeedRole, trial_seed
@@ -56,6 +57,13 @@ def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
     return options if options.pop("enabled") else None
 
 
+def _training_env(env_spec, resolved: dict[str, Any]) -> gym.Env:
+    """The training split's env, inside the curriculum when ``curriculum.enabled``."""
+    return wrap_training_env(
+        env_spec.make_env("train", **resolved["env_overrides"]), {"curriculum": resolved["curriculum"]}
+    )
+
+
 def train_from_spec(
     env_spec,
     source: SAC,
@@ -78,7 +86,7 @@ def train_from_spec(
     trend_zero = env_spec.scaled_zero(option_params["signals"]["trend_feature"]) if option_params else 0.0
 
     def make_train_env() -> gym.Env:
-        return env_spec.make_env("train", **overrides)
+        return _training_env(env_spec, resolved)
 
     agent, venv = build_hierarchical_agent(
         source,
@@ -103,15 +111,13 @@ def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, se
     """Fine-tune ``agent`` on another spec's training split (the walk-forward's next fold): the
     controller, the SAC and its replay buffer carry over. HER's unfinished episode is closed first,
     so no relabelled goal spans the two windows."""
-    overrides = resolve_phase_params(params)["env_overrides"]
+    resolved = resolve_phase_params(params)
     low_level = agent.low_level
     if isinstance(low_level.replay_buffer, FastHerReplayBuffer):
         with warnings.catch_warnings():  # SB3 warns that this is what it does: intended here
             warnings.simplefilter("ignore", UserWarning)
             low_level.replay_buffer.truncate_last_trajectory()
-    venv = agent.make_vec_env(
-        lambda: env_spec.make_env("train", **overrides), deterministic=False, collect=True, seed=seed
-    )
+    venv = agent.make_vec_env(lambda: _training_env(env_spec, resolved), deterministic=False, collect=True, seed=seed)
     low_level.set_env(venv)
     callback = OptionsCallback(venv.learner, venv) if isinstance(venv, OptionVecEnv) else None
     low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)

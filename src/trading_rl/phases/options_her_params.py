@@ -14,7 +14,7 @@ from typing import Any
 from trading_rl.agents.controller import ControllerConfig
 from trading_rl.agents.her import HerParams
 from trading_rl.agents.options import OptionParams
-from trading_rl.agents.sac_icm import SacParams
+from trading_rl.agents.sac_icm import CurriculumParams, SacParams
 from trading_rl.config import section_from_defaults, setting
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.phases.options_her import DEFAULT_PHASE_PARAMS
@@ -52,6 +52,8 @@ class OptionsHerParams(_PhaseDefaults):  # type: ignore[valid-type,misc]  # a ba
     controller: ControllerConfig = setting(ControllerConfig())
     her: HerParams = setting(HerParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
     sac: SacParams = setting(SacParams())
+    # The training env's curriculum, as sac_icm.agent.curriculum (the same keys, stages and rule).
+    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
 
     def validate(self, prefix: str) -> None:
         EnvConfig.from_mapping(self.env_overrides, f"{prefix}.env_overrides")
