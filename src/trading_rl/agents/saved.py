@@ -23,14 +23,17 @@ def has_saved_form(agent: Any) -> bool:
     return hasattr(agent, "to_bytes") or hasattr(agent, "save")
 
 
-def agent_bytes(agent: Any) -> bytes:
-    """``agent.to_bytes()`` where the agent has it, else SB3's zip (``save`` to memory: SB3 rejects
-    fsspec file objects)."""
-    if hasattr(agent, "to_bytes"):
-        return agent.to_bytes()
+def sb3_zip_bytes(model: Any) -> bytes:
+    """The SB3 zip of ``model``, built in memory (SB3 rejects fsspec file objects); also how a trained
+    agent leaves a worker process (the model holds loggers and envs that do not pickle reliably)."""
     buffer = io.BytesIO()
-    agent.save(buffer)
+    model.save(buffer)
     return buffer.getvalue()
+
+
+def agent_bytes(agent: Any) -> bytes:
+    """``agent.to_bytes()`` where the agent has it, else SB3's zip."""
+    return agent.to_bytes() if hasattr(agent, "to_bytes") else sb3_zip_bytes(agent)
 
 
 def load_agent(raw: bytes, sb3_class: type[BaseAlgorithm], device: str = "cpu") -> Any:

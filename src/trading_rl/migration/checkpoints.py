@@ -35,6 +35,8 @@ import torch
 from stable_baselines3 import PPO, SAC
 from torch import nn
 
+from trading_rl.agents.saved import sb3_zip_bytes
+
 PPO_POLICY_CLASS = "stable_baselines3.common.policies.ActorCriticPolicy"
 # Hyperparameters only PPO stores; A2C shares the policy class but has neither.
 PPO_ONLY_KEYS = ("clip_range", "n_epochs")
@@ -314,13 +316,6 @@ def migration_metadata(model: SAC) -> dict[str, Any]:
 
 def set_migration_metadata(model: SAC, metadata: dict[str, Any]) -> None:
     setattr(model, MIGRATION_METADATA_ATTRIBUTE, metadata)
-
-
-def sb3_zip_bytes(model) -> bytes:
-    """The SB3 zip of ``model``, built in memory."""
-    buffer = io.BytesIO()
-    model.save(buffer)
-    return buffer.getvalue()
 
 
 def discrete_policy_from_checkpoint(checkpoint: DiscreteCheckpoint, env, device: str = "cpu") -> PPO:

@@ -3,7 +3,6 @@ the shared encoder (``runtime.symbols``) as its frozen features extractor when g
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -11,16 +10,9 @@ from typing import Any
 from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.agents import train_agent
+from trading_rl.agents.saved import sb3_zip_bytes
 from trading_rl.envs import EnvSpec
 from trading_rl.runtime.symbols import SharedEncoder, build_agent_with_encoder
-
-
-def model_bytes(model) -> bytes:
-    """The SB3 zip of ``model``: how a trained agent leaves a worker process (the model object holds
-    loggers and envs that do not pickle reliably)."""
-    buffer = io.BytesIO()
-    model.save(buffer)
-    return buffer.getvalue()
 
 
 def train_symbol_agent(
@@ -54,8 +46,8 @@ def train_symbol_agent(
         },
     )
     return {
-        "model": model_bytes(outcome.model),
-        "best_model": model_bytes(outcome.best_model),
+        "model": sb3_zip_bytes(outcome.model),
+        "best_model": sb3_zip_bytes(outcome.best_model),
         "history": outcome.history,
         "best_timestep": outcome.best_timestep,
     }
