@@ -1,7 +1,7 @@
 """Is the population engine's walk-forward the sequential engine's in distribution?
 
     python benchmarks/population_walk_forward_ab.py [--seeds 10] [--folds 2] [--timesteps 1000]
-        [--agent sac_icm] [--symbol sp500]
+        [--agent sac_icm] [--symbol sp500] [--engines sequential population] [--tables DIR]
 
 Runs ``run_walk_forward`` twice on the same real bars, parameters and base seed — once on
 ``SequentialExecutor``, once on the population engine — with every fold retrained from scratch
@@ -11,6 +11,10 @@ per-fold agent rows it reports both medians and the p-values of a two-sample Kol
 and a Mann–Whitney U test; a p-value well above 0.05 says the test finds no difference between the
 engines' distributions at this sample size. Non-finite Sharpe ratios (a window without trades) count
 as 0, the flat line's.
+
+``--tables DIR`` keeps each engine's agent rows as ``DIR/<engine>.csv`` and reuses a table already
+there, so the two engines can run as separate processes (one core each) and the comparison is
+printed once both exist.
 
 The base config's ``conf/base`` parameters with the walk-forward's ``agent_overrides`` apply; only the
 windows (``--train-length`` bars, 2 folds of 250 test bars by default) and budgets are shrunk.
@@ -25,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,6 +41,7 @@ from trading_rl.phases.walk_forward import run_walk_forward  # noqa: E402
 from trading_rl.runtime import SequentialExecutor  # noqa: E402
 
 METRICS = ("sharpe", "total_return", "hold_share", "action_entropy")
+ENGINES = {"sequential": SequentialExecutor, "population": PopulationExecutor}
 
 
 def main() -> None:
@@ -46,6 +52,8 @@ def main() -> None:
     parser.add_argument("--train-length", type=int, default=500)
     parser.add_argument("--agent", default="sac_icm", choices=("sac_icm", "sac"))
     parser.add_argument("--symbol", default="sp500")
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument("--tables", type=Path, default=None, help="keep / reuse each engine's agent rows here")
     args = parser.parse_args()
 
     params = load_parameters("base")
@@ -74,11 +82,24 @@ def main() -> None:
         f"{args.timesteps} steps, train_length {args.train_length}"
     )
     tables = {}
-    for name, executor in (("sequential", SequentialExecutor()), ("population", PopulationExecutor())):
+    for name in ENGINES:
+        saved = args.tables / f"{name}.csv" if args.tables is not None else None
+        if saved is not None and saved.exists():
+            tables[name] = pd.read_csv(saved)
+            print(f"{name}: {len(tables[name])} agent windows from {saved}")
+            continue
+        if name not in args.engines:
+            continue
         start = time.perf_counter()
-        folds = run_walk_forward(*arguments, executor=executor).folds
+        folds = run_walk_forward(*arguments, executor=ENGINES[name]()).folds
         tables[name] = folds[folds["kind"] == "agent"]
         print(f"{name}: {len(tables[name])} agent windows in {time.perf_counter() - start:.0f} s wall", flush=True)
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            tables[name].to_csv(saved, index=False)
+    if len(tables) < len(ENGINES):
+        print("comparison once both engines' tables exist")
+        return
     print("| metric | sequential median | population median | KS p | Mann-Whitney p |")
     print("|---|---:|---:|---:|---:|")
     for metric in METRICS:
