@@ -16,7 +16,7 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
 from trading_rl.agents.sac_icm import SACWithICM
-from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC
+from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC, population_key
 from trading_rl.runtime.engine import single_threaded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -148,14 +148,20 @@ def test_members_see_the_population_weights_and_export_as_sb3_zips(tmp_path):
         population.train(1, BATCH)
 
 
-def test_population_refuses_members_it_cannot_batch():
+def test_population_refuses_members_it_cannot_batch_and_population_key_tells_them_apart():
+    small, large = _agent(SAC, {"batch_size": 8}), _agent(SAC, {"batch_size": 16})
     with pytest.raises(PopulationError, match="batch_size"):
-        PopulationSAC([_agent(SAC, {"batch_size": 8}), _agent(SAC, {"batch_size": 16})])
+        PopulationSAC([small, large])
+    wide = SAC("MlpPolicy", gym.make("Pendulum-v1"), policy_kwargs={"net_arch": [8]})
     with pytest.raises(PopulationError, match="net_arch"):
-        wide = SAC("MlpPolicy", gym.make("Pendulum-v1"), policy_kwargs={"net_arch": [8]})
         PopulationSAC([_agent(SAC, {}), wide])
+    fixed = _agent(SAC, {"ent_coef": 0.1})
     with pytest.raises(PopulationError, match="ent_coef"):
-        PopulationSAC([_agent(SAC, {}), _agent(SAC, {"ent_coef": 0.1})])
+        PopulationSAC([_agent(SAC, {}), fixed])
+    # What may differ (learning rate, gamma, seed) does not split a group; each refusal above does.
+    batchable = _agent(SAC, {"learning_rate": 1e-2, "gamma": 0.5, "seed": 9})
+    assert population_key(_agent(SAC, {})) == population_key(batchable)
+    assert len({population_key(m) for m in (_agent(SAC, {}), large, wide, fixed)}) == 4
 
 
 @pytest.mark.slow

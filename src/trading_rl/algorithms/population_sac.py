@@ -152,13 +152,24 @@ class _AdamGroup:
             param.sub_(step_size.view(shape) * (exp_avg / denom))
 
 
-def _member_setting(members: Sequence[SAC], name: str):
-    values = [getattr(member, name) for member in members]
-    if any(value != values[0] for value in values):
-        raise PopulationError(
-            f"members differ in '{name}' ({values}); a population trains in lockstep and needs one value"
-        )
-    return values[0]
+# What every member of one population must share: they take their gradient steps in lockstep, on
+# batches of one size, through networks of one shape.
+_LOCKSTEP_SETTINGS = ("batch_size", "gradient_steps", "train_freq", "learning_starts", "num_timesteps", "device")
+
+
+def _network_shapes(member: SAC, what: str) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(p.shape) for p in getattr(member, what).parameters())
+
+
+def population_key(member: SAC) -> tuple:
+    """Members with equal keys can train as one population (the lockstep settings, whether the
+    entropy coefficient is learned, and the network shapes); group by it before building one."""
+    return (
+        tuple(str(getattr(member, name)) for name in _LOCKSTEP_SETTINGS),
+        member.ent_coef_optimizer is not None,
+        _network_shapes(member, "actor"),
+        _network_shapes(member, "critic"),
+    )
 
 
 def _check_members(members: Sequence[SAC]) -> None:
@@ -182,13 +193,17 @@ def _check_members(members: Sequence[SAC]) -> None:
             )
         if not isinstance(member.train_freq, TrainFreq) or member.train_freq.unit != TrainFrequencyUnit.STEP:
             raise PopulationError(f"member {i} has an episode-based train_freq; the population steps in env steps")
-    for name in ("batch_size", "gradient_steps", "train_freq", "learning_starts", "num_timesteps", "device"):
-        _member_setting(members, name)
+    for name in _LOCKSTEP_SETTINGS:
+        values = [getattr(member, name) for member in members]
+        if any(value != values[0] for value in values):
+            raise PopulationError(
+                f"members differ in '{name}' ({values}); a population trains in lockstep and needs one value"
+            )
     auto = [member.ent_coef_optimizer is not None for member in members]
     if any(flag != auto[0] for flag in auto):
         raise PopulationError(f"members mix a learned and a fixed ent_coef ({auto}); use one kind per population")
     for what in ("actor", "critic"):
-        shapes = [[tuple(p.shape) for p in getattr(m, what).parameters()] for m in members]
+        shapes = [_network_shapes(m, what) for m in members]
         if any(shape != shapes[0] for shape in shapes):
             raise PopulationError(
                 f"members' {what} networks differ in shape (policy.net_arch); stack equal networks only"
