@@ -15,6 +15,7 @@ from stable_baselines3 import SAC
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
+from trading_rl.agents.icm import ICMConfig
 from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC, population_key
 from trading_rl.runtime.engine import single_threaded
@@ -123,6 +124,106 @@ def test_population_update_equals_sb3_sac_train(monkeypatch, n_members):
         assert any("actor" in name for name in moved) and any("critic_target" in name for name in moved)
         assert member._n_updates == STEPS
         assert member.actor.optimizer.state[next(iter(member.actor.parameters()))]["step"].item() == STEPS
+
+
+# Curious members whose every ICM and mixing setting differs (train_freq aside: one cycle per
+# population); tiny grad_clip values make the per-member clipping bite. The last member stays in its
+# warm-up (curiosity trains, the reward is not mixed). "plain" puts a member without an ICM among them.
+CURIOUS = [
+    {"eta": 0.01, "beta": 0.2, "lr": 1e-3, "weight_decay": 1e-4, "grad_clip": 1.0},
+    {"eta": 0.5, "beta": 0.7, "lr": 3e-3, "weight_decay": 0.0, "grad_clip": 0.01, "reward_clip": 0.5},
+    {"eta": 0.05, "beta": 0.0, "lr": 5e-4, "weight_decay": 1e-2, "scale_decay": 0.5, "match_extrinsic_scale": False},
+]
+MIXING = [
+    {"intrinsic_weight": 0.1, "icm_warmup_steps": 0, "reward_scale": 10.0},
+    {"intrinsic_weight": 0.4, "extrinsic_weight": 0.6, "icm_warmup_steps": 0},
+    {"intrinsic_weight": 0.2, "icm_warmup_steps": 10**6},
+]
+
+
+def _curious_agent(i: int) -> SACWithICM:
+    icm = ICMConfig(feature_dim=8, hidden_dim=16, **CURIOUS[i])
+    return _agent(SACWithICM, {"seed": 10 + i, "icm": icm, **MIXING[i]})
+
+
+def _curiosity_state(model: SACWithICM) -> dict[str, th.Tensor]:
+    state = {f"icm.{name}": value.clone() for name, value in model.icm.state_dict().items()}
+    for index, moments in enumerate(model.icm.optimizer.state.values()):
+        state[f"icm.adamw.{index}.exp_avg_sq"] = moments["exp_avg_sq"].clone()
+        state[f"icm.adamw.{index}.step"] = moments["step"].clone()
+    return {**_state(model), **state}
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_population_curiosity_equals_each_members_sacwithicm_train(monkeypatch, plain):
+    """The batched ICM (one vmapped forward, one clipped AdamW step, per-member moving statistics and
+    mixing) against every member's own ``SACWithICM.train``: weights, reward statistics, optimiser
+    moments and the logged curiosity diagnostics."""
+    builders = [lambda i=i: _curious_agent(i) for i in range(len(CURIOUS))]
+    if plain:
+        builders.insert(1, lambda: _agent(SAC, {"seed": 4}))
+    n = len(builders)
+    batches = [_fixed_batches(200 + i) for i in range(n)]
+    noise = [
+        [th.randn(BATCH, 1, generator=th.Generator().manual_seed(77 * i + k)) for k in range(2 * STEPS)]
+        for i in range(n)
+    ]
+
+    reference, reference_stats = [], []
+    for i, build in enumerate(builders):
+        model = build()
+        _replay(model, batches[i])
+        draws = iter(noise[i])
+        monkeypatch.setattr(
+            th.distributions.Normal,
+            "rsample",
+            lambda self, sample_shape=None, draws=draws: self.loc + next(draws) * self.scale,
+        )
+        model.train(gradient_steps=STEPS, batch_size=BATCH)
+        curious = isinstance(model, SACWithICM)
+        reference.append(_curiosity_state(model) if curious else _state(model))
+        reference_stats.append(model.pop_train_stats() if curious else {})
+    monkeypatch.undo()
+
+    members = [build() for build in builders]
+    for member, member_batches in zip(members, batches):
+        _replay(member, member_batches)
+    population = PopulationSAC(members)
+    stacked_noise = iter([th.stack([noise[i][k] for i in range(n)]) for k in range(2 * STEPS)])
+    population._standard_normal = lambda shape: next(stacked_noise)
+    population.train(gradient_steps=STEPS, batch_size=BATCH)
+    population.release()
+
+    for i, member in enumerate(members):
+        curious = isinstance(member, SACWithICM)
+        state = _curiosity_state(member) if curious else _state(member)
+        assert state.keys() == reference[i].keys()
+        for name, value in state.items():
+            th.testing.assert_close(value, reference[i][name], atol=2e-6, rtol=1e-5, msg=f"member {i} {name}")
+        if curious:
+            assert member.icm_batches == STEPS
+            stats = member.pop_train_stats()
+            assert stats.keys() == reference_stats[i].keys()
+            assert ("icm/effective_share" in stats) == (member.icm_warmup_steps == 0)
+            for key, value in stats.items():
+                assert value == pytest.approx(reference_stats[i][key], rel=1e-5, abs=1e-7), f"member {i} {key}"
+            # Each member owns its statistics again (not a view of the population's stack).
+            assert member.icm.intrinsic_median.average.untyped_storage().nbytes() == 8
+
+
+def test_population_refuses_icms_it_cannot_batch():
+    wide = _agent(SACWithICM, {"icm": ICMConfig(feature_dim=8, hidden_dim=32)})
+    with pytest.raises(PopulationError, match="icm.hidden_dim"):
+        PopulationSAC([_curious_agent(0), wide])
+    shifted = _curious_agent(1)
+    shifted.icm_batches = 1
+    every_second = _agent(SACWithICM, {"icm": ICMConfig(feature_dim=8, hidden_dim=16, train_freq=2)})
+    with pytest.raises(PopulationError, match="train_freq"):
+        PopulationSAC(
+            [_agent(SACWithICM, {"icm": ICMConfig(feature_dim=8, hidden_dim=16, train_freq=2)}), every_second, shifted]
+        )
+    assert population_key(_curious_agent(0)) == population_key(_curious_agent(2))
+    assert population_key(_curious_agent(0)) != population_key(wide)
 
 
 def test_members_see_the_population_weights_and_export_as_sb3_zips(tmp_path):

@@ -81,16 +81,20 @@ class ICMConfig:
 class MovingAverage(nn.Module):
     """Exponential moving average of one statistic per batch, bias-corrected as Adam's moments are
     (the first batch's value is used as it is, not a twentieth of it); buffers, so it saves with the
-    module. ``value`` is 1 before any update."""
+    module. ``value`` is 1 before any update.
+
+    ``decay`` may be a tensor of per-member decays: the buffers then have its shape and ``update``
+    takes one statistic per member (a population's statistics, ``algorithms.population_sac``)."""
 
     average: th.Tensor
     weight: th.Tensor
 
-    def __init__(self, decay: float) -> None:
+    def __init__(self, decay: float | th.Tensor) -> None:
         super().__init__()
-        self.decay = float(decay)
-        self.register_buffer("average", th.zeros((), dtype=th.float64))
-        self.register_buffer("weight", th.zeros((), dtype=th.float64))
+        self.decay = decay.to(th.float64) if isinstance(decay, th.Tensor) else float(decay)
+        shape = self.decay.shape if isinstance(self.decay, th.Tensor) else ()
+        self.register_buffer("average", th.zeros(shape, dtype=th.float64))
+        self.register_buffer("weight", th.zeros(shape, dtype=th.float64))
 
     @th.no_grad()
     def update(self, statistic: th.Tensor) -> None:
@@ -99,9 +103,30 @@ class MovingAverage(nn.Module):
 
     @property
     def value(self) -> th.Tensor:
-        if float(self.weight) == 0.0:
-            return th.ones((), dtype=th.float64, device=self.average.device)
-        return self.average / self.weight
+        return th.where(self.weight == 0.0, th.ones_like(self.average), self.average / self.weight)
+
+
+def _compressed(raw: th.Tensor, median: th.Tensor) -> th.Tensor:
+    return th.log1p(raw.to(th.float64) / (median[..., None] + 1e-12))
+
+
+def normalised_surprise(
+    raw: th.Tensor, median: MovingAverage, spread: MovingAverage, reward_clip: float | th.Tensor, update: bool
+) -> th.Tensor:
+    """``log(1 + raw / median) / spread`` clipped to ``reward_clip``, per sample of ``raw``
+    (``[..., batch]``; the statistics have the leading shape: scalars, or one per population
+    member). With ``update``, the batch's median and then its spread are folded in first."""
+    if update and raw.shape[-1] >= 2:
+        detached = raw.detach()
+        median.update(detached.median(dim=-1).values)
+        spread.update(_compressed(detached, median.value).std(dim=-1, unbiased=False))
+    scaled = _compressed(raw, median.value) / (spread.value[..., None] + 1e-8)
+    return scaled.clamp(max=reward_clip).to(raw.dtype)
+
+
+def curiosity_loss(forward_loss: th.Tensor, inverse_loss: th.Tensor, beta: float | th.Tensor) -> th.Tensor:
+    """The ICM's training loss ``(1 − β)·L_inv + β·L_fwd``."""
+    return (1.0 - beta) * inverse_loss + beta * forward_loss
 
 
 # Buffers of the normalisations models were saved with before this one.
@@ -160,34 +185,32 @@ class IntrinsicCuriosityModule(nn.Module):
         error, _, _ = self._prediction_error(observations, actions, next_observations)
         return self.config.eta * error
 
-    def _compressed(self, raw: th.Tensor) -> th.Tensor:
-        return th.log1p(raw.to(th.float64) / (self.intrinsic_median.value + 1e-12))
-
     def normalise(self, raw: th.Tensor) -> th.Tensor:
         """``log(1 + raw / median) / spread`` clipped to ``reward_clip``; no statistics updated."""
-        scaled = self._compressed(raw) / (self.intrinsic_spread.value + 1e-8)
-        return scaled.clamp(max=self.config.reward_clip).to(raw.dtype)
+        return normalised_surprise(raw, self.intrinsic_median, self.intrinsic_spread, self.config.reward_clip, False)
 
     def _normalised(self, raw: th.Tensor) -> th.Tensor:
-        flat = raw.detach().reshape(-1)
-        if flat.numel() >= 2:
-            self.intrinsic_median.update(flat.median())
-            self.intrinsic_spread.update(self._compressed(flat).std(unbiased=False))
-        return self.normalise(raw)
+        return normalised_surprise(raw, self.intrinsic_median, self.intrinsic_spread, self.config.reward_clip, True)
 
     @th.no_grad()
     def intrinsic_reward(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor) -> th.Tensor:
         """Raw reward folded into the moving statistics, then normalised and clipped."""
         return self._normalised(self.raw_intrinsic_reward(observations, actions, next_observations))
 
-    def losses(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor) -> dict[str, th.Tensor]:
-        """Mean forward, inverse and total loss, plus the per-sample ``forward_error``."""
+    def forward(
+        self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """Per-sample forward error and the mean inverse loss, what the losses and the reward are
+        made of (a population ``vmap``s this over its members' stacked weights)."""
         error, phi, phi_next = self._prediction_error(observations, actions, next_observations)
         predicted_action = self.inverse_model(th.cat([phi, phi_next], dim=1))
+        return error, F.mse_loss(predicted_action, actions.flatten(1).float())
+
+    def losses(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor) -> dict[str, th.Tensor]:
+        """Mean forward, inverse and total loss, plus the per-sample ``forward_error``."""
+        error, inverse_loss = self(observations, actions, next_observations)
         forward_loss = error.mean()
-        inverse_loss = F.mse_loss(predicted_action, actions.flatten(1).float())
-        beta = self.config.beta
-        total = (1.0 - beta) * inverse_loss + beta * forward_loss
+        total = curiosity_loss(forward_loss, inverse_loss, self.config.beta)
         return {"forward_loss": forward_loss, "inverse_loss": inverse_loss, "total_loss": total, "forward_error": error}
 
     def _optimise(self, losses: dict[str, th.Tensor]) -> dict[str, float]:

@@ -31,7 +31,7 @@ from trading_rl.agents.auxiliary import (
 )
 from trading_rl.agents.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
 from trading_rl.agents.device import resolve_device
-from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule
+from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
 from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.config import (
     ConfigError,
@@ -233,6 +233,37 @@ def resolve_params(params: dict | None) -> dict[str, Any]:
     return AgentParams.from_mapping(params, f"{PARAMS_PREFIX}.agent").to_dict()
 
 
+def mix_curiosity(
+    extrinsic: th.Tensor,
+    intrinsic: th.Tensor,
+    extrinsic_scale: MovingAverage,
+    match_extrinsic_scale: bool | th.Tensor,
+    extrinsic_weight: float | th.Tensor,
+    intrinsic_weight: float | th.Tensor,
+) -> tuple[th.Tensor, dict[str, th.Tensor]]:
+    """The learner reward ``w_e·extrinsic + w_i·intrinsic`` (the intrinsic reward rescaled to the
+    moving std of the extrinsic one when ``match_extrinsic_scale``) and its diagnostics.
+
+    ``extrinsic``: ``[..., batch, 1]``; the leading axes, if any, are a population's members, and the
+    statistic and settings then have one entry per member (shape ``[...]``, weights ``[..., 1, 1]``).
+    ``icm/effective_share`` is the share of the learner reward's variation that curiosity carries in
+    the batch: what ``intrinsic_weight`` is meant to set (report it once the warm-up is over).
+    """
+    batch_axes = (-2, -1)
+    intrinsic = intrinsic.reshape(extrinsic.shape)
+    extrinsic_scale.update(extrinsic.std(dim=batch_axes, unbiased=False))
+    scale = extrinsic_scale.value.to(intrinsic.dtype)
+    match = th.as_tensor(match_extrinsic_scale, device=scale.device)
+    intrinsic = intrinsic * th.where(match, scale, th.ones_like(scale))[..., None, None]
+    weighted_intrinsic = intrinsic_weight * intrinsic
+    mixed = extrinsic_weight * extrinsic + weighted_intrinsic
+    stats = {
+        "icm/intrinsic_reward_mean": intrinsic.mean(dim=batch_axes),
+        "icm/effective_share": weighted_intrinsic.std(dim=batch_axes) / mixed.std(dim=batch_axes).clamp_min(1e-12),
+    }
+    return mixed, stats
+
+
 class _CuriousSampler:
     """Stands in for the replay buffer inside ``SAC.train``: samples from the real buffer and passes
     the batch through the agent's curiosity step."""
@@ -329,9 +360,12 @@ class SACWithICM(SAC):
 
     def learner_batch(self, batch: ReplayBufferSamples) -> ReplayBufferSamples:
         """What SAC's update sees: the stored reward times ``reward_scale``, plus curiosity."""
-        if self.reward_scale != 1.0:
-            batch = batch._replace(rewards=batch.rewards * self.reward_scale)
+        batch = self.scaled_batch(batch)
         return batch if self.icm is None else self.curious_batch(batch)
+
+    def scaled_batch(self, batch: ReplayBufferSamples) -> ReplayBufferSamples:
+        """The stored reward times ``reward_scale`` (curiosity is mixed into the scaled reward)."""
+        return batch if self.reward_scale == 1.0 else batch._replace(rewards=batch.rewards * self.reward_scale)
 
     def curious_batch(self, batch: ReplayBufferSamples) -> ReplayBufferSamples:
         """Intrinsic reward from the ICM as it is, one ICM update on the batch (every
@@ -347,20 +381,17 @@ class SACWithICM(SAC):
             self._raise_if_diverged({f"icm_{name}": value for name, value in losses.items()})
             self._accumulate({f"icm/{name}": value for name, value in losses.items()})
 
-        extrinsic = batch.rewards
-        intrinsic = intrinsic.reshape(extrinsic.shape)
-        icm.extrinsic_scale.update(extrinsic.std(unbiased=False))
-        if icm.config.match_extrinsic_scale:
-            intrinsic = intrinsic * icm.extrinsic_scale.value.to(intrinsic.dtype)
-        weighted_intrinsic = self.intrinsic_weight * intrinsic
-        weighted_extrinsic = self.extrinsic_weight * extrinsic
-        mixed = weighted_extrinsic + weighted_intrinsic
-        stats = {"icm/intrinsic_reward_mean": intrinsic.mean()}
         warm = self.num_timesteps >= self.icm_warmup_steps
-        if warm:
-            # The share of the learner reward's variation that curiosity carries in this batch:
-            # what ``intrinsic_weight`` is meant to set (measured once the warm-up is over).
-            stats["icm/effective_share"] = weighted_intrinsic.std() / mixed.std().clamp_min(1e-12)
+        mixed, stats = mix_curiosity(
+            batch.rewards,
+            intrinsic,
+            icm.extrinsic_scale,
+            icm.config.match_extrinsic_scale,
+            self.extrinsic_weight,
+            self.intrinsic_weight,
+        )
+        if not warm:
+            del stats["icm/effective_share"]
         self._accumulate(dict(zip(stats, th.stack(list(stats.values())).tolist())))
         return batch._replace(rewards=mixed) if warm else batch
 

@@ -8,23 +8,29 @@ and every network call is ``torch.func.vmap`` over ``torch.func.functional_call`
 SB3 module, so the forward code is SB3's; only the SAC update is written here.
 
 What stays per member, exactly as in SB3: the env and its episode loop (``collect_rollouts``), the
-replay buffer, the learner batch (``SACWithICM.learner_batch``: reward scale and the member's own
-ICM), the entropy coefficient and target entropy, ``learning_rate`` (and its schedule), ``gamma``,
-``tau``, ``target_update_interval`` and the three Adam states. Each member's update is SB3's
-``SAC.train`` step (same order: entropy-coefficient loss and step, then the critic, then the actor on
-the updated critic, then Polyak) — ``tests/algorithms/test_population_sac.py`` checks parameters
-against ``SAC.train`` on fixed batches. The batched Adam is elementwise with a per-member learning
-rate and step count, which is what N independent ``torch.optim.Adam`` are.
+replay buffer, the reward scale, the entropy coefficient and target entropy, ``learning_rate`` (and
+its schedule), ``gamma``, ``tau``, ``target_update_interval`` and the three Adam states. Each member's
+update is SB3's ``SAC.train`` step (same order: entropy-coefficient loss and step, then the critic,
+then the actor on the updated critic, then Polyak) — ``tests/algorithms/test_population_sac.py``
+checks parameters against ``SAC.train`` on fixed batches. The batched Adam is elementwise with a
+per-member learning rate and step count, which is what N independent ``torch.optim.Adam`` are.
 
-The members *are* ordinary SB3 models: while a ``PopulationSAC`` lives, every member's parameter is a
-view into the stacked tensor, so ``predict``, rollouts and ``save`` see the current weights; after
-``release()`` each member owns its weights and Adam state again and saves as a normal SB3 zip.
+Curiosity (``SACWithICM``'s ICM) is batched the same way: the curious members' ICMs are stacked, one
+``vmap`` computes every member's forward error and inverse loss, one clipped AdamW step (per-member
+norm, learning rate and weight decay) updates them all, and the moving statistics behind the
+intrinsic reward and its mixing (``normalised_surprise``, ``mix_curiosity``) are the members' own, one
+entry per member; the test holds it to each member's own ``SACWithICM.train``.
 
-Not batched: env steps and action selection (one ``collect_rollouts`` step per member) and the ICM's
-own update (each member's ICM trains on its batch as in ``SACWithICM``). Not supported (refused with a
-message): gSDE, auxiliary heads, batch-norm buffers, episode-based ``train_freq``, and members that
-differ in batch size, gradient steps, train frequency, learning starts, step count, device or network
-shapes (they cannot share one batched step).
+The members *are* ordinary SB3 models: while a ``PopulationSAC`` lives, every member's parameter (and
+ICM statistic) is a view into the stacked tensor, so ``predict``, rollouts and ``save`` see the
+current weights; after ``release()`` each member owns its weights and optimiser states again and saves
+as a normal SB3 zip.
+
+Not batched: env steps and action selection (one ``collect_rollouts`` step per member). Not supported
+(refused with a message): gSDE, auxiliary heads, batch-norm buffers, episode-based ``train_freq``, and
+members that differ in batch size, gradient steps, train frequency, learning starts, step count,
+device, network shapes or ICM shapes and ``icm.train_freq`` cycle (they cannot share one batched
+step; ``population_key`` groups members that can).
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
-from trading_rl.agents.sac_icm import SACWithICM
+from trading_rl.agents.icm import IntrinsicCuriosityModule, MovingAverage, curiosity_loss, normalised_surprise
+from trading_rl.agents.sac_icm import SACWithICM, mix_curiosity
 
 # SB3's squashed Gaussian (stable_baselines3.common.distributions.SquashedDiagGaussianDistribution).
 _SQUASH_EPSILON = 1e-6
@@ -86,6 +93,7 @@ class _AdamGroup:
     optimizers: list[th.optim.Optimizer]
     betas: tuple[float, float]
     eps: float
+    weight_decay: np.ndarray  # per member, decoupled (AdamW); zeros for SB3's Adam
     exp_avg: list[th.Tensor] = field(default_factory=list)
     exp_avg_sq: list[th.Tensor] = field(default_factory=list)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -97,13 +105,21 @@ class _AdamGroup:
         for i, optimizer in enumerate(optimizers):
             settings = optimizer.param_groups[0]
             if not isinstance(optimizer, th.optim.Adam) or settings.get("amsgrad") or settings.get("maximize"):
-                raise PopulationError(f"member {i}'s {what} optimiser must be plain Adam (no amsgrad/maximize)")
-            if settings["weight_decay"] or settings["betas"] != group["betas"] or settings["eps"] != group["eps"]:
+                raise PopulationError(f"member {i}'s {what} optimiser must be Adam or AdamW (no amsgrad or maximize)")
+            decoupled = settings.get("decoupled_weight_decay", False)
+            if settings["weight_decay"] and not decoupled:
+                raise PopulationError(f"member {i}'s {what} Adam has coupled weight decay (population: none)")
+            if (settings["betas"], settings["eps"], decoupled) != (
+                group["betas"],
+                group["eps"],
+                group.get("decoupled_weight_decay", False),
+            ):
                 raise PopulationError(
-                    f"member {i}'s {what} Adam differs from member 0's (betas, eps) or has weight decay; "
+                    f"member {i}'s {what} optimiser differs from member 0's (betas, eps, Adam/AdamW); "
                     "the population needs one Adam configuration"
                 )
-        adam = cls(stacked, member_tensors, list(optimizers), tuple(group["betas"]), float(group["eps"]))
+        weight_decay = np.array([float(o.param_groups[0]["weight_decay"]) for o in optimizers], dtype=np.float64)
+        adam = cls(stacked, member_tensors, list(optimizers), tuple(group["betas"]), float(group["eps"]), weight_decay)
         steps = []
         for i, optimizer in enumerate(optimizers):
             states = [optimizer.state.get(tensors[i], {}) for tensors in member_tensors]
@@ -127,16 +143,19 @@ class _AdamGroup:
         for index, tensors in enumerate(self.member_tensors):
             for i, tensor in enumerate(tensors):
                 tensor.data = tensor.data.clone()
+                settings = self.optimizers[i].param_groups[0]
+                # torch keeps the step on the parameter's device for fused/capturable Adam, else on CPU.
+                on_device = settings.get("fused") or settings.get("capturable")
                 self.optimizers[i].state[tensor] = {
-                    "step": th.tensor(float(self.steps[i])),
+                    "step": th.tensor(float(self.steps[i]), device=tensor.device if on_device else None),
                     "exp_avg": self.exp_avg[index][i].clone(),
                     "exp_avg_sq": self.exp_avg_sq[index][i].clone(),
                 }
 
     @th.no_grad()
     def step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
-        """One ``torch.optim.Adam`` step per member (single-tensor algorithm), member ``i`` with
-        ``learning_rates[i]``."""
+        """One ``torch.optim.Adam`` (or ``AdamW``) step per member (single-tensor algorithm), member
+        ``i`` with ``learning_rates[i]``."""
         beta1, beta2 = self.betas
         self.steps += 1
         bias_correction1 = 1 - beta1 ** self.steps.astype(np.float64)
@@ -144,12 +163,146 @@ class _AdamGroup:
         device, dtype = self.params[0].device, self.params[0].dtype
         step_size = th.as_tensor(learning_rates / bias_correction1, device=device, dtype=dtype)
         denom_scale = th.as_tensor(bias_correction2_sqrt, device=device, dtype=dtype)
+        decay = th.as_tensor(1 - learning_rates * self.weight_decay, device=device, dtype=dtype)
         for param, grad, exp_avg, exp_avg_sq in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
             shape = (-1,) + (1,) * (param.dim() - 1)
+            if self.weight_decay.any():
+                param.mul_(decay.view(shape))
             exp_avg.lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             denom = (exp_avg_sq.sqrt() / denom_scale.view(shape)).add_(self.eps)
             param.sub_(step_size.view(shape) * (exp_avg / denom))
+
+
+def _stacked_average(averages: Sequence[MovingAverage], device: th.device) -> MovingAverage:
+    """One moving average per member, stacked; each member's buffers become views of its entry."""
+    stacked = MovingAverage(th.tensor([a.decay for a in averages], dtype=th.float64, device=device))
+    for name in ("average", "weight"):
+        rows = th.stack([getattr(a, name).detach() for a in averages])
+        setattr(stacked, name, rows)
+        for i, average in enumerate(averages):
+            getattr(average, name).data = rows[i]
+    return stacked
+
+
+class _ICMForward(nn.Module):
+    """The ICM's per-sample forward error and mean inverse loss, a module ``functional_call`` can
+    run on another member's weights."""
+
+    def __init__(self, icm: IntrinsicCuriosityModule) -> None:
+        super().__init__()
+        self.icm = icm
+
+    def forward(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor):
+        return self.icm(observations, actions, next_observations)
+
+
+def _curiosity_key(member: SAC) -> tuple | None:
+    """What the members' ICMs must share to run as one batched computation (``None``: no ICM)."""
+    icm = getattr(member, "icm", None)
+    if icm is None:
+        return None
+    assert isinstance(member, SACWithICM)
+    train_freq = icm.config.train_freq
+    shapes = tuple(tuple(p.shape) for p in icm.parameters())
+    return shapes, train_freq, member.icm_batches % train_freq
+
+
+class _PopulationCuriosity:
+    """The members' ICMs as one computation: ``SACWithICM.curious_batch`` for every curious member
+    at once (their stacked weights through ``vmap(functional_call)``, one AdamW step for all, per-member
+    moving statistics and settings). ``members``: the population's members that have an ICM."""
+
+    def __init__(self, members: Sequence[SACWithICM], device: th.device) -> None:
+        self.members = list(members)
+        icms: list[IntrinsicCuriosityModule] = [m.icm for m in self.members if m.icm is not None]
+        forwards = [_ICMForward(icm) for icm in icms]
+        self._template = forwards[0]
+        stacked, _ = stack_module_state(forwards)
+        names = list(stacked)
+        member_tensors = [[module.get_parameter(name) for module in forwards] for name in names]
+        self.weights = _AdamGroup.stack(
+            [stacked[name] for name in names], member_tensors, [icm.optimizer for icm in icms], "ICM"
+        )
+        self.weights.names = names
+        self.median = _stacked_average([icm.intrinsic_median for icm in icms], device)
+        self.spread = _stacked_average([icm.intrinsic_spread for icm in icms], device)
+        self.extrinsic_scale = _stacked_average([icm.extrinsic_scale for icm in icms], device)
+        self._averaged = [icm.intrinsic_median for icm in icms] + [icm.intrinsic_spread for icm in icms]
+        self._averaged += [icm.extrinsic_scale for icm in icms]
+
+        def column(values: Sequence[float], dtype=th.float32) -> th.Tensor:
+            return th.tensor(values, dtype=dtype, device=device)
+
+        configs = [icm.config for icm in icms]
+        self._eta = column([c.eta for c in configs])[:, None]
+        self._beta = column([c.beta for c in configs])
+        self._grad_clip = column([c.grad_clip for c in configs])
+        self._reward_clip = column([c.reward_clip for c in configs], th.float64)[:, None]
+        self._match = th.tensor([c.match_extrinsic_scale for c in configs], device=device)
+        self._train_freq = configs[0].train_freq
+        self._learning_rates = np.array([icm.optimizer.param_groups[0]["lr"] for icm in icms], dtype=np.float64)
+        self._extrinsic_weight = column([m.extrinsic_weight for m in self.members])[:, None, None]
+        self._intrinsic_weight = column([m.intrinsic_weight for m in self.members])[:, None, None]
+        self._warmup = np.array([m.icm_warmup_steps for m in self.members])
+        self._call = vmap(self._call_icm)
+
+    def _call_icm(self, params: dict[str, th.Tensor], observations, actions, next_observations):
+        return functional_call(self._template, params, (observations, actions, next_observations))
+
+    def learner_rewards(self, batch: ReplayBufferSamples) -> th.Tensor:
+        """The members' learner rewards ``[M, batch, 1]`` from their stacked batches (rewards already
+        scaled), after one ICM update each when ``icm.train_freq`` says so, as ``curious_batch``."""
+        update = self.members[0].icm_batches % self._train_freq == 0
+        params = dict(zip(self.weights.names, self.weights.params))
+        with th.set_grad_enabled(update):
+            error, inverse_loss = self._call(params, batch.observations, batch.actions, batch.next_observations)
+        if update:
+            forward_loss = error.mean(dim=1)
+            total = curiosity_loss(forward_loss, inverse_loss, self._beta)
+            self._optimise(forward_loss, inverse_loss, total)
+        raw = self._eta * error.detach()
+        intrinsic = normalised_surprise(raw, self.median, self.spread, self._reward_clip, True)
+        mixed, stats = mix_curiosity(
+            batch.rewards,
+            intrinsic,
+            self.extrinsic_scale,
+            self._match,
+            self._extrinsic_weight,
+            self._intrinsic_weight,
+        )
+        warm = np.array([m.num_timesteps for m in self.members]) >= self._warmup
+        values = dict(zip(stats, th.stack(list(stats.values())).tolist()))
+        for i, member in enumerate(self.members):
+            member.icm_batches += 1
+            member._accumulate(
+                {name: column[i] for name, column in values.items() if warm[i] or name != "icm/effective_share"}
+            )
+        warm_rows = th.as_tensor(warm, device=mixed.device)[:, None, None]
+        return th.where(warm_rows, mixed, batch.rewards)
+
+    def _optimise(self, forward_loss: th.Tensor, inverse_loss: th.Tensor, total: th.Tensor) -> None:
+        """``IntrinsicCuriosityModule._optimise`` per member: a non-finite loss stops training (the
+        member's divergence guard names it), else one step of clipped AdamW."""
+        losses = {"forward_loss": forward_loss, "inverse_loss": inverse_loss, "total_loss": total}
+        values = th.stack([loss.detach() for loss in losses.values()]).tolist()  # [3][M]
+        for i, member in enumerate(self.members):
+            member_losses = {name: column[i] for name, column in zip(losses, values)}
+            member._raise_if_diverged({f"icm_{name}": value for name, value in member_losses.items()})
+            member._accumulate({f"icm/{name}": value for name, value in member_losses.items()})
+        grads = th.autograd.grad(total.sum(), self.weights.params)
+        # clip_grad_norm_ per member: the 2-norm over all of its ICM gradients.
+        norms = th.stack([grad.flatten(1).norm(dim=1) for grad in grads]).norm(dim=0)
+        clip = (self._grad_clip / (norms + 1e-6)).clamp(max=1.0)
+        grads = tuple(grad * clip.view((-1,) + (1,) * (grad.dim() - 1)) for grad in grads)
+        self.weights.step(grads, self._learning_rates)
+
+    def release(self) -> None:
+        self.weights.release()
+        for average in self._averaged:
+            for name in ("average", "weight"):
+                buffer = getattr(average, name)
+                buffer.data = buffer.data.clone()
 
 
 # What every member of one population must share: they take their gradient steps in lockstep, on
@@ -169,6 +322,7 @@ def population_key(member: SAC) -> tuple:
         member.ent_coef_optimizer is not None,
         _network_shapes(member, "actor"),
         _network_shapes(member, "critic"),
+        _curiosity_key(member),
     )
 
 
@@ -199,6 +353,12 @@ def _check_members(members: Sequence[SAC]) -> None:
             raise PopulationError(
                 f"members differ in '{name}' ({values}); a population trains in lockstep and needs one value"
             )
+    curiosity = {_curiosity_key(member) for member in members} - {None}
+    if len(curiosity) > 1:
+        raise PopulationError(
+            "the members' ICMs differ in network shape (icm.feature_dim, icm.hidden_dim), icm.train_freq or "
+            "their position in its cycle; their curiosity steps cannot run as one"
+        )
     auto = [member.ent_coef_optimizer is not None for member in members]
     if any(flag != auto[0] for flag in auto):
         raise PopulationError(f"members mix a learned and a fixed ent_coef ({auto}); use one kind per population")
@@ -250,6 +410,13 @@ class PopulationSAC:
         )
         self._tau = np.array([m.tau for m in self.members], dtype=np.float64)
         self._gamma = th.tensor([[[m.gamma]] for m in self.members], device=self.device, dtype=th.float32)
+        curious = [i for i, member in enumerate(self.members) if getattr(member, "icm", None) is not None]
+        self._curious_rows = th.tensor(curious, device=self.device)
+        self._curiosity = (
+            _PopulationCuriosity([self.members[i] for i in curious], self.device)  # type: ignore[misc]
+            if curious
+            else None
+        )
         self._actor_call = vmap(self._call_actor)
         self._critic_call = vmap(self._call_critic)
         self._released = False
@@ -284,15 +451,20 @@ class PopulationSAC:
     # ------------------------------------------------------------------ training
 
     def _sample(self, batch_size: int) -> ReplayBufferSamples:
-        """One learner batch per member from its own buffer, stacked along the member axis."""
+        """One learner batch per member from its own buffer (``SACWithICM.learner_batch``: reward
+        scale, then curiosity, which runs for every curious member at once), stacked along the member
+        axis."""
         batches = []
         for member in self.members:
             assert member.replay_buffer is not None, "a member without a replay buffer"
             batch = member.replay_buffer.sample(batch_size, env=member._vec_normalize_env)
-            learner_batch = getattr(member, "learner_batch", None)
-            batches.append(learner_batch(batch) if learner_batch is not None else batch)
+            if self._curiosity is not None and isinstance(member, SACWithICM):
+                batches.append(member.scaled_batch(batch))  # curiosity below, batched
+            else:
+                learner_batch = getattr(member, "learner_batch", None)
+                batches.append(learner_batch(batch) if learner_batch is not None else batch)
         discounts = [b.discounts for b in batches if b.discounts is not None]
-        return ReplayBufferSamples(
+        stacked = ReplayBufferSamples(
             observations=th.stack([b.observations for b in batches]),
             actions=th.stack([b.actions for b in batches]),
             next_observations=th.stack([b.next_observations for b in batches]),
@@ -300,6 +472,20 @@ class PopulationSAC:
             rewards=th.stack([b.rewards for b in batches]),
             discounts=th.stack(discounts) if len(discounts) == len(batches) else None,
         )
+        if self._curiosity is None:
+            return stacked
+        if len(self._curious_rows) == len(self.members):
+            return stacked._replace(rewards=self._curiosity.learner_rewards(stacked))
+        rows = self._curious_rows
+        curious = stacked._replace(
+            observations=stacked.observations[rows],
+            actions=stacked.actions[rows],
+            next_observations=stacked.next_observations[rows],
+            rewards=stacked.rewards[rows],
+        )
+        rewards = stacked.rewards.clone()
+        rewards[rows] = self._curiosity.learner_rewards(curious)
+        return stacked._replace(rewards=rewards)
 
     def _learning_rates(self) -> np.ndarray:
         return np.array([m.lr_schedule(m._current_progress_remaining) for m in self.members], dtype=np.float64)
@@ -423,6 +609,8 @@ class PopulationSAC:
             groups = [self.actor, self.critic] + ([self.entropy] if self.entropy is not None else [])
             for group in groups:
                 group.release()
+            if self._curiosity is not None:
+                self._curiosity.release()
             for name in self._target_names:
                 for member in self.members:
                     tensor = member.critic_target.get_parameter(name)
