@@ -15,7 +15,7 @@ on CUDA) and the ratio to the sequential runs.
 End to end (``--end-to-end N ...``): N walk-forward agents (``build_agent`` with the
 ``agent_overrides``, plain SAC and SAC+ICM) on the real ``ContinuousTradingEnv`` (S&P 500 train split),
 ``learn(e2e_steps)`` after ``learning_starts`` as one population and as N sequential SB3 runs: env
-steps, action selection, replay and the ICM updates included, which the population does not batch.
+steps, action selection (which the population does not batch), replay and the ICM updates included.
 
 The physical reference: matmul FLOPs of one SAC update (``update_flops``: forward and backward of the
 actor and the twin critics as SB3's step computes them) × agent-updates/s, against the device's
@@ -28,7 +28,9 @@ import argparse
 import datetime as dt
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch as th
@@ -38,6 +40,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
 from trading_rl.algorithms.population_sac import PopulationSAC
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
 
 
 def _make_spaces_env(obs_dim: int):
@@ -143,7 +147,8 @@ def measure_updates(device: str, n: int, updates: int, net: list[int], batch: in
 def measure_end_to_end(n: int, steps: int, icm: bool) -> tuple[float, float]:
     """(sequential, population) env steps with updates per CPU second: N walk-forward agents
     (``build_agent`` with ``walk_forward.agent_overrides``, ICM on or off) on the trading env."""
-    from benchmarks.train_throughput import make_env_factory
+    from train_throughput import make_env_factory
+
     from trading_rl.agents import build_agent
     from trading_rl.phases.walk_forward import WalkForwardParams
 
