@@ -81,39 +81,52 @@ def _state(model) -> dict[str, th.Tensor]:
     return state
 
 
+def _noise(n_members: int, seed: int) -> list[list[th.Tensor]]:
+    """Each member's reparameterisation noise, two draws (actor, next actions) per update."""
+    return [
+        [th.randn(BATCH, 1, generator=th.Generator().manual_seed(seed * (i + 1) + k)) for k in range(2 * STEPS)]
+        for i in range(n_members)
+    ]
+
+
+def _train_alone(monkeypatch, model, batches, noise) -> None:
+    """SB3: the agent's own ``train``, with its batches and its noise in SB3's draw order."""
+    _replay(model, batches)
+    draws = iter(noise)
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            th.distributions.Normal,
+            "rsample",
+            lambda self, sample_shape=None: self.loc + next(draws) * self.scale,
+        )
+        model.train(gradient_steps=STEPS, batch_size=BATCH)
+
+
+def _train_together(members, batches, noise) -> None:
+    """The same batches and noise, every member in one ``PopulationSAC.train``."""
+    for member, member_batches in zip(members, batches):
+        _replay(member, member_batches)
+    population = PopulationSAC(members)
+    stacked_noise = iter([th.stack([draws[k] for draws in noise]) for k in range(2 * STEPS)])
+    population._standard_normal = lambda shape: next(stacked_noise)
+    population.train(gradient_steps=STEPS, batch_size=BATCH)
+    population.release()
+
+
 @pytest.mark.parametrize("n_members", [1, 3])
 def test_population_update_equals_sb3_sac_train(monkeypatch, n_members):
     specs = MEMBERS[:n_members]
     batches = [_fixed_batches(100 + i) for i in range(n_members)]
-    noise = [
-        [th.randn(BATCH, 1, generator=th.Generator().manual_seed(1000 * i + k)) for k in range(2 * STEPS)]
-        for i in range(n_members)
-    ]
-
-    # SB3: each agent's own SAC.train, with its batches and its noise in SB3's draw order.
+    noise = _noise(n_members, seed=1000)
     reference = []
-    for i, spec in enumerate(specs):
+    for spec, member_batches, member_noise in zip(specs, batches, noise):
         model = _agent(*spec)
-        _replay(model, batches[i])
-        draws = iter(noise[i])
-        monkeypatch.setattr(
-            th.distributions.Normal,
-            "rsample",
-            lambda self, sample_shape=None, draws=draws: self.loc + next(draws) * self.scale,
-        )
-        model.train(gradient_steps=STEPS, batch_size=BATCH)
+        _train_alone(monkeypatch, model, member_batches, member_noise)
         reference.append(_state(model))
-    monkeypatch.undo()
 
     members = [_agent(*spec) for spec in specs]
     initial = [_state(member) for member in members]
-    for member, member_batches in zip(members, batches):
-        _replay(member, member_batches)
-    population = PopulationSAC(members)
-    stacked_noise = iter([th.stack([noise[i][k] for i in range(n_members)]) for k in range(2 * STEPS)])
-    population._standard_normal = lambda shape: next(stacked_noise)
-    population.train(gradient_steps=STEPS, batch_size=BATCH)
-    population.release()
+    _train_together(members, batches, noise)
 
     for i, member in enumerate(members):
         state = _state(member)
@@ -164,35 +177,17 @@ def test_population_curiosity_equals_each_members_sacwithicm_train(monkeypatch, 
         builders.insert(1, lambda: _agent(SAC, {"seed": 4}))
     n = len(builders)
     batches = [_fixed_batches(200 + i) for i in range(n)]
-    noise = [
-        [th.randn(BATCH, 1, generator=th.Generator().manual_seed(77 * i + k)) for k in range(2 * STEPS)]
-        for i in range(n)
-    ]
-
+    noise = _noise(n, seed=77)
     reference, reference_stats = [], []
-    for i, build in enumerate(builders):
+    for build, member_batches, member_noise in zip(builders, batches, noise):
         model = build()
-        _replay(model, batches[i])
-        draws = iter(noise[i])
-        monkeypatch.setattr(
-            th.distributions.Normal,
-            "rsample",
-            lambda self, sample_shape=None, draws=draws: self.loc + next(draws) * self.scale,
-        )
-        model.train(gradient_steps=STEPS, batch_size=BATCH)
+        _train_alone(monkeypatch, model, member_batches, member_noise)
         curious = isinstance(model, SACWithICM)
         reference.append(_curiosity_state(model) if curious else _state(model))
         reference_stats.append(model.pop_train_stats() if curious else {})
-    monkeypatch.undo()
 
     members = [build() for build in builders]
-    for member, member_batches in zip(members, batches):
-        _replay(member, member_batches)
-    population = PopulationSAC(members)
-    stacked_noise = iter([th.stack([noise[i][k] for i in range(n)]) for k in range(2 * STEPS)])
-    population._standard_normal = lambda shape: next(stacked_noise)
-    population.train(gradient_steps=STEPS, batch_size=BATCH)
-    population.release()
+    _train_together(members, batches, noise)
 
     for i, member in enumerate(members):
         curious = isinstance(member, SACWithICM)
