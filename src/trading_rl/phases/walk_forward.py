@@ -366,6 +366,7 @@ def run_walk_forward(
     Work runs on ``executor`` (default: in this process) in two waves of independent tasks: one
     ``prepare_fold`` per symbol × fold, then one ``run_retrain_group`` per symbol × agent × seed ×
     retrain group. Rows come out in the same order, with the same numbers, whatever the executor.
+    The one-variant case of ``run_walk_forward_variants``.
     """
     [result] = run_walk_forward_variants(
         prices, [params], feature_params, env_config, periods_per_year, agent_params, seed, executor
