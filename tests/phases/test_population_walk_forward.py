@@ -96,6 +96,37 @@ def test_population_engine_trains_sac_chains_stage_by_stage_and_keeps_every_row(
     assert actions.nunique() == len(actions)
 
 
+def test_variants_join_one_population_where_they_can_and_split_by_batch_size(monkeypatch):
+    populations = []
+    original_init = population_sac.PopulationSAC.__init__
+
+    def recording_init(self, members, *args, **kwargs):
+        populations.append(sorted((member.batch_size, member.learning_rate) for member in members))
+        original_init(self, members, *args, **kwargs)
+
+    monkeypatch.setattr(population_sac.PopulationSAC, "__init__", recording_init)
+    params = {**PARAMS, "agents": ["sac"], "max_folds": 1, "seeds": 1, "timesteps": 30}
+    variants = [
+        {**params, "agent_overrides": {"sac": {"batch_size": batch_size, "learning_rate": rate}}}
+        for batch_size, rate in ((16, 1e-3), (32, 1e-3), (16, 3e-4))
+    ]
+    results = wf.run_walk_forward_variants(
+        {"X": synthetic_prices(400, 4)},
+        variants,
+        FEATURES,
+        {"window_size": 5},
+        {"X": 252.0},
+        AGENT,
+        3,
+        make_executor({"engine": "population"}),
+    )
+    # One batched step takes one batch size: the two batch-16 variants train together, batch 32 alone.
+    assert populations == [[(16, 3e-4), (16, 1e-3)], [(32, 1e-3)]]
+    for result in results:
+        agent_rows = result.folds[result.folds["kind"] == "agent"]
+        assert list(agent_rows["agent"]) == ["sac"] and agent_rows["n_steps"].item() == 39  # the 40-bar test window
+
+
 def test_population_engine_refuses_auxiliary_heads_by_parameter():
     arguments = (
         {"X": synthetic_prices(520, 4)},

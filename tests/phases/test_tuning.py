@@ -12,6 +12,7 @@ from trading_rl.evaluation.ledger import trial_row, trials_for
 from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
 from trading_rl.phases import tuning
 from trading_rl.phases import walk_forward as wf
+from trading_rl.runtime import SequentialExecutor
 
 TRAIN_END = "2012-06-29"
 FEATURES = {
@@ -77,19 +78,32 @@ def trainer(monkeypatch):
     return refused
 
 
-def run(data, n_trials=4, sampler="random", seed=3):
-    params = {"n_trials": n_trials, "sampler": sampler, "search_space": SPACE}
+def run(data, n_trials=4, sampler="random", seed=3, per_population=4, walk_forward=None, executor=None):
+    params = {"n_trials": n_trials, "trials_per_population": per_population, "sampler": sampler, "search_space": SPACE}
     return tuning.run_tuning(
         {"X": data},
         params,
-        WALK_FORWARD,
+        walk_forward or WALK_FORWARD,
         FEATURES,
         {"window_size": 5},
         {"X": 252.0},
         {"sac": {"buffer_size": 1000}},
         seed,
+        executor,
         run={"save_version": "v1"},
     )
+
+
+BATCH_COLUMNS = ["population", "population_size", "duration_s"]
+
+
+def assert_same_trials(first, second):
+    """The same trials and ledger rows, whatever executions they ran in."""
+    pd.testing.assert_frame_equal(first.trials.drop(columns=BATCH_COLUMNS), second.trials.drop(columns=BATCH_COLUMNS))
+    pd.testing.assert_frame_equal(
+        first.ledger_rows.drop(columns="timestamp"), second.ledger_rows.drop(columns="timestamp")
+    )
+    assert first.parameters == second.parameters
 
 
 def test_each_trial_is_one_ledger_row_and_the_best_objective_is_chosen(trainer):
@@ -143,6 +157,69 @@ def test_a_failed_trial_is_a_row_with_the_hash_its_success_would_have(trainer):
     assert failing.trials.loc[failed, "error"].str.contains("FloatingPointError: the critic loss diverged").all()
     # the failed trials are never chosen
     assert not failing.trials.loc[failed, "chosen"].any()
+
+
+class CountingExecutor(SequentialExecutor):
+    """The sequential executor, recording how many retrain-group tasks each ``map`` call got."""
+
+    def __init__(self) -> None:
+        self.group_calls: list[int] = []
+
+    def map(self, fn, kwargs_list):
+        if fn is wf.run_retrain_group:
+            self.group_calls.append(len(kwargs_list))
+        return super().map(fn, kwargs_list)
+
+
+def test_trials_asked_together_run_as_one_execution_and_score_as_alone(trainer):
+    executor = CountingExecutor()
+    batched = run(prices(), n_trials=4, per_population=3, executor=executor)
+    alone = run(prices(), n_trials=4, per_population=1)
+    assert executor.group_calls == [3, 1]  # one retrain group (2 folds, 1 seed) per trial: a batch of 3, then 1
+    assert list(batched.trials["population"]) == [0, 0, 0, 1] and list(batched.trials["population_size"]) == [
+        3,
+        3,
+        3,
+        1,
+    ]
+    assert list(alone.trials["population"]) == [0, 1, 2, 3] and set(alone.trials["population_size"]) == {1}
+    assert_same_trials(batched, alone)
+
+
+def test_a_failing_trial_of_a_batch_fails_alone_and_the_others_keep_their_scores(trainer, caplog):
+    clean = run(prices(), n_trials=3, per_population=3, seed=4)
+    trainer["batch"] = 16
+    with caplog.at_level("WARNING", logger="trading_rl.phases.tuning"):
+        failing = run(prices(), n_trials=3, per_population=3, seed=4)
+    trials = failing.trials
+    assert list(trials["state"]) == ["complete", "fail", "complete"]  # the sampler's seed 4 gives 16 once
+    assert list(trials["param.sac.batch_size"]) == [32, 16, 32]
+    assert "population 0 (trials [0, 1, 2]) raised FloatingPointError" in caplog.text
+    assert "rerunning each of its trials alone" in caplog.text
+    assert set(trials["population"]) == {0} and set(trials["population_size"]) == {1}  # each ran alone
+    completed = (trials["state"] == "complete").to_numpy()
+    pd.testing.assert_series_equal(trials.loc[completed, "objective"], clean.trials.loc[completed, "objective"])
+    assert list(failing.ledger_rows["config_hash"]) == list(clean.ledger_rows["config_hash"])
+    assert (
+        failing.ledger_rows.loc[~completed, "sharpe"].isna().all()
+        and (failing.ledger_rows["n_runs"] == [2, 0, 2]).all()
+    )
+
+
+@pytest.mark.slow
+def test_sac_trials_of_a_batch_equal_the_same_trials_run_alone():
+    """On the sequential engine, with the real agent (ci-style budgets): batching changes no number."""
+    walk_forward = {
+        **WALK_FORWARD,
+        "max_folds": 1,
+        "timesteps": 100,
+        "agent_overrides": {"sac": {"learning_starts": 20}, "policy": {"net_arch": [8]}, "icm": {"warmup_steps": 20}},
+    }
+    batched = run(prices(), n_trials=2, per_population=2, walk_forward=walk_forward)
+    alone = run(prices(), n_trials=2, per_population=1, walk_forward=walk_forward)
+    assert list(batched.trials["population_size"]) == [2, 2]
+    assert batched.trials["param.sac.batch_size"].nunique() == 2  # different batch sizes share one execution
+    assert_same_trials(batched, alone)
 
 
 def test_when_every_trial_fails_nothing_is_chosen(trainer):
@@ -257,6 +334,7 @@ def test_the_params_argument_is_what_kedro_parses_back():
             r"'tuning\.walk_forward\.data_end' is not accepted: .*training split's last bar",
         ),
         ({"walk_forward": {"seedz": 1}}, r"unknown parameter 'tuning\.walk_forward\.seedz'"),
+        ({"trials_per_population": 0}, r"'tuning\.trials_per_population' must be in \[1, inf\), got 0"),
     ],
 )
 def test_bad_tuning_parameters_are_refused_by_key(params, message):

@@ -185,6 +185,56 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     assert histories["Y_fake_seed1_folds0-1"][1]["test/sharpe"] == sharpe[("Y", 1, 1)]
 
 
+class CountingExecutor(wf.SequentialExecutor):
+    """The sequential executor, recording each ``map`` call's function and task count."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def map(self, fn, kwargs_list):
+        self.calls.append((fn.__name__, len(kwargs_list)))
+        return super().map(fn, kwargs_list)
+
+
+def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):
+    def trainer(spec, params, seed, timesteps, model=None, device="auto"):
+        return model or ConstantModel(params["sac"]["learning_rate"] * 1000.0 - 0.5, [timesteps])
+
+    monkeypatch.setitem(wf.AGENT_TRAINERS, "sac_icm", trainer)
+    params = {
+        "train_length": 250,
+        "test_length": 80,
+        "step": 80,
+        "max_folds": 3,
+        "retrain_frequency": 2,
+        "seeds": 2,
+        "timesteps": 7,
+        "finetune_timesteps": 3,
+        "data_end": "all",
+    }
+    variants = [{**params, "agent_overrides": {"sac": {"learning_rate": rate}}} for rate in (1e-4, 5e-4, 9e-4)]
+    arguments = (NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"sac_icm": {}}, 0)
+    prices = {"X": synthetic_prices(800, seed=2), "Y": synthetic_prices(700, seed=3)}
+    executor = CountingExecutor()
+    together = wf.run_walk_forward_variants(prices, variants, *arguments, executor)
+
+    # The folds are prepared once; all 3 variants x 2 symbols x 2 seeds x 2 retrain groups in one call.
+    assert executor.calls == [("prepare_fold", 6), ("run_retrain_group", 24)]
+    for variant, result in zip(variants, together):
+        alone = wf.run_walk_forward(prices, variant, *arguments)
+        pd.testing.assert_frame_equal(result.folds, alone.folds, check_exact=True)
+        pd.testing.assert_frame_equal(result.returns, alone.returns, check_exact=True)
+        assert [(c.symbol, c.seed, c.folds) for c in result.chains] == [
+            (c.symbol, c.seed, c.folds) for c in alone.chains
+        ]
+    # each variant trained with its own overrides
+    actions = [r.returns.loc[r.returns["kind"] == "agent", "action_raw"].round(6).unique().tolist() for r in together]
+    assert actions == [[-0.4], [0.0], [0.4]]
+
+    with pytest.raises(ValueError, match=r"variant 1 differs from variant 0 in \['walk_forward\.seeds'\]"):
+        wf.run_walk_forward_variants(prices, [params, {**params, "seeds": 1}], *arguments)
+
+
 def test_stitching_keeps_each_step_once_and_compounds():
     rows = []
     for fold, start in enumerate(["2020-01-01", "2020-01-03"]):  # overlapping 3-day windows

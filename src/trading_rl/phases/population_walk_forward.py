@@ -22,7 +22,7 @@ import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.agents import resolve_device
-from trading_rl.algorithms.population_sac import PopulationSAC
+from trading_rl.algorithms.population_sac import PopulationSAC, population_key
 from trading_rl.phases.chains import ChainResult, saved_agent, training_point
 from trading_rl.phases.walk_forward import fold_test_rollout, run_retrain_group, sac_on_fold
 from trading_rl.runtime.engine import (
@@ -67,14 +67,16 @@ def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecuto
 
 def train_chains(tasks: Sequence[Mapping[str, Any]], icm: Sequence[bool]) -> list[ChainResult]:
     """``run_retrain_group`` for every task, stage by stage: the agents that train from scratch in a
-    stage form one population, those that fine-tune another (one per budget)."""
+    stage form one population, those that fine-tune another (one per budget); each splits further
+    by ``population_key`` (batch size, network shapes, ...: tuning trials or walk-forward variants
+    that differ in them cannot take one batched step)."""
     set_random_seed(int(tasks[0]["seed"]))
     models: list[Any] = [None] * len(tasks)
     rollouts: list[list[pd.DataFrame]] = [[] for _ in tasks]
     training: list[list[dict[str, Any]]] = [[] for _ in tasks]
     trained_steps = [0] * len(tasks)
     for stage in range(max(len(task["specs"]) for task in tasks)):
-        cohorts: dict[tuple[bool, int], list[int]] = {}
+        cohorts: dict[tuple[bool, int, tuple], list[int]] = {}
         for i, task in enumerate(tasks):
             if stage >= len(task["specs"]):
                 continue
@@ -89,9 +91,9 @@ def train_chains(tasks: Sequence[Mapping[str, Any]], icm: Sequence[bool]) -> lis
                     resolve_device(task["device"]),
                     icm[i],
                 )
-                cohorts.setdefault((fresh, budget), []).append(i)
+                cohorts.setdefault((fresh, budget, population_key(models[i])), []).append(i)
                 trained_steps[i] = budget if fresh else trained_steps[i] + budget
-        for (fresh, budget), members in cohorts.items():
+        for (fresh, budget, _), members in cohorts.items():
             population = PopulationSAC([models[i] for i in members])
             population.learn(budget, reset_num_timesteps=fresh)
             population.release()

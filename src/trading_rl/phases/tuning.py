@@ -4,7 +4,9 @@ Optuna samples agent parameters from ``tuning.search_space``; each sample (a tri
 walk-forward whose windows end at the training split's last bar, so the choice sees neither the
 validation split (what the default run's walk-forward and gates report on) nor the test split
 (spent once by ``final_evaluation``). The score is the median out-of-sample Sharpe over the
-trial's windows × seeds × symbols.
+trial's windows × seeds × symbols. Trials are asked ``tuning.trials_per_population`` at a time and
+their walk-forwards run as one execution (on the population engine, their agents are members of
+the same populations).
 
 Tuning is selection, and selection inflates the best Sharpe: every trial, a failed one included,
 becomes a row of the trial ledger (``evaluation.ledger``), so the Deflated Sharpe of the chosen
@@ -38,7 +40,7 @@ from trading_rl.phases.walk_forward import (
     WalkForwardResult,
     agent_section,
     resolve_walk_forward_params,
-    run_walk_forward,
+    run_walk_forward_variants,
     trial_configuration,
     trial_rows,
     with_overrides,
@@ -131,10 +133,13 @@ class TuningParams(Section):
     windows, seeds, symbols); each replaces walk_forward's value whole. ``search_space``: dotted
     keys of ``sac_icm.agent`` (applied over ``walk_forward.agent_overrides``) to their dimension;
     ``null`` leaves a key untuned (config envs merge the search space key by key, so this is how
-    an env drops a dimension of conf/base).
+    an env drops a dimension of conf/base). ``trials_per_population``: trials asked of Optuna at a
+    time and evaluated as one walk-forward execution (on the population engine their agents train
+    as members of the same populations; elsewhere they are more tasks at once).
     """
 
     n_trials: int = setting(20, interval="[1, inf)")
+    trials_per_population: int = setting(4, interval="[1, inf)")
     sampler: Literal["tpe", "random"] = "tpe"
     sampler_seed: int | None = None  # null: the run's seed
     walk_forward: dict[str, Any] = setting({})
@@ -192,8 +197,12 @@ def trial_protocol(walk_forward_params: Mapping[str, Any] | None, overrides: Map
     return {**dict(walk_forward_params or {}), **dict(overrides), "agents": [AGENT], "data_end": DATA_END}
 
 
-def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.TPESampler(seed=seed) if name == "tpe" else optuna.samplers.RandomSampler(seed=seed)
+def make_sampler(name: str, seed: int, batched: bool = False) -> optuna.samplers.BaseSampler:
+    """``batched``: trials are asked before the earlier ones of their batch are told, so TPE treats
+    those running trials as bad (constant liar) instead of sampling next to them again."""
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=batched)
+    return optuna.samplers.RandomSampler(seed=seed)
 
 
 def suggest(trial: optuna.Trial, search_space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -236,9 +245,20 @@ def params_argument(parameters: Mapping[str, Any]) -> str:
     return ",".join(f"{key}={json.dumps(value)}" for key, value in _dotted_items(parameters))
 
 
+class PendingTrial(NamedTuple):
+    """A trial asked of Optuna: the trial, its sampled values and the walk-forward parameters
+    they make."""
+
+    trial: optuna.Trial
+    values: dict[str, Any]
+    walk_forward_params: dict[str, Any]
+
+
 class TrialOutcome(NamedTuple):
-    """One trial as run: its number, sampled values, walk-forward parameters, and either the
-    walk-forward's result or the error it raised."""
+    """One trial as run: its number, sampled values, walk-forward parameters, either the
+    walk-forward's result or the error it raised, and the execution it ran in: ``population`` (the
+    index of the batch it was asked in), ``population_size`` (the trials evaluated together with
+    it, itself included: the batch's size, or 1 when rerun alone) and that execution's wall time."""
 
     number: int
     values: dict[str, Any]
@@ -246,6 +266,8 @@ class TrialOutcome(NamedTuple):
     result: WalkForwardResult | None
     error: Exception | None
     duration_s: float
+    population: int
+    population_size: int
 
 
 @dataclass
@@ -274,6 +296,10 @@ def run_tuning(
     """``tuning.n_trials`` Optuna trials, each a walk-forward of ``agent_params`` (``sac_icm.agent``)
     with the trial's values over the walk-forward's ``agent_overrides``, on ``executor``.
 
+    Trials are asked ``tuning.trials_per_population`` at a time and evaluated as variants of one
+    walk-forward execution (``run_walk_forward_variants``); each is then told to Optuna. If that
+    execution raises, each trial of the batch is rerun alone, so only a failing trial fails.
+
     Every trial uses the run's ``seed`` for its agents and baselines (the same random numbers for
     every configuration, so trials differ by their parameters only). A trial whose walk-forward
     raises (a diverged agent, a combination of values the agent refuses) is told to Optuna as
@@ -287,35 +313,79 @@ def run_tuning(
     config = resolve_walk_forward_params(protocol, feature_params)
     base_agents = {AGENT: dict(agent_params or {})}
     sampler_seed = seed if section.sampler_seed is None else section.sampler_seed
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(section.sampler, sampler_seed))
+    batched = section.trials_per_population > 1
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(section.sampler, sampler_seed, batched))
 
     def ledger_rows(returns: pd.DataFrame, trial_params: Mapping[str, Any]) -> pd.DataFrame:
         return trial_rows(
             returns, trial_params, feature_params, env_config, periods_per_year, base_agents, seed, run, source=SOURCE
         )
 
-    outcomes = []
-    for _ in range(section.n_trials):
-        trial = study.ask()
-        values = suggest(trial, search_space)
-        trial_params = {**protocol, "agent_overrides": with_overrides(config["agent_overrides"], nested(values))}
+    def evaluate(pending: list[PendingTrial], population: int) -> list[TrialOutcome]:
+        """The trials' walk-forwards as one execution; a trial whose walk-forward raises (a diverged
+        agent, a combination of values the agent refuses) is a failed outcome, not an error."""
         started = time.perf_counter()
         try:
-            result = run_walk_forward(
-                prices, trial_params, feature_params, env_config, periods_per_year, base_agents, seed, executor
+            results: list[WalkForwardResult | None] = list(
+                run_walk_forward_variants(
+                    prices,
+                    [entry.walk_forward_params for entry in pending],
+                    feature_params,
+                    env_config,
+                    periods_per_year,
+                    base_agents,
+                    seed,
+                    executor,
+                )
             )
-        except Exception as error:  # a failed trial is a result: recorded, not fatal
-            logger.warning("tuning trial %d failed: %s: %s", trial.number, type(error).__name__, error)
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            outcomes.append(
-                TrialOutcome(trial.number, values, trial_params, None, error, time.perf_counter() - started)
+            error = None
+        except Exception as raised:  # a failed trial is a result: recorded, not fatal
+            if len(pending) > 1:
+                logger.warning(
+                    "tuning: population %d (trials %s) raised %s: %s; rerunning each of its trials alone",
+                    population,
+                    [entry.trial.number for entry in pending],
+                    type(raised).__name__,
+                    raised,
+                )
+                return [outcome for entry in pending for outcome in evaluate([entry], population)]
+            logger.warning("tuning trial %d failed: %s: %s", pending[0].trial.number, type(raised).__name__, raised)
+            results, error = [None], raised
+        duration = time.perf_counter() - started
+        return [
+            TrialOutcome(
+                entry.trial.number,
+                entry.values,
+                entry.walk_forward_params,
+                result,
+                error,
+                duration,
+                population,
+                len(pending),
             )
-        else:
-            study.tell(trial, objective_value(result.folds))
-            logger.info("tuning trial %d: objective %.4f with %s", trial.number, objective_value(result.folds), values)
-            outcomes.append(
-                TrialOutcome(trial.number, values, trial_params, result, None, time.perf_counter() - started)
-            )
+            for entry, result in zip(pending, results)
+        ]
+
+    outcomes: list[TrialOutcome] = []
+    for population, asked in enumerate(range(0, section.n_trials, section.trials_per_population)):
+        pending = []
+        for _ in range(min(section.trials_per_population, section.n_trials - asked)):
+            trial = study.ask()
+            values = suggest(trial, search_space)
+            overrides = with_overrides(config["agent_overrides"], nested(values))
+            pending.append(PendingTrial(trial, values, {**protocol, "agent_overrides": overrides}))
+        for entry, outcome in zip(pending, evaluate(pending, population)):
+            if outcome.result is None:
+                study.tell(entry.trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                study.tell(entry.trial, objective_value(outcome.result.folds))
+                logger.info(
+                    "tuning trial %d: objective %.4f with %s",
+                    outcome.number,
+                    objective_value(outcome.result.folds),
+                    outcome.values,
+                )
+            outcomes.append(outcome)
     scored = {
         outcome.number: ledger_rows(outcome.result.returns, outcome.walk_forward_params)
         for outcome in outcomes
@@ -357,13 +427,26 @@ def run_tuning(
                 **state,
                 symbol_sharpe_median=rows["symbol"].map(symbol_sharpe),
                 duration_s=round(outcome.duration_s, 3),
+                population=outcome.population,
+                population_size=outcome.population_size,
                 **{f"param.{name}": value for name, value in outcome.values.items()},
             )
         )
     best = study.best_trial
     trials = pd.concat(trial_tables, ignore_index=True)
     trials["chosen"] = trials["trial"] == best.number
-    leading = ["trial", "state", "objective", "chosen", "symbol", "symbol_sharpe_median", "config_hash", "duration_s"]
+    leading = [
+        "trial",
+        "state",
+        "objective",
+        "chosen",
+        "symbol",
+        "symbol_sharpe_median",
+        "config_hash",
+        "population",
+        "population_size",
+        "duration_s",
+    ]
     trials = trials[leading + [column for column in trials if column not in leading]]
     logger.info(
         "tuning: trial %d of %d chosen (objective %.4f); %d failed",

@@ -366,9 +366,51 @@ def run_walk_forward(
     Work runs on ``executor`` (default: in this process) in two waves of independent tasks: one
     ``prepare_fold`` per symbol × fold, then one ``run_retrain_group`` per symbol × agent × seed ×
     retrain group. Rows come out in the same order, with the same numbers, whatever the executor.
+    The one-variant case of ``run_walk_forward_variants``.
+    """
+    [result] = run_walk_forward_variants(
+        prices, [params], feature_params, env_config, periods_per_year, agent_params, seed, executor
+    )
+    return result
+
+
+def shared_protocol(variants: Sequence[Mapping[str, Any]], feature_params: Mapping[str, Any] | None) -> list[dict]:
+    """Each variant's resolved parameters, checked to share everything but ``agent_overrides``
+    (the windows, folds and baselines that one execution computes once for all of them)."""
+    if not variants:
+        raise ValueError("run_walk_forward_variants needs at least one walk_forward parameter variant")
+    configs = [resolve_walk_forward_params(variant, feature_params) for variant in variants]
+    for index, config in enumerate(configs[1:], start=1):
+        differing = sorted(key for key in config if key != "agent_overrides" and config[key] != configs[0][key])
+        if differing:
+            raise ValueError(
+                f"walk-forward variants may differ only in '{PARAMS_PREFIX}.agent_overrides'; "
+                f"variant {index} differs from variant 0 in {[f'{PARAMS_PREFIX}.{key}' for key in differing]}"
+            )
+    return configs
+
+
+def run_walk_forward_variants(
+    prices: Mapping[str, pd.DataFrame],
+    variants: Sequence[Mapping[str, Any]],
+    feature_params: Mapping[str, Any] | None,
+    env_config: Mapping[str, Any],
+    periods_per_year: Mapping[str, float],
+    agent_params: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    executor: Executor | None = None,
+) -> list[WalkForwardResult]:
+    """``run_walk_forward`` of each of ``variants`` (walk_forward parameters that differ only in
+    ``agent_overrides``), as one execution: the folds and baselines once, shared, and every
+    variant's ``run_retrain_group`` tasks in one ``executor.map`` (or ``run_retrain_groups``) call.
+
+    A task seeds itself from its arguments, so on the sequential and Ray engines each result equals
+    ``run_walk_forward`` of its variant alone; on the population engine the variants' SAC chains
+    train as members of the same populations (more members per batched step).
     """
     executor = executor or SequentialExecutor()
-    config = resolve_walk_forward_params(params, feature_params)
+    configs = shared_protocol(variants, feature_params)
+    config = configs[0]
     agent_params = with_walk_forward_agents(agent_params, config)
     hold_threshold = EnvConfig.from_mapping(env_config).hold_threshold
     symbols = config["symbols"] or list(prices)
@@ -410,35 +452,34 @@ def run_walk_forward(
     shared_specs = {key: executor.share(spec) for key, spec in specs.items()}
 
     group_tasks, group_keys = [], []
-    for symbol in symbols:
-        for agent_index, agent in enumerate(config["agents"]):
-            section = agent_section(agent, agent_params, config["agent_overrides"])
-            for seed_index in range(config["seeds"]):
-                for group in retrain_groups(symbol_folds[symbol]):
-                    group_keys.append((symbol, agent, seed_index, group))
-                    group_tasks.append(
-                        {
-                            "trainer": AGENT_TRAINERS[agent],
-                            "specs": [shared_specs[(symbol, fold.index)] for fold in group],
-                            "retrains": [fold.retrain for fold in group],
-                            "agent_params": section,
-                            "seed": trial_seed(seed, SeedRole.WALK_FORWARD_AGENT, agent_index, seed_index),
-                            "timesteps": config["timesteps"],
-                            "finetune_timesteps": config["finetune_timesteps"],
-                            "device": config["device"],
-                        }
-                    )
+    for variant, variant_config in enumerate(configs):
+        for symbol in symbols:
+            for agent_index, agent in enumerate(config["agents"]):
+                section = agent_section(agent, agent_params, variant_config["agent_overrides"])
+                for seed_index in range(config["seeds"]):
+                    for group in retrain_groups(symbol_folds[symbol]):
+                        group_keys.append((variant, symbol, agent, seed_index, group))
+                        group_tasks.append(
+                            {
+                                "trainer": AGENT_TRAINERS[agent],
+                                "specs": [shared_specs[(symbol, fold.index)] for fold in group],
+                                "retrains": [fold.retrain for fold in group],
+                                "agent_params": section,
+                                "seed": trial_seed(seed, SeedRole.WALK_FORWARD_AGENT, agent_index, seed_index),
+                                "timesteps": config["timesteps"],
+                                "finetune_timesteps": config["finetune_timesteps"],
+                                "device": config["device"],
+                            }
+                        )
     # The population engine trains the SAC chains together (phases.population_walk_forward).
     run_groups = getattr(executor, "run_retrain_groups", None)
     if run_groups is not None:
-        group_results = run_groups(group_tasks, [agent for _, agent, _, _ in group_keys])
+        group_results = run_groups(group_tasks, [agent for _, _, agent, _, _ in group_keys])
     else:
         group_results = executor.map(run_retrain_group, group_tasks)
 
-    rows: list[dict[str, Any]] = []
-    steps: list[pd.DataFrame] = []
-
-    def record(symbol: str, fold: Fold, labels: dict[str, Any], rollout: pd.DataFrame, market: bool = False) -> None:
+    def scored(symbol: str, fold: Fold, labels: dict[str, Any], rollout: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+        """The window's row of ``folds`` and its test steps."""
         spec = specs[(symbol, fold.index)]
         ppy = periods_per_year[symbol]
         window = {
@@ -450,33 +491,42 @@ def run_walk_forward(
             "test_end": spec.splits["test"]["end"],
             "retrained": fold.retrain,
         }
-        if market:
+        if labels["agent"] == MARKET:
             metrics = json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
         else:
             verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], hold_threshold)
             metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict}
-        rows.append({**window, **labels, **metrics})
-        steps.append(_test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}))
+        return {**window, **labels, **metrics}, _test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels})
 
-    agent_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
-    chains: list[TrainedChain] = []
-    for (symbol, agent, seed_index, group), result in zip(group_keys, group_results):
-        agent_rollouts[symbol] += [
-            (fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
+    baselines: dict[str, list[tuple[dict, pd.DataFrame]]] = {symbol: [] for symbol in symbols}
+    for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
+        baselines[symbol] += [
+            scored(symbol, fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
+            for name, rollout in rollouts.items()
+        ]
+    agent_windows: list[dict[str, list[tuple[dict, pd.DataFrame]]]] = [
+        {symbol: [] for symbol in symbols} for _ in configs
+    ]
+    chains: list[list[TrainedChain]] = [[] for _ in configs]
+    for (variant, symbol, agent, seed_index, group), result in zip(group_keys, group_results):
+        agent_windows[variant][symbol] += [
+            scored(symbol, fold, {"kind": "agent", "agent": agent, "seed": seed_index}, rollout)
             for fold, rollout in zip(group, result.rollouts)
         ]
-        chains.append(
+        chains[variant].append(
             TrainedChain(symbol, agent, seed_index, [fold.index for fold in group], result.training, result.agent)
         )
-    baseline_rollouts: dict[str, list[tuple[Fold, dict[str, Any], pd.DataFrame]]] = {symbol: [] for symbol in symbols}
-    for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
-        baseline_rollouts[symbol] += [
-            (fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout) for name, rollout in rollouts.items()
-        ]
-    for symbol in symbols:
-        for fold, labels, rollout in baseline_rollouts[symbol] + agent_rollouts[symbol]:
-            record(symbol, fold, labels, rollout, market=labels["agent"] == MARKET)
-    return WalkForwardResult(folds=pd.DataFrame(rows), returns=pd.concat(steps, ignore_index=True), chains=chains)
+    results = []
+    for variant in range(len(configs)):
+        windows = [window for symbol in symbols for window in baselines[symbol] + agent_windows[variant][symbol]]
+        results.append(
+            WalkForwardResult(
+                folds=pd.DataFrame([row for row, _ in windows]),
+                returns=pd.concat([steps for _, steps in windows], ignore_index=True),
+                chains=chains[variant],
+            )
+        )
+    return results
 
 
 # ---------------------------------------------------------------- trial ledger

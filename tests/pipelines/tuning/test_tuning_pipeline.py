@@ -60,6 +60,8 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
         assert "dsr" in report["selection"]["sp500"] and len(report["trials"]) == 3
         trials = pd.read_csv(_versions(project, TRIALS)[0])
         assert trials["chosen"].sum() == 1 and trials.loc[trials["chosen"], "trial"].item() == report["chosen"]["trial"]
+        # ci asks 2 trials at a time: a batch of 2, then the last one
+        assert list(trials["population"]) == [0, 0, 1] and list(trials["population_size"]) == [2, 2, 1]
 
         # The chosen parameters: the --params string is what Kedro's CLI parses into the file's mapping,
         tuned = yaml.safe_load(_versions(project, TUNED)[0].read_text())

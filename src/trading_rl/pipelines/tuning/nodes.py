@@ -27,7 +27,8 @@ def tune(
     run_metadata: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The trials table, their trial-ledger rows (appended to the ledger) and the chosen
-    parameters; each trial's walk-forward runs on the ``runtime.engine`` executor."""
+    parameters; each batch of ``tuning.trials_per_population`` trials runs as one walk-forward
+    execution on the ``runtime.engine`` executor."""
     frames = by_symbol(prices)
     result = run_tuning(
         frames,
