@@ -17,7 +17,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
 from trading_rl.agents.icm import ICMConfig
 from trading_rl.agents.sac_icm import SACWithICM
-from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC, population_key
+from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC, population_groups, population_key
 from trading_rl.runtime.engine import single_threaded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -217,8 +217,12 @@ def test_population_refuses_icms_it_cannot_batch():
         PopulationSAC(
             [_agent(SACWithICM, {"icm": ICMConfig(feature_dim=8, hidden_dim=16, train_freq=2)}), every_second, shifted]
         )
-    assert population_key(_curious_agent(0)) == population_key(_curious_agent(2))
-    assert population_key(_curious_agent(0)) != population_key(wide)
+    # Populations that PopulationSAC accepts: curious members split by ICM shape, plain members join
+    # the first curious group of their key, another batch size is its own population.
+    members = [_curious_agent(0), wide, _agent(SAC, {"seed": 5}), _curious_agent(2), _agent(SAC, {"batch_size": 16})]
+    assert population_groups(members) == [[0, 2, 3], [1], [4]]
+    for group in population_groups(members):
+        PopulationSAC([members[i] for i in group]).release()
 
 
 def test_members_see_the_population_weights_and_export_as_sb3_zips(tmp_path):

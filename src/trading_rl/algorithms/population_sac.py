@@ -30,7 +30,7 @@ Not batched: env steps and action selection (one ``collect_rollouts`` step per m
 (refused with a message): gSDE, auxiliary heads, batch-norm buffers, episode-based ``train_freq``, and
 members that differ in batch size, gradient steps, train frequency, learning starts, step count,
 device, network shapes or ICM shapes and ``icm.train_freq`` cycle (they cannot share one batched
-step; ``population_key`` groups members that can).
+step; ``population_groups`` splits members into populations that can).
 """
 
 from __future__ import annotations
@@ -315,15 +315,30 @@ def _network_shapes(member: SAC, what: str) -> tuple[tuple[int, ...], ...]:
 
 
 def population_key(member: SAC) -> tuple:
-    """Members with equal keys can train as one population (the lockstep settings, whether the
-    entropy coefficient is learned, and the network shapes); group by it before building one."""
+    """What SAC members of one population share: the lockstep settings, whether the entropy
+    coefficient is learned, and the network shapes (their ICMs, if any: ``population_groups``)."""
     return (
         tuple(str(getattr(member, name)) for name in _LOCKSTEP_SETTINGS),
         member.ent_coef_optimizer is not None,
         _network_shapes(member, "actor"),
         _network_shapes(member, "critic"),
-        _curiosity_key(member),
     )
+
+
+def population_groups(members: Sequence[SAC]) -> list[list[int]]:
+    """``members``' indices split into the fewest populations ``PopulationSAC`` accepts: one per
+    ``population_key``, split further by ICM shape and ``icm.train_freq`` cycle; members without an
+    ICM join their key's first curious group (the population trains mixed groups)."""
+    by_key: dict[tuple, dict[tuple | None, list[int]]] = {}
+    for i, member in enumerate(members):
+        by_key.setdefault(population_key(member), {}).setdefault(_curiosity_key(member), []).append(i)
+    groups = []
+    for by_curiosity in by_key.values():
+        plain = by_curiosity.pop(None, [])
+        curious = list(by_curiosity.values()) or [[]]
+        curious[0] = sorted(curious[0] + plain)
+        groups += curious
+    return groups
 
 
 def _check_members(members: Sequence[SAC]) -> None:

@@ -22,7 +22,7 @@ import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.agents import resolve_device
-from trading_rl.algorithms.population_sac import PopulationSAC, population_key
+from trading_rl.algorithms.population_sac import PopulationSAC, population_groups
 from trading_rl.phases.chains import ChainResult, saved_agent, training_point
 from trading_rl.phases.walk_forward import fold_test_rollout, run_retrain_group, sac_on_fold
 from trading_rl.runtime.engine import (
@@ -68,15 +68,15 @@ def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecuto
 def train_chains(tasks: Sequence[Mapping[str, Any]], icm: Sequence[bool]) -> list[ChainResult]:
     """``run_retrain_group`` for every task, stage by stage: the agents that train from scratch in a
     stage form one population, those that fine-tune another (one per budget); each splits further
-    by ``population_key`` (batch size, network shapes, ...: tuning trials or walk-forward variants
-    that differ in them cannot take one batched step)."""
+    by ``population_groups`` (batch size, network or ICM shapes, ...: tuning trials or walk-forward
+    variants that differ in them cannot take one batched step)."""
     set_random_seed(int(tasks[0]["seed"]))
     models: list[Any] = [None] * len(tasks)
     rollouts: list[list[pd.DataFrame]] = [[] for _ in tasks]
     training: list[list[dict[str, Any]]] = [[] for _ in tasks]
     trained_steps = [0] * len(tasks)
     for stage in range(max(len(task["specs"]) for task in tasks)):
-        cohorts: dict[tuple[bool, int, tuple], list[int]] = {}
+        cohorts: dict[tuple[bool, int], list[int]] = {}
         for i, task in enumerate(tasks):
             if stage >= len(task["specs"]):
                 continue
@@ -91,12 +91,13 @@ def train_chains(tasks: Sequence[Mapping[str, Any]], icm: Sequence[bool]) -> lis
                     resolve_device(task["device"]),
                     icm[i],
                 )
-                cohorts.setdefault((fresh, budget, population_key(models[i])), []).append(i)
+                cohorts.setdefault((fresh, budget), []).append(i)
                 trained_steps[i] = budget if fresh else trained_steps[i] + budget
-        for (fresh, budget, _), members in cohorts.items():
-            population = PopulationSAC([models[i] for i in members])
-            population.learn(budget, reset_num_timesteps=fresh)
-            population.release()
+        for (fresh, budget), cohort in cohorts.items():
+            for group in population_groups([models[i] for i in cohort]):
+                population = PopulationSAC([models[cohort[j]] for j in group])
+                population.learn(budget, reset_num_timesteps=fresh)
+                population.release()
         for i, task in enumerate(tasks):
             if stage < len(task["specs"]):
                 training[i].append(training_point(models[i], trained_steps[i]))
