@@ -36,11 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_curve import load_parameters  # noqa: E402
 
 from trading_rl.data import load_prices  # noqa: E402
+from trading_rl.monitoring.collapse import trading_flags  # noqa: E402
 from trading_rl.phases.population_walk_forward import PopulationExecutor  # noqa: E402
 from trading_rl.phases.walk_forward import run_walk_forward  # noqa: E402
 from trading_rl.runtime import SequentialExecutor  # noqa: E402
 
-METRICS = ("sharpe", "total_return", "hold_share", "action_entropy")
+METRICS = ("sharpe", "total_return", "hold_share", "action_entropy", "fill_rate")
 ENGINES = {"sequential": SequentialExecutor, "population": PopulationExecutor}
 
 
@@ -100,8 +101,8 @@ def main() -> None:
     if len(tables) < len(ENGINES):
         print("comparison once both engines' tables exist")
         return
-    print("| metric | sequential median | population median | KS p | Mann-Whitney p |")
-    print("|---|---:|---:|---:|---:|")
+    print("| metric | sequential median | population median | difference [90% CI] | KS p | Mann-Whitney p |")
+    print("|---|---:|---:|---:|---:|---:|")
     for metric in METRICS:
         a, b = (
             np.nan_to_num(tables[name][metric].to_numpy(dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
@@ -109,7 +110,27 @@ def main() -> None:
         )
         ks = stats.ks_2samp(a, b).pvalue
         mwu = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
-        print(f"| {metric} | {np.median(a):.3f} | {np.median(b):.3f} | {ks:.2f} | {mwu:.2f} |")
+        difference, low, high = median_difference_ci(b, a)
+        print(
+            f"| {metric} | {np.median(a):.3f} | {np.median(b):.3f} | {difference:+.3f} [{low:+.3f}, {high:+.3f}] "
+            f"| {ks:.2f} | {mwu:.2f} |"
+        )
+    for name, table in tables.items():
+        trading = trading_flags(table["trades"])
+        print(f"{name}: {int(trading.sum())} of {len(table)} windows trade (the walk-forward's `trades` verdict)")
+
+
+def median_difference_ci(treatment, control, level: float = 0.9, n_resamples: int = 4000, seed: int = 0):
+    """``median(treatment) - median(control)`` with a percentile bootstrap interval, each arm
+    resampled on its own (the engines' agents are independent draws, not pairs): how large a
+    difference the sample can rule out, which the tests' p-values do not say."""
+    rng = np.random.default_rng(seed)
+    replicates = np.median(rng.choice(treatment, (n_resamples, len(treatment))), axis=1) - np.median(
+        rng.choice(control, (n_resamples, len(control))), axis=1
+    )
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
+    return float(np.median(treatment) - np.median(control)), float(low), float(high)
 
 
 if __name__ == "__main__":
