@@ -86,7 +86,7 @@ def main() -> None:
     for name in ENGINES:
         saved = args.tables / f"{name}.csv" if args.tables is not None else None
         if saved is not None and saved.exists():
-            tables[name] = pd.read_csv(saved)
+            tables[name] = pd.read_csv(saved, float_precision="round_trip")  # ties stay ties
             print(f"{name}: {len(tables[name])} agent windows from {saved}")
             continue
         if name not in args.engines:
