@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_prices import ohlcv_frame
 
 from trading_rl.data import load_prices, quality_report, stale_open_mask, validate_prices
 from trading_rl.features import make_splits
@@ -24,17 +25,7 @@ def stale_frame(n_bars: int = N_BARS, seed: int = 3) -> pd.DataFrame:
         open_[bar] = close[bar - 1]
     open_[NEAR_STALE] = close[NEAR_STALE - 1] * (1 + 1e-12)
     open_[OFF_BY_PPM] = close[OFF_BY_PPM - 1] * (1 + 1e-6)
-    index = pd.bdate_range("2021-01-04", periods=n_bars, name="timestamp")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    )
+    return ohlcv_frame(close, open_, start="2021-01-04")
 
 
 def _day(prices: pd.DataFrame, bar: int) -> str:

@@ -4,32 +4,14 @@ engine, and the tables keep their rows."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
+from synthetic_prices import random_walk_prices
 
 from trading_rl.algorithms import population_sac
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.population_walk_forward import PopulationExecutor, make_executor
 from trading_rl.runtime import SequentialExecutor
-
-
-def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
-    open_ = np.r_[100.0, close[:-1]]
-    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    )
-
 
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
 # Three folds retraining every second one: chains [0, 1] and [2] per agent x seed.
@@ -75,7 +57,7 @@ def test_population_engine_trains_sac_chains_stage_by_stage_and_keeps_every_row(
         return result
 
     monkeypatch.setattr(population_sac.PopulationSAC, "learn", recording_learn)
-    arguments = ({"X": synthetic_prices(520, 4)}, PARAMS, FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3)
+    arguments = ({"X": random_walk_prices(520, 4)}, PARAMS, FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3)
     executor = make_executor({"engine": "population"})
     assert isinstance(executor, PopulationExecutor)
     population = wf.run_walk_forward(*arguments, executor)
@@ -111,7 +93,7 @@ def test_variants_join_one_population_where_they_can_and_split_by_batch_size(mon
         for batch_size, rate in ((16, 1e-3), (32, 1e-3), (16, 3e-4))
     ]
     results = wf.run_walk_forward_variants(
-        {"X": synthetic_prices(400, 4)},
+        {"X": random_walk_prices(400, 4)},
         variants,
         FEATURES,
         {"window_size": 5},
@@ -129,7 +111,7 @@ def test_variants_join_one_population_where_they_can_and_split_by_batch_size(mon
 
 def test_population_engine_refuses_auxiliary_heads_by_parameter():
     arguments = (
-        {"X": synthetic_prices(520, 4)},
+        {"X": random_walk_prices(520, 4)},
         {**PARAMS, "agents": ["sac"], "max_folds": 1, "seeds": 1},
         FEATURES,
         {"window_size": 5},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_prices import random_walk_prices
 
 from trading_rl.config import ConfigError
 from trading_rl.evaluation.ledger import trial_row, trials_for
@@ -39,20 +40,7 @@ SPACE = {
 
 
 def prices(n_bars: int = 900, seed: int = 5) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
-    open_ = np.r_[100.0, close[:-1]]
-    index = pd.bdate_range("2010-01-04", periods=n_bars, name="timestamp")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    )
+    return random_walk_prices(n_bars, seed, start="2010-01-04")
 
 
 class ConstantModel:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
 from kedro.config import OmegaConfigLoader
+from synthetic_prices import random_walk_prices
 
 from trading_rl.data import load_prices
 from trading_rl.evaluation import folds as windows
@@ -55,23 +55,6 @@ def test_validation_node_with_ci_budgets_gives_the_same_tables_on_ray(ray_sessio
     assert agents["action_entropy"].notna().all()
 
 
-def synthetic_prices(n_bars: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
-    open_ = np.r_[100.0, close[:-1]]
-    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    )
-
-
 @pytest.mark.slow
 def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session):
     """Three folds retraining every second fold: groups [0, 1] and [2] per agent × seed, for SAC+ICM,
@@ -99,7 +82,7 @@ def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session
         "vtrace": {"unroll_length": 10, "net_arch": [8]},
         "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]},
     }
-    arguments = ({"X": synthetic_prices(520, 4)}, params, features, {"window_size": 5}, {"X": 252.0}, agent, 3)
+    arguments = ({"X": random_walk_prices(520, 4)}, params, features, {"window_size": 5}, {"X": 252.0}, agent, 3)
     assert [
         [fold.index for fold in group]
         for group in windows.retrain_groups(windows.make_folds(500, 200, 40, 40, 20, 2, 3))

@@ -11,6 +11,7 @@ import yaml
 from kedro.io import DataCatalog
 from kedro.io.core import Version
 from kedro.runner import SequentialRunner
+from synthetic_prices import ohlcv_frame
 
 from trading_rl.data import load_prices
 from trading_rl.datasets import SB3ModelDataset
@@ -48,17 +49,7 @@ def market(n_bars: int, break_at: int | None = None, vol_factor: float = 4.0) ->
         shocks[break_at:] *= vol_factor
     close = 100.0 * np.exp(np.cumsum(0.0003 + shocks))[:n_bars]
     open_ = np.r_[100.0, close[:-1]] * (1.0 + rng.normal(0.0, 0.002, 1200)[:n_bars])
-    index = pd.bdate_range("2012-01-02", periods=n_bars, name="date")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.003,
-            "low": np.minimum(open_, close) * 0.997,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    )
+    return ohlcv_frame(close, open_, wick=0.003, index_name="date")
 
 
 def write_prices(root: Path, prices: pd.DataFrame) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlflow
-import numpy as np
 import pandas as pd
 import pytest
 import torch
 import yaml
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner, ThreadRunner
+from synthetic_prices import random_walk_prices
 
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.pipelines.multi_symbol import create_pipeline, nodes
@@ -46,20 +46,7 @@ def write_wiring(root: Path, symbols, enabled: bool = True) -> Path:
 
 
 def market(symbol: str, seed: int, n_bars: int = 700) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n_bars)))
-    open_ = np.r_[100.0, close[:-1]]
-    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    ).assign(symbol=symbol)
+    return random_walk_prices(n_bars, seed).assign(symbol=symbol)
 
 
 @pytest.fixture(scope="module")

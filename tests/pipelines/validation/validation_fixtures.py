@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
 from kedro.io import DataCatalog
+from synthetic_prices import random_walk_prices
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
@@ -43,21 +43,8 @@ PARAMS = {
 
 
 def market(n_bars: int) -> pd.DataFrame:
-    rng = np.random.default_rng(11)  # same generator: a longer market extends the shorter one
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, 2000)))[:n_bars]
-    open_ = np.r_[100.0, close[:-1]]
-    index = pd.bdate_range("2012-01-02", periods=n_bars, name="timestamp")
-    frame = pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-        },
-        index=index,
-    )
-    return frame.assign(symbol="X")
+    # One walk: a longer market extends the shorter one.
+    return random_walk_prices(n_bars, seed=11, walk_length=2000).assign(symbol="X")
 
 
 def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCatalog:

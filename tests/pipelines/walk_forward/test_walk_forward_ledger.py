@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
+from synthetic_prices import random_walk_prices
 
 from trading_rl.pipelines.walk_forward import create_pipeline
 
@@ -42,21 +42,7 @@ PARAMS = {
 
 
 def _prices() -> pd.DataFrame:
-    rng = np.random.default_rng(3)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, 520)))
-    open_ = np.r_[100.0, close[:-1]]
-    index = pd.bdate_range("2012-01-02", periods=close.size, name="timestamp")
-    return pd.DataFrame(
-        {
-            "open": open_,
-            "high": np.maximum(open_, close) * 1.002,
-            "low": np.minimum(open_, close) * 0.998,
-            "close": close,
-            "volume": 1e6,
-            "symbol": "X",
-        },
-        index=index,
-    )
+    return random_walk_prices(520, seed=3).assign(symbol="X")
 
 
 def _run(root: Path, agents: list[str], save_version: str) -> dict:
