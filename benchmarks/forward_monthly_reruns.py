@@ -111,8 +111,10 @@ def walk_forward_folds(
     return result.folds
 
 
-def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFrame, seed: int) -> None:
-    """One scheduled ``kedro run --pipelines forward``: the project's catalog entries under ``root``."""
+def run_forward(root: Path, save_version: str, parameters: dict, folds: pd.DataFrame, seed: int) -> DataCatalog:
+    """One scheduled ``kedro run --pipelines forward``: the project's catalog entries for it
+    (conf/base) with every file under ``root``, ``parameters`` as its ``params:`` inputs and
+    ``folds`` as the walk-forward reference (also used by tests/pipelines/forward)."""
     config = yaml.safe_load((PROJECT / "conf/base/catalog_forward.yml").read_text())
     config["prior_trial_ledger"] = yaml.safe_load((PROJECT / "conf/base/catalog_ledger.yml").read_text())[
         "prior_trial_ledger"
@@ -124,18 +126,23 @@ def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFra
                 entry[key] = str(root / entry[key])
     config["deployed_model"]["device"] = "cpu"
     catalog = DataCatalog.from_config(config, save_version=save_version)
-    parameters = {
-        "feature_extraction": feature_params,
-        "forward": _base("forward"),
-        "seed": seed,
-        "regime_validation": _base("regime_validation"),
-        "tearsheet": _base("tearsheet"),
-    }
-    for key, value in parameters.items():
+    for key, value in {**parameters, "seed": seed}.items():
         catalog[f"params:{key}"] = value
     catalog["run_metadata"] = {"seed": seed, "save_version": save_version}
     catalog["walk_forward_folds"] = folds
     SequentialRunner().run(create_pipeline(), catalog)
+    return catalog
+
+
+def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFrame, seed: int) -> None:
+    """One monthly rerun with conf/base's forward, regime and tearsheet parameters."""
+    parameters = {
+        "feature_extraction": feature_params,
+        "forward": _base("forward"),
+        "regime_validation": _base("regime_validation"),
+        "tearsheet": _base("tearsheet"),
+    }
+    run_forward(root, save_version, parameters, folds, seed)
 
 
 def main() -> None:

@@ -3,24 +3,25 @@ folder: what the scheduled-rerun tests share."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from kedro.io import DataCatalog
 from kedro.io.core import Version
-from kedro.runner import SequentialRunner
 from synthetic_prices import ohlcv_frame
 
 from trading_rl.data import load_prices
 from trading_rl.datasets import SB3ModelDataset
 from trading_rl.envs import symbol_env_spec
 from trading_rl.pipelines.feature_extraction import nodes as fe
-from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+from forward_monthly_reruns import run_forward  # noqa: E402  (the benchmark runs the same pipeline)
+
 SYMBOL = "SYN"
 TRAINED_BARS = 480  # bars the deployed model's run had (date D is the last of them)
 FEATURE_EXTRACTION = {
@@ -100,30 +101,13 @@ def walk_forward_folds(sharpes=(-1.0, 0.5, 2.0), drawdowns=(-0.05, -0.1, -0.2), 
 
 def rerun(root: Path, save_version: str, folds: pd.DataFrame | None = None) -> DataCatalog:
     """One scheduled ``kedro run --pipelines forward`` on the price file as it is now."""
-    config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_forward.yml").read_text())
-    config["prior_trial_ledger"] = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())[
-        "prior_trial_ledger"
-    ]
-    config["raw_price_files"] = {"type": "trading_rl.datasets.RawPriceFilesDataset", "path": "data/01_raw/prices"}
-    for entry in config.values():
-        for key in ("filepath", "path"):
-            if key in entry:
-                entry[key] = str(root / entry[key])
-    config["deployed_model"]["device"] = "cpu"
-    catalog = DataCatalog.from_config(config, save_version=save_version)
     parameters = {
         "feature_extraction": FEATURE_EXTRACTION,
         "forward": {},
-        "seed": 3,
         "regime_validation": {"regimes": {"trend_window": 10, "vol_window": 5, "vol_lookback": 20}},
         "tearsheet": {"rolling_window": 10, "dpi": 30},
     }
-    for key, value in parameters.items():
-        catalog[f"params:{key}"] = value
-    catalog["run_metadata"] = {"seed": 3, "save_version": save_version}
-    catalog["walk_forward_folds"] = walk_forward_folds() if folds is None else folds
-    SequentialRunner().run(create_pipeline(), catalog)
-    return catalog
+    return run_forward(root, save_version, parameters, walk_forward_folds() if folds is None else folds, seed=3)
 
 
 def versions(root: Path, relative: str) -> list[Path]:
