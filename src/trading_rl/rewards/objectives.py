@@ -106,6 +106,22 @@ def resolve_objective_params(params: dict | None) -> dict[str, dict[str, Any]]:
     return ObjectiveParams.from_mapping(params, "reward_shaper.objectives").to_dict()
 
 
+# Per-env state that a new episode starts from zero (equity and peak start at the episode's equity,
+# the trade rate at the target frequency).
+_ZEROED_AT_RESET = (
+    "units",
+    "basis",
+    "unrealized",
+    "entry_price",
+    "low",
+    "high",
+    "ret_mean",
+    "ret_var",
+    "action_mean",
+    "action_var",
+)
+
+
 @dataclass
 class Transitions:
     """One env step of ``n`` envs, as the env's ``info`` reports it after the step (arrays ``(n,)``).
@@ -172,21 +188,7 @@ class ObjectiveTracker:
         self._band = (target * low, min(target * high, 1.0))
         self.visit_counts = np.zeros(max(int(n_cells), 1), dtype=np.float64)
         n = self.n_envs
-        for name in (
-            "equity",
-            "peak",
-            "units",
-            "basis",
-            "unrealized",
-            "entry_price",
-            "low",
-            "high",
-            "ret_mean",
-            "ret_var",
-            "trade_rate",
-            "action_mean",
-            "action_var",
-        ):
+        for name in ("equity", "peak", "trade_rate", *_ZEROED_AT_RESET):
             setattr(self, name, np.zeros(n, dtype=np.float64))
         self.reset(np.arange(n), np.ones(n))
 
@@ -195,18 +197,7 @@ class ObjectiveTracker:
         equity = np.broadcast_to(np.asarray(equity, dtype=np.float64), rows.shape)
         self.equity[rows] = equity
         self.peak[rows] = equity
-        for name in (
-            "units",
-            "basis",
-            "unrealized",
-            "entry_price",
-            "low",
-            "high",
-            "ret_mean",
-            "ret_var",
-            "action_mean",
-            "action_var",
-        ):
+        for name in _ZEROED_AT_RESET:
             getattr(self, name)[rows] = 0.0
         # Start inside the band: a new episode is neither passive nor over-trading yet.
         self.trade_rate[rows] = self.params["activity"]["target_frequency"]
