@@ -185,18 +185,6 @@ def _stacked_average(averages: Sequence[MovingAverage], device: th.device) -> Mo
     return stacked
 
 
-class _ICMForward(nn.Module):
-    """The ICM's per-sample forward error and mean inverse loss, a module ``functional_call`` can
-    run on another member's weights."""
-
-    def __init__(self, icm: IntrinsicCuriosityModule) -> None:
-        super().__init__()
-        self.icm = icm
-
-    def forward(self, observations: th.Tensor, actions: th.Tensor, next_observations: th.Tensor):
-        return self.icm(observations, actions, next_observations)
-
-
 def _curiosity_key(member: SAC) -> tuple | None:
     """What the members' ICMs must share to run as one batched computation (``None``: no ICM)."""
     icm = getattr(member, "icm", None)
@@ -215,12 +203,15 @@ class _PopulationCuriosity:
 
     def __init__(self, members: Sequence[SACWithICM], device: th.device) -> None:
         self.members = list(members)
-        icms: list[IntrinsicCuriosityModule] = [m.icm for m in self.members if m.icm is not None]
-        forwards = [_ICMForward(icm) for icm in icms]
-        self._template = forwards[0]
-        stacked, _ = stack_module_state(forwards)
+        icms: list[IntrinsicCuriosityModule] = []
+        for member in self.members:
+            assert member.icm is not None, "only members with an ICM are curious"
+            icms.append(member.icm)
+        self._icms = icms
+        self._template = icms[0]  # functional_call runs its forward on each member's weights
+        stacked, _ = stack_module_state(icms)
         names = list(stacked)
-        member_tensors = [[module.get_parameter(name) for module in forwards] for name in names]
+        member_tensors = [[icm.get_parameter(name) for icm in icms] for name in names]
         self.weights = _AdamGroup.stack(
             [stacked[name] for name in names], member_tensors, [icm.optimizer for icm in icms], "ICM"
         )
@@ -228,8 +219,6 @@ class _PopulationCuriosity:
         self.median = _stacked_average([icm.intrinsic_median for icm in icms], device)
         self.spread = _stacked_average([icm.intrinsic_spread for icm in icms], device)
         self.extrinsic_scale = _stacked_average([icm.extrinsic_scale for icm in icms], device)
-        self._averaged = [icm.intrinsic_median for icm in icms] + [icm.intrinsic_spread for icm in icms]
-        self._averaged += [icm.extrinsic_scale for icm in icms]
 
         def column(values: Sequence[float], dtype=th.float32) -> th.Tensor:
             return th.tensor(values, dtype=dtype, device=device)
@@ -299,10 +288,10 @@ class _PopulationCuriosity:
 
     def release(self) -> None:
         self.weights.release()
-        for average in self._averaged:
-            for name in ("average", "weight"):
-                buffer = getattr(average, name)
-                buffer.data = buffer.data.clone()
+        for icm in self._icms:
+            for average in (icm.intrinsic_median, icm.intrinsic_spread, icm.extrinsic_scale):
+                for buffer in (average.average, average.weight):
+                    buffer.data = buffer.data.clone()
 
 
 # What every member of one population must share: they take their gradient steps in lockstep, on
@@ -466,18 +455,14 @@ class PopulationSAC:
     # ------------------------------------------------------------------ training
 
     def _sample(self, batch_size: int) -> ReplayBufferSamples:
-        """One learner batch per member from its own buffer (``SACWithICM.learner_batch``: reward
-        scale, then curiosity, which runs for every curious member at once), stacked along the member
-        axis."""
+        """One learner batch per member from its own buffer (what ``SACWithICM.learner_batch`` gives:
+        reward scale, then curiosity), stacked along the member axis."""
         batches = []
         for member in self.members:
             assert member.replay_buffer is not None, "a member without a replay buffer"
             batch = member.replay_buffer.sample(batch_size, env=member._vec_normalize_env)
-            if self._curiosity is not None and isinstance(member, SACWithICM):
-                batches.append(member.scaled_batch(batch))  # curiosity below, batched
-            else:
-                learner_batch = getattr(member, "learner_batch", None)
-                batches.append(learner_batch(batch) if learner_batch is not None else batch)
+            # The reward scale per member; curiosity below, for every curious member at once.
+            batches.append(member.scaled_batch(batch) if isinstance(member, SACWithICM) else batch)
         discounts = [b.discounts for b in batches if b.discounts is not None]
         stacked = ReplayBufferSamples(
             observations=th.stack([b.observations for b in batches]),
