@@ -4,18 +4,20 @@ pipelines' first step)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from trading_rl.data.frames import long_frame
 from trading_rl.data.schemas import validate_prices
 from trading_rl.data.sources import load_prices
+from trading_rl.data.synthetic import MarketModel, synthetic_prices
 
 
 def load_validated_prices(
-    entries: Sequence[Mapping[str, str]], raw_price_files: Mapping[str, Callable[[], pd.DataFrame]], min_rows: int
+    entries: Sequence[Mapping[str, Any]], raw_price_files: Mapping[str, Callable[[], pd.DataFrame]], min_rows: int
 ) -> pd.DataFrame:
-    """Every entry's (``{"name", "source"}``) prices as one long frame, all validated before anything
+    """Every entry's (``{"name", "source"[, "market"]}``) prices as one long frame, all validated before anything
     is returned: nothing is written unless every symbol passes, so a bad file never leaves half a run
     behind. ``raw_price_files``: the loaders of ``data/01_raw/prices/`` by symbol."""
     validated: dict[str, pd.DataFrame] = {}
@@ -29,6 +31,9 @@ def load_validated_prices(
                 )
             raw = raw_price_files[name]()
             source_name = f"data/01_raw/prices/{name}"
+        elif entry["source"] == "synthetic":
+            raw = synthetic_prices(MarketModel.from_mapping(entry["market"], f"symbol {name!r} market"))
+            source_name = f"synthetic:{name}"
         else:
             raw = load_prices(name, source="packaged")
             source_name = f"packaged:{name}"

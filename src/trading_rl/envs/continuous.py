@@ -29,6 +29,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from trading_rl.config import Section, setting
 from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
+from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import HOLD, Portfolio
 
@@ -166,6 +167,9 @@ class TradingEnvBase(gym.Env):
 
     #: EMA weight of the newest raw action; ``None`` means ``2 / (smoothing_window + 1)``.
     smoothing_alpha: float | None = None
+    #: The true process of a planted-edge market (set by ``EnvSpec.make_env``), read by the oracle
+    #: baselines only, never by the observation; ``None`` for real data.
+    market_model: MarketModel | None = None
 
     def __init__(
         self, prices: pd.DataFrame, features: pd.DataFrame, close_history: pd.Series | None = None, **config: Any
@@ -228,6 +232,11 @@ class TradingEnvBase(gym.Env):
         )
         self._start = self._t = self._end = self.first_tradable_bar
         self._obs: np.ndarray | None = None
+
+    @property
+    def action_smoothing_weight(self) -> float:
+        """The EMA weight of the newest raw action (1: no smoothing)."""
+        return self._alpha
 
     @property
     def bar_index(self) -> int:

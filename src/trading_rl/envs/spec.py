@@ -19,10 +19,12 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.data import by_symbol, infer_periods_per_year
+from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
 from trading_rl.envs.layout import ObservationLayout
+from trading_rl.features.params import market_model
 from trading_rl.features.scaling import scaled_value
 
 ENV_KINDS: dict[str, type[TradingEnvBase]] = {
@@ -49,6 +51,9 @@ class EnvSpec:
     # The scaler the features were scaled with (``features.scaling``), for rules that must measure a
     # scaled feature from a raw reference (the options' trend from a zero return).
     feature_scaler: dict[str, Any] | None = None
+    # The true process of a planted-edge market (``data.synthetic.MarketModel`` settings): its envs
+    # carry it so that the oracle baselines can run; ``None`` for real data.
+    market_model: dict[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
         """A zip of ``spec.json`` (symbol, env config, splits …) and parquet frames: plain data."""
@@ -90,7 +95,7 @@ class EnvSpec:
             ) from exc
 
     def _fields(self) -> dict[str, Any]:
-        return {
+        fields = {
             "symbol": self.symbol,
             "config": self.config,
             "periods_per_year": self.periods_per_year,
@@ -98,6 +103,9 @@ class EnvSpec:
             "splits": self.splits,
             "feature_scaler": self.feature_scaler,
         }
+        if self.market_model is not None:  # absent for real data: their archives and digests stay as they were
+            fields["market_model"] = self.market_model
+        return fields
 
     def digest(self) -> str:
         """sha256 of the spec's settings and frames: two specs with equal digests build equal envs."""
@@ -158,6 +166,8 @@ class EnvSpec:
         env = ENV_KINDS[kind](
             self.prices[split], self.features[split], close_history=self.close_history(split), **config
         )
+        if self.market_model is not None:
+            env.market_model = MarketModel.from_mapping(self.market_model, f"env spec of {self.symbol}: market_model")
         if seed is not None:
             env.reset(seed=seed)
             env.action_space.seed(seed)
@@ -185,6 +195,7 @@ def build_env_spec(
     config: Mapping[str, Any] | None = None,
     periods_per_year: float = 252.0,
     feature_scaler: Mapping[str, Any] | None = None,
+    market_model: MarketModel | None = None,
 ) -> EnvSpec:
     """Cut prices and features per split, with ``window_size - 1`` context bars before each start.
 
@@ -239,6 +250,7 @@ def build_env_spec(
         splits=split_ranges,
         closes=prices["close"].astype(np.float64),
         feature_scaler=None if feature_scaler is None else dict(feature_scaler),
+        market_model=None if market_model is None else market_model.to_dict(),
     )
 
 
@@ -259,10 +271,12 @@ def symbol_env_spec(
     splits: dict[str, Any],
     params: dict[str, Any],
     scalers: dict[str, Any] | None = None,
+    feature_params: Mapping[str, Any] | None = None,
 ) -> EnvSpec:
     """The env spec of ``params["symbol"]`` from the long frames of every extracted symbol; ``params``
     is the ``env_construction`` section (``symbol``, ``env``, ``periods_per_year``: inferred from the
-    bars when not given). With ``scalers``, the spec keeps the symbol's feature scaler."""
+    bars when not given). With ``scalers``, the spec keeps the symbol's feature scaler; with
+    ``feature_params`` (the ``feature_extraction`` section), a synthetic symbol's market model."""
     symbol = params["symbol"]
     price_frames = by_symbol(prices)
     if symbol not in price_frames:
@@ -280,4 +294,5 @@ def symbol_env_spec(
         config=dict(params.get("env") or {}),
         periods_per_year=periods_per_year,
         feature_scaler=(scalers or {}).get(symbol),
+        market_model=market_model(symbol, feature_params),
     )

@@ -7,6 +7,8 @@
   the episode's bars, fully invested, no cap and no costs — the market line.
 - ``cash``: action 0, never trades.
 - ``random``: actions uniform on the action space, from a generator seeded per call.
+- ``oracle`` / ``oracle_short`` (planted-edge markets only): the best causal policy given the
+  market's true process (``oracle_policy``), long-only (the env's rule) and allowed to short.
 - ``sma_crossover``: +1 while the fast SMA of closes is above the slow one, else -1 (0 while the
   slow SMA has too few bars). Decided at the env's current bar from closes up to that bar only.
   The SMAs run over the env's ``close_history`` — for envs from ``EnvSpec.make_env`` every bar
@@ -25,12 +27,15 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from trading_rl.data.synthetic import oracle_forecasts, oracle_target_exposure
 from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
 from trading_rl.evaluation.rollout import Policy, run_episode
 
 BASELINE_NAMES = ("buy_and_hold", "cash", "random", "sma_crossover")
 MARKET = "buy_and_hold_full"  # the market line: metrics (and tearsheet equity) only, no rollout
+# Planted-edge markets only (data.synthetic): the best causal policy, long-only / allowed to short.
+ORACLE, ORACLE_SHORT = "oracle", "oracle_short"
 
 
 def constant_policy(action: float, action_space: gym.spaces.Box) -> Policy:
@@ -76,6 +81,55 @@ def sma_crossover_policy(close: np.ndarray, position: Callable[[], int], fast: i
     return lambda observation: signal[position()].reshape(1)
 
 
+def oracle_policy(env: gym.Env) -> Policy:
+    """The best causal policy of a planted-edge market, through ``env``'s own action path.
+
+    At each bar it forecasts the next return from the closes so far with the market's true
+    parameters (``data.synthetic.oracle_forecasts``), picks a target position
+    (``oracle_target_exposure``: the cap, flat or, where the env allows it, short; costs set its
+    band), and emits the raw action whose *smoothed* value trades the portfolio to that target
+    under the env's rule (trade fractions, hold zone, cap): it inverts the env's action EMA as far
+    as the action bounds allow. Within a quarter of the cap of its target it holds.
+    """
+    base = trading_env(env, "the oracle baseline")
+    model = base.market_model
+    if model is None:
+        raise ValueError("the oracle baseline needs an env of a synthetic market (EnvSpec.market_model)")
+    config = base.config
+    mean, variance = oracle_forecasts(base.close_history, model)
+    positions, layout = base.history_positions, base.layout
+    position_at, cash_at = layout.index("position_fraction"), layout.index("cash_fraction")
+    last_action_at = layout.index("last_action")
+    cost = config.commission_rate + config.slippage_rate
+    weight, threshold, band = base.action_smoothing_weight, config.hold_threshold, 0.25 * config.max_position_pct
+    smallest = min(threshold + 1e-6, 1.0)
+
+    def act(observation: np.ndarray) -> np.ndarray:
+        t = positions[base.bar_index]
+        exposure, cash = float(observation[position_at]), float(observation[cash_at])
+        target = oracle_target_exposure(
+            mean[t], variance[t], exposure, model, config.max_position_pct, config.allow_short, cost
+        )
+        signal = 0.0
+        if target > exposure + band:
+            if exposure < 0.0:  # cover (the env never flips a short to long in one step)
+                signal = 1.0 if target >= 0.0 else (target - exposure) / -exposure
+            else:
+                signal = 1.0 if target >= config.max_position_pct else (target - exposure) / max(cash, 1e-12)
+            signal = min(max(signal, smallest), 1.0)
+        elif target < exposure - band:
+            if exposure > 0.0:  # sell down (never flips to short in one step)
+                signal = -1.0 if target <= 0.0 else -(exposure - target) / exposure
+            else:
+                signal = -1.0 if target <= -config.max_position_pct else -(exposure - target) / max(cash, 1e-12)
+            signal = max(min(signal, -smallest), -1.0)
+        first_decision = base.bar_index == base.episode_bounds[0]
+        raw = signal if first_decision else (signal - (1.0 - weight) * float(observation[last_action_at])) / weight
+        return np.array([min(max(raw, -1.0), 1.0)], dtype=np.float32)
+
+    return act
+
+
 def baseline_policies(env: gym.Env, seed: int | None, fast: int = 20, slow: int = 50) -> dict[str, Policy]:
     """The baseline policies bound to ``env`` (the SMA policy follows that env's current bar in its
     close history)."""
@@ -93,13 +147,19 @@ def baseline_policies(env: gym.Env, seed: int | None, fast: int = 20, slow: int 
 
 
 def run_baselines(
-    make_env: Callable[[], gym.Env], seed: int = 0, fast: int = 20, slow: int = 50
+    make_env: Callable[..., gym.Env], seed: int = 0, fast: int = 20, slow: int = 50
 ) -> dict[str, pd.DataFrame]:
-    """One rollout per baseline, each on a fresh env from ``make_env`` reset with ``seed``."""
+    """One rollout per baseline, each on a fresh env from ``make_env`` reset with ``seed``. On a
+    planted-edge market also the oracle (``ORACLE``, the env's own shorting rule) and the oracle
+    allowed to short (``ORACLE_SHORT``, on ``make_env(allow_short=True)``)."""
     rollouts = {}
     for name in BASELINE_NAMES:
         env = make_env()
         rollouts[name] = run_episode(env, baseline_policies(env, seed, fast, slow)[name], seed=seed)
+    if trading_env(env, "run_baselines").market_model is not None:
+        for name, overrides in ((ORACLE, {}), (ORACLE_SHORT, {"allow_short": True})):
+            oracle_env = make_env(**overrides)
+            rollouts[name] = run_episode(oracle_env, oracle_policy(oracle_env), seed=seed)
     return rollouts
 
 

@@ -27,6 +27,7 @@ from trading_rl.features import (
     max_lookback,
     without_masked_entries,
 )
+from trading_rl.features.params import market_model
 from trading_rl.monitoring.collapse import trading_flags
 
 # The parameter section whose keys the errors below name.
@@ -163,6 +164,7 @@ def fold_env_spec(
         config=dict(env_config),
         periods_per_year=periods_per_year,
         feature_scaler=scaler,
+        market_model=market_model(symbol, feature_params),
     )
 
 

@@ -15,17 +15,19 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.config import ConfigError, Section, setting
+from trading_rl.data.synthetic import MarketModel
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.scaling import SCALING_METHODS
 
 PARAMS_PREFIX = "feature_extraction"
-SOURCES = ("packaged", "file")
+SOURCES = ("packaged", "file", "synthetic")
 DEFAULT_SOURCE = "packaged"
 DEFAULT_MIN_ROWS = 250
 
 
-def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[dict[str, str]]:
-    """``[{"name", "source"}, ...]`` from any accepted form; errors name ``key`` and the entry."""
+def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[dict[str, Any]]:
+    """``[{"name", "source"}, ...]`` from any accepted form; errors name ``key`` and the entry.
+    A ``synthetic`` entry also carries ``market``: its validated ``MarketModel`` settings."""
     if isinstance(symbols, str):
         symbols = symbols.split()
     if not isinstance(symbols, (list, tuple)) or not symbols:
@@ -40,15 +42,24 @@ def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[
             entry = {"name": symbol, "source": symbol_source or DEFAULT_SOURCE}
         if not isinstance(entry, dict):
             raise ConfigError(f"parameter '{where}' must be 'NAME[:SOURCE]' or {{name, source}}, got {entry!r}")
-        unknown = sorted(set(entry) - {"name", "source"})
+        unknown = sorted(set(entry) - {"name", "source", "market"})
         if unknown:
-            raise ConfigError(f"unknown parameter '{where}.{unknown[0]}'; known: ['name', 'source']")
+            raise ConfigError(f"unknown parameter '{where}.{unknown[0]}'; known: ['market', 'name', 'source']")
         name, source = entry.get("name"), entry.get("source", DEFAULT_SOURCE)
         if not isinstance(name, str) or not name:
             raise ConfigError(f"parameter '{where}.name' must be a non-empty string, got {name!r}")
         if source not in SOURCES:
             raise ConfigError(f"parameter '{where}.source' is {source!r}; expected one of {list(SOURCES)}")
-        entries.append({"name": name, "source": source})
+        if (source == "synthetic") != ("market" in entry):
+            raise ConfigError(
+                f"parameter '{where}.market' is required with source 'synthetic' and only there "
+                "(family, strength, n_bars, seed, ...: see docs/controls.md)"
+            )
+        if source == "synthetic":
+            market = MarketModel.from_mapping(entry["market"], f"{where}.market").to_dict()
+            entries.append({"name": name, "source": source, "market": market})
+        else:
+            entries.append({"name": name, "source": source})
     names = [entry["name"] for entry in entries]
     if len(set(names)) != len(names):
         raise ConfigError(f"parameter '{key}' repeats a symbol: {names}")
@@ -108,3 +119,15 @@ class FeatureExtractionParams(Section):
 
     def validate(self, prefix: str) -> None:
         symbol_entries(self.symbols, f"{prefix}.symbols")
+
+
+def market_model(symbol: str, feature_params: Any) -> MarketModel | None:
+    """The planted-edge market behind ``symbol`` when ``feature_params`` (the ``feature_extraction``
+    section) declares it ``synthetic``; ``None`` for real data (no oracle exists there)."""
+    symbols = (feature_params or {}).get("symbols")
+    if symbols is None:
+        return None
+    for entry in symbol_entries(symbols):
+        if entry["name"] == symbol and entry["source"] == "synthetic":
+            return MarketModel.from_mapping(entry["market"], f"{PARAMS_PREFIX}.symbols")
+    return None

@@ -139,8 +139,8 @@ class ForwardData:
     def has_new_bars(self) -> bool:
         return FORWARD_SPLIT in self.spec.prices
 
-    def make_env(self, split: str = FORWARD_SPLIT):
-        return self.spec.make_env(split)
+    def make_env(self, split: str = FORWARD_SPLIT, **overrides: Any):
+        return self.spec.make_env(split, **overrides)
 
 
 def forward_data(deployment: Deployment, prices: pd.DataFrame, source: str) -> ForwardData:

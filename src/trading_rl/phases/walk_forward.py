@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -308,7 +309,7 @@ def prepare_fold(
     """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
     spec = fold_env_spec(symbol, prices, fold, feature_params, env_config, periods_per_year)
     fold_seed = trial_seed(seed, SeedRole.WALK_FORWARD_FOLD, fold.index)
-    rollouts = run_baselines(lambda: spec.make_env("test", evaluation=True), seed=fold_seed)
+    rollouts = run_baselines(partial(spec.make_env, "test", evaluation=True), seed=fold_seed)
     rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])
     return spec, rollouts
 

@@ -180,7 +180,9 @@ def compare_discrete_and_continuous(
         gate = per_checkpoint[name]["gate"]
         log = logger.info if gate["passed"] else logger.warning
         log("diversity gate for %s (%s vs discrete): %s", name, gate["continuous_agent"], gate)
-    baselines = evaluate_baselines(lambda: make_env("continuous"), env_spec.periods_per_year, seed=seed)
+    baselines = evaluate_baselines(
+        partial(env_spec.make_env, split, kind="continuous", evaluation=True), env_spec.periods_per_year, seed=seed
+    )
     return {
         "symbol": env_spec.symbol,
         "split": split,

@@ -9,7 +9,14 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 symbol_env_spec,
-                inputs=["prices", "scaled_features", "splits", "params:env_construction", "scalers"],
+                inputs=[
+                    "prices",
+                    "scaled_features",
+                    "splits",
+                    "params:env_construction",
+                    "scalers",
+                    "params:feature_extraction",
+                ],
                 outputs="env_spec",
                 name="build_env_spec",
                 tags=["data"],

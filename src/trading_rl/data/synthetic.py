@@ -1,0 +1,215 @@
+"""Planted-edge markets: deterministic OHLCV with a known, learnable edge, and the edge's oracle.
+
+Why: on real data "no edge over buy-and-hold" cannot tell a market without an edge from a learner
+that cannot learn. These markets are positive and negative controls: the edge is planted, its size
+is a parameter, and the best *causal* policy given the true process (the oracle) says how much of
+it a learner could have taken.
+
+Every family draws close-to-close log returns ``r_t`` per bar (``mu`` = drift per bar, ``sigma`` =
+unconditional volatility per bar, both from the annual figures and the bar spacing):
+
+- ``null``: ``r_t = mu + sigma e_t`` -- drift, nothing to time.
+- ``fast``: returns are AR(1) around the drift, ``r_t - mu = phi (r_{t-1} - mu) + sqrt(1 - phi^2)
+  sigma e_t`` with ``phi = strength``: the latest return (the ``logret_1`` feature) predicts the next.
+- ``slow``: a hidden two-state Markov regime ``s_t = +-1`` (stay probability ``regime_persistence``)
+  shifts the mean: ``r_t = mu + strength sigma s_t + sigma e_t``. The regime is never observed; it
+  is revealed, with a lag, by trailing returns.
+- ``vol``: GARCH(1,1) variance, ``h_t = omega + alpha (r_{t-1} - mu)^2 + beta h_{t-1}`` with
+  ``alpha = strength``, ``alpha + beta = vol_persistence`` and the unconditional variance
+  ``sigma^2``: the mean is constant, the risk is predictable (``garch_vol``, ``realized_vol_n``).
+
+Bars: the open sits on the Brownian bridge between the previous close and this close at the
+fraction ``overnight_share`` of the bar's variance (so the gap carries that share of the move, and
+conditioning on ``r_t`` nothing about the regime or the next return is left in the open: the
+oracle that reads closes only is the best causal one). Opens are never stale (the gap is never
+zero); highs and lows extend past the open and close by half-normal excursions; volume is
+log-normal and rises with the bar's volatility.
+
+Oracle (``oracle_forecasts``): from the closes up to bar ``t`` and the true parameters, the
+expected next log return ``E[r_{t+1} | closes <= t]`` (the forward filter of the hidden regime for
+``slow``) and its variance forecast. ``OraclePolicy`` turns them into the env's actions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.config import ConfigError, Section, setting
+from trading_rl.data.quality import infer_periods_per_year
+
+FAMILIES = ("null", "fast", "slow", "vol")
+_MIN_GAP = 1e-7  # smallest |log gap|: an open equal to the previous close would read as stale
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarketModel(Section):
+    """A planted-edge market (``feature_extraction.symbols[i].market``). ``strength``: ``fast`` the
+    AR(1) coefficient of returns, ``slow`` the regime's mean shift in units of ``sigma``, ``vol`` the
+    GARCH ``alpha``; ignored by ``null``."""
+
+    family: Literal["null", "fast", "slow", "vol"]
+    strength: float = setting(0.0, interval="[0, 1)")
+    n_bars: int = setting(5000, interval="[100, inf)")
+    seed: int = setting(0, interval="[0, inf)")
+    bar_frequency: str = "B"  # a pandas offset alias: B (business days), D, h, 15min, ...
+    start: str = "2000-01-03"
+    drift: float = setting(0.05, interval="(-1, 1)")  # annual log drift
+    volatility: float = setting(0.16, interval="(0, 2)")  # annual, unconditional
+    overnight_share: float = setting(0.2, interval="(0, 1)")  # share of a bar's variance before its open
+    regime_persistence: float = setting(0.99, interval="(0.5, 1)")  # slow: P(regime stays)
+    vol_persistence: float = setting(0.97, interval="(0, 1)")  # vol: alpha + beta
+    start_price: float = setting(100.0, interval="(0, inf)")
+
+    def validate(self, prefix: str) -> None:
+        if self.family == "vol" and self.strength >= self.vol_persistence:
+            raise ConfigError(
+                f"parameter '{prefix}.strength' (GARCH alpha {self.strength}) must be below "
+                f"'{prefix}.vol_persistence' ({self.vol_persistence})"
+            )
+        try:
+            pd.tseries.frequencies.to_offset(self.bar_frequency)
+        except ValueError as exc:
+            raise ConfigError(f"parameter '{prefix}.bar_frequency' is not a pandas frequency: {exc}") from exc
+
+    def index(self) -> pd.DatetimeIndex:
+        return pd.date_range(self.start, periods=self.n_bars, freq=self.bar_frequency, name="timestamp")
+
+    def per_bar(self) -> tuple[float, float]:
+        """``(mu, sigma)``: drift and unconditional volatility per bar, from the bar spacing."""
+        periods = infer_periods_per_year(self.index())
+        return self.drift / periods, self.volatility / math.sqrt(periods)
+
+
+def _log_returns(model: MarketModel, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Close-to-close log returns and each bar's conditional volatility."""
+    mu, sigma = model.per_bar()
+    n, phi = model.n_bars, model.strength
+    shocks = rng.standard_normal(n)
+    if model.family == "fast":
+        deviation = np.empty(n)
+        deviation[0] = sigma * shocks[0]
+        scale = math.sqrt(1.0 - phi * phi) * sigma
+        for t in range(1, n):
+            deviation[t] = phi * deviation[t - 1] + scale * shocks[t]
+        return mu + deviation, np.full(n, scale)
+    if model.family == "slow":
+        switches = rng.random(n) >= model.regime_persistence
+        regime = np.where(rng.random() < 0.5, 1.0, -1.0) * np.cumprod(np.where(switches, -1.0, 1.0))
+        return mu + model.strength * sigma * regime + sigma * shocks, np.full(n, sigma)
+    if model.family == "vol":
+        alpha = model.strength
+        beta = model.vol_persistence - alpha
+        omega = sigma * sigma * (1.0 - model.vol_persistence)
+        variance = np.empty(n)
+        returns = np.empty(n)
+        h = sigma * sigma
+        for t in range(n):
+            variance[t] = h
+            returns[t] = mu + math.sqrt(h) * shocks[t]
+            h = omega + alpha * (returns[t] - mu) ** 2 + beta * h
+        return returns, np.sqrt(variance)
+    return mu + sigma * shocks, np.full(n, sigma)
+
+
+def synthetic_prices(model: MarketModel) -> pd.DataFrame:
+    """OHLCV bars of ``model`` (deterministic in ``model.seed``), shaped like ``load_prices``' output."""
+    rng = np.random.default_rng(model.seed)
+    returns, bar_vol = _log_returns(model, rng)
+    n, share = model.n_bars, model.overnight_share
+    log_close = math.log(model.start_price) + np.cumsum(returns)
+    previous_close = np.concatenate([[math.log(model.start_price)], log_close[:-1]])
+    # Brownian bridge from the previous close to this close, read at the open's share of the bar.
+    gap = share * returns + math.sqrt(share * (1.0 - share)) * bar_vol * rng.standard_normal(n)
+    gap = np.where(np.abs(gap) < _MIN_GAP, np.copysign(_MIN_GAP, gap), gap)
+    log_open = previous_close + gap
+    intraday = math.sqrt(1.0 - share) * bar_vol
+    log_high = np.maximum(log_open, log_close) + 0.5 * intraday * np.abs(rng.standard_normal(n))
+    log_low = np.minimum(log_open, log_close) - 0.5 * intraday * np.abs(rng.standard_normal(n))
+    _, sigma = model.per_bar()
+    volume = np.round(1e6 * (bar_vol / sigma) * np.exp(0.3 * rng.standard_normal(n)))
+    frame = pd.DataFrame(
+        {
+            "open": np.exp(log_open),
+            "high": np.exp(log_high),
+            "low": np.exp(log_low),
+            "close": np.exp(log_close),
+            "volume": np.maximum(volume, 1.0),
+        },
+        index=model.index(),
+    )
+    frame.attrs["source"] = f"synthetic:{model.family}(strength={model.strength}, seed={model.seed})"
+    return frame
+
+
+def oracle_forecasts(closes: np.ndarray, model: MarketModel) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, variance)`` of the next close-to-close log return given the closes up to each bar,
+    under the true parameters of ``model``: entry ``t`` uses ``closes[: t + 1]`` only. The first
+    bar has no return yet and gets the unconditional forecast."""
+    mu, sigma = model.per_bar()
+    returns = np.diff(np.log(np.asarray(closes, dtype=np.float64)))
+    n = len(returns) + 1
+    mean, variance = np.full(n, mu), np.full(n, sigma * sigma)
+    if model.family == "fast":
+        phi = model.strength
+        mean[1:] = mu + phi * (returns - mu)
+        variance[:] = (1.0 - phi * phi) * sigma * sigma
+    elif model.family == "slow":
+        shift, stay = model.strength * sigma, model.regime_persistence
+        up = 0.5  # P(regime +1 | returns so far), before the first return
+        for t, r in enumerate(returns, start=1):
+            prior = stay * up + (1.0 - stay) * (1.0 - up)
+            like_up = math.exp(-0.5 * ((r - mu - shift) / sigma) ** 2)
+            like_down = math.exp(-0.5 * ((r - mu + shift) / sigma) ** 2)
+            up = prior * like_up / (prior * like_up + (1.0 - prior) * like_down)
+            next_up = stay * up + (1.0 - stay) * (1.0 - up)
+            mean[t] = mu + shift * (2.0 * next_up - 1.0)
+        variance[:] = sigma * sigma + shift * shift - (mean - mu) ** 2
+    elif model.family == "vol":
+        alpha = model.strength
+        beta = model.vol_persistence - alpha
+        omega = sigma * sigma * (1.0 - model.vol_persistence)
+        h = sigma * sigma
+        for t, r in enumerate(returns, start=1):
+            h = omega + alpha * (r - mu) ** 2 + beta * h
+            variance[t] = h
+    return mean, variance
+
+
+def forecast_horizon(model: MarketModel) -> float:
+    """Bars over which a forecast's deviation from the drift persists (its sum over the future is
+    ``horizon x`` the next bar's): ``1 / (1 - phi)`` for ``fast``, ``1 / (2 (1 - p))`` for ``slow``;
+    infinite where only the constant drift is forecast (``null``, ``vol``)."""
+    if model.family == "fast":
+        return 1.0 / (1.0 - model.strength)
+    if model.family == "slow":
+        return 1.0 / (2.0 * (1.0 - model.regime_persistence))
+    return math.inf
+
+
+def oracle_target_exposure(
+    mean: float, variance: float, exposure: float, model: MarketModel, cap: float, allow_short: bool, cost: float
+) -> float:
+    """The oracle's target position (fraction of equity, signed) given its forecast and its
+    current ``exposure``. Mean-timing families (null, fast, slow) hold the cap on the side of the
+    forecast mean; a position is opened or turned only when the mean beats ``cost / horizon`` (the
+    one-way cost per unit traded, spread over the bars the forecast persists: ``forecast_horizon``),
+    so that costs are not paid for noise. ``vol`` holds ``cap x min(1, sigma^2 / variance)`` on the
+    drift's side: mean-variance weights, capped."""
+    if model.family == "vol":
+        mu, sigma = model.per_bar()
+        side = 1.0 if mu > 0 else (-1.0 if allow_short and mu < 0 else 0.0)
+        return side * cap * min(1.0, sigma * sigma / variance)
+    band = cost / forecast_horizon(model)
+    short = -cap if allow_short else 0.0
+    if exposure > 0.0:
+        return cap if mean > -band else short
+    if exposure < 0.0:
+        return short if mean < band else cap
+    if mean > band:
+        return cap
+    return short if mean < -band else 0.0
