@@ -154,7 +154,7 @@ def test_bad_input_is_an_error_naming_the_argument():
         a.return_attribution(market, np.zeros(30), market, periods_per_year=0, cost_rate=0.0)
     with pytest.raises(ValueError, match="cost_rate"):
         a.return_attribution(market, np.zeros(30), market, periods_per_year=PPY, cost_rate=-1.0)
-    with pytest.raises(ValueError, match="no 'position_value' column"):
+    with pytest.raises(ValueError, match="no 'cash' column"):
         a.rollout_exposure(pd.DataFrame({"equity": [1.0]}))
 
 
@@ -184,6 +184,7 @@ def test_capped_buy_and_hold_on_the_env_is_its_exposure_times_the_market():
         rollout, market, periods_per_year=PPY, cost_rate=a.env_cost_rate(EnvConfig.from_mapping({}))
     )
     exposure = a.rollout_exposure(rollout)
+    assert exposure == pytest.approx((rollout["position_value"] / rollout["equity"]).to_numpy(), rel=1e-12)
     # bought up to the 15% cap; a rise lifts it above (the cap limits buys, it never sells)
     assert exposure.min() > 0.14 and result.mean_exposure == pytest.approx(exposure.mean())
     assert result.beta == pytest.approx(result.mean_exposure, abs=0.02)

@@ -84,6 +84,15 @@ class Attribution:
 
 
 ATTRIBUTION_KEYS = tuple(field for field in Attribution.__dataclass_fields__)
+# The fields a metrics dict gains (``attribution_metrics``): ``n`` and ``sharpe`` it has already
+# (``n_steps``, ``sharpe``), and the reason is text.
+ATTRIBUTION_METRICS = tuple(key for key in ATTRIBUTION_KEYS if key not in ("n", "sharpe", "reason"))
+
+
+def attribution_metrics(attribution: Attribution) -> dict:
+    """The attribution as flat, JSON-ready metrics to merge into a ``compute_metrics`` dict."""
+    values = attribution.to_dict()
+    return {key: values[key] for key in ATTRIBUTION_METRICS}
 
 
 def newey_west_lags(n: int) -> int:
@@ -208,13 +217,13 @@ def return_attribution(returns, exposure, market, *, periods_per_year: float, co
 
 
 def rollout_exposure(rollout: pd.DataFrame) -> np.ndarray:
-    """Signed position value / equity at each step's close of a ``rollout.run_episode`` frame (0
-    where the equity is gone)."""
-    for column in ("position_value", "equity"):
+    """Signed position value / equity at each step's close of a rollout (``run_episode``, the
+    forward record): ``(equity - cash) / equity``, 0 where the equity is gone."""
+    for column in ("equity", "cash"):
         if column not in rollout:
             raise ValueError(f"rollout_exposure: the rollout has no '{column}' column (columns: {list(rollout)})")
-    value = rollout["position_value"].to_numpy(dtype=np.float64)
     equity = rollout["equity"].to_numpy(dtype=np.float64)
+    value = equity - rollout["cash"].to_numpy(dtype=np.float64)
     return np.divide(value, equity, out=np.zeros_like(value), where=equity > 0)
 
 
