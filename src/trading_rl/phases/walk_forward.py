@@ -42,6 +42,12 @@ from trading_rl.algorithms.actor_learner import VTraceAgent, VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams, train_es_agent
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvConfig, EnvSpec
+from trading_rl.evaluation.attribution import (
+    attribution_metrics,
+    env_cost_rate,
+    return_attribution,
+    rollout_exposure,
+)
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.folds import (
     Fold,
@@ -252,12 +258,15 @@ OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 # ---------------------------------------------------------------- running
 
 
-def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
+def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any], exposure: np.ndarray, market: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(
         {
             **labels,
             "timestamp": pd.to_datetime(rollout["timestamp"]).to_numpy(),
             "return": rollout["return"].to_numpy(dtype=np.float64),
+            # for the return attribution of stitched series and regimes (evaluation.attribution)
+            "exposure": exposure,
+            "market": market,
             "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
             "trade_value": rollout["trade_value"].to_numpy(dtype=np.float64),
             # for the tearsheet's position-and-trades panel
@@ -288,7 +297,8 @@ def with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]
 class WalkForwardResult:
     """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
     ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
-    value; the market line's raw action and traded value are NaN). ``chains``: each trained agent's
+    value, exposure and the market line's return on the step; the market line's raw action and
+    traded value are NaN, its exposure 1). ``chains``: each trained agent's
     training record and final model (``phases.chains``)."""
 
     folds: pd.DataFrame
@@ -412,7 +422,8 @@ def run_walk_forward_variants(
     configs = shared_protocol(variants, feature_params)
     config = configs[0]
     agent_params = with_walk_forward_agents(agent_params, config)
-    hold_threshold = EnvConfig.from_mapping(env_config).hold_threshold
+    resolved_env = EnvConfig.from_mapping(env_config)
+    hold_threshold, cost_rate = resolved_env.hold_threshold, env_cost_rate(resolved_env)
     symbols = config["symbols"] or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
     if missing:
@@ -478,10 +489,17 @@ def run_walk_forward_variants(
     else:
         group_results = executor.map(run_retrain_group, group_tasks)
 
+    fold_market = {
+        (symbol, fold.index): rollouts[MARKET]["return"].to_numpy(dtype=np.float64)
+        for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared)
+    }
+
     def scored(symbol: str, fold: Fold, labels: dict[str, Any], rollout: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
-        """The window's row of ``folds`` and its test steps."""
+        """The window's row of ``folds`` (metrics and, but for the market line, the return
+        attribution against it) and its test steps."""
         spec = specs[(symbol, fold.index)]
         ppy = periods_per_year[symbol]
+        market = fold_market[(symbol, fold.index)]
         window = {
             "symbol": symbol,
             "fold": fold.index,
@@ -492,11 +510,21 @@ def run_walk_forward_variants(
             "retrained": fold.retrain,
         }
         if labels["agent"] == MARKET:
+            exposure = np.ones(len(rollout))
             metrics = json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
         else:
+            exposure = rollout_exposure(rollout)
             verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], hold_threshold)
-            metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict}
-        return {**window, **labels, **metrics}, _test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels})
+            attribution = return_attribution(
+                rollout["return"].to_numpy(dtype=np.float64),
+                exposure,
+                market,
+                periods_per_year=ppy,
+                cost_rate=cost_rate,
+            )
+            metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict, **attribution_metrics(attribution)}
+        steps = _test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}, exposure, market)
+        return {**window, **labels, **metrics}, steps
 
     baselines: dict[str, list[tuple[dict, pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
