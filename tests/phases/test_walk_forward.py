@@ -9,6 +9,7 @@ import pytest
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
 from trading_rl.evaluation import folds as windows
+from trading_rl.evaluation.attribution import return_attribution
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.phases import walk_forward as wf
@@ -472,6 +473,14 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     assert rows.iloc[0]["sharpe"] == pytest.approx(pooled.mean() / pooled.std(ddof=1))
     assert rows.iloc[0]["sharpe_annualised"] == pytest.approx(rows.iloc[0]["sharpe"] * np.sqrt(252))
     assert rows["config_hash"].nunique() == 2
+    # The attribution columns: the median over seeds of each stitched series' attribution.
+    first = steps[steps["agent"] == "a"]
+    seeds = [
+        return_attribution(curve["return"], curve["exposure"], curve["market"], periods_per_year=252, cost_rate=0.0003)
+        for _, curve in windows.stitch_out_of_sample(first).groupby("seed")
+    ]
+    assert rows.iloc[0]["alpha_annual"] == pytest.approx(np.median([item.alpha_annual for item in seeds]))
+    assert rows.iloc[0]["mean_exposure"] == 0.5 and np.isfinite(rows.iloc[0]["beta"])
 
     # The hash is the configuration's: another agent in the list or another device leaves it alone,
     # a changed agent parameter or protocol key changes it.

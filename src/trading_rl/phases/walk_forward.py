@@ -56,6 +56,7 @@ from trading_rl.evaluation.folds import (
     make_folds,
     retrain_groups,
     stitch_out_of_sample,
+    stitched_attribution,
     tradable_index,
 )
 from trading_rl.evaluation.ledger import trial_row
@@ -613,16 +614,21 @@ def trial_rows(
     source: str = "walk_forward",
 ) -> pd.DataFrame:
     """One trial-ledger row per symbol × agent configuration (baselines are not trials): the
-    moments of its fold × seed stitched out-of-sample returns, pooled over seeds; ``source`` says
-    who evaluated (``walk_forward``, ``tuning``)."""
+    moments of its fold × seed stitched out-of-sample returns, pooled over seeds, and the median
+    over seeds of their return attribution at the env's costs; ``source`` says who evaluated
+    (``walk_forward``, ``tuning``)."""
     config = resolve_walk_forward_params(params, feature_params)
     agent_params = with_walk_forward_agents(agent_params, config)
+    cost_rate = env_cost_rate(EnvConfig.from_mapping(env_config))
     agent_steps = returns[returns["kind"] == "agent"]
     stitched = stitch_out_of_sample(agent_steps)
     rows = []
     for (symbol, agent), curve in stitched.groupby(["symbol", "agent"], sort=False):
         steps = agent_steps[(agent_steps["symbol"] == symbol) & (agent_steps["agent"] == agent)]
         configuration = trial_configuration(agent, config, feature_params, env_config, agent_params, seed, symbol)
+        per_seed = pd.DataFrame(
+            [item.to_dict() for item in stitched_attribution(curve, periods_per_year[symbol], cost_rate)]
+        )
         rows.append(
             trial_row(
                 source=source,
@@ -636,6 +642,7 @@ def trial_rows(
                 n_runs=len(steps[["seed", "fold"]].drop_duplicates()),
                 periods_per_year=periods_per_year[symbol],
                 run=run,
+                attribution=per_seed.drop(columns="reason").astype(float).median().to_dict(),
             )
         )
     return pd.DataFrame(rows)
