@@ -14,6 +14,7 @@ from trading_rl.evaluation.gates import (
     gate_values,
     option_statistics,
     raise_on_failure,
+    skill_values,
     validation_report,
 )
 from trading_rl.monitoring.actions import ACTION_BUCKETS
@@ -119,6 +120,7 @@ def test_report_passes_when_every_gate_passes_and_skips_optional_gates_without_a
         "threshold": 0.15,
         "passed": True,
         "status": "pass",
+        "blocking": True,
     }
 
 
@@ -275,3 +277,39 @@ def test_es_vs_sac_gate(es_value, sac_value, passed):
     assert gate["threshold"] == pytest.approx(0.8 if sac_value > 0 else -1.2)
     by_return = es_vs_sac_gate({"total_return": 0.05}, {"total_return": 0.1}, ratio=0.5, metric="total_return")
     assert by_return["passed"] and by_return["threshold"] == pytest.approx(0.05)
+
+
+SKILL = {"skill": {"metric": "alpha_ci90_low_median", "comparison": ">", "threshold": 0.0, "blocking": False}}
+
+
+def _summary_with_alpha_lows(lows_by_symbol: dict[str, float], shares: dict[str, float]) -> dict:
+    return {
+        symbol: {
+            "agents": {
+                "sac_icm": {"stitched_attribution_median": {"alpha_ci90_low": low}, "skill_seed_share": shares[symbol]},
+                "cash": {"stitched_attribution_median": {"alpha_ci90_low": 5.0}, "skill_seed_share": 1.0},
+            }
+        }
+        for symbol, low in lows_by_symbol.items()
+    }
+
+
+def test_skill_gate_reads_the_stitched_attribution_and_does_not_block_by_default():
+    values = skill_values(
+        _summary_with_alpha_lows({"X": -0.02, "Y": -0.01, "Z": 0.03}, {"X": 0, "Y": 0.5, "Z": 1}), "sac_icm"
+    )
+    assert values == {"alpha_ci90_low_median": pytest.approx(-0.01), "skill_seed_share": 0.5}
+    report = evaluate_gates(values, SKILL)
+    assert report["passed"] and report["failed"] == [] and report["advisory_failed"] == ["skill"]
+    assert report["gates"]["skill"]["status"] == "fail" and report["gates"]["skill"]["blocking"] is False
+    blocking = evaluate_gates(values, {"skill": {**SKILL["skill"], "blocking": True}})
+    assert not blocking["passed"] and blocking["failed"] == ["skill"]
+    skilled = skill_values(_summary_with_alpha_lows({"X": 0.01}, {"X": 1.0}), "sac_icm")
+    assert evaluate_gates(skilled, SKILL)["gates"]["skill"]["passed"]
+
+
+def test_skill_gate_fails_rather_than_passes_on_a_summary_without_attribution():
+    values = skill_values({"X": {"agents": {"sac_icm": {"kind": "agent"}}}}, "sac_icm")
+    assert values == {"alpha_ci90_low_median": None, "skill_seed_share": None}
+    gate = evaluate_gates(values, {"skill": {**SKILL["skill"], "blocking": True}})["gates"]["skill"]
+    assert gate["status"] == "fail" and "undefined" in gate["reason"]

@@ -41,7 +41,7 @@ def test_each_save_adds_a_file_and_never_touches_the_earlier_ones(tmp_path):
     dataset = TrialLedgerDataset(str(tmp_path / "ledger"))
     assert not dataset.exists()
     empty = dataset.load()
-    assert empty.empty and list(empty.columns) == list(ledger.LEDGER_COLUMNS)
+    assert empty.empty and list(empty.columns) == list(ledger.ALL_COLUMNS)
 
     dataset.save(pd.DataFrame([_row(lr=1), _row(lr=2)]))
     first = _files(tmp_path / "ledger")
@@ -52,7 +52,7 @@ def test_each_save_adds_a_file_and_never_touches_the_earlier_ones(tmp_path):
     assert len(after) == 2 and all(after[name] == content for name, content in first.items())
     assert all((tmp_path / "ledger" / name).stat().st_mtime_ns == mtime for name, mtime in first_stat.items())
     loaded = dataset.load()
-    assert len(loaded) == 3 and list(loaded.columns) == list(ledger.LEDGER_COLUMNS)
+    assert len(loaded) == 3 and list(loaded.columns) == list(ledger.ALL_COLUMNS)
     assert [json.loads(config)["lr"] for config in loaded["config"]] == [1, 2, 3]  # in save order
     dataset.save(pd.DataFrame(columns=list(ledger.LEDGER_COLUMNS)))  # nothing to append: no file
     assert len(_files(tmp_path / "ledger")) == 2
@@ -175,3 +175,32 @@ def test_rows_recorded_under_renamed_keys_keep_their_identity(tmp_path):
     with pytest.raises(SpentTestSplitError, match="already spent"):
         check_test_split(read, today, allow_repeat=False)
     assert _files(tmp_path / "ledger")  # nothing rewritten on read
+
+
+def test_attribution_columns_are_additive_and_old_files_read_as_nan(tmp_path):
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    # a file written before the attribution columns existed
+    pd.DataFrame([_row(lr=1)])[list(ledger.LEDGER_COLUMNS)].to_parquet(folder / "20200101T000000Z-0.parquet")
+    attributed = ledger.trial_row(
+        source="final_evaluation",
+        symbol="X",
+        split="test",
+        period_start="2020-01-01",
+        period_end="2020-03-01",
+        agent="sac_icm",
+        configuration={"lr": 2},
+        moments=return_moments(np.random.default_rng(0).normal(0.001, 0.01, 50)),
+        n_runs=1,
+        periods_per_year=252.0,
+        attribution={"alpha_annual": 0.03, "alpha_ci90_low": -0.01, "beta": 0.2, "alpha_t": None, "sharpe": 9.0},
+    )
+    ledger.append_rows(folder, [attributed])
+    rows = ledger.read_ledger(folder)
+    assert list(rows.columns) == list(ledger.ALL_COLUMNS)
+    assert rows[list(ledger.ATTRIBUTION_COLUMNS)].iloc[0].isna().all()
+    assert rows.iloc[1]["alpha_annual"] == 0.03 and rows.iloc[1]["beta"] == 0.2
+    assert np.isnan(rows.iloc[1]["alpha_t"]) and np.isnan(rows.iloc[1]["mean_exposure"])
+    assert rows.iloc[1]["sharpe"] != 9.0  # only the attribution columns are taken from the mapping
+    with pytest.raises(ValueError, match=r"unknown column\(s\) \['alpha'\]"):
+        ledger.validate_rows(pd.DataFrame([{**attributed, "alpha": 1.0}]))

@@ -189,3 +189,28 @@ def test_the_test_split_parameter_is_refused_by_name():
     with pytest.raises(ValueError, match=r"regime_validation\.regimes\.vol_windw"):
         check_regime_validation_params({"regimes": {"vol_windw": 5}})
     check_regime_validation_params({"regimes": SMALL})
+
+
+def test_walk_forward_regimes_attribute_each_regime_against_the_market_line():
+    close = regime_walk(5)
+    labels = label_regimes(close, SMALL)
+    returns = _walk_forward_returns(close)
+    market = close.pct_change().reindex(pd.to_datetime(returns["timestamp"])).to_numpy()
+    half = returns["agent"] == "sac_icm"
+    returns = returns.assign(
+        market=market,
+        exposure=np.where(half, 0.5, np.where(returns["agent"] == "cash", 0.0, 1.0)),
+        **{"return": np.where(half, 0.5 * market, returns["return"])},
+    )
+    table = walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0}, 0.1, cost_rate=0.0003)
+    agent = table[(table["model"] == "sac_icm") & (table["n_steps"] >= 20)]
+    assert len(agent) >= 2
+    np.testing.assert_allclose(agent["beta"], 0.5)
+    np.testing.assert_allclose(agent["alpha_annual"], 0.0, atol=1e-12)
+    assert (agent["mean_exposure"] == 0.5).all()
+    cash = table[(table["model"] == "cash") & (table["n_steps"] >= 20)]
+    assert (cash["beta"] == 0.0).all()
+    # the market line is what the others are measured against: no attribution of its own
+    assert table.loc[table["model"] == "buy_and_hold_full", "beta"].isna().all()
+    # without costs (or the columns) the table is as before
+    assert "beta" not in walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0}, 0.1)

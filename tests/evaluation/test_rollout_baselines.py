@@ -303,7 +303,15 @@ def test_evaluate_baselines_reports_every_baseline_and_the_market_line(envs):
     # the capped long moves with the market at about 15% of its size
     ratio = results["buy_and_hold"]["total_return"] / results["buy_and_hold_full"]["total_return"]
     assert 0.1 < ratio < 0.2
-    json.dumps(results)
+    # every baseline that runs through the env carries its attribution against the market line
+    from trading_rl.evaluation.attribution import ATTRIBUTION_METRICS
+
+    for name in b.BASELINE_NAMES:
+        assert set(ATTRIBUTION_METRICS) <= set(results[name])
+    assert results["cash"]["beta"] == 0.0 and results["cash"]["mean_exposure"] == 0.0
+    assert 0.1 < results["buy_and_hold"]["beta"] < 0.2
+    assert results["buy_and_hold"]["mean_exposure"] == pytest.approx(results["buy_and_hold"]["beta"], abs=0.03)
+    json.dumps(results, allow_nan=False)
 
 
 # ---------------------------------------------------------------- SMA with the history before a window

@@ -9,6 +9,7 @@ import pytest
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
 from trading_rl.evaluation import folds as windows
+from trading_rl.evaluation.attribution import return_attribution
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.phases import walk_forward as wf
@@ -172,6 +173,24 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     counts = result.returns.groupby(["symbol", "fold", "kind", "agent", "seed"]).size()
     merged = folds.set_index(["symbol", "fold", "kind", "agent", "seed"])["n_steps"]
     assert (counts.sort_index() == merged.sort_index()).all()
+    # Agents and baselines are attributed against the market line of their window; each step keeps
+    # its exposure and the market's return on it (1 and its own return for the market line).
+    attributed = folds[folds["agent"] != "buy_and_hold_full"]
+    assert attributed[["alpha_annual", "beta", "mean_exposure"]].notna().all().all()
+    # held at cash's mean exposure (0), the exposure-matched passive is flat: no Sharpe
+    assert attributed["exposure_matched_sharpe"].isna().to_numpy().tolist() == (attributed["agent"] == "cash").tolist()
+    assert folds.loc[folds["agent"] == "buy_and_hold_full", "beta"].isna().all()
+    steps = result.returns
+    line = steps[steps["agent"] == "buy_and_hold_full"]
+    assert (line["exposure"] == 1.0).all() and np.array_equal(line["market"], line["return"])
+    cash = steps[steps["agent"] == "cash"]
+    assert (cash["exposure"] == 0.0).all()
+    one_window = steps[(steps["symbol"] == "X") & (steps["fold"] == 0)]
+    assert (
+        one_window.groupby(["agent", "seed"])["market"]
+        .apply(lambda m: np.array_equal(m, line["market"].iloc[: len(m)]))
+        .all()
+    )
     # One record per chain (symbol × seed × retrain group): env steps trained so far after each
     # fold, joined with the fold's test metrics; a model without a saved form is not kept.
     assert [(c.symbol, c.seed, c.folds) for c in result.chains] == [
@@ -258,6 +277,79 @@ def test_stitching_keeps_each_step_once_and_compounds():
     np.testing.assert_allclose(stitched["equity"].iloc[-1], np.prod(1 + np.array(expected_returns)))
 
 
+COSTS = {"periods_per_year": {"X": 252}, "cost_rate": 0.0003}
+
+
+def _with_market(steps: pd.DataFrame, exposure: float = 0.5, seed: int = 99) -> pd.DataFrame:
+    """Walk-forward steps with an ``exposure`` and the market line's return on each timestamp."""
+    stamps = steps["timestamp"].drop_duplicates().sort_values()
+    market = pd.Series(np.random.default_rng(seed).normal(0.0003, 0.01, len(stamps)), index=stamps.to_numpy())
+    return steps.assign(exposure=exposure, market=market.reindex(steps["timestamp"].to_numpy()).to_numpy())
+
+
+def test_summary_attributes_each_seeds_stitched_series_and_states_standard_errors():
+    rng = np.random.default_rng(1)
+    stamps = pd.date_range("2020-01-01", periods=600)
+    market = rng.normal(0.0003, 0.01, 600)
+    folds, steps = [], []
+    for seed in range(3):
+        for fold in range(3):
+            window = slice(200 * fold, 200 * (fold + 1))
+            # a quarter of the market plus a daily edge of 8 bp: beta 0.25, alpha about 20% a year
+            returns = 0.25 * market[window] + 0.0008 + rng.normal(0, 0.002, 200)
+            sharpe = returns.mean() / returns.std(ddof=1) * np.sqrt(252)
+            alpha = (returns.mean() - 0.25 * market[window].mean()) * 252
+            folds.append(
+                {
+                    "symbol": "X",
+                    "kind": "agent",
+                    "agent": "a",
+                    "seed": seed,
+                    "fold": fold,
+                    "sharpe": sharpe,
+                    "alpha_annual": alpha,
+                }
+            )
+            steps.append(
+                pd.DataFrame(
+                    {
+                        "symbol": "X",
+                        "kind": "agent",
+                        "agent": "a",
+                        "seed": seed,
+                        "fold": fold,
+                        "timestamp": stamps[window],
+                        "return": returns,
+                        "action_raw": 0.0,
+                        "exposure": 0.25,
+                        "market": market[window],
+                    }
+                )
+            )
+    folds, steps = pd.DataFrame(folds), pd.concat(steps, ignore_index=True)
+    entry = windows.summarise(folds, steps, {"X": Trials((), {})}, **COSTS)["X"]["agents"]["a"]
+    stitched = entry["stitched_attribution_median"]
+    assert stitched["beta"] == pytest.approx(0.25, abs=0.02)
+    assert stitched["mean_exposure"] == pytest.approx(0.25)
+    assert stitched["alpha_annual"] == pytest.approx(0.0008 * 252, rel=0.15)
+    assert entry["skill_seed_share"] == 1.0
+    errors, detectable = entry["standard_errors"], entry["min_detectable"]
+    assert errors["sharpe_stitched"] == pytest.approx(stitched["sharpe_se"])
+    assert errors["alpha_stitched"] == pytest.approx(stitched["alpha_se"])
+    assert errors["sharpe_median_windows"] == pytest.approx(np.sqrt(np.pi / 2) * folds["sharpe"].std(ddof=1) / 3.0)
+    assert detectable == {name: pytest.approx(2 * value) for name, value in errors.items()}
+    # an unskilled copy of the market at the same exposure: no seed passes
+    steps["return"] = 0.25 * steps["market"] + rng.normal(0, 0.002, len(steps))
+    assert windows.summarise(folds, steps, {"X": Trials((), {})}, **COSTS)["X"]["agents"]["a"]["skill_seed_share"] < 1.0
+
+
+def test_summary_refuses_returns_without_exposure_and_market():
+    steps = _agent_steps(agents=("a",), seeds=1, folds=1).drop(columns=["market"])
+    folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0, "sharpe": 1.0}])
+    with pytest.raises(ValueError, match=r"walk_forward_returns lacks column\(s\) \['market'\]"):
+        windows.summarise(folds, steps, {"X": Trials((), {})}, **COSTS)
+
+
 def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
     rng = np.random.default_rng(0)
     folds, steps = [], []
@@ -290,9 +382,9 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
                     }
                     for i, r in enumerate(returns)
                 ]
-    folds, steps = pd.DataFrame(folds), pd.DataFrame(steps)
+    folds, steps = pd.DataFrame(folds), _with_market(pd.DataFrame(steps))
     trials = Trials(tuple(rng.normal(0.0, 0.05, 10)), {"walk_forward": 4, "ab_sac_icm": 6})
-    summary = windows.summarise(folds, steps, {"X": trials})["X"]
+    summary = windows.summarise(folds, steps, {"X": trials}, **COSTS)["X"]
     assert summary["n_trials"] == 10 and summary["trials_by_source"] == {"walk_forward": 4, "ab_sac_icm": 6}
     a = folds[folds["agent"] == "a"]["sharpe"]
     stats = summary["agents"]["a"]["metrics"]["sharpe"]
@@ -303,31 +395,33 @@ def test_summary_reports_medians_not_the_best_seed_and_counts_every_trial():
     # DSR deflates: the bar is the luckiest of the 10 ledger trials, so it is below the plain PSR.
     assert summary["agents"]["a"]["dsr_median"] < summary["agents"]["a"]["psr_median"]
     # Fewer than 2 configurations tried: no DSR (the runs of one configuration are not trials).
-    lone = windows.summarise(folds, steps, {"X": Trials((0.1,), {"walk_forward": 1})})["X"]
+    lone = windows.summarise(folds, steps, {"X": Trials((0.1,), {"walk_forward": 1})}, **COSTS)["X"]
     assert lone["n_trials"] == 1 and lone["agents"]["a"]["dsr_median"] is None
 
 
 def test_summary_dsr_falls_with_more_spread_trials_in_the_ledger():
     rng = np.random.default_rng(4)
-    steps = pd.DataFrame(
-        [
-            {
-                "symbol": "X",
-                "kind": "agent",
-                "agent": "a",
-                "seed": 0,
-                "fold": 0,
-                "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=i),
-                "return": r,
-                "action_raw": 0.0,
-            }
-            for i, r in enumerate(rng.normal(0.002, 0.01, 300))
-        ]
+    steps = _with_market(
+        pd.DataFrame(
+            [
+                {
+                    "symbol": "X",
+                    "kind": "agent",
+                    "agent": "a",
+                    "seed": 0,
+                    "fold": 0,
+                    "timestamp": pd.Timestamp("2020-01-01") + pd.Timedelta(days=i),
+                    "return": r,
+                    "action_raw": 0.0,
+                }
+                for i, r in enumerate(rng.normal(0.002, 0.01, 300))
+            ]
+        )
     )
     folds = pd.DataFrame([{"symbol": "X", "kind": "agent", "agent": "a", "seed": 0, "fold": 0, "sharpe": 1.0}])
     few = (0.05, -0.02, 0.01)
     dsr = [
-        windows.summarise(folds, steps, {"X": Trials(sharpes, {})})["X"]["agents"]["a"]["dsr_median"]
+        windows.summarise(folds, steps, {"X": Trials(sharpes, {})}, **COSTS)["X"]["agents"]["a"]["dsr_median"]
         for sharpes in (few, few + tuple(rng.normal(0.0, 0.08, 30)))
     ]
     assert dsr[1] < dsr[0]
@@ -353,7 +447,7 @@ def _agent_steps(agents=("a", "b"), seeds=3, folds=2, n=20, seed=0):
                             "action_raw": 0.0,
                         }
                     )
-    return pd.DataFrame(rows)
+    return _with_market(pd.DataFrame(rows))
 
 
 def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baselines():
@@ -379,6 +473,14 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     assert rows.iloc[0]["sharpe"] == pytest.approx(pooled.mean() / pooled.std(ddof=1))
     assert rows.iloc[0]["sharpe_annualised"] == pytest.approx(rows.iloc[0]["sharpe"] * np.sqrt(252))
     assert rows["config_hash"].nunique() == 2
+    # The attribution columns: the median over seeds of each stitched series' attribution.
+    first = steps[steps["agent"] == "a"]
+    seeds = [
+        return_attribution(curve["return"], curve["exposure"], curve["market"], periods_per_year=252, cost_rate=0.0003)
+        for _, curve in windows.stitch_out_of_sample(first).groupby("seed")
+    ]
+    assert rows.iloc[0]["alpha_annual"] == pytest.approx(np.median([item.alpha_annual for item in seeds]))
+    assert rows.iloc[0]["mean_exposure"] == 0.5 and np.isfinite(rows.iloc[0]["beta"])
 
     # The hash is the configuration's: another agent in the list or another device leaves it alone,
     # a changed agent parameter or protocol key changes it.
@@ -454,7 +556,7 @@ def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
             for (s, f), verdict in zip([(0, 0), (0, 1), (1, 0), (1, 1)], ["True", "False", "False", "False"])
         ]
     )
-    summary = windows.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})})["X"]["agents"]["a"]
+    summary = windows.summarise(folds, steps, {"X": Trials((0.1, 0.2), {})}, **COSTS)["X"]["agents"]["a"]
     assert summary["trading_share"] == 0.25
 
 

@@ -29,6 +29,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from trading_rl.data.synthetic import oracle_forecasts, oracle_target_exposure
 from trading_rl.envs.continuous import trading_env
+from trading_rl.evaluation.attribution import attribution_metrics, env_cost_rate, rollout_attribution
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
 from trading_rl.evaluation.rollout import Policy, run_episode
 
@@ -176,13 +177,20 @@ def market_returns(env: gym.Env, seed: int = 0) -> np.ndarray:
 def evaluate_baselines(
     make_env: Callable[[], gym.Env], periods_per_year: float, seed: int = 0, fast: int = 20, slow: int = 50
 ) -> dict[str, dict]:
-    """Metrics (``compute_metrics``) of every baseline plus ``buy_and_hold_full`` (price returns only:
-    the return/risk keys of ``return_metrics``, no trade or action keys)."""
+    """Metrics (``compute_metrics``) and return attribution (``attribution.attribution_metrics``,
+    against the market line) of every baseline, plus ``buy_and_hold_full`` (price returns only: the
+    return/risk keys of ``return_metrics``, no trade, action or attribution keys)."""
     reference_env = make_env()
-    hold_threshold = trading_env(reference_env, "evaluate_baselines").config.hold_threshold
+    config = trading_env(reference_env, "evaluate_baselines").config
+    market = market_returns(reference_env, seed)
     results = {
-        name: compute_metrics(rollout, periods_per_year, hold_threshold)
+        name: {
+            **compute_metrics(rollout, periods_per_year, config.hold_threshold),
+            **attribution_metrics(
+                rollout_attribution(rollout, market, periods_per_year=periods_per_year, cost_rate=env_cost_rate(config))
+            ),
+        }
         for name, rollout in run_baselines(make_env, seed, fast, slow).items()
     }
-    results[MARKET] = json_ready(return_metrics(market_returns(reference_env, seed), periods_per_year))
+    results[MARKET] = json_ready(return_metrics(market, periods_per_year))
     return results

@@ -143,5 +143,6 @@ def evaluate_on_test(
         periods_per_year=env_spec.periods_per_year,
         run=run,
         repeat=identity["repeat"],
+        attribution=evaluation["metrics"],
     )
     return report, pd.DataFrame([row])

@@ -9,6 +9,7 @@ PSR/DSR of the stitched out-of-sample curves. ``phases.walk_forward`` trains and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,8 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.evaluation.attribution import Attribution, return_attribution
+from trading_rl.evaluation.baselines import MARKET
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio
 from trading_rl.features import (
@@ -206,7 +209,32 @@ SUMMARY_METRICS = (
     "hold_share",
     "n_trades",
     "turnover",
+    "alpha_annual",
+    "beta",
+    "mean_exposure",
 )
+# Of each seed's stitched series (evaluation.attribution), reported as the median over seeds.
+STITCHED_ATTRIBUTION = (
+    "alpha_annual",
+    "alpha_ci90_low",
+    "alpha_ci90_high",
+    "alpha_se",
+    "alpha_t",
+    "beta",
+    "mean_exposure",
+    "timing_corr",
+    "information_ratio",
+    "sharpe",
+    "sharpe_se",
+    "exposure_matched_sharpe",
+    "exposure_matched_return",
+)
+# The standard error of a median over k windows, as a multiple of the values' sd / sqrt(k): the
+# large-sample value sqrt(pi / 2) for normally distributed values.
+MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2.0)
+# An edge this many standard errors from zero is what a report could have told from luck (about a
+# 95% two-sided test; a smaller true edge is likely to go unseen).
+DETECTABLE_SE_MULTIPLE = 2.0
 
 
 def _quartiles(values: pd.Series) -> dict[str, float | None]:
@@ -224,9 +252,67 @@ def _quartiles(values: pd.Series) -> dict[str, float | None]:
     }
 
 
-def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, Trials]) -> dict[str, Any]:
+def median_standard_error(values: pd.Series) -> float | None:
+    """Standard error of the median of ``values`` (``MEDIAN_SE_FACTOR`` × sd / sqrt(k)); ``None``
+    with fewer than 2 finite values."""
+    finite = values.astype(float).replace([np.inf, -np.inf], np.nan).dropna()
+    if finite.size < 2:
+        return None
+    return float(MEDIAN_SE_FACTOR * finite.std(ddof=1) / math.sqrt(finite.size))
+
+
+def stitched_attribution(curves: pd.DataFrame, periods_per_year: float, cost_rate: float) -> list[Attribution]:
+    """``return_attribution`` of each seed's stitched series in ``curves`` (one symbol × agent),
+    against the market line's return on the same steps (the ``market`` column)."""
+    return [
+        return_attribution(
+            curve["return"].to_numpy(dtype=np.float64),
+            curve["exposure"].to_numpy(dtype=np.float64),
+            curve["market"].to_numpy(dtype=np.float64),
+            periods_per_year=periods_per_year,
+            cost_rate=cost_rate,
+        )
+        for _, curve in curves.groupby("seed", sort=True)
+    ]
+
+
+def attribution_summary(attributions: Sequence[Attribution], rows: pd.DataFrame) -> dict[str, Any]:
+    """Medians over seeds of the stitched series' attribution, the ``skill`` share (seeds whose
+    alpha's 90% lower bound is > 0), and the standard errors a reader needs to judge the size of
+    edge the walk-forward could have detected: of each seed's stitched Sharpe and alpha (median over
+    seeds) and of the median over windows (``rows``: the agent's window rows), with the minimum
+    detectable values ``DETECTABLE_SE_MULTIPLE`` × those errors."""
+    per_seed = pd.DataFrame([attribution.to_dict() for attribution in attributions])
+    medians = {key: _quartiles(per_seed[key])["median"] for key in STITCHED_ATTRIBUTION}
+    lows = per_seed["alpha_ci90_low"].astype(float)
+    errors = {
+        "sharpe_stitched": medians["sharpe_se"],
+        "alpha_stitched": medians["alpha_se"],
+        "sharpe_median_windows": median_standard_error(rows["sharpe"]),
+        "alpha_median_windows": median_standard_error(rows["alpha_annual"]) if "alpha_annual" in rows else None,
+    }
+    return {
+        "stitched_attribution_median": medians,
+        "skill_seed_share": float((lows.fillna(-np.inf) > 0).mean()) if len(lows) else None,
+        "standard_errors": errors,
+        "min_detectable": {
+            name: None if value is None else DETECTABLE_SE_MULTIPLE * value for name, value in errors.items()
+        },
+    }
+
+
+def summarise(
+    folds: pd.DataFrame,
+    returns: pd.DataFrame,
+    trials: Mapping[str, Trials],
+    *,
+    periods_per_year: Mapping[str, float],
+    cost_rate: float,
+) -> dict[str, Any]:
     """Median and inter-quartile range across seeds and folds (never the best seed) per symbol ×
-    agent, the share of windows with a positive Sharpe, and PSR/DSR of the stitched curves.
+    agent, the share of windows with a positive Sharpe, PSR/DSR of the stitched curves, and the
+    return attribution of the stitched curves with the standard errors of Sharpe and alpha
+    (``attribution_summary``; not for the market line, which is what it is measured against).
 
     DSR counts every configuration tried, not the runs of one: ``trials[symbol]`` holds the
     per-period Sharpe ratios of the configurations in the trial ledger for the symbol
@@ -235,6 +321,9 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
     DSR either. PSR and DSR are computed per seed's stitched curve and reported as the median over
     seeds; ``n_trials`` and ``trials_by_source`` say what was counted.
     """
+    missing = [column for column in ("exposure", "market") if column not in returns]
+    if missing:
+        raise ValueError(f"walk_forward_returns lacks column(s) {missing}; rerun the walk_forward pipeline")
     stitched = stitch_out_of_sample(returns)
     summary: dict[str, Any] = {}
     for symbol, symbol_folds in folds.groupby("symbol", sort=False):
@@ -262,6 +351,9 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
                 "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
                 "stitched_total_return_median": _quartiles(curves.groupby("seed")["equity"].last() - 1.0)["median"],
             }
+            if agent != MARKET:
+                attributions = stitched_attribution(curves, periods_per_year[symbol], cost_rate)
+                entries[agent].update(attribution_summary(attributions, rows))
         summary[symbol] = {
             "n_trials": symbol_trials.n,
             "trials_by_source": symbol_trials.by_source,

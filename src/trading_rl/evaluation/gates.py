@@ -43,6 +43,8 @@ class GateParams(Section):
     comparison: str = setting(choices=tuple(COMPARISONS))
     threshold: float
     optional: bool = False  # applies only when the agent reports the metric
+    # false: judged and reported (``advisory_failed``) but the report passes without it
+    blocking: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,8 +183,26 @@ def gate_values(
     return values
 
 
+def skill_values(walk_forward_summary: Mapping[str, Any], primary_agent: str) -> dict[str, float | None]:
+    """The ``skill`` gate's numbers for ``primary_agent``: ``alpha_ci90_low_median``, the median over
+    symbols and seeds' stitched walk-forward series of alpha's lower 90% bound (``folds.
+    attribution_summary``), and ``skill_seed_share``, the share of those series whose bound is > 0
+    (``None`` when the summary has no attribution, e.g. one written before it existed)."""
+    entries = [
+        symbol["agents"][primary_agent]
+        for symbol in walk_forward_summary.values()
+        if primary_agent in symbol["agents"] and "stitched_attribution_median" in symbol["agents"][primary_agent]
+    ]
+    if not entries:
+        return {"alpha_ci90_low_median": None, "skill_seed_share": None}
+    lows = pd.Series([entry["stitched_attribution_median"]["alpha_ci90_low"] for entry in entries], dtype=float)
+    shares = pd.Series([entry["skill_seed_share"] for entry in entries], dtype=float)
+    return {"alpha_ci90_low_median": _median(lows), "skill_seed_share": _median(shares)}
+
+
 def evaluate_gates(values: Mapping[str, float | None], gates: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Judge every gate; the report passes only when no gate fails (skipped gates do not count)."""
+    """Judge every gate; the report passes only when no blocking gate fails (skipped gates do not
+    count; a gate with ``blocking: false`` that fails is listed in ``advisory_failed``)."""
     judged: dict[str, dict[str, Any]] = {}
     for name, gate in gates.items():
         for key in ("metric", "comparison", "threshold"):
@@ -208,11 +228,14 @@ def evaluate_gates(values: Mapping[str, float | None], gates: Mapping[str, Mappi
         else:
             passed = bool(COMPARISONS[gate["comparison"]](float(value), float(gate["threshold"])))
             entry.update(value=float(value), passed=passed, status="pass" if passed else "fail")
+        entry["blocking"] = bool(gate.get("blocking", True))
         judged[name] = entry
-    failed = sorted(name for name, entry in judged.items() if entry["status"] == "fail")
+    failing = [name for name, entry in judged.items() if entry["status"] == "fail"]
+    failed = sorted(name for name in failing if judged[name]["blocking"])
     return {
         "passed": not failed,
         "failed": failed,
+        "advisory_failed": sorted(name for name in failing if not judged[name]["blocking"]),
         "n_gates": len(judged),
         "n_skipped": sum(entry["status"] == "skipped" for entry in judged.values()),
         "gates": judged,

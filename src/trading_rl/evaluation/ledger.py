@@ -53,6 +53,19 @@ LEDGER_COLUMNS = (
     "git_commit",
     "repeat",  # True for a deliberate repeated final evaluation (final_evaluation.allow_repeat)
 )
+# Additive columns: the return attribution of the row's returns against the market line
+# (evaluation.attribution; walk-forward rows: the median over seeds' stitched series). Rows from
+# files written before they existed read as NaN, as do rows whose source does not attribute (tuning).
+ATTRIBUTION_COLUMNS = (
+    "alpha_annual",
+    "alpha_ci90_low",
+    "alpha_ci90_high",
+    "alpha_t",
+    "beta",
+    "mean_exposure",
+    "exposure_matched_sharpe",
+)
+ALL_COLUMNS = (*LEDGER_COLUMNS, *ATTRIBUTION_COLUMNS)
 SPLITS = ("validation", "walk_forward", "test")
 REQUIRED_VALUES = ("timestamp", "source", "symbol", "split", "agent", "config_hash", "config")
 FILE_SUFFIX = ".parquet"
@@ -72,9 +85,12 @@ def trial_row(
     periods_per_year: float | None,
     run: Mapping[str, Any] | None = None,
     repeat: bool = False,
+    attribution: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One ledger row; ``moments`` as ``metrics.return_moments``/``pool_moments`` give them."""
+    """One ledger row; ``moments`` as ``metrics.return_moments``/``pool_moments`` give them,
+    ``attribution`` a mapping with the ``ATTRIBUTION_COLUMNS`` (``None`` values, or none given: NaN)."""
     run = dict(run or {})
+    attribution = dict(attribution or {})
     sharpe = sharpe_from_moments(moments)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
@@ -93,31 +109,34 @@ def trial_row(
         "save_version": None if run.get("save_version") is None else str(run["save_version"]),
         "git_commit": None if run.get("git_commit") is None else str(run["git_commit"]),
         "repeat": bool(repeat),
+        **{key: math.nan if attribution.get(key) is None else float(attribution[key]) for key in ATTRIBUTION_COLUMNS},
     }
 
 
 def empty_ledger() -> pd.DataFrame:
-    return pd.DataFrame(columns=list(LEDGER_COLUMNS))
+    return pd.DataFrame(columns=list(ALL_COLUMNS))
 
 
 def validate_rows(rows: pd.DataFrame | Iterable[Mapping[str, Any]], where: str = "trial ledger rows") -> pd.DataFrame:
-    """The rows as a frame with exactly ``LEDGER_COLUMNS``; errors name the column and ``where``."""
+    """The rows as a frame with exactly ``ALL_COLUMNS`` (``ATTRIBUTION_COLUMNS`` it lacks added as
+    NaN); errors name the column and ``where``."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if frame.empty and not len(frame.columns):
         return empty_ledger()
     missing = [column for column in LEDGER_COLUMNS if column not in frame.columns]
     if missing:
         raise ValueError(f"{where} lack column(s) {missing}; a ledger row has {list(LEDGER_COLUMNS)}")
-    extra = [column for column in frame.columns if column not in LEDGER_COLUMNS]
+    extra = [column for column in frame.columns if column not in ALL_COLUMNS]
     if extra:
-        raise ValueError(f"{where} have unknown column(s) {extra}; a ledger row has {list(LEDGER_COLUMNS)}")
+        raise ValueError(f"{where} have unknown column(s) {extra}; a ledger row has {list(ALL_COLUMNS)}")
+    frame = frame.assign(**{column: math.nan for column in ATTRIBUTION_COLUMNS if column not in frame.columns})
     for column in REQUIRED_VALUES:
         if frame[column].isna().any():
             raise ValueError(f"{where}: column '{column}' has missing values")
     bad_splits = sorted(set(frame["split"]) - set(SPLITS))
     if bad_splits:
         raise ValueError(f"{where}: column 'split' has {bad_splits}; allowed: {list(SPLITS)}")
-    return frame[list(LEDGER_COLUMNS)].reset_index(drop=True)
+    return frame[list(ALL_COLUMNS)].reset_index(drop=True)
 
 
 def new_file_name() -> str:

@@ -32,6 +32,8 @@ import pandas as pd
 
 from trading_rl.config import Section, setting
 from trading_rl.envs.compatibility import ModelCompatibilityError
+from trading_rl.evaluation.attribution import attribution_metrics, return_attribution
+from trading_rl.evaluation.baselines import MARKET
 from trading_rl.evaluation.metrics import json_ready, return_metrics
 from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
@@ -110,14 +112,22 @@ def step_regimes(timestamps, labels: pd.Series) -> np.ndarray:
 
 
 def regime_metrics(
-    rollout: pd.DataFrame, labels: pd.Series, periods_per_year: float, hold_threshold: float
+    rollout: pd.DataFrame,
+    labels: pd.Series,
+    periods_per_year: float,
+    hold_threshold: float,
+    cost_rate: float | None = None,
 ) -> pd.DataFrame:
     """Metrics per regime from the steps decided in that regime, plus an ``all`` row.
 
     ``log_return`` is the sum of ``log(1 + r)`` over a regime's steps, so the regimes' log returns
     add up to the whole episode's. Sharpe, drawdown and the rest treat a regime's steps as one series
     (they are not contiguous in time; read drawdown as "worst run of losses within the regime").
+    With ``cost_rate`` given and ``exposure`` and ``market`` columns in ``rollout`` (walk-forward
+    steps), each row adds the return attribution of its steps (``attribution.attribution_metrics``;
+    the timing correlation pairs consecutive steps of the regime).
     """
+    attributed = cost_rate is not None and {"exposure", "market"} <= set(rollout.columns)
     regimes = step_regimes(rollout["timestamp"], labels)
     returns = rollout["return"].to_numpy(dtype=np.float64)
     actions = rollout["action_raw"].to_numpy(dtype=np.float64) if "action_raw" in rollout else None
@@ -135,6 +145,15 @@ def regime_metrics(
             row.update(hold_share=shares["hold"], action_entropy=histogram_entropy(shares))
         if traded is not None:
             row["n_trades"] = int(traded[mask].sum())
+        if attributed and cost_rate is not None:
+            attribution = return_attribution(
+                returns[mask],
+                rollout["exposure"].to_numpy(dtype=np.float64)[mask],
+                rollout["market"].to_numpy(dtype=np.float64)[mask],
+                periods_per_year=periods_per_year,
+                cost_rate=cost_rate,
+            )
+            row.update(attribution_metrics(attribution))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -144,12 +163,15 @@ def walk_forward_regime_metrics(
     labels: Mapping[str, pd.Series],
     periods_per_year: Mapping[str, float],
     hold_threshold: float,
+    cost_rate: float | None = None,
 ) -> pd.DataFrame:
     """``regime_metrics`` of every symbol × agent × seed's stitched out-of-sample test steps.
 
     ``returns``: ``walk_forward_returns`` (symbol, fold, kind, agent, seed, timestamp, return,
-    action_raw, trade_value); ``labels``: causal regime labels per symbol. Columns: symbol, model
-    (the agent or baseline), kind, seed (-1 for baselines), regime, then the metrics.
+    action_raw, trade_value, exposure, market); ``labels``: causal regime labels per symbol. With
+    ``cost_rate`` (the env's commission + slippage) every agent and baseline but the market line
+    gets its return attribution per regime. Columns: symbol, model (the agent or baseline), kind,
+    seed (-1 for baselines), regime, then the metrics.
     """
     from trading_rl.evaluation.folds import stitch_out_of_sample
 
@@ -159,7 +181,9 @@ def walk_forward_regime_metrics(
     frames = []
     keys = ["symbol", "kind", "agent", "seed"]
     for (symbol, kind, agent, seed), steps in stitch_out_of_sample(returns).groupby(keys, sort=False):
-        table = regime_metrics(steps, labels[symbol], periods_per_year[symbol], hold_threshold)
+        table = regime_metrics(
+            steps, labels[symbol], periods_per_year[symbol], hold_threshold, None if agent == MARKET else cost_rate
+        )
         frames.append(table.assign(symbol=symbol, model=agent, kind=kind, seed=seed))
     table = pd.DataFrame([row for frame in frames for row in frame.to_dict("records")])
     leading = ["symbol", "model", "kind", "seed", "regime"]

@@ -11,12 +11,34 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import pandas as pd
 
 from trading_rl.envs.continuous import trading_env
-from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.attribution import (
+    Attribution,
+    attribution_metrics,
+    env_cost_rate,
+    rollout_attribution,
+)
+from trading_rl.evaluation.baselines import evaluate_baselines, market_returns
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 from trading_rl.evaluation.rollout import Policy, run_episode
 from trading_rl.monitoring.collapse import action_stats, collapse_report
+
+
+def attributed_metrics(
+    rollout: pd.DataFrame, make_env: Callable[[], gym.Env], periods_per_year: float, seed: int
+) -> tuple[dict[str, Any], Attribution]:
+    """``compute_metrics`` of an agent's rollout on ``make_env``'s split with its return attribution
+    (``attribution_metrics``) against that split's market line, at the env's own costs; and the
+    attribution itself (its ``reason`` says why a value is undefined)."""
+    env = make_env()
+    config = trading_env(env, "attributed_metrics").config
+    attribution = rollout_attribution(
+        rollout, market_returns(env, seed), periods_per_year=periods_per_year, cost_rate=env_cost_rate(config)
+    )
+    metrics = {**compute_metrics(rollout, periods_per_year, config.hold_threshold), **attribution_metrics(attribution)}
+    return metrics, attribution
 
 
 def evaluate_policy(
@@ -35,7 +57,7 @@ def evaluate_policy(
         "deterministic": run_episode(deterministic_env, deterministic_policy, seed=seed),
         "stochastic": run_episode(make_env(), stochastic_policy, seed=seed),
     }
-    agent_metrics = compute_metrics(rollouts["deterministic"], periods_per_year, hold_threshold)
+    agent_metrics, attribution = attributed_metrics(rollouts["deterministic"], make_env, periods_per_year, seed)
     collapse = {
         mode: collapse_report(
             action_stats(
@@ -50,7 +72,8 @@ def evaluate_policy(
         "n_steps": int(len(rollouts["deterministic"])),
         "start": str(rollouts["deterministic"]["timestamp"].iloc[0]),
         "end": str(rollouts["deterministic"]["timestamp"].iloc[-1]),
-        "metrics": agent_metrics,
+        "metrics": agent_metrics,  # with the return attribution against the market line
+        "attribution_note": attribution.reason,  # why an attribution value is undefined, if one is
         # of the deterministic run's per-step returns: what the trial ledger and DSR work from
         "return_moments": json_ready(return_moments(rollouts["deterministic"]["return"].to_numpy())),
         "stochastic_metrics": compute_metrics(rollouts["stochastic"], periods_per_year, hold_threshold),

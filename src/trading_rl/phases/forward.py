@@ -28,7 +28,8 @@ from trading_rl.config import Section, setting
 from trading_rl.data import validate_features
 from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import evaluate_baselines
-from trading_rl.evaluation.metrics import compute_metrics, probabilistic_sharpe_ratio
+from trading_rl.evaluation.metrics import probabilistic_sharpe_ratio
+from trading_rl.evaluation.report import attributed_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import apply_scaler, compute_features
 from trading_rl.monitoring.collapse import action_stats, collapse_report
@@ -258,9 +259,11 @@ def forward_report(record: pd.DataFrame, data: ForwardData, new_bars: int, seed:
     hold_threshold = data.spec.env_config().hold_threshold
     ppy = data.spec.periods_per_year
     stats = action_stats(record["action_raw"].to_numpy(), hold_threshold=hold_threshold)
+    metrics, attribution = attributed_metrics(record, data.make_env, ppy, seed)
     report.update(
         agent="deployed",
-        metrics=compute_metrics(record, ppy, hold_threshold),
+        metrics=metrics,
+        attribution_note=attribution.reason,
         baselines=evaluate_baselines(data.make_env, ppy, seed),
         fill_rate=float(np.count_nonzero(record["trade_value"].to_numpy()) / len(record)),
         collapse=collapse_report(stats),

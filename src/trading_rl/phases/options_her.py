@@ -21,7 +21,8 @@ from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
 from trading_rl.agents.options import OPTION_NAMES
 from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.evaluation.baselines import evaluate_baselines
-from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
+from trading_rl.evaluation.metrics import json_ready, return_moments
+from trading_rl.evaluation.report import attributed_metrics
 from trading_rl.seeding import SeedRole, trial_seed
 
 DEFAULT_GATES: dict[str, Any] = {
@@ -146,8 +147,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
     middle_goal = 0.5 * (her["goal_low"] + her["goal_high"])
     rollout, eval_stats = rollout_agent(agent, make_eval_env, seed, desired_goal=middle_goal)
-    hold_threshold = env_spec.env_config(**overrides).hold_threshold
-    metrics = compute_metrics(rollout, env_spec.periods_per_year, hold_threshold)
+    metrics, _ = attributed_metrics(rollout, make_eval_env, env_spec.periods_per_year, seed)
     baselines = evaluate_baselines(make_eval_env, env_spec.periods_per_year, seed)
 
     rng = np.random.default_rng(seed)

@@ -43,6 +43,12 @@ from trading_rl.algorithms.actor_learner import VTraceAgent, VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams, train_es_agent
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvConfig, EnvSpec
+from trading_rl.evaluation.attribution import (
+    attribution_metrics,
+    env_cost_rate,
+    return_attribution,
+    rollout_exposure,
+)
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.folds import (
     Fold,
@@ -51,6 +57,7 @@ from trading_rl.evaluation.folds import (
     make_folds,
     retrain_groups,
     stitch_out_of_sample,
+    stitched_attribution,
     tradable_index,
 )
 from trading_rl.evaluation.ledger import trial_row
@@ -253,12 +260,15 @@ OVERRIDDEN_AGENT_PARAMS = {"sac_icm"}
 # ---------------------------------------------------------------- running
 
 
-def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any]) -> pd.DataFrame:
+def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any], exposure: np.ndarray, market: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(
         {
             **labels,
             "timestamp": pd.to_datetime(rollout["timestamp"]).to_numpy(),
             "return": rollout["return"].to_numpy(dtype=np.float64),
+            # for the return attribution of stitched series and regimes (evaluation.attribution)
+            "exposure": exposure,
+            "market": market,
             "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
             "trade_value": rollout["trade_value"].to_numpy(dtype=np.float64),
             # for the tearsheet's position-and-trades panel
@@ -289,7 +299,8 @@ def with_overrides(agent_params: Mapping[str, Any], overrides: Mapping[str, Any]
 class WalkForwardResult:
     """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
     ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
-    value; the market line's raw action and traded value are NaN). ``chains``: each trained agent's
+    value, exposure and the market line's return on the step; the market line's raw action and
+    traded value are NaN, its exposure 1). ``chains``: each trained agent's
     training record and final model (``phases.chains``)."""
 
     folds: pd.DataFrame
@@ -413,7 +424,8 @@ def run_walk_forward_variants(
     configs = shared_protocol(variants, feature_params)
     config = configs[0]
     agent_params = with_walk_forward_agents(agent_params, config)
-    hold_threshold = EnvConfig.from_mapping(env_config).hold_threshold
+    resolved_env = EnvConfig.from_mapping(env_config)
+    hold_threshold, cost_rate = resolved_env.hold_threshold, env_cost_rate(resolved_env)
     symbols = config["symbols"] or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
     if missing:
@@ -479,10 +491,17 @@ def run_walk_forward_variants(
     else:
         group_results = executor.map(run_retrain_group, group_tasks)
 
+    fold_market = {
+        (symbol, fold.index): rollouts[MARKET]["return"].to_numpy(dtype=np.float64)
+        for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared)
+    }
+
     def scored(symbol: str, fold: Fold, labels: dict[str, Any], rollout: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
-        """The window's row of ``folds`` and its test steps."""
+        """The window's row of ``folds`` (metrics and, but for the market line, the return
+        attribution against it) and its test steps."""
         spec = specs[(symbol, fold.index)]
         ppy = periods_per_year[symbol]
+        market = fold_market[(symbol, fold.index)]
         window = {
             "symbol": symbol,
             "fold": fold.index,
@@ -493,11 +512,21 @@ def run_walk_forward_variants(
             "retrained": fold.retrain,
         }
         if labels["agent"] == MARKET:
+            exposure = np.ones(len(rollout))
             metrics = json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
         else:
+            exposure = rollout_exposure(rollout)
             verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], hold_threshold)
-            metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict}
-        return {**window, **labels, **metrics}, _test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels})
+            attribution = return_attribution(
+                rollout["return"].to_numpy(dtype=np.float64),
+                exposure,
+                market,
+                periods_per_year=ppy,
+                cost_rate=cost_rate,
+            )
+            metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict, **attribution_metrics(attribution)}
+        steps = _test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}, exposure, market)
+        return {**window, **labels, **metrics}, steps
 
     baselines: dict[str, list[tuple[dict, pd.DataFrame]]] = {symbol: [] for symbol in symbols}
     for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
@@ -586,16 +615,21 @@ def trial_rows(
     source: str = "walk_forward",
 ) -> pd.DataFrame:
     """One trial-ledger row per symbol × agent configuration (baselines are not trials): the
-    moments of its fold × seed stitched out-of-sample returns, pooled over seeds; ``source`` says
-    who evaluated (``walk_forward``, ``tuning``)."""
+    moments of its fold × seed stitched out-of-sample returns, pooled over seeds, and the median
+    over seeds of their return attribution at the env's costs; ``source`` says who evaluated
+    (``walk_forward``, ``tuning``)."""
     config = resolve_walk_forward_params(params, feature_params)
     agent_params = with_walk_forward_agents(agent_params, config)
+    cost_rate = env_cost_rate(EnvConfig.from_mapping(env_config))
     agent_steps = returns[returns["kind"] == "agent"]
     stitched = stitch_out_of_sample(agent_steps)
     rows = []
     for (symbol, agent), curve in stitched.groupby(["symbol", "agent"], sort=False):
         steps = agent_steps[(agent_steps["symbol"] == symbol) & (agent_steps["agent"] == agent)]
         configuration = trial_configuration(agent, config, feature_params, env_config, agent_params, seed, symbol)
+        per_seed = pd.DataFrame(
+            [item.to_dict() for item in stitched_attribution(curve, periods_per_year[symbol], cost_rate)]
+        )
         rows.append(
             trial_row(
                 source=source,
@@ -609,6 +643,7 @@ def trial_rows(
                 n_runs=len(steps[["seed", "fold"]].drop_duplicates()),
                 periods_per_year=periods_per_year[symbol],
                 run=run,
+                attribution=per_seed.drop(columns="reason").astype(float).median().to_dict(),
             )
         )
     return pd.DataFrame(rows)

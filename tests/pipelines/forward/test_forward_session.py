@@ -46,4 +46,8 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
         20,
     )
     assert f"deployed {DEPLOYED} on {SYMBOL}, 20 bars since" in caplog.text
+    # the forward record's return attribution against the market line on the same bars
+    assert {"alpha_annual", "alpha_ci90_low", "beta", "mean_exposure", "exposure_matched_sharpe"} <= set(
+        report["metrics"]
+    )
     assert versions(project, "data/07_model_output/forward_record.parquet")

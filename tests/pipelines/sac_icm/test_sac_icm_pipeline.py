@@ -47,6 +47,11 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     assert {"buy_and_hold", "cash", "random", "sma_crossover"} <= set(report["baselines"])
     assert report["baselines"]["cash"]["total_return"] == 0.0
     assert report["n_steps"] == spec.splits["validation"]["n_bars"] - 1
+    # return attribution of the agent and of every baseline against the market line
+    for metrics in (report["metrics"], report["baselines"]["buy_and_hold"]):
+        assert {"alpha_annual", "alpha_ci90_low", "alpha_ci90_high", "beta", "mean_exposure"} <= set(metrics)
+        assert {"exposure_matched_sharpe", "timing_corr", "sharpe_se"} <= set(metrics)
+    assert report["baselines"]["cash"]["beta"] == 0.0
     collapse = json.loads(_latest(foundation_project, "data/08_reporting/sac_icm_collapse_report.json").read_text())
     assert {g["gate"] for g in collapse["deterministic"]["gates"]} == {"dominance", "entropy", "trade_rate"}
     history = json.loads(_latest(foundation_project, "data/07_model_output/sac_icm_training_history.json").read_text())

@@ -55,6 +55,13 @@ def test_rerun_after_new_data_appends_versions_and_compares_with_the_previous_ru
     for gate in report["gates"].values():
         assert {"value", "threshold", "comparison", "passed", "status"} <= set(gate)
     assert report["passed"] == (not report["failed"])
+    # the skill gate (alpha's lower 90% bound on the stitched series) is reported, not blocking
+    assert report["gates"]["skill"]["metric"] == "alpha_ci90_low_median" and not report["gates"]["skill"]["blocking"]
+    assert "skill" not in report["failed"] and "gate/skill_seed_share" in report["metrics"]
+    regimes_table = pd.read_csv(
+        tmp_path / "data/08_reporting/regimes/regime_metrics.csv" / second / "regime_metrics.csv"
+    )
+    assert regimes_table.loc[regimes_table["model"] == "sac_icm", "beta"].notna().any()
 
     comparison_path = tmp_path / "data/08_reporting/validation/validation_comparison.json"
     assert json.loads((comparison_path / first / "validation_comparison.json").read_text())["has_previous"] is False

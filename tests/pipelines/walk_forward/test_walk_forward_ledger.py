@@ -63,6 +63,14 @@ def test_each_run_appends_its_configurations_and_the_summary_counts_the_ledger(t
     assert len(ledger) == 1 and ledger.iloc[0]["agent"] == "sac_icm" and ledger.iloc[0]["n_runs"] == 2 * 2
     assert ledger.iloc[0]["save_version"] == "v1"
     assert summary["X"]["n_trials"] == 1 and summary["X"]["agents"]["sac_icm"]["dsr_median"] is None
+    # each seed's stitched series is attributed against the market line, with its standard errors
+    entry = summary["X"]["agents"]["sac_icm"]
+    assert {"alpha_annual", "alpha_ci90_low", "beta", "mean_exposure", "exposure_matched_sharpe"} <= set(
+        entry["stitched_attribution_median"]
+    )
+    assert entry["standard_errors"]["sharpe_stitched"] > 0 and entry["min_detectable"]["sharpe_stitched"] > 0
+    assert 0.0 <= entry["skill_seed_share"] <= 1.0
+    assert "stitched_attribution_median" not in summary["X"]["agents"]["buy_and_hold_full"]
     files = sorted((tmp_path / "data/08_reporting/trial_ledger").iterdir())
 
     summary, ledger = _run(tmp_path, ["sac_icm", "sac"], "v2")

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from trading_rl.data import by_symbol
 from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
+from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.regimes import (
     check_regime_validation_params,
     check_returns_match_prices,
@@ -39,11 +40,14 @@ def _labels_by_symbol(regime_labels: pd.DataFrame) -> dict[str, pd.Series]:
 def evaluate_regimes(
     returns: pd.DataFrame, regime_labels: pd.DataFrame, prices: pd.DataFrame, env_params: dict[str, Any]
 ) -> pd.DataFrame:
-    """Per-regime metrics of the walk-forward agents and baselines on their out-of-sample test steps,
-    one row per symbol × model × seed × regime (periods per year and hold threshold as walk_forward)."""
+    """Per-regime metrics and return attribution of the walk-forward agents and baselines on their
+    out-of-sample test steps, one row per symbol × model × seed × regime (periods per year, hold
+    threshold and costs as walk_forward)."""
     periods_per_year = periods_per_year_by_symbol(env_params, by_symbol(prices))
-    hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
-    return walk_forward_regime_metrics(returns, _labels_by_symbol(regime_labels), periods_per_year, hold_threshold)
+    config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
+    return walk_forward_regime_metrics(
+        returns, _labels_by_symbol(regime_labels), periods_per_year, config.hold_threshold, env_cost_rate(config)
+    )
 
 
 def plot_regimes(prices: pd.DataFrame, regime_labels: pd.DataFrame, returns: pd.DataFrame) -> Figure:

@@ -8,7 +8,13 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.evaluation.comparison import compare_reports
-from trading_rl.evaluation.gates import failure_message, gate_values, raise_on_failure, validation_report
+from trading_rl.evaluation.gates import (
+    failure_message,
+    gate_values,
+    raise_on_failure,
+    skill_values,
+    validation_report,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +27,12 @@ def build_validation_report(
     params: dict[str, Any],
     run_metadata: dict[str, Any],
 ) -> dict[str, Any]:
-    """Every gate with value, threshold, comparison and pass/fail, plus flat metrics and provenance."""
-    values = gate_values(folds, regimes, params["primary_agent"], returns)
+    """Every gate with value, threshold, comparison and pass/fail, plus flat metrics and provenance;
+    the ``skill`` gate reads the walk-forward summary's stitched attribution."""
+    values = {
+        **gate_values(folds, regimes, params["primary_agent"], returns),
+        **skill_values(summary, params["primary_agent"]),
+    }
     return validation_report(values, params["gates"], summary, regimes, run_metadata)
 
 

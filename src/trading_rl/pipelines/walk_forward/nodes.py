@@ -13,6 +13,7 @@ from trading_rl.agents.saved import load_agent
 from trading_rl.data import by_symbol
 from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
+from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import trials_for
 from trading_rl.evaluation.regimes import label_regimes
@@ -86,12 +87,24 @@ def record_walk_forward_trials(
 
 
 def summarise_walk_forward(
-    folds: pd.DataFrame, returns: pd.DataFrame, trial_ledger: pd.DataFrame
+    folds: pd.DataFrame,
+    returns: pd.DataFrame,
+    trial_ledger: pd.DataFrame,
+    prices: pd.DataFrame,
+    env_params: dict[str, Any],
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Median/IQR summary with PSR and DSR (trials counted from the whole ledger, this run's rows
-    included), and the stitched out-of-sample equity curves."""
+    included), the stitched curves' return attribution at the env's costs, and the stitched
+    out-of-sample equity curves."""
     trials = {symbol: trials_for(trial_ledger, symbol) for symbol in folds["symbol"].unique()}
-    return summarise(folds, returns, trials), stitch_out_of_sample(returns)
+    summary = summarise(
+        folds,
+        returns,
+        trials,
+        periods_per_year=periods_per_year_by_symbol(env_params, by_symbol(prices)),
+        cost_rate=env_cost_rate(EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")),
+    )
+    return summary, stitch_out_of_sample(returns)
 
 
 def plot_walk_forward(folds: pd.DataFrame, stitched: pd.DataFrame) -> tuple[Figure, Figure, Figure]:
