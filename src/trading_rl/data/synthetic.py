@@ -32,6 +32,7 @@ expected next log return ``E[r_{t+1} | closes <= t]`` (the forward filter of the
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -43,6 +44,10 @@ from trading_rl.config import ConfigError, Section, setting
 from trading_rl.data.quality import infer_periods_per_year
 
 FAMILIES = ("null", "fast", "slow", "vol")
+# The vol oracle holds cap x min(1, VOL_TARGET_SHARE sigma^2 / variance): weights proportional to
+# 1 / variance (mean-variance optimal for a constant mean) that reach the cap only when the variance
+# forecast falls below this share of the unconditional one, so the cap seldom flattens them.
+VOL_TARGET_SHARE = 0.25
 _MIN_GAP = 1e-7  # smallest |log gap|: an open equal to the previous close would read as stale
 
 
@@ -81,8 +86,14 @@ class MarketModel(Section):
 
     def per_bar(self) -> tuple[float, float]:
         """``(mu, sigma)``: drift and unconditional volatility per bar, from the bar spacing."""
-        periods = infer_periods_per_year(self.index())
+        periods = _periods_per_year(self.start, self.n_bars, self.bar_frequency)
         return self.drift / periods, self.volatility / math.sqrt(periods)
+
+
+@functools.lru_cache(maxsize=64)
+def _periods_per_year(start: str, n_bars: int, bar_frequency: str) -> float:
+    """Cached: the oracle asks at every step, and building the index takes a tenth of a second."""
+    return infer_periods_per_year(pd.date_range(start, periods=n_bars, freq=bar_frequency))
 
 
 def _log_returns(model: MarketModel, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -198,12 +209,12 @@ def oracle_target_exposure(
     current ``exposure``. Mean-timing families (null, fast, slow) hold the cap on the side of the
     forecast mean; a position is opened or turned only when the mean beats ``cost / horizon`` (the
     one-way cost per unit traded, spread over the bars the forecast persists: ``forecast_horizon``),
-    so that costs are not paid for noise. ``vol`` holds ``cap x min(1, sigma^2 / variance)`` on the
-    drift's side: mean-variance weights, capped."""
+    so that costs are not paid for noise. ``vol`` holds ``cap x min(1, VOL_TARGET_SHARE sigma^2 /
+    variance)`` on the drift's side: mean-variance weights, capped."""
     if model.family == "vol":
         mu, sigma = model.per_bar()
         side = 1.0 if mu > 0 else (-1.0 if allow_short and mu < 0 else 0.0)
-        return side * cap * min(1.0, sigma * sigma / variance)
+        return side * cap * min(1.0, VOL_TARGET_SHARE * sigma * sigma / variance)
     band = cost / forecast_horizon(model)
     short = -cap if allow_short else 0.0
     if exposure > 0.0:

@@ -61,6 +61,11 @@ class EnvConfig(Section):
     random_start: bool = True
     evaluation: bool = False
     fill: Literal["next_open", "close"] = "next_open"
+    # trade: the smoothed action is a trade (buy that fraction of cash / sell that fraction of the
+    # position; docs/env.md). target: it is the position to hold, as a share of the cap:
+    # max_position_pct x (a + 1) / 2 long-only, max_position_pct x a with allow_short; the portfolio
+    # trades to it unless it is within hold_threshold x max_position_pct of it.
+    action_mode: Literal["trade", "target"] = "trade"
     stale_open_policy: Literal["close_fill", "keep"] = "close_fill"
     stale_open_rtol: float = setting(STALE_OPEN_RTOL, interval="[0, 1)")
     periods_per_year: float = setting(252.0, interval="(0, inf)")
@@ -232,6 +237,17 @@ class TradingEnvBase(gym.Env):
         )
         self._start = self._t = self._end = self.first_tradable_bar
         self._obs: np.ndarray | None = None
+        self._target_mode = cfg.action_mode == "target"
+
+    def target_exposure(self, signal: float) -> float:
+        """``action_mode: target``: the position (share of equity, signed) a smoothed signal asks for."""
+        cap = self.config.max_position_pct
+        return cap * signal if self.config.allow_short else cap * (signal + 1.0) / 2.0
+
+    @property
+    def flat_signal(self) -> float:
+        """The signal that holds no position: 0, or -1 for a long-only target-exposure action."""
+        return -1.0 if self._target_mode and not self.config.allow_short else 0.0
 
     @property
     def action_smoothing_weight(self) -> float:
@@ -330,7 +346,12 @@ class TradingEnvBase(gym.Env):
 
         portfolio = self._portfolio
         units_before = portfolio.units
-        action_type, trade_units, fill_price, fee, skipped = portfolio.execute(smoothed, self._fill_price_list[t])
+        if self._target_mode:
+            action_type, trade_units, fill_price, fee, skipped = portfolio.rebalance(
+                self.target_exposure(smoothed), self._fill_price_list[t]
+            )
+        else:
+            action_type, trade_units, fill_price, fee, skipped = portfolio.execute(smoothed, self._fill_price_list[t])
         t += 1
         close = self._close_list[t]
         units = portfolio.units

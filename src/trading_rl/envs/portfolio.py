@@ -104,6 +104,32 @@ class Portfolio:
         threshold = self.hold_threshold
         if -threshold <= signal <= threshold:
             return _HOLD_RESULT
+        return self._trade(signal, price)
+
+    def rebalance(self, target: float, price: float) -> tuple:
+        """Trade towards a position worth ``target`` x equity (signed; both at reference ``price``):
+        the target-exposure action (``EnvConfig.action_mode: target``). Within ``hold_threshold x
+        max_position_pct`` of the target it holds; otherwise it trades the difference with
+        ``execute``'s rule (cap, cash, costs, minimum trade value, never flipping sides in one step),
+        returning what ``execute`` returns."""
+        units, cash = self.units, self.cash
+        position_value = units * price
+        equity = cash + position_value
+        if equity <= 0.0:
+            return _HOLD_RESULT
+        gap = target - position_value / equity
+        if -self.hold_threshold * self.max_position_pct <= gap <= self.hold_threshold * self.max_position_pct:
+            return _HOLD_RESULT
+        if gap > 0.0:  # buy, or cover a short
+            fraction = gap * equity / -position_value if units < 0.0 else gap * equity / cash if cash > 0.0 else 0.0
+            return self._trade(min(fraction, 1.0), price) if fraction > 0.0 else _BUY_CAP_SKIP
+        if units > 0.0:  # sell down (to flat at most)
+            return self._trade(-min(-gap * equity / position_value, 1.0), price)
+        fraction = -gap * equity / cash if cash > 0.0 else 0.0  # open or add to a short
+        return self._trade(-min(fraction, 1.0), price) if fraction > 0.0 else _SELL_CAP_SKIP
+
+    def _trade(self, signal: float, price: float) -> tuple:
+        """``execute`` past its hold zone: ``signal`` is a nonzero fraction in [-1, 1]."""
         units = self.units
         cash = self.cash
         commission_rate = self.commission_rate

@@ -5,7 +5,7 @@
   position back up to the cap whenever a fall leaves room for at least ``min_trade_value``.
 - ``buy_and_hold_full`` (metrics only, no rollout): the instrument's own close-to-close returns over
   the episode's bars, fully invested, no cap and no costs — the market line.
-- ``cash``: action 0, never trades.
+- ``cash``: the flat action (0; -1 for a long-only target-exposure action), never trades.
 - ``random``: actions uniform on the action space, from a generator seeded per call.
 - ``oracle`` / ``oracle_short`` (planted-edge markets only): the best causal policy given the
   market's true process (``oracle_policy``), long-only (the env's rule) and allowed to short.
@@ -89,8 +89,9 @@ def oracle_policy(env: gym.Env) -> Policy:
     parameters (``data.synthetic.oracle_forecasts``), picks a target position
     (``oracle_target_exposure``: the cap, flat or, where the env allows it, short; costs set its
     band), and emits the raw action whose *smoothed* value trades the portfolio to that target
-    under the env's rule (trade fractions, hold zone, cap): it inverts the env's action EMA as far
-    as the action bounds allow. Within a quarter of the cap of its target it holds.
+    under the env's rule (trade fractions, hold zone, cap; or, with ``action_mode: target``, the
+    target itself): it inverts the env's action EMA as far as the action bounds allow. Trading
+    fractions, it holds within a quarter of the cap of its target.
     """
     base = trading_env(env, "the oracle baseline")
     model = base.market_model
@@ -104,15 +105,16 @@ def oracle_policy(env: gym.Env) -> Policy:
     cost = config.commission_rate + config.slippage_rate
     weight, threshold, band = base.action_smoothing_weight, config.hold_threshold, 0.25 * config.max_position_pct
     smallest = min(threshold + 1e-6, 1.0)
+    cap, target_mode = config.max_position_pct, config.action_mode == "target"
 
     def act(observation: np.ndarray) -> np.ndarray:
         t = positions[base.bar_index]
         exposure, cash = float(observation[position_at]), float(observation[cash_at])
-        target = oracle_target_exposure(
-            mean[t], variance[t], exposure, model, config.max_position_pct, config.allow_short, cost
-        )
+        target = oracle_target_exposure(mean[t], variance[t], exposure, model, cap, config.allow_short, cost)
         signal = 0.0
-        if target > exposure + band:
+        if target_mode:  # the action is the position itself (EnvConfig.action_mode)
+            signal = target / cap if config.allow_short else 2.0 * target / cap - 1.0
+        elif target > exposure + band:
             if exposure < 0.0:  # cover (the env never flips a short to long in one step)
                 signal = 1.0 if target >= 0.0 else (target - exposure) / -exposure
             else:
@@ -141,7 +143,7 @@ def baseline_policies(env: gym.Env, seed: int | None, fast: int = 20, slow: int 
     positions = base.history_positions
     return {
         "buy_and_hold": constant_policy(1.0, action_space),
-        "cash": constant_policy(0.0, action_space),
+        "cash": constant_policy(base.flat_signal, action_space),
         "random": random_policy(action_space, seed),
         "sma_crossover": sma_crossover_policy(base.close_history, lambda: positions[base.bar_index], fast, slow),
     }

@@ -1,0 +1,143 @@
+"""Planted-edge markets: deterministic, valid bars, the planted edge measurable, the oracle's forecasts
+causal and equal to independent references (a regression, brute-force filtering, the GARCH recursion)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from trading_rl.config import ConfigError
+from trading_rl.data import stale_open_mask
+from trading_rl.data.schemas import validate_prices
+from trading_rl.data.synthetic import (
+    FAMILIES,
+    MarketModel,
+    forecast_horizon,
+    oracle_forecasts,
+    oracle_target_exposure,
+    synthetic_prices,
+)
+from trading_rl.features.params import market_model, symbol_entries
+
+
+def model(family: str, strength: float = 0.0, **settings) -> MarketModel:
+    return MarketModel.from_mapping({"family": family, "strength": strength, **settings}, "market")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bars_are_deterministic_valid_and_never_stale(family):
+    market = model(family, 0.2 if family != "vol" else 0.1, n_bars=1500, seed=3)
+    prices = synthetic_prices(market)
+    assert prices.equals(synthetic_prices(market))
+    assert not prices.equals(synthetic_prices(model(family, market.strength, n_bars=1500, seed=4)))
+    validated = validate_prices(prices, family, min_rows=250, source_name="synthetic")
+    assert len(validated) == 1500
+    assert not stale_open_mask(prices["open"], prices["close"]).any()
+    assert (prices["high"] >= prices[["open", "close"]].max(axis=1)).all()
+    assert (prices["low"] <= prices[["open", "close"]].min(axis=1)).all()
+    gaps = np.log(prices["open"].to_numpy()[1:] / prices["close"].to_numpy()[:-1])
+    assert np.abs(gaps).min() > 0 and np.std(gaps) > 0.002  # real overnight gaps, not copies
+
+
+def test_the_planted_edges_are_there():
+    n = 20_000
+    fast = np.diff(np.log(synthetic_prices(model("fast", 0.3, n_bars=n)).close.to_numpy()))
+    assert np.corrcoef(fast[:-1], fast[1:])[0, 1] == pytest.approx(0.3, abs=0.03)
+    null = np.diff(np.log(synthetic_prices(model("null", n_bars=n)).close.to_numpy()))
+    assert abs(np.corrcoef(null[:-1], null[1:])[0, 1]) < 0.03
+    squared = np.diff(np.log(synthetic_prices(model("vol", 0.1, n_bars=n)).close.to_numpy())) ** 2
+    assert np.corrcoef(squared[:-1], squared[1:])[0, 1] > 0.1  # volatility clusters
+    slow = np.diff(np.log(synthetic_prices(model("slow", 0.3, n_bars=n)).close.to_numpy()))
+    trailing = np.convolve(slow, np.ones(20), "valid")[:-1]  # sum of the 20 returns up to t
+    assert np.corrcoef(trailing, slow[20:])[0, 1] > 0.05  # trailing returns reveal the regime
+
+
+def test_fast_forecast_is_the_ar1_regression():
+    market = model("fast", 0.25)
+    closes = synthetic_prices(market).close.to_numpy()
+    mean, _ = oracle_forecasts(closes, market)
+    mu, _ = market.per_bar()
+    returns = np.diff(np.log(closes))
+    np.testing.assert_allclose(mean[1:], mu + 0.25 * (returns - mu))
+    assert mean[0] == mu
+
+
+def _brute_force_next_mean(returns, mu, sigma, shift, stay):
+    """E[r_{n+1} | r_1..r_n] by enumerating every regime path (uniform first regime)."""
+    n = len(returns)
+    weight_up = weight_total = 0.0
+    for path in itertools.product((1.0, -1.0), repeat=n):
+        probability = 0.5
+        for t in range(n):
+            if t:
+                probability *= stay if path[t] == path[t - 1] else 1.0 - stay
+            probability *= math.exp(-0.5 * ((returns[t] - mu - shift * path[t]) / sigma) ** 2)
+        next_up = stay if path[-1] > 0 else 1.0 - stay
+        weight_up += probability * next_up
+        weight_total += probability
+    return mu + shift * (2.0 * weight_up / weight_total - 1.0)
+
+
+def test_slow_forward_filter_equals_brute_force_over_regime_paths():
+    market = model("slow", 0.4, regime_persistence=0.9, n_bars=100)
+    closes = synthetic_prices(market).close.to_numpy()[:9]
+    mean, variance = oracle_forecasts(closes, market)
+    mu, sigma = market.per_bar()
+    returns = np.diff(np.log(closes))
+    for t in range(1, len(closes)):
+        expected = _brute_force_next_mean(returns[:t], mu, sigma, 0.4 * sigma, 0.9)
+        assert mean[t] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    assert np.all(variance >= sigma * sigma)
+
+
+def test_vol_forecast_is_the_true_garch_recursion_and_forecasts_are_causal():
+    market = model("vol", 0.12, vol_persistence=0.95)
+    closes = synthetic_prices(market).close.to_numpy()
+    _, variance = oracle_forecasts(closes, market)
+    mu, sigma = market.per_bar()
+    returns = np.diff(np.log(closes))
+    h = sigma**2
+    for t in (1, 2, 500):
+        h_t = sigma**2
+        for r in returns[:t]:
+            h_t = sigma**2 * 0.05 + 0.12 * (r - mu) ** 2 + 0.83 * h_t
+        assert variance[t] == pytest.approx(h_t, rel=1e-12)
+    assert variance[0] == h
+    for family, strength in (("fast", 0.2), ("slow", 0.3), ("vol", 0.1)):
+        m = model(family, strength, n_bars=600)
+        closes = synthetic_prices(m).close.to_numpy()
+        full, prefix = oracle_forecasts(closes, m), oracle_forecasts(closes[:301], m)
+        np.testing.assert_allclose(full[0][:301], prefix[0])
+        np.testing.assert_allclose(full[1][:301], prefix[1])
+
+
+def test_oracle_target_respects_cost_band_shorting_and_vol_weights():
+    fast = model("fast", 0.5)
+    band = 3e-4 / forecast_horizon(fast)  # = 1.5e-4
+    assert oracle_target_exposure(2e-4, 1e-4, 0.0, fast, 0.15, False, 3e-4) == 0.15
+    assert oracle_target_exposure(1e-4, 1e-4, 0.0, fast, 0.15, False, 3e-4) == 0.0  # inside the band
+    assert oracle_target_exposure(-1e-4, 1e-4, 0.15, fast, 0.15, False, 3e-4) == 0.15  # holds through it
+    assert oracle_target_exposure(-band * 1.01, 1e-4, 0.15, fast, 0.15, False, 3e-4) == 0.0
+    assert oracle_target_exposure(-band * 1.01, 1e-4, 0.0, fast, 0.15, True, 3e-4) == -0.15
+    vol = model("vol", 0.1)
+    _, sigma = vol.per_bar()
+    assert oracle_target_exposure(0.0, sigma**2, 0.0, vol, 0.2, False, 3e-4) == pytest.approx(0.05)
+    assert oracle_target_exposure(0.0, 0.2 * sigma**2, 0.0, vol, 0.2, False, 3e-4) == 0.2
+    assert forecast_horizon(model("null")) == math.inf
+
+
+def test_symbols_config_carries_validated_markets():
+    entries = symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "fast", "strength": 0.2}}])
+    assert entries[0]["market"]["family"] == "fast" and entries[0]["market"]["n_bars"] == 5000
+    params = {"symbols": [{"name": "X", "source": "synthetic", "market": {"family": "slow", "strength": 0.1}}]}
+    assert market_model("X", params) == model("slow", 0.1)
+    assert market_model("sp500", {"symbols": ["sp500"]}) is None
+    with pytest.raises(ConfigError, match=r"symbols\[0\]\.market' is required"):
+        symbol_entries([{"name": "X", "source": "synthetic"}])
+    with pytest.raises(ConfigError, match=r"symbols\[0\]\.market\.family"):
+        symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "trend"}}])
+    with pytest.raises(ConfigError, match=r"market\.strength"):
+        symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "vol", "strength": 0.99}}])
