@@ -96,7 +96,7 @@ def market_rows(result, arm: str, env_config: dict, periods_per_year: float) -> 
     rows = []
     for symbol, curves in stitched.groupby("symbol", sort=False):
         [oracle] = stitched_attribution(curves[curves["agent"] == oracle_name], periods_per_year, cost_rate)
-        [market_bh] = stitched_attribution(curves[curves["agent"] == "buy_and_hold"], periods_per_year, cost_rate)
+        [passive] = stitched_attribution(curves[curves["agent"] == "buy_and_hold"], periods_per_year, cost_rate)
         agents = curves[curves["kind"] == "agent"]
         for seed, attribution in zip(
             sorted(agents["seed"].unique()), stitched_attribution(agents, periods_per_year, cost_rate)
@@ -115,15 +115,25 @@ def market_rows(result, arm: str, env_config: dict, periods_per_year: float) -> 
                     "agent_mean_exposure": attribution.mean_exposure,
                     "agent_timing_corr": attribution.timing_corr,
                     "skill": bool(attribution.alpha_ci90_low > 0),
+                    "agent_alpha": attribution.alpha_annual,
                     "oracle_sharpe": oracle.sharpe,
                     "oracle_ir": oracle.information_ratio,
-                    "buy_and_hold_sharpe": market_bh.sharpe,
-                    "capture": attribution.information_ratio / oracle.information_ratio
-                    if oracle.information_ratio > 0
-                    else float("nan"),
+                    "oracle_alpha": oracle.alpha_annual,
+                    "buy_and_hold_sharpe": passive.sharpe,
+                    "buy_and_hold_ir": passive.information_ratio,
+                    "capture": ratio(attribution.information_ratio, oracle.information_ratio),
+                    "capture_alpha": ratio(attribution.alpha_annual, oracle.alpha_annual),
+                    # What holding the capped index earns on this yardstick: near-passive series have
+                    # tiny residuals, so on trending markets their IR alone can look like skill.
+                    "buy_and_hold_capture": ratio(passive.information_ratio, oracle.information_ratio),
                 }
             )
     return rows
+
+
+def ratio(value: float, oracle: float) -> float:
+    """``value / oracle`` where the oracle has a positive edge to capture, else NaN."""
+    return value / oracle if oracle > 0 else float("nan")
 
 
 def bootstrap_median_ci(values: np.ndarray, rng: np.random.Generator, draws: int = 4000) -> tuple[float, float]:
@@ -159,6 +169,8 @@ def summarise(rows: pd.DataFrame, arms: list[str]) -> dict:
                 "capture_median": float(np.nanmedian(capture)) if np.isfinite(capture).any() else None,
                 "capture_ci90": [low, high],
                 "capture_min": float(np.nanmin(capture)) if np.isfinite(capture).any() else None,
+                "capture_alpha_median": float(group["capture_alpha"].median()),
+                "buy_and_hold_capture": float(group["buy_and_hold_capture"].iloc[0]),
                 "skill_passes": int(group["skill"].sum()),
             }
         )
@@ -205,7 +217,7 @@ def summarise(rows: pd.DataFrame, arms: list[str]) -> dict:
 def print_summary(summary: dict) -> None:
     print(
         f"{'arm':10} {'market':10} {'oracle SR':>9} {'B&H SR':>7} {'agent SR':>8} {'capture':>22} {'min':>6} "
-        f"{'skill':>6}"
+        f"{'skill':>6} {'alpha capt':>10} {'B&H capt':>8}"
     )
     for row in summary["markets"]:
         low, high = row["capture_ci90"]
@@ -214,7 +226,8 @@ def print_summary(summary: dict) -> None:
         minimum = "n/a" if row["capture_min"] is None else f"{row['capture_min']:.2f}"
         print(
             f"{row['arm']:10} {row['symbol']:10} {row['oracle_sharpe']:9.2f} {row['buy_and_hold_sharpe']:7.2f} "
-            f"{row['agent_sharpe_median']:8.2f} {shown:>22} {minimum:>6} {row['skill_passes']:>3}/{row['seeds']}"
+            f"{row['agent_sharpe_median']:8.2f} {shown:>22} {minimum:>6} {row['skill_passes']:>3}/{row['seeds']} "
+            f"{row['capture_alpha_median']:10.2f} {row['buy_and_hold_capture']:8.2f}"
         )
     for arm, verdict in summary["verdicts"].items():
         print(
@@ -270,6 +283,9 @@ def main() -> None:
     parser.add_argument("--finetune-timesteps", type=int, help="override walk_forward.finetune_timesteps")
     parser.add_argument("--variant", action="append", default=[], help='"NAME env.k=v agent.sac.k=v wf.k=v"')
     parser.add_argument("--baseline-name", default="default", help="name of the first arm (the config as it is)")
+    parser.add_argument(
+        "--skip-default", action="store_true", help="run the variants only (the first is the reference)"
+    )
     parser.add_argument("--engine", choices=("process", "population", "sequential"), default="process")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--ledger", default="data/08_reporting/trial_ledger")
@@ -303,9 +319,13 @@ def main() -> None:
 
     prices = by_symbol(load_validated_prices(entries, {}, feature_params.get("min_rows", 250)))
     periods_per_year = {name: 252.0 for name in prices}
-    arms = [(args.baseline_name, {"env": {}, "agent": {}, "wf": {}})] + [parse_variant(text) for text in args.variant]
+    arms = [] if args.skip_default else [(args.baseline_name, {"env": {}, "agent": {}, "wf": {}})]
+    arms += [parse_variant(text) for text in args.variant]
+    if not arms:
+        raise SystemExit("--skip-default needs at least one --variant")
     rows: list[dict] = []
     ledger_rows = []
+    returns_parts: list[pd.DataFrame] = []
     timings = {}
     for arm, overrides in arms:
         env_config = merged(params["env_construction"]["env"], overrides["env"])
@@ -331,6 +351,7 @@ def main() -> None:
         timings[arm] = time.perf_counter() - started
         print(f"arm {arm}: {timings[arm]:.0f} s", flush=True)
         rows += market_rows(result, arm, env_config, 252.0)
+        returns_parts.append(result.returns.assign(arm=arm))
         if not args.no_ledger:
             ledger_rows += trial_rows(
                 result.returns,
@@ -365,6 +386,8 @@ def main() -> None:
         )
     )
     plot(summary, out.with_suffix(".png"))
+    # Every test step of every arm (agents, baselines, oracles): re-summarise without training.
+    pd.concat(returns_parts, ignore_index=True).to_parquet(out.with_suffix(".returns.parquet"))
     if ledger_rows:
         from trading_rl.evaluation.ledger import append_rows
 

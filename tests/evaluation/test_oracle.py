@@ -95,3 +95,50 @@ def test_market_model_survives_the_spec_archive_and_leaves_real_specs_unchanged(
     real = tiny_spec(smoothing_window=1, market=None)
     assert "market_model" not in EnvSpec.from_bytes(real.to_bytes())._fields()
     assert real.digest() != spec.digest()
+
+
+def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
+    from trading_rl.data.frames import by_symbol
+    from trading_rl.data.selection import load_validated_prices
+    from trading_rl.phases import walk_forward as wf
+
+    def trainer(spec, params, seed, timesteps, model=None, device="auto"):
+        return model or _Holder()
+
+    entry = {"name": "F", "source": "synthetic", "market": {"family": "fast", "strength": 0.3, "n_bars": 700}}
+    feature_params = {"symbols": [entry], "features": {"garch": None}}
+    prices = by_symbol(load_validated_prices([entry], {}, 250))
+    wf.AGENT_TRAINERS["constant"] = trainer
+    try:
+        result = wf.run_walk_forward(
+            prices,
+            {
+                "train_length": 250,
+                "test_length": 100,
+                "step": 100,
+                "max_folds": 2,
+                "seeds": 1,
+                "agents": ["constant"],
+                "timesteps": 1,
+                "finetune_timesteps": 0,
+                "data_end": "all",
+            },
+            feature_params,
+            {"window_size": 5},
+            {"F": 252.0},
+            {"constant": {}},
+            0,
+        )
+    finally:
+        del wf.AGENT_TRAINERS["constant"]
+    baselines = result.folds[result.folds["kind"] == "baseline"]
+    assert (baselines.groupby("agent").size()[[ORACLE, ORACLE_SHORT]] == 2).all()
+    oracle = baselines[baselines["agent"] == ORACLE]
+    assert (oracle["n_trades"] > 0).all()
+
+
+class _Holder:
+    """A stand-in agent that holds cash."""
+
+    def predict(self, observation, deterministic=True):
+        return np.zeros(1, dtype=np.float32), None
