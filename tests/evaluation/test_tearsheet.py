@@ -88,11 +88,19 @@ def test_the_attribution_block_measures_every_agent_and_baseline_against_the_mar
     assert table.loc["cash", "beta"] == 0.0 and table.loc["idle agent", "mean_exposure"] == 0.0
     html = build_tearsheet("t", [section], TearsheetOptions(0.1, dpi=30)).html
     block = html[html.index('data-panel="attribution"') :]
-    for heading in ("alpha/yr [90% CI]", "beta", "mean exposure", "timing corr", "exposure-matched Sharpe"):
+    for heading in (
+        "alpha/yr [90% CI]",
+        "beta",
+        "mean exposure",
+        "timing corr",
+        "Sharpe ± SE",
+        "exposure-matched Sharpe",
+    ):
         assert f"<th>{heading}</th>" in block
     low, high = expected.alpha_ci90
     assert f"{expected.alpha_annual:+.1%} [{low:+.1%}, {high:+.1%}]" in block
     assert "0.03% per unit traded" in block
+    assert f"<td>{expected.sharpe:.2f} ± {expected.sharpe_se:.2f}</td>" in block
 
 
 def test_a_window_without_trades_is_marked(section):

@@ -218,7 +218,7 @@ ATTRIBUTION_COLUMNS = {
     "beta": "beta",
     "mean_exposure": "mean exposure",
     "timing_corr": "timing corr",
-    "sharpe": "Sharpe",
+    "sharpe": "Sharpe ± SE",
     "exposure_matched_sharpe": "exposure-matched Sharpe",
 }
 
@@ -270,6 +270,8 @@ def _attribution_cell(column: str, row: pd.Series) -> str:
 
     if column == "alpha_annual":
         return f"{number('alpha_annual', True)} [{number('alpha_ci90_low', True)}, {number('alpha_ci90_high', True)}]"
+    if column == "sharpe":
+        return f"{number('sharpe')} ± {number('sharpe_se')}"
     if column == "mean_exposure":
         return "n/a" if row[column] is None or not np.isfinite(row[column]) else f"{row[column]:.1%}"
     return number(column)
@@ -277,7 +279,8 @@ def _attribution_cell(column: str, row: pd.Series) -> str:
 
 def attribution_html(section: Section) -> str:
     """The section's "Attribution" block: alpha [90% CI], its t, beta, mean exposure, timing
-    correlation, the Sharpe and the exposure-matched passive's Sharpe, then how they are measured."""
+    correlation, the Sharpe with its standard error and the exposure-matched passive's Sharpe, then
+    how they are measured."""
     table = attribution_table(section)
     shown = pd.DataFrame(
         {
@@ -291,7 +294,8 @@ def attribution_html(section: Section) -> str:
         "Each row's per-bar returns regressed on the market line's (fully invested, no costs): alpha is the "
         "annualised intercept with a Newey-West 90% CI, beta the slope; timing corr is corr(exposure at a close, "
         "the market's next bar); the exposure-matched passive holds the market at the row's mean exposure, "
-        f"rebalanced each bar, {costs}. An agent shows skill when its alpha's CI lies above 0 and its Sharpe "
+        f"rebalanced each bar, {costs}. SE: the Sharpe's standard error (Mertens); an edge below about twice "
+        "it cannot be told from luck. An agent shows skill when its alpha's CI lies above 0 and its Sharpe "
         "beats the exposure-matched one."
     )
     return (
