@@ -313,3 +313,19 @@ def test_skill_gate_fails_rather_than_passes_on_a_summary_without_attribution():
     assert values == {"alpha_ci90_low_median": None, "skill_seed_share": None}
     gate = evaluate_gates(values, {"skill": {**SKILL["skill"], "blocking": True}})["gates"]["skill"]
     assert gate["status"] == "fail" and "undefined" in gate["reason"]
+
+
+def test_flat_metrics_carry_the_stitched_attribution_for_the_next_run_to_compare():
+    entry = {
+        "kind": "agent",
+        "metrics": {},
+        "positive_sharpe_share": 1.0,
+        "psr_median": 0.9,
+        "dsr_median": None,
+        "stitched_attribution_median": {"alpha_annual": 0.02, "alpha_ci90_low": -0.01, "beta": 0.15, "alpha_t": 1.1},
+    }
+    summary = {"X": {"n_trials": 1, "agents": {"sac_icm": entry}}}
+    metrics = validation_report({}, {}, summary, regime_table(GOOD_REGIMES))["metrics"]
+    assert metrics["walk_forward/X/sac_icm/stitched_alpha_ci90_low_median"] == -0.01
+    assert metrics["walk_forward/X/sac_icm/stitched_beta_median"] == 0.15
+    assert "walk_forward/X/sac_icm/stitched_alpha_t_median" not in metrics

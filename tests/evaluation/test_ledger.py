@@ -16,7 +16,15 @@ from trading_rl.evaluation import ledger
 from trading_rl.evaluation.metrics import return_moments
 
 
-def _row(symbol="X", source="walk_forward", split="walk_forward", agent="sac_icm", returns=None, **configuration):
+def _row(
+    symbol="X",
+    source="walk_forward",
+    split="walk_forward",
+    agent="sac_icm",
+    returns=None,
+    attribution=None,
+    **configuration,
+):
     returns = np.random.default_rng(len(configuration)).normal(0.001, 0.01, 50) if returns is None else returns
     return ledger.trial_row(
         source=source,
@@ -30,6 +38,7 @@ def _row(symbol="X", source="walk_forward", split="walk_forward", agent="sac_icm
         n_runs=3,
         periods_per_year=252.0,
         run={"save_version": "v1", "git_commit": "abc"},
+        attribution=attribution,
     )
 
 
@@ -182,17 +191,8 @@ def test_attribution_columns_are_additive_and_old_files_read_as_nan(tmp_path):
     folder.mkdir()
     # a file written before the attribution columns existed
     pd.DataFrame([_row(lr=1)])[list(ledger.LEDGER_COLUMNS)].to_parquet(folder / "20200101T000000Z-0.parquet")
-    attributed = ledger.trial_row(
-        source="final_evaluation",
-        symbol="X",
-        split="test",
-        period_start="2020-01-01",
-        period_end="2020-03-01",
-        agent="sac_icm",
-        configuration={"lr": 2},
-        moments=return_moments(np.random.default_rng(0).normal(0.001, 0.01, 50)),
-        n_runs=1,
-        periods_per_year=252.0,
+    attributed = _row(
+        lr=2,
         attribution={"alpha_annual": 0.03, "alpha_ci90_low": -0.01, "beta": 0.2, "alpha_t": None, "sharpe": 9.0},
     )
     ledger.append_rows(folder, [attributed])

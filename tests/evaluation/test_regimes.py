@@ -212,5 +212,7 @@ def test_walk_forward_regimes_attribute_each_regime_against_the_market_line():
     assert (cash["beta"] == 0.0).all()
     # the market line is what the others are measured against: no attribution of its own
     assert table.loc[table["model"] == "buy_and_hold_full", "beta"].isna().all()
-    # without costs (or the columns) the table is as before
+    # without costs the table is as before; with costs, returns from before the columns are refused
     assert "beta" not in walk_forward_regime_metrics(returns, {"X": labels}, {"X": 252.0}, 0.1)
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['exposure'\]; rerun the walk_forward"):
+        walk_forward_regime_metrics(returns.drop(columns="exposure"), {"X": labels}, {"X": 252.0}, 0.1, 0.0003)

@@ -11,11 +11,18 @@ import pytest
 from arch.data import sp500
 
 from trading_rl.envs import build_env_spec
+from trading_rl.evaluation.attribution import rollout_attribution
 from trading_rl.evaluation.baselines import constant_policy, random_policy
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import run_episode
-from trading_rl.evaluation.tearsheet import PANELS, TearsheetOptions, build_tearsheet, env_section
+from trading_rl.evaluation.tearsheet import (
+    PANELS,
+    TearsheetOptions,
+    attribution_table,
+    build_tearsheet,
+    env_section,
+)
 
 SPLITS = {
     "train": {"start": "2012-01-01", "end": "2014-12-31"},
@@ -66,6 +73,34 @@ def test_metrics_come_from_the_rollouts_with_dsr_for_agents_only(section):
     agent = rollouts[rollouts["agent"] == "agent"]
     assert agent["equity_index"].iloc[-1] == pytest.approx(1.0 + expected["total_return"])
     assert {"position", "action_raw", "trade_value", "fill_price"} <= set(rollouts.columns)
+
+
+def test_the_attribution_block_measures_every_agent_and_baseline_against_the_market_line(section):
+    table = attribution_table(section)
+    assert set(table.index) == {"agent", "idle agent", "buy_and_hold", "cash", "random", "sma_crossover"}
+    agent = section.agents["agent"]
+    expected = rollout_attribution(
+        agent, section.baselines["buy_and_hold_full"]["return"], periods_per_year=252.0, cost_rate=0.0003
+    )
+    assert section.cost_rate == pytest.approx(0.0003)  # the env's commission + slippage
+    assert table.loc["agent", "alpha_annual"] == pytest.approx(expected.alpha_annual)
+    assert table.loc["agent", "exposure_matched_sharpe"] == pytest.approx(expected.exposure_matched_sharpe)
+    assert table.loc["cash", "beta"] == 0.0 and table.loc["idle agent", "mean_exposure"] == 0.0
+    html = build_tearsheet("t", [section], TearsheetOptions(0.1, dpi=30)).html
+    block = html[html.index('data-panel="attribution"') :]
+    for heading in (
+        "alpha/yr [90% CI]",
+        "beta",
+        "mean exposure",
+        "timing corr",
+        "Sharpe ± SE",
+        "exposure-matched Sharpe",
+    ):
+        assert f"<th>{heading}</th>" in block
+    low, high = expected.alpha_ci90
+    assert f"{expected.alpha_annual:+.1%} [{low:+.1%}, {high:+.1%}]" in block
+    assert "0.03% per unit traded" in block
+    assert f"<td>{expected.sharpe:.2f} ± {expected.sharpe_se:.2f}</td>" in block
 
 
 def test_a_window_without_trades_is_marked(section):

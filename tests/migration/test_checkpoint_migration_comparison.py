@@ -66,6 +66,9 @@ def test_comparison_entropies_match_hand_computation():
     assert agents["migrated"]["action_entropy"] == 0.0 and agents["migrated"]["n_trades"] == 0
     assert agents["fine_tuned"]["action_entropy"] == pytest.approx(math.log(5), abs=1e-9)  # 60 = 5 x 12
     assert agents["discrete"]["n_steps"] == 60 and agents["discrete"]["n_trades"] > 0
+    # each agent is attributed against the market line of the same bars
+    assert agents["migrated"]["beta"] == 0.0 and agents["migrated"]["mean_exposure"] == 0.0
+    assert agents["discrete"]["mean_exposure"] > 0 and agents["discrete"]["alpha_annual"] is not None
     gate = result["gate"]
     assert gate["continuous_agent"] == "fine_tuned" and gate["passed"]
     assert gate["ratio"] == pytest.approx(math.log(5) / agents["discrete"]["action_entropy"])

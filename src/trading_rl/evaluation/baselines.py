@@ -166,7 +166,7 @@ def run_baselines(
     return rollouts
 
 
-def market_returns(env: gym.Env, seed: int = 0) -> np.ndarray:
+def market_returns(env: gym.Env, seed: int | None = 0) -> np.ndarray:
     """Close-to-close returns over the bars of the episode ``env`` runs after ``reset(seed)``: the
     steps' equity is marked at ``close[start + 1] .. close[end]`` from ``close[start]``."""
     base = trading_env(env, "market_returns")

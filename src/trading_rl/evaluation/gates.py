@@ -70,6 +70,11 @@ ACTIVITY_METRICS = ("max_drawdown_median", "win_rate_median", "profitable_regime
 MIN_TRADED_WINDOW_SHARE = 0.5
 
 
+# Of the walk-forward summary's stitched attribution, what the flat metrics (and the comparison with
+# the previous run) carry.
+STITCHED_FLAT_METRICS = ("alpha_annual", "alpha_ci90_low", "alpha_ci90_high", "beta", "mean_exposure")
+
+
 class GateFailure(RuntimeError):
     """Raised when gates fail and the run is configured to fail on them."""
 
@@ -275,8 +280,9 @@ def flat_metrics(
     values: Mapping[str, float | None], walk_forward_summary: Mapping[str, Any], regimes: pd.DataFrame
 ) -> dict[str, float | None]:
     """One flat ``name -> number`` view of a validation run, which the next run compares against:
-    the gate values, per symbol × agent walk-forward medians with PSR/DSR, and per symbol × model ×
-    regime total returns and Sharpe ratios (medians over seeds)."""
+    the gate values, per symbol × agent walk-forward medians with PSR/DSR and the stitched series'
+    attribution (``STITCHED_FLAT_METRICS``), and per symbol × model × regime total returns and
+    Sharpe ratios (medians over seeds)."""
     metrics: dict[str, float | None] = {f"gate/{name}": value for name, value in values.items()}
     for symbol, entry in walk_forward_summary.items():
         for agent, stats in entry["agents"].items():
@@ -287,6 +293,9 @@ def flat_metrics(
             metrics[f"{prefix}/psr_median"] = stats["psr_median"]
             if stats["kind"] == "agent":
                 metrics[f"{prefix}/dsr_median"] = stats["dsr_median"]
+            for name, value in (stats.get("stitched_attribution_median") or {}).items():
+                if name in STITCHED_FLAT_METRICS:
+                    metrics[f"{prefix}/stitched_{name}_median"] = value
     for (symbol, model, regime), rows in regimes.groupby(["symbol", "model", "regime"], sort=False):
         for name in ("total_return", "sharpe"):
             metrics[f"regime/{symbol}/{model}/{regime}/{name}"] = _median(rows[name])

@@ -175,7 +175,8 @@ def walk_forward_regime_metrics(
     """
     from trading_rl.evaluation.folds import stitch_out_of_sample
 
-    missing = [column for column in ("trade_value", "action_raw") if column not in returns]
+    required = ("trade_value", "action_raw", *(("exposure", "market") if cost_rate is not None else ()))
+    missing = [column for column in required if column not in returns]
     if missing:
         raise ValueError(f"walk_forward_returns lacks column(s) {missing}; rerun the walk_forward pipeline")
     frames = []

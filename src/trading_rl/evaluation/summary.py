@@ -26,6 +26,10 @@ class AgentRow:
     metrics: Mapping[str, Any]
     baselines: Mapping[str, Mapping[str, Any]]
     verdict: str
+    # the return attribution (evaluation.attribution keys); None: read it from ``metrics``
+    attribution: Mapping[str, Any] | None = None
+    # walk-forward rows: the standard errors and minimum detectable edges of the summary
+    standard_errors: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,20 @@ def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
                 continue
             share = entry.get("trading_share")
             verdict = "n/a" if share is None else f"trading in {share:.0%} of windows"
-            rows.append(AgentRow("walk_forward", f"{agent} on {symbol} (median)", _medians(entry), baselines, verdict))
+            rows.append(
+                AgentRow(
+                    "walk_forward",
+                    f"{agent} on {symbol} (median)",
+                    _medians(entry),
+                    baselines,
+                    verdict,
+                    attribution=entry.get("stitched_attribution_median") or {},
+                    standard_errors={
+                        **(entry.get("standard_errors") or {}),
+                        "min_detectable": entry.get("min_detectable"),
+                    },
+                )
+            )
     return rows
 
 
@@ -153,7 +170,11 @@ def _collapse_gates(report: Report) -> tuple[bool, str, str]:
 def _validation_gates(report: Report) -> tuple[bool, str, str]:
     message = failure_message(report)
     details = "" if message is None else message.removeprefix("validation gates failed: ")
-    return report["passed"], ", ".join(report["failed"]), details
+    failed = ", ".join(report["failed"])
+    advisory = report.get("advisory_failed") or []
+    if advisory:  # judged and shown, but the report passes without them (``blocking: false``)
+        failed = "; ".join(part for part in (failed, f"not blocking: {', '.join(advisory)}") if part)
+    return report["passed"], failed, details
 
 
 def _same(passed: bool, failed: str) -> tuple[bool, str, str]:
@@ -205,6 +226,44 @@ def _triple(metrics: Mapping[str, Any] | None) -> str:
     return " / ".join(_number(metrics.get(m), m != "sharpe") for m in METRICS)
 
 
+def _signed_percent(value: Any) -> str:
+    text = _number(value, percent=True)
+    return text if text == "n/a" or text.startswith("-") else f"+{text}"
+
+
+def alpha_text(attribution: Mapping[str, Any] | None) -> str:
+    """``alpha [90% CI]`` per year, e.g. ``+2.1% [-3.0%, +7.2%]``."""
+    attribution = attribution or {}
+    low, high = attribution.get("alpha_ci90_low"), attribution.get("alpha_ci90_high")
+    return f"{_signed_percent(attribution.get('alpha_annual'))} [{_signed_percent(low)}, {_signed_percent(high)}]"
+
+
+def _exposure_text(attribution: Mapping[str, Any] | None) -> str:
+    """``beta / mean exposure / Sharpe of the exposure-matched passive``."""
+    attribution = attribution or {}
+    return " / ".join(
+        _number(attribution.get(key), False) for key in ("beta", "mean_exposure", "exposure_matched_sharpe")
+    )
+
+
+def _standard_error_lines(rows: Sequence[AgentRow]) -> list[str]:
+    """What size of edge each walk-forward could have detected."""
+    lines = []
+    for row in rows:
+        errors = row.standard_errors
+        if not errors:
+            continue
+        detectable = errors.get("min_detectable") or {}
+        lines.append(
+            f"{row.agent}: Sharpe SE {_number(errors.get('sharpe_stitched'), False)} (a seed's stitched series), "
+            f"{_number(errors.get('sharpe_median_windows'), False)} (median over windows); alpha SE "
+            f"{_number(errors.get('alpha_stitched'), True)}/yr; smallest detectable (2 SE) Sharpe "
+            f"{_number(detectable.get('sharpe_stitched'), False)}, "
+            f"alpha {_number(detectable.get('alpha_stitched'), True)}/yr"
+        )
+    return lines
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
@@ -220,12 +279,23 @@ def summary_text(
     rows = agent_rows(reports)
     if rows:
         lines += _table(
-            ["phase", "agent", "agent S/ret/DD", "buy_and_hold (capped)", "random", "collapse"],
+            [
+                "phase",
+                "agent",
+                "agent S/ret/DD",
+                "alpha/yr [90% CI]",
+                "beta/exp/matched S",
+                "buy_and_hold (capped)",
+                "random",
+                "collapse",
+            ],
             [
                 [
                     r.phase,
                     r.agent,
                     _triple(r.metrics),
+                    alpha_text(r.metrics if r.attribution is None else r.attribution),
+                    _exposure_text(r.metrics if r.attribution is None else r.attribution),
                     _triple(r.baselines.get("buy_and_hold")),
                     _triple(r.baselines.get("random")),
                     r.verdict,
@@ -234,6 +304,12 @@ def summary_text(
             ],
         )
         lines.append("(S/ret/DD: annualised Sharpe / total return / max drawdown on the phase's evaluation split)")
+        lines.append(
+            "(alpha: annualised intercept of the agent's returns on the market line's, Newey-West 90% CI; beta: "
+            "its slope; exp: mean exposure; matched S: Sharpe of the market held at that exposure, same costs; "
+            "walk_forward: medians over seeds' stitched series)"
+        )
+        lines += _standard_error_lines(rows)
     else:
         lines.append("no agent was evaluated in this run")
     gates = gate_results(reports)

@@ -37,6 +37,8 @@ from matplotlib.typing import ColorType
 
 from trading_rl.config import Section as ParameterSection
 from trading_rl.config import setting
+from trading_rl.envs.continuous import trading_env
+from trading_rl.evaluation.attribution import ATTRIBUTION_KEYS, env_cost_rate, return_attribution, rollout_exposure
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe
 from trading_rl.evaluation.metrics import (
@@ -110,6 +112,9 @@ class Section:
     close: pd.Series
     regimes: pd.Series | None = None
     notes: list[str] = field(default_factory=list)
+    # commission + slippage per unit traded of the section's env: the exposure-matched passive's
+    # costs in the attribution table (None: unknown, its Sharpe is n/a)
+    cost_rate: float | None = None
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -140,8 +145,9 @@ def env_section(
     env, seed and costs, the market line on the same bars, regimes labelled causally on ``closes``
     (every close up to the episode's, so the labels are warm from its first bar)."""
     baselines = run_baselines(make_env, seed)
+    env = make_env()
     market = pd.DataFrame(
-        {"timestamp": baselines["buy_and_hold"]["timestamp"].to_numpy(), "return": market_returns(make_env(), seed)}
+        {"timestamp": baselines["buy_and_hold"]["timestamp"].to_numpy(), "return": market_returns(env, seed)}
     )
     return Section(
         title,
@@ -151,6 +157,7 @@ def env_section(
         {**baselines, MARKET: market},
         closes,
         label_regimes(closes, regime_params),
+        cost_rate=env_cost_rate(trading_env(env, "env_section").config),
     )
 
 
@@ -199,6 +206,103 @@ def metrics_table(section: Section, hold_threshold: float, trials: Trials | None
             rows[name] = compute_metrics(rollout, periods_per_year, hold_threshold)
     table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(TABLE_COLUMNS))
     return table.apply(pd.to_numeric, errors="coerce")
+
+
+# ------------------------------------------------------------------------------ attribution
+
+ATTRIBUTION_TITLE = "Attribution against the market line"
+# attribution key -> column heading of the attribution table (alpha and its CI share one column)
+ATTRIBUTION_COLUMNS = {
+    "alpha_annual": "alpha/yr [90% CI]",
+    "alpha_t": "alpha t",
+    "beta": "beta",
+    "mean_exposure": "mean exposure",
+    "timing_corr": "timing corr",
+    "sharpe": "Sharpe ± SE",
+    "exposure_matched_sharpe": "exposure-matched Sharpe",
+}
+
+
+def _exposure(rollout: pd.DataFrame) -> np.ndarray | None:
+    """The rollout's exposure: its ``exposure`` column (walk-forward steps) or from equity and cash."""
+    if "exposure" in rollout:
+        return rollout["exposure"].to_numpy(dtype=np.float64)
+    if {"equity", "cash"} <= set(rollout.columns):
+        return rollout_exposure(rollout)
+    return None
+
+
+def attribution_table(section: Section) -> pd.DataFrame:
+    """``evaluation.attribution`` of every agent and baseline of ``section`` (not the market line it
+    is measured against), one row each: the ``Attribution`` fields; ``reason`` says what is n/a."""
+    if MARKET not in section.baselines:
+        raise ValueError(f"tearsheet section {section.title!r} has no market line ({MARKET!r}) to attribute against")
+    line = section.baselines[MARKET]
+    market = pd.Series(_returns(line), index=_timestamps(line))
+    rows = {}
+    for name, rollout in {**section.agents, **section.baselines}.items():
+        if name == MARKET:
+            continue
+        exposure = _exposure(rollout)
+        aligned = market.reindex(_timestamps(rollout)).to_numpy()
+        if exposure is None or np.isnan(aligned).any():
+            rows[name] = {"reason": "no exposure or no market return on some of its bars"}
+            continue
+        attribution = return_attribution(
+            _returns(rollout),
+            exposure,
+            aligned,
+            periods_per_year=section.periods_per_year,
+            cost_rate=0.0 if section.cost_rate is None else section.cost_rate,
+        ).to_dict()
+        if section.cost_rate is None:
+            attribution["exposure_matched_sharpe"] = None
+        rows[name] = attribution
+    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=[*ATTRIBUTION_KEYS])
+
+
+def _attribution_cell(column: str, row: pd.Series) -> str:
+    def number(key: str, percent: bool = False) -> str:
+        value = row[key]
+        if value is None or not np.isfinite(value):
+            return "n/a"
+        return f"{value:+.1%}" if percent else f"{value:.2f}"
+
+    if column == "alpha_annual":
+        return f"{number('alpha_annual', True)} [{number('alpha_ci90_low', True)}, {number('alpha_ci90_high', True)}]"
+    if column == "sharpe":
+        return f"{number('sharpe')} ± {number('sharpe_se')}"
+    if column == "mean_exposure":
+        return "n/a" if row[column] is None or not np.isfinite(row[column]) else f"{row[column]:.1%}"
+    return number(column)
+
+
+def attribution_html(section: Section) -> str:
+    """The section's "Attribution" block: alpha [90% CI], its t, beta, mean exposure, timing
+    correlation, the Sharpe with its standard error and the exposure-matched passive's Sharpe, then
+    how they are measured."""
+    table = attribution_table(section)
+    shown = pd.DataFrame(
+        {
+            heading: [_attribution_cell(column, row) for _, row in table.iterrows()]
+            for column, heading in ATTRIBUTION_COLUMNS.items()
+        },
+        index=table.index,
+    )
+    costs = "its costs unknown" if section.cost_rate is None else f"{section.cost_rate:.2%} per unit traded"
+    note = (
+        "Each row's per-bar returns regressed on the market line's (fully invested, no costs): alpha is the "
+        "annualised intercept with a Newey-West 90% CI, beta the slope; timing corr is corr(exposure at a close, "
+        "the market's next bar); the exposure-matched passive holds the market at the row's mean exposure, "
+        f"rebalanced each bar, {costs}. SE: the Sharpe's standard error (Mertens); an edge below about twice "
+        "it cannot be told from luck. An agent shows skill when its alpha's CI lies above 0 and its Sharpe "
+        "beats the exposure-matched one."
+    )
+    return (
+        f'<div class="panel" data-panel="attribution"><h3>{html.escape(ATTRIBUTION_TITLE)}</h3>'
+        f"{shown.to_html(classes='metrics', border=0, escape=True)}"
+        f'<p class="notes">{html.escape(note)}</p></div>'
+    )
 
 
 # ------------------------------------------------------------------------------------ panels
@@ -470,6 +574,7 @@ def section_html(section: Section, table: pd.DataFrame, images: Mapping[str, str
         else:
             parts.append(f'<img alt="{html.escape(title)}" src="data:image/png;base64,{images[key]}">')
         parts.append("</div>")
+    parts.append(attribution_html(section))
     parts.append("</section>")
     return "\n".join(parts)
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trading_rl.envs.continuous import trading_env
+from trading_rl.evaluation.attribution import attribution_metrics, env_cost_rate, rollout_attribution
+from trading_rl.evaluation.baselines import market_returns
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 
@@ -25,6 +28,13 @@ REPORTED_METRICS = (
     "total_return",
     "max_drawdown",
     "n_steps",
+    # return attribution against the market line (evaluation.attribution)
+    "alpha_annual",
+    "alpha_ci90_low",
+    "alpha_ci90_high",
+    "beta",
+    "mean_exposure",
+    "exposure_matched_sharpe",
 )
 
 
@@ -39,9 +49,21 @@ def summarise(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate_agent(env, model, periods_per_year: float, hold_threshold: float, seed: int | None = None) -> dict:
-    """Deterministic pass of an SB3 ``model`` through ``env``, summarised."""
+    """Deterministic pass of an SB3 ``model`` through ``env``, summarised with its return
+    attribution against the market line of the same bars at the env's costs."""
     rollout = run_episode(env, policy_from_sb3(model, deterministic=True), seed=seed)
-    return summarise(compute_metrics(rollout, periods_per_year, hold_threshold=hold_threshold))
+    attribution = rollout_attribution(
+        rollout,
+        market_returns(env, seed),
+        periods_per_year=periods_per_year,
+        cost_rate=env_cost_rate(trading_env(env, "evaluate_agent").config),
+    )
+    return summarise(
+        {
+            **compute_metrics(rollout, periods_per_year, hold_threshold=hold_threshold),
+            **attribution_metrics(attribution),
+        }
+    )
 
 
 def diversity_gate(discrete_diversity: float, continuous_diversity: float, min_improvement: float = 0.2) -> dict:

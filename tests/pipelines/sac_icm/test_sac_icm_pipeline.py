@@ -69,6 +69,7 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     assert (rollout["agent"] == "sac_icm").sum() == report["n_steps"]
     html = _latest(foundation_project, "data/08_reporting/sac_icm_tearsheet.html").read_text()
     assert all(title in html for title in PANELS.values())
+    assert 'data-panel="attribution"' in html and "exposure-matched Sharpe" in html
     pngs = list(_latest(foundation_project, "data/08_reporting/sac_icm_tearsheet").glob("*.png"))
     assert len(pngs) == 1 and pngs[0].stat().st_size > 10_000
     versions = {

@@ -124,6 +124,7 @@ def walk_forward_tearsheet(
     trades and actions drawn) next to the baselines' on the same windows."""
     frames = by_symbol(prices)
     periods_per_year = periods_per_year_by_symbol(env_params, frames)
+    env_config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
     sections = []
     for symbol, data in stitched.groupby("symbol", sort=False):
         agents = data[data["kind"] == "agent"]
@@ -141,7 +142,7 @@ def walk_forward_tearsheet(
                     f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
                     "seed's trades and actions are drawn"
                 ],
+                cost_rate=env_cost_rate(env_config),
             )
         )
-    hold_threshold = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env").hold_threshold
-    return TearsheetInput("walk_forward: out-of-sample", hold_threshold, sections)
+    return TearsheetInput("walk_forward: out-of-sample", env_config.hold_threshold, sections)
