@@ -63,6 +63,7 @@ def test_gap_smaller_than_the_feature_lookback_is_rejected_by_key():
     with pytest.raises(ValueError, match=r"walk_forward\.gap_bars"):
         wf.resolve_walk_forward_params({"gap_bars": lookback - 1}, NO_GARCH)
     assert wf.resolve_walk_forward_params({"gap_bars": None}, NO_GARCH)["gap_bars"] == lookback
+    assert wf.resolve_walk_forward_params({"max_folds": "all"}, NO_GARCH)["max_folds"] is None
     with pytest.raises(ValueError, match=r"walk_forward\.agents"):
         wf.resolve_walk_forward_params({"agents": ["nope"]}, NO_GARCH)
     with pytest.raises(ValueError, match=r"walk_forward\.trian_length"):

@@ -109,6 +109,13 @@ class WalkForwardParams(Section):
     vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
     es: EsParams = setting(EsParams())
 
+    @classmethod
+    def from_mapping(cls, config: Any = None, prefix: str = PARAMS_PREFIX, base: Any = None) -> WalkForwardParams:
+        """``max_folds: all`` is the documented spelling of ``null`` (every window that fits)."""
+        if isinstance(config, Mapping) and config.get("max_folds") == "all":
+            config = {**config, "max_folds": None}
+        return super().from_mapping(config, prefix, base)
+
     def validate(self, prefix: str) -> None:
         # Keys and values of the overrides are those of sac_icm.agent.
         AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
@@ -117,7 +124,7 @@ class WalkForwardParams(Section):
 def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params: Mapping[str, Any] | None) -> dict:
     """Defaults overlaid with ``params``, validated; errors name the offending key.
 
-    ``gap_bars: null`` means the longest feature look-back; a smaller explicit gap is an error
+    ``max_folds: all`` (or null) keeps every window. ``gap_bars: null`` means the longest feature look-back; a smaller explicit gap is an error
     because test features would then reach back into training bars.
     """
     resolved = WalkForwardParams.from_mapping(params, PARAMS_PREFIX).to_dict()
