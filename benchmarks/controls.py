@@ -95,6 +95,7 @@ def market_rows(result, arm: str, env_config: dict, periods_per_year: float) -> 
     stitched = stitch_out_of_sample(result.returns)
     rows = []
     for symbol, curves in stitched.groupby("symbol", sort=False):
+        edge = not str(symbol).startswith("null")  # a null market has no edge to capture
         [oracle] = stitched_attribution(curves[curves["agent"] == oracle_name], periods_per_year, cost_rate)
         [passive] = stitched_attribution(curves[curves["agent"] == "buy_and_hold"], periods_per_year, cost_rate)
         agents = curves[curves["kind"] == "agent"]
@@ -121,19 +122,19 @@ def market_rows(result, arm: str, env_config: dict, periods_per_year: float) -> 
                     "oracle_alpha": oracle.alpha_annual,
                     "buy_and_hold_sharpe": passive.sharpe,
                     "buy_and_hold_ir": passive.information_ratio,
-                    "capture": ratio(attribution.information_ratio, oracle.information_ratio),
-                    "capture_alpha": ratio(attribution.alpha_annual, oracle.alpha_annual),
+                    "capture": ratio(attribution.information_ratio, oracle.information_ratio, edge),
+                    "capture_alpha": ratio(attribution.alpha_annual, oracle.alpha_annual, edge),
                     # What holding the capped index earns on this yardstick: near-passive series have
                     # tiny residuals, so on trending markets their IR alone can look like skill.
-                    "buy_and_hold_capture": ratio(passive.information_ratio, oracle.information_ratio),
+                    "buy_and_hold_capture": ratio(passive.information_ratio, oracle.information_ratio, edge),
                 }
             )
     return rows
 
 
-def ratio(value: float, oracle: float) -> float:
-    """``value / oracle`` where the oracle has a positive edge to capture, else NaN."""
-    return value / oracle if oracle > 0 else float("nan")
+def ratio(value: float, oracle: float, edge: bool = True) -> float:
+    """``value / oracle`` on a market with an edge the oracle takes (positive), else NaN."""
+    return value / oracle if edge and oracle > 0 else float("nan")
 
 
 def bootstrap_median_ci(values: np.ndarray, rng: np.random.Generator, draws: int = 4000) -> tuple[float, float]:
@@ -291,7 +292,22 @@ def main() -> None:
     parser.add_argument("--ledger", default="data/08_reporting/trial_ledger")
     parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
     parser.add_argument("--out", default="docs/results/controls.json")
+    parser.add_argument(
+        "--from-json",
+        nargs="+",
+        help="summarise the rows of these --out files together (arms in file order; same markets and "
+        "seeds pair up across files); no training",
+    )
     args = parser.parse_args()
+
+    if args.from_json:
+        table = pd.concat([pd.DataFrame(json.loads(Path(path).read_text())["rows"]) for path in args.from_json])
+        summary = summarise(table, list(dict.fromkeys(table["arm"])))
+        print_summary(summary)
+        out = Path(args.out)
+        out.write_text(json.dumps({"sources": args.from_json, "summary": summary}, indent=1, default=str))
+        plot(summary, out.with_suffix(".png"))
+        return
 
     from trading_rl.phases.population_walk_forward import PopulationExecutor
     from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
