@@ -127,6 +127,9 @@ def run_one(
                 "budget": budget,
                 "test_start": spec.splits["test"]["start"],
                 "test_end": spec.splits["test"]["end"],
+                # The evaluated returns' first and last bar: the period the ledger row records.
+                "returns_start": str(rollout["timestamp"].iloc[0]),
+                "returns_end": str(rollout["timestamp"].iloc[-1]),
                 **{
                     key: metrics.get(key)
                     for key in ("sharpe", "total_return", "max_drawdown", "action_entropy", "hold_share", "n_trades")
@@ -290,31 +293,36 @@ def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str)
     """Every variant x budget is a configuration tried on walk-forward windows: one ledger row per
     symbol, its fold x seed test returns pooled (the deflated Sharpe of anything chosen from this
     curve counts them)."""
-    from trading_rl.evaluation.ledger import append_rows, trial_row
+    from trading_rl.envs.continuous import EnvConfig
+    from trading_rl.evaluation.ledger import STREAMS, append_rows, trial_row
     from trading_rl.evaluation.metrics import pool_moments
+    from trading_rl.phases.walk_forward import identity_params
     from trading_rl.provenance import git_commit
 
     rows = []
     for (variant, budget, symbol), group in runs.groupby(["variant", "budget", "symbol"]):
         configuration = {
-            "agent": agent_params(params, variants[variant]),
+            "agent": identity_params("sac_icm", agent_params(params, variants[variant])),
             "timesteps": int(budget),
             "symbol": symbol,
-            "env": params["env_construction"]["env"],
+            "env": EnvConfig.identity_view(params["env_construction"]["env"]),
             "walk_forward": {
                 key: params["walk_forward"].get(key)
                 for key in ("data_end", "train_length", "test_length", "step", "max_folds")
             },
             "folds": sorted(group["fold"].unique().tolist()),
-            "seeds": sorted(group["seed"].unique().tolist()),
+            STREAMS: {"seeds": sorted(group["seed"].unique().tolist())},
         }
+        # Rows of runs from before the returns' bars were kept fall back to the window's bars.
+        starts = group["returns_start"] if "returns_start" in group else group["test_start"]
+        ends = group["returns_end"] if "returns_end" in group else group["test_end"]
         rows.append(
             trial_row(
                 source="learning_curve",
                 symbol=symbol,
                 split="walk_forward",
-                period_start=group["test_start"].min(),
-                period_end=group["test_end"].max(),
+                period_start=starts.min(),
+                period_end=ends.max(),
                 agent=f"sac_icm:{variant}@{budget}",
                 configuration=configuration,
                 moments=pool_moments(group["return_moments"].tolist()),

@@ -14,7 +14,7 @@ from trading_rl.data import by_symbol
 from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
-from trading_rl.evaluation.ledger import trials_for
+from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
 from trading_rl.phases.chains import chain_histories
@@ -89,8 +89,12 @@ def summarise_walk_forward(
     folds: pd.DataFrame, returns: pd.DataFrame, trial_ledger: pd.DataFrame
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Median/IQR summary with PSR and DSR (trials counted from the whole ledger, this run's rows
-    included), and the stitched out-of-sample equity curves."""
-    trials = {symbol: trials_for(trial_ledger, symbol) for symbol in folds["symbol"].unique()}
+    included, on this run's out-of-sample period), and the stitched out-of-sample equity curves."""
+    agents = returns[returns["kind"] == "agent"]
+    trials = {
+        symbol: trials_for(trial_ledger, symbol, Period.of(steps["timestamp"].min(), steps["timestamp"].max()))
+        for symbol, steps in agents.groupby("symbol", sort=False)
+    }
     return summarise(folds, returns, trials), stitch_out_of_sample(returns)
 
 
