@@ -206,3 +206,12 @@ def test_rows_recorded_under_renamed_keys_keep_their_identity(tmp_path):
     with pytest.raises(SpentTestSplitError, match="already spent"):
         check_test_split(read, ledger.identified(today), allow_repeat=False)
     assert _files(tmp_path / "ledger")  # nothing rewritten on read
+
+
+def test_an_empty_ledger_has_no_trials_and_no_spends():
+    from trading_rl.evaluation.final import earlier_spends
+
+    assert ledger.trials_for(ledger.empty_ledger(), "X", PERIOD).n == 0
+    assert earlier_spends(ledger.empty_ledger(), {"agent": "sac_icm"}).empty
+    other_symbol = pd.DataFrame([_row(symbol="Y")])
+    assert ledger.trials_for(other_symbol, "X", PERIOD).n == 0

@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from trading_rl.config import Section, setting
@@ -153,7 +154,7 @@ def earlier_spends(ledger: pd.DataFrame, configuration: Mapping[str, Any]) -> pd
         earlier = json.loads(text)
         same_weights = artifact is not None and earlier.get(ARTIFACT) == artifact
         same.append(same_weights or configuration_identity(earlier) == identity)
-    return rows[same]
+    return rows.loc[np.array(same, dtype=bool)]
 
 
 def check_test_split(ledger: pd.DataFrame, configuration: Mapping[str, Any], allow_repeat: bool) -> dict[str, Any]:
@@ -180,13 +181,17 @@ def check_test_split(ledger: pd.DataFrame, configuration: Mapping[str, Any], all
 
 
 def _create_exclusive(path: Path, payload: str) -> bool:
-    """Create ``path`` holding ``payload`` unless it exists (atomic: ``O_EXCL``)."""
+    """Create ``path`` holding ``payload`` unless it exists. The payload is written under another
+    name first and hard-linked into place (atomic, and it refuses an existing target), so a reader
+    never sees a half-written marker."""
+    staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    staging.write_text(payload)
     try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.link(staging, path)
     except FileExistsError:
         return False
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(payload)
+    finally:
+        staging.unlink()
     return True
 
 

@@ -285,7 +285,8 @@ def trials_for(ledger: pd.DataFrame, symbol: str, period: Period) -> Trials:
       a chance to be lucky;
     - an undefined Sharpe (the configuration never traded) counts as 0 rather than being dropped."""
     rows = ledger[ledger["symbol"] == symbol]
-    rows = rows[[Period.of(s, e) == period for s, e in zip(rows["period_start"], rows["period_end"])]]
+    on_period = [Period.of(s, e) == period for s, e in zip(rows["period_start"], rows["period_end"])]
+    rows = rows.loc[np.array(on_period, dtype=bool)]
     tests = rows[rows["split"] == "test"]
     others = rows[rows["split"] != "test"].drop_duplicates("config_hash", keep="last")
     keys = [trial_key(text) for text in others["config"]]
@@ -294,7 +295,7 @@ def trials_for(ledger: pd.DataFrame, symbol: str, period: Period) -> Trials:
     for source in tests["source"]:
         sources[str(source)] = sources.get(str(source), 0) + 1
     for key in dict.fromkeys(keys):
-        group = others[[k == key for k in keys]]
+        group = others.loc[np.array([k == key for k in keys], dtype=bool)]
         sharpes.append(_pooled_sharpe(group))
         sources[str(group["source"].iloc[-1])] = sources.get(str(group["source"].iloc[-1]), 0) + 1
     return Trials(tuple(sharpes), sources, period)
