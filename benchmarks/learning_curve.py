@@ -168,6 +168,7 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
 def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     """Median [90% bootstrap CI] of each measure per variant × budget, next to the baselines."""
     from trading_rl.evaluation.bootstrap import bootstrap_ci, difference_ci
+    from trading_rl.evaluation.metrics import window_sharpes
 
     rows = []
     for (variant, budget), group in runs.groupby(["variant", "budget"], sort=True):
@@ -180,10 +181,12 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
         }
         for measure in MEASURED:
             # A never-trading run has no Sharpe: it counts as 0 (no edge), not as missing.
-            values = pd.to_numeric(group[measure], errors="coerce")
-            if measure == "sharpe":
-                values = values.fillna(0.0)
-            point, low, high = bootstrap_ci(values.to_numpy())
+            values = (
+                window_sharpes(group[measure])
+                if measure == "sharpe"
+                else pd.to_numeric(group[measure], errors="coerce").to_numpy()
+            )
+            point, low, high = bootstrap_ci(values)
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
         # Paired with the baselines of the same window: does the agent beat them, beyond noise?
         for name in ("buy_and_hold", "random"):
@@ -191,9 +194,7 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
             paired = pd.to_numeric(
                 reference.reindex(pd.MultiIndex.from_frame(group[["symbol", "fold"]])), errors="coerce"
             )
-            point, low, high = difference_ci(
-                pd.to_numeric(group["sharpe"], errors="coerce").fillna(0.0).to_numpy(), paired.fillna(0.0).to_numpy()
-            )
+            point, low, high = difference_ci(window_sharpes(group["sharpe"]), window_sharpes(paired))
             row.update({f"sharpe_minus_{name}": point, f"sharpe_minus_{name}_lo": low, f"sharpe_minus_{name}_hi": high})
         rows.append(row)
     for name, group in baselines.groupby("baseline"):
@@ -235,6 +236,7 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     median paired difference [90% bootstrap CI] of Sharpe (a never-trading run counts 0), max
     drawdown and fill rate; only complete pairs count."""
     from trading_rl.evaluation.bootstrap import difference_ci
+    from trading_rl.evaluation.metrics import window_sharpes
 
     base = runs[runs["variant"] == reference].set_index([*PAIR_KEYS, "budget"])
     rows = []
@@ -245,7 +247,7 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
             treatment = pd.to_numeric(paired[measure], errors="coerce")
             control = pd.to_numeric(paired[f"{measure}_ref"], errors="coerce")
             if measure == "sharpe":
-                treatment, control = treatment.fillna(0.0), control.fillna(0.0)
+                treatment, control = pd.Series(window_sharpes(treatment)), pd.Series(window_sharpes(control))
             point, low, high = difference_ci(treatment.to_numpy(), control.to_numpy())
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
         rows.append(row)
@@ -255,7 +257,8 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
 def report_comparison(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     """Print the paired differences against ``reference`` and each variant's sample efficiency."""
     comparison = compare_variants(runs, reference)
-    print(f"\n| variant - {reference} | steps | pairs | " + " | ".join(f"{m} diff" for m in PAIRED) + " |")
+    print("\npaired on windows and seeds (every variant trains on the same stream per fold and seed)")
+    print(f"| variant - {reference} | steps | pairs | " + " | ".join(f"{m} diff" for m in PAIRED) + " |")
     print("|---|---:|---:|" + "---|" * len(PAIRED))
     for row in comparison.to_dict("records"):
         cells = [f"{row[m]:+.3f} [{row[m + '_lo']:+.3f}, {row[m + '_hi']:+.3f}]" for m in PAIRED]
