@@ -81,6 +81,9 @@ def test_parameters_that_disagree_with_the_model_are_refused_naming_the_keys():
     # A report claiming learning rate 0.1 for a model trained at 3e-4 is never written.
     with pytest.raises(ValueError, match=r"'agent_params.sac.learning_rate'"):
         _evaluate(model, _sac_icm(sac={"learning_rate": 0.1}))
+    # A model trained under an earlier algorithm version is evaluated as the model it is.
+    older = _model({**TRAINED, "algorithm_version": 0})
+    assert _evaluate(older)["configuration"]["algorithm_version"] == 0
     with pytest.raises(ValueError, match="carries no recorded training configuration"):
         _evaluate(SimpleNamespace(policy=model.policy, trading_rl_metadata={}))
 

@@ -128,7 +128,8 @@ def evaluated_configuration(model: Any, run_configuration: Mapping[str, Any], mo
             "training configuration (trained before models recorded it): what would be spent cannot be "
             "identified; retrain it with `kedro run --pipelines sac_icm`"
         )
-    differing = configuration_disagreement(recorded, run_configuration)
+    # The algorithm version is the model's own (the code that trained it), not a run parameter.
+    differing = [key for key in configuration_disagreement(recorded, run_configuration) if key != "algorithm_version"]
     if differing:
         raise ValueError(
             f"the parameters of this run disagree with the configuration dataset '{model_dataset}' "
