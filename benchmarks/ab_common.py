@@ -25,6 +25,7 @@ import pandas as pd
 from trading_rl.envs import EnvSpec
 
 LEDGER = "data/08_reporting/trial_ledger"  # the catalog's `trial_ledger` folder, from the project root
+COMMITTED_LEDGER = "docs/results/trial_ledger"  # the project's committed ledger (docs/protocol.md)
 # Per-row details kept in the JSON file but left out of the printed table.
 DETAIL_KEYS = (
     "baselines",
@@ -32,6 +33,11 @@ DETAIL_KEYS = (
     "split",
     "test_baselines",
     "test_return_moments",
+    "start",
+    "end",
+    "test_start",
+    "test_end",
+    "model_sha256",
     "episode_hits",
     "control_episode_hits",
     "achievement_difference_ci",
@@ -170,28 +176,31 @@ def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, .
 
 
 def _trial_configuration(configuration: dict, spec, seeds) -> dict:
-    """What a variant's ledger row hashes: its parameters, the symbol, the env config and the seeds."""
-    return {**configuration, "symbol": spec.symbol, "env": spec.config, "seeds": sorted(seeds)}
+    """What a variant's ledger row hashes: its parameters, the symbol, the env config and, as its
+    random streams, the seeds."""
+    from trading_rl.evaluation.ledger import STREAMS, identified
+
+    return identified({**configuration, "symbol": spec.symbol, "env": spec.config, STREAMS: {"seeds": sorted(seeds)}})
 
 
 def check_test_unspent(args: argparse.Namespace, source: str, spec, configurations: dict[str, dict]) -> bool:
-    """With ``--final``: stop before any training when the ledger already holds a test-split
-    evaluation of one of these configurations (unless ``--allow-repeat``); returns whether this is
-    a repeat."""
-    from trading_rl.evaluation.ledger import earlier_evaluations, read_ledger
-    from trading_rl.provenance import config_hash
+    """With ``--final``: stop before any training when a test-split evaluation of one of these
+    configurations is recorded (unless ``--allow-repeat``); returns whether this is a repeat. The
+    check reads ``--ledger``, the project's ledger and the committed one, whichever ``--ledger``
+    says, and ``--no-ledger`` is refused: a look at the test split that is not recorded is a trial no
+    later DSR can count. Other ``--seeds`` are another configuration, evaluated and counted."""
+    from trading_rl.evaluation.final import earlier_spends
+    from trading_rl.evaluation.ledger import read_ledgers
 
-    ledger = read_ledger(args.ledger) if Path(args.ledger).exists() else None
-    spent = (
-        {
-            variant: earlier_evaluations(
-                ledger, config_hash(_trial_configuration(configuration, spec, args.seeds)), source, "test"
-            )
-            for variant, configuration in configurations.items()
-        }
-        if ledger is not None
-        else {}
-    )
+    if args.no_ledger:
+        raise SystemExit(
+            "--final with --no-ledger is refused: every look at the test split is recorded in the trial ledger"
+        )
+    ledger = read_ledgers(dict.fromkeys([args.ledger, LEDGER, COMMITTED_LEDGER]))
+    spent = {
+        variant: earlier_spends(ledger, _trial_configuration(configuration, spec, args.seeds))
+        for variant, configuration in configurations.items()
+    }
     spent = {variant: rows for variant, rows in spent.items() if not rows.empty}
     if spent and not args.allow_repeat:
         raise SystemExit(
@@ -214,7 +223,9 @@ def record_trials(
     """Append one trial-ledger row per variant: ``configurations[variant]`` is what defines it
     (hashed), its runs are the seeds, and its return moments are those of the seeds' evaluation
     returns pooled (each row carries ``return_moments`` and ``split``; with ``split="test"`` the
-    rows' ``test_return_moments``)."""
+    rows' ``test_return_moments``, and the digests of the evaluated models, ``model_sha256``, as the
+    configuration's ``artifact``). The period is that of the evaluated returns (the rows' ``start`` and
+    ``end``, or ``test_start``/``test_end``) where the rows carry it, else the split's dates."""
     if args.no_ledger:
         print("--no-ledger: no trials recorded (dry run)")
         return
@@ -223,21 +234,26 @@ def record_trials(
     from trading_rl.provenance import git_commit
 
     run = {"git_commit": git_commit(), "save_version": None}
-    moments_key = "test_return_moments" if split == "test" else "return_moments"
+    prefix = "test_" if split == "test" else ""
     ledger_rows = []
     for variant, configuration in configurations.items():
         runs = [row for row in rows if row["variant"] == variant]
         split = split or runs[0]["split"]
+        identity = _trial_configuration(configuration, spec, [row["seed"] for row in runs])
+        if split == "test" and all("model_sha256" in row for row in runs):
+            identity["artifact"] = {"model_sha256": sorted(row["model_sha256"] for row in runs)}
+        starts = [row[f"{prefix}start"] for row in runs if row.get(f"{prefix}start")]
+        ends = [row[f"{prefix}end"] for row in runs if row.get(f"{prefix}end")]
         ledger_rows.append(
             trial_row(
                 source=source,
                 symbol=spec.symbol,
                 split=split,
-                period_start=spec.splits[split]["start"],
-                period_end=spec.splits[split]["end"],
+                period_start=min(starts) if starts else spec.splits[split]["start"],
+                period_end=max(ends) if ends else spec.splits[split]["end"],
                 agent=variant,
-                configuration=_trial_configuration(configuration, spec, [row["seed"] for row in runs]),
-                moments=pool_moments([row[moments_key] for row in runs]),
+                configuration=identity,
+                moments=pool_moments([row[f"{prefix}return_moments"] for row in runs]),
                 n_runs=len(runs),
                 periods_per_year=spec.periods_per_year,
                 run=run,

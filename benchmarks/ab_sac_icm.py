@@ -33,6 +33,7 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
     import torch
 
     from trading_rl.agents import build_agent, train_agent
+    from trading_rl.evaluation.final import model_digest
     from trading_rl.evaluation.report import evaluate_policy
     from trading_rl.evaluation.rollout import policy_from_sb3
 
@@ -63,6 +64,9 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
         test_evaluation, _ = evaluate_on("test")
         test_metrics = test_evaluation["metrics"]
         test = {
+            "model_sha256": model_digest(outcome.model),
+            "test_start": test_evaluation["start"],
+            "test_end": test_evaluation["end"],
             "test_sharpe": test_metrics["sharpe"],
             "test_total_return": test_metrics["total_return"],
             "test_max_drawdown": test_metrics["max_drawdown"],
@@ -84,6 +88,8 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
         "collapsed_deterministic": collapse["deterministic"]["collapsed"],
         "train_seconds": time.perf_counter() - started,
         "return_moments": evaluation["return_moments"],
+        "start": evaluation["start"],
+        "end": evaluation["end"],
         "baselines": evaluation["baselines"],
         **test,
     }
@@ -92,7 +98,12 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "ab_sac_icm.json")
     spec, params, _ = load_inputs(args)
-    configurations = {name: {"agent_params": _agent_params(params, icm)} for name, icm in VARIANTS.items()}
+    from trading_rl.agents.sac_icm import AgentParams, resolve_params
+
+    configurations = {  # the parameters as they act: run-time keys and switched-off sections left out
+        name: {"agent_params": AgentParams.identity_view(resolve_params(_agent_params(params, icm)))}
+        for name, icm in VARIANTS.items()
+    }
     repeat = check_test_unspent(args, "ab_sac_icm", spec, configurations) if args.final else False
     jobs = [(spec, params, icm, seed, args.final) for icm in VARIANTS.values() for seed in args.seeds]
     rows = run_all(run_one, jobs, args.jobs, args.out)

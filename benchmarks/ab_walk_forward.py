@@ -13,8 +13,11 @@ settings and networks as the ``sac`` arm (HER needs ``learning_starts`` beyond o
 600). Reported per agent over symbol × fold × seed windows: median Sharpe, total return, max
 drawdown, fill rate and action entropy with 90% bootstrap intervals, the share of windows that
 trade, and the baselines on the same windows; per ``--pairs A:B``, the median paired difference A − B
-over matched (symbol, fold, seed) windows with its interval. Every agent is one trial per symbol in
-the ledger (``walk_forward.trial_rows``), so a Deflated Sharpe Ratio computed later counts it.
+over matched (symbol, fold, seed) windows with its interval, paired on windows and seeds: every agent
+trains on the same random stream per (fold, seed) (``walk_forward.agent_seed``, common random numbers).
+A window without a fill counts as Sharpe 0 (``metrics.window_sharpes``, docs/protocol.md). Every
+agent is one trial per symbol in the ledger (``walk_forward.trial_rows``), so a Deflated Sharpe
+Ratio computed later counts it.
 """
 
 from __future__ import annotations
@@ -95,10 +98,13 @@ def agent_parameters(params: dict) -> dict:
 def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
     """Per-agent medians with intervals, baselines on the same windows, and paired differences."""
     from trading_rl.evaluation.bootstrap import bootstrap_ci, difference_ci
+    from trading_rl.evaluation.metrics import window_sharpes
     from trading_rl.monitoring.collapse import trading_flags
 
     agents = folds[folds["kind"] == "agent"].copy()
     agents["fill_rate"] = agents["fill_rate"].astype(float)
+    # One Sharpe convention (docs/protocol.md): a window without a fill counts as Sharpe 0.
+    agents["sharpe"] = window_sharpes(agents["sharpe"])
     rows = []
     for agent, group in agents.groupby("agent", sort=False):
         row = {"agent": agent, "windows": len(group), "trading_share": float(np.mean(trading_flags(group["trades"])))}
@@ -124,7 +130,7 @@ def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
         a = agents[agents["agent"] == treatment].set_index(keys)
         b = agents[agents["agent"] == control].set_index(keys)
         common = a.index.intersection(b.index)
-        entry = {"pair": f"{treatment} - {control}", "windows": len(common)}
+        entry = {"pair": f"{treatment} - {control}", "windows": len(common), "paired_on": "windows and seeds"}
         for metric in MEASURED:
             point, low, high = difference_ci(a.loc[common, metric].astype(float), b.loc[common, metric].astype(float))
             entry[metric] = point
@@ -156,7 +162,7 @@ def print_summary(summary: dict) -> None:
         )
     for row in summary["baselines"]:
         print(f"{row['baseline']:<12} Sharpe {row['sharpe']:+.3f}  max drawdown {row['max_drawdown']:+.3f}")
-    print("\npaired difference (median over matched windows, 90% CI)")
+    print("\npaired difference (median over windows, paired on windows and seeds, 90% CI)")
     for row in summary["pairs"]:
         print(
             f"{row['pair']:<24} n={row['windows']:<3} "

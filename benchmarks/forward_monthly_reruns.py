@@ -5,12 +5,20 @@ those bars, then the file grows month by month through 2018 and the forward pipe
 month (its save version dated at the month's end, as a cron job would stamp it).
 
 Checked and written to ``--output`` (JSON): each rerun's record holds exactly the bars of the file
-after the deployment's last bar, each scored once and earlier versions unchanged; the final record's
-Sharpe equals one evaluation of the same agent over the same bars (difference reported, must be
-< 1e-9); the alerts and drifted features of the last rerun; the time per rerun.
+after the deployment's last bar, each scored once and earlier versions unchanged; the final record
+equals an independent evaluation of the same agent over the same bars: the env built as the training
+run builds it (the feature_extraction nodes and ``symbol_env_spec`` on the full file, the tracked
+bars as one split) and stepped once over the whole span (returns compared bar by bar, must agree to
+1e-12); the alerts and drifted features of the last rerun; the time per rerun.
+
+The tracked 2016-2018 bars are the packaged test split: the run is a look at it, so it is recorded
+as a test-split spend in the trial ledger (``--ledger``, default the project's; source
+``forward_monthly_reruns``; the configuration with the deployed model's weights digest), and a
+configuration already spent is refused before anything is trained unless ``--allow-repeat``
+(docs/protocol.md).
 
     python benchmarks/forward_monthly_reruns.py --work-dir /tmp/forward_bench \\
-        --output docs/results/forward_monthly_reruns.json
+        --output docs/results/forward_monthly_reruns.json --ledger docs/results/trial_ledger
 """
 
 from __future__ import annotations
@@ -31,19 +39,26 @@ from kedro.runner import SequentialRunner
 from trading_rl.data import load_prices
 from trading_rl.datasets import SB3ModelDataset
 from trading_rl.envs import symbol_env_spec
-from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.envs.continuous import EnvConfig
+from trading_rl.evaluation.final import ARTIFACT, check_test_split, model_digest
+from trading_rl.evaluation.ledger import STREAMS, append_rows, identified, read_ledgers, trial_row
+from trading_rl.evaluation.metrics import return_moments, sharpe_ratio
+from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import make_splits, max_lookback
-from trading_rl.phases.forward import Deployment, forward_data, replay
-from trading_rl.phases.walk_forward import run_walk_forward
+from trading_rl.phases.walk_forward import identity_params, run_walk_forward
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
+from trading_rl.provenance import git_commit
 
 PROJECT = Path(__file__).resolve().parents[1]
 SYMBOL = "sp500"
 DEPLOYED_END = pd.Timestamp("2015-12-31")
 MODEL_FILE = "data/06_models/sac_icm_model.zip"
 RECORD = "data/07_model_output/forward_record.parquet"
+SOURCE = "forward_monthly_reruns"
+LEDGER = PROJECT / "data/08_reporting/trial_ledger"
+COMMITTED_LEDGER = PROJECT / "docs/results/trial_ledger"
 
 
 def _base(name: str) -> dict:
@@ -60,7 +75,36 @@ def _versions(root: Path, relative: str) -> list[Path]:
     return sorted(path / Path(relative).name for path in (root / relative).iterdir())
 
 
-def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple[dict, dict, dict]:
+def deployed_agent(timesteps: int) -> dict:
+    """conf/base's sac_icm agent with the walk-forward's budget settings and ``timesteps``."""
+    agent = _base("sac_icm")["agent"]
+    for section, values in _base("walk_forward")["agent_overrides"].items():
+        agent = {**agent, section: {**agent.get(section, {}), **values}}
+    agent["training"] = {
+        **agent["training"],
+        "total_timesteps": timesteps,
+        "eval_freq": timesteps,
+        "resume_every": timesteps,
+    }
+    return agent
+
+
+def spend_configuration(timesteps: int, seed: int) -> dict:
+    """What this run spends the test split on (before the weights' digest is known): the deployed
+    agent's parameters as they act, the env, the deployment cut-off and the seed."""
+    return identified(
+        {
+            "agent": "sac_icm",
+            "agent_params": identity_params("sac_icm", deployed_agent(timesteps)),
+            "symbol": SYMBOL,
+            "env": EnvConfig.identity_view(_base("env_construction")["env"]),
+            "deployed_through": str(DEPLOYED_END.date()),
+            STREAMS: {"seed": seed},
+        }
+    )
+
+
+def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple[dict, dict, dict, dict, dict]:
     """Train as the default run's phases do on the file cut at 2015-12-31; the splits are conf/base's
     train and validation dates (the file has no test split yet: it ends with the validation split)."""
     feature_params = {**_base("feature_extraction"), "symbols": [{"name": SYMBOL, "source": "file"}]}
@@ -76,16 +120,7 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     scalers = fe.fit_scalers(features, frame, splits, feature_params)
     env_params = {**_base("env_construction"), "symbol": SYMBOL}
     spec = symbol_env_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
-    walk_forward = _base("walk_forward")
-    agent = _base("sac_icm")["agent"]
-    for section, values in walk_forward["agent_overrides"].items():  # the walk-forward's budget settings
-        agent = {**agent, section: {**agent.get(section, {}), **values}}
-    agent["training"] = {
-        **agent["training"],
-        "total_timesteps": timesteps,
-        "eval_freq": timesteps,
-        "resume_every": timesteps,
-    }
+    agent = deployed_agent(timesteps)
     params = {
         "agent": agent,
         "evaluation_split": "validation",
@@ -98,7 +133,7 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     SB3ModelDataset(
         str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, version)
     ).save(model)
-    return feature_params, env_params, {"sac_icm": agent}
+    return feature_params, env_params, {"sac_icm": agent}, fitted, scalers
 
 
 def walk_forward_folds(
@@ -145,6 +180,22 @@ def rerun(root: Path, save_version: str, feature_params: dict, folds: pd.DataFra
     run_forward(root, save_version, parameters, folds, seed)
 
 
+def independent_evaluation(
+    model, prices: pd.DataFrame, feature_params: dict, fitted: dict, scalers: dict, env_params: dict
+) -> pd.DataFrame:
+    """The agent stepped once over every tracked bar by an env built as the training run builds one
+    (feature_extraction's nodes and ``symbol_env_spec``, the deployment's fitted features and scaler),
+    the tracked bars as a split of their own: not the forward pipeline's ``forward_data``/``replay``."""
+    raw = {SYMBOL: lambda: prices.rename_axis("timestamp")}
+    frame = fe.load_and_validate_prices(raw, feature_params)
+    scaled = fe.scale_features(fe.build_features(frame, fitted), scalers)
+    tracked = {"start": DEPLOYED_END.isoformat(), "end": prices.index[-1].isoformat()}
+    spec = symbol_env_spec(frame, scaled, {SYMBOL: {"tracked": tracked}}, env_params, scalers)
+    rollout = run_episode(spec.make_env("tracked", evaluation=True), policy_from_sb3(model, deterministic=True))
+    rollout["timestamp"] = pd.to_datetime(rollout["timestamp"])
+    return rollout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, required=True)
@@ -154,14 +205,23 @@ def main() -> None:
     parser.add_argument("--walk-forward-seeds", type=int, default=1)
     parser.add_argument("--months", type=int, default=None, help="only the first N monthly reruns (a dry run)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ledger", type=Path, default=LEDGER, help="where the test-split spend is recorded")
+    parser.add_argument("--allow-repeat", action="store_true", help="look at a spent test split again (recorded)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    spend = spend_configuration(args.timesteps, args.seed)
+    earlier = check_test_split(read_ledgers(dict.fromkeys([args.ledger, LEDGER, COMMITTED_LEDGER])), spend, True)
+    if earlier["repeat"] and not args.allow_repeat:
+        raise SystemExit(
+            "the test split was already spent on this configuration (trial ledger); rerun with --allow-repeat "
+            "to look again deliberately (the row records repeat: true)"
+        )
     root = args.work_dir
     prices = load_prices(SYMBOL, source="packaged")
     deployed = prices.loc[:DEPLOYED_END]
     _write_prices(root, deployed)
     started = time.perf_counter()
-    feature_params, env_params, agent = deploy(root, deployed, args.timesteps, args.seed)
+    feature_params, env_params, agent, fitted, scalers = deploy(root, deployed, args.timesteps, args.seed)
     trained = time.perf_counter()
     budget = {
         "timesteps": args.timesteps,
@@ -200,7 +260,8 @@ def main() -> None:
         str(_versions(root, MODEL_FILE)[0]), "trading_rl.agents.sac_icm.SACWithICM", device="cpu"
     ).load()
     tracked = prices.loc[: month_ends[: args.months][-1]]
-    single = replay(model, forward_data(Deployment.from_model(model), tracked, "packaged sp500, one evaluation"))
+    single = independent_evaluation(model, tracked, feature_params, fitted, scalers, env_params)
+    assert list(single["timestamp"]) == list(record["timestamp"]), "the independent evaluation's bars differ"
     alerts = json.loads(_versions(root, "data/08_reporting/forward/forward_alerts.json")[-1].read_text())
     drift = json.loads(_versions(root, "data/08_reporting/forward/forward_drift.json")[-1].read_text())
     report = json.loads(_versions(root, "data/08_reporting/forward/forward_report.json")[-1].read_text())
@@ -214,7 +275,9 @@ def main() -> None:
         "last_bar": str(record["timestamp"].iloc[-1].date()),
         "new_bars_per_rerun_sum": sum(r["new_bars"] for r in reruns),
         "record_sharpe": sharpe_ratio(record["return"]),
+        "independent_evaluation": "env built by feature_extraction + symbol_env_spec, stepped once over the span",
         "single_evaluation_sharpe": sharpe_ratio(single["return"]),
+        "max_return_difference": float((record["return"] - single["return"]).abs().max()),
         "sharpe_difference": abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])),
         "returns_bit_identical": bool((record["return"].to_numpy() == single["return"].to_numpy()).all()),
         "forward_metrics": {k: report["metrics"][k] for k in ("sharpe", "total_return", "max_drawdown", "n_trades")},
@@ -240,8 +303,23 @@ def main() -> None:
         },
         "per_rerun": reruns,
     }
+    row = trial_row(
+        source=SOURCE,
+        symbol=SYMBOL,
+        split="test",
+        period_start=record["timestamp"].iloc[0],
+        period_end=record["timestamp"].iloc[-1],
+        agent="sac_icm",
+        configuration={**spend, ARTIFACT: {"model_sha256": model_digest(model)}},
+        moments=return_moments(record["return"].to_numpy()),
+        n_runs=1,
+        periods_per_year=252.0,
+        run={"git_commit": git_commit()},
+        repeat=earlier["repeat"],
+    )
+    result["ledger_file"] = str(append_rows(args.ledger, [row]))
     args.output.write_text(json.dumps(result, indent=2) + "\n")
-    assert result["sharpe_difference"] < 1e-9 and result["new_bars_per_rerun_sum"] == len(record)
+    assert result["max_return_difference"] < 1e-12 and result["new_bars_per_rerun_sum"] == len(record)
     print(json.dumps({k: v for k, v in result.items() if k != "per_rerun"}, indent=2))
 
 

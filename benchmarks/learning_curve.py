@@ -127,6 +127,9 @@ def run_one(
                 "budget": budget,
                 "test_start": spec.splits["test"]["start"],
                 "test_end": spec.splits["test"]["end"],
+                # The evaluated returns' first and last bar: the period the ledger row records.
+                "returns_start": str(rollout["timestamp"].iloc[0]),
+                "returns_end": str(rollout["timestamp"].iloc[-1]),
                 **{
                     key: metrics.get(key)
                     for key in ("sharpe", "total_return", "max_drawdown", "action_entropy", "hold_share", "n_trades")
@@ -165,6 +168,7 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
 def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     """Median [90% bootstrap CI] of each measure per variant × budget, next to the baselines."""
     from trading_rl.evaluation.bootstrap import bootstrap_ci, difference_ci
+    from trading_rl.evaluation.metrics import window_sharpes
 
     rows = []
     for (variant, budget), group in runs.groupby(["variant", "budget"], sort=True):
@@ -177,10 +181,12 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
         }
         for measure in MEASURED:
             # A never-trading run has no Sharpe: it counts as 0 (no edge), not as missing.
-            values = pd.to_numeric(group[measure], errors="coerce")
-            if measure == "sharpe":
-                values = values.fillna(0.0)
-            point, low, high = bootstrap_ci(values.to_numpy())
+            values = (
+                window_sharpes(group[measure])
+                if measure == "sharpe"
+                else pd.to_numeric(group[measure], errors="coerce").to_numpy()
+            )
+            point, low, high = bootstrap_ci(values)
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
         # Paired with the baselines of the same window: does the agent beat them, beyond noise?
         for name in ("buy_and_hold", "random"):
@@ -188,9 +194,7 @@ def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
             paired = pd.to_numeric(
                 reference.reindex(pd.MultiIndex.from_frame(group[["symbol", "fold"]])), errors="coerce"
             )
-            point, low, high = difference_ci(
-                pd.to_numeric(group["sharpe"], errors="coerce").fillna(0.0).to_numpy(), paired.fillna(0.0).to_numpy()
-            )
+            point, low, high = difference_ci(window_sharpes(group["sharpe"]), window_sharpes(paired))
             row.update({f"sharpe_minus_{name}": point, f"sharpe_minus_{name}_lo": low, f"sharpe_minus_{name}_hi": high})
         rows.append(row)
     for name, group in baselines.groupby("baseline"):
@@ -232,6 +236,7 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     median paired difference [90% bootstrap CI] of Sharpe (a never-trading run counts 0), max
     drawdown and fill rate; only complete pairs count."""
     from trading_rl.evaluation.bootstrap import difference_ci
+    from trading_rl.evaluation.metrics import window_sharpes
 
     base = runs[runs["variant"] == reference].set_index([*PAIR_KEYS, "budget"])
     rows = []
@@ -242,7 +247,7 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
             treatment = pd.to_numeric(paired[measure], errors="coerce")
             control = pd.to_numeric(paired[f"{measure}_ref"], errors="coerce")
             if measure == "sharpe":
-                treatment, control = treatment.fillna(0.0), control.fillna(0.0)
+                treatment, control = pd.Series(window_sharpes(treatment)), pd.Series(window_sharpes(control))
             point, low, high = difference_ci(treatment.to_numpy(), control.to_numpy())
             row.update({measure: point, f"{measure}_lo": low, f"{measure}_hi": high})
         rows.append(row)
@@ -252,7 +257,8 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
 def report_comparison(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     """Print the paired differences against ``reference`` and each variant's sample efficiency."""
     comparison = compare_variants(runs, reference)
-    print(f"\n| variant - {reference} | steps | pairs | " + " | ".join(f"{m} diff" for m in PAIRED) + " |")
+    print("\npaired on windows and seeds (every variant trains on the same stream per fold and seed)")
+    print(f"| variant - {reference} | steps | pairs | " + " | ".join(f"{m} diff" for m in PAIRED) + " |")
     print("|---|---:|---:|" + "---|" * len(PAIRED))
     for row in comparison.to_dict("records"):
         cells = [f"{row[m]:+.3f} [{row[m + '_lo']:+.3f}, {row[m + '_hi']:+.3f}]" for m in PAIRED]
@@ -290,31 +296,36 @@ def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str)
     """Every variant x budget is a configuration tried on walk-forward windows: one ledger row per
     symbol, its fold x seed test returns pooled (the deflated Sharpe of anything chosen from this
     curve counts them)."""
-    from trading_rl.evaluation.ledger import append_rows, trial_row
+    from trading_rl.envs.continuous import EnvConfig
+    from trading_rl.evaluation.ledger import STREAMS, append_rows, trial_row
     from trading_rl.evaluation.metrics import pool_moments
+    from trading_rl.phases.walk_forward import identity_params
     from trading_rl.provenance import git_commit
 
     rows = []
     for (variant, budget, symbol), group in runs.groupby(["variant", "budget", "symbol"]):
         configuration = {
-            "agent": agent_params(params, variants[variant]),
+            "agent": identity_params("sac_icm", agent_params(params, variants[variant])),
             "timesteps": int(budget),
             "symbol": symbol,
-            "env": params["env_construction"]["env"],
+            "env": EnvConfig.identity_view(params["env_construction"]["env"]),
             "walk_forward": {
                 key: params["walk_forward"].get(key)
                 for key in ("data_end", "train_length", "test_length", "step", "max_folds")
             },
             "folds": sorted(group["fold"].unique().tolist()),
-            "seeds": sorted(group["seed"].unique().tolist()),
+            STREAMS: {"seeds": sorted(group["seed"].unique().tolist())},
         }
+        # Rows of runs from before the returns' bars were kept fall back to the window's bars.
+        starts = group["returns_start"] if "returns_start" in group else group["test_start"]
+        ends = group["returns_end"] if "returns_end" in group else group["test_end"]
         rows.append(
             trial_row(
                 source="learning_curve",
                 symbol=symbol,
                 split="walk_forward",
-                period_start=group["test_start"].min(),
-                period_end=group["test_end"].max(),
+                period_start=starts.min(),
+                period_end=ends.max(),
                 agent=f"sac_icm:{variant}@{budget}",
                 configuration=configuration,
                 moments=pool_moments(group["return_moments"].tolist()),

@@ -52,13 +52,16 @@ def setting(
     interval: str | None = None,
     choices: tuple[Any, ...] | None = None,
     check: Callable[[Any], str | None] | None = None,
+    runtime: bool = False,
 ) -> Any:
     """A dataclass field with a range: ``interval`` like ``"(0, 1]"`` (``inf`` allowed), ``choices``
     the allowed values, ``check(value)`` returns what the value must be, or ``None`` when it is fine.
-    Mutable defaults (lists, dicts, sections) are copied per instance."""
+    ``runtime=True`` declares a key that cannot change what is learned or evaluated (logging, resume,
+    check intervals, paths, device): :meth:`Section.identity_view` leaves it out of a configuration's
+    identity. Mutable defaults (lists, dicts, sections) are copied per instance."""
     if interval is not None:
         _interval_parts(interval)
-    metadata = {"interval": interval, "choices": choices, "check": check}
+    metadata = {"interval": interval, "choices": choices, "check": check, "runtime": runtime}
     if default is MISSING:
         return dataclasses.field(metadata=metadata)
     if isinstance(default, (list, dict, Section)):
@@ -147,6 +150,31 @@ class Section:
         close = difflib.get_close_matches(key, list(known), n=1)
         hint = f" (did you mean '{dotted(prefix, close[0])}'?)" if close else f"; known: {sorted(known)}"
         return f"unknown parameter '{dotted(prefix, key)}'{hint}"
+
+    @classmethod
+    def identity_view(cls, mapping: Mapping[str, Any]) -> dict[str, Any]:
+        """``mapping`` (this section as plain data) reduced to what defines behaviour: fields declared
+        ``runtime=True`` are dropped, and a section switched off by its ``enabled`` flag is only
+        ``{"enabled": False}`` (its other contents cannot act), or left out where it is off by
+        default (so a configuration recorded before the section existed is the same). Keys the
+        section does not know are kept as they are: a recorded configuration may hold keys of an
+        older schema."""
+        known = {f.name: f for f in fields(cls) if f.init}
+        if "enabled" in known and mapping.get("enabled", known["enabled"].default) is False:
+            return {"enabled": False}
+        hints = _type_hints(cls)
+        view: dict[str, Any] = {}
+        for key, value in mapping.items():
+            field = known.get(key)
+            if field is not None and field.metadata.get("runtime"):
+                continue
+            kind = hints.get(key)
+            if isinstance(kind, type) and issubclass(kind, Section) and isinstance(value, Mapping):
+                value = kind.identity_view(value)
+                if value == {"enabled": False} and kind.identity_view({}) == value:
+                    continue
+            view[key] = value
+        return view
 
     def validate(self, prefix: str) -> None:
         """Checks across fields (``min <= max`` ...); raise :class:`ConfigError` naming the key."""

@@ -21,7 +21,7 @@ class SeedRole(IntEnum):
     """What a derived seed is for."""
 
     WALK_FORWARD_FOLD = 0  # one fold's baseline rollouts (indices: fold)
-    WALK_FORWARD_AGENT = 1  # one walk-forward agent chain (indices: agent, seed index)
+    WALK_FORWARD_AGENT = 1  # one walk-forward agent chain (indices: stream, 0 for every agent; seed index)
     GOAL_EPISODES = 2  # options_her's goal-achievement episodes (indices: episode)
     VTRACE_ACTORS = 7  # the V-trace actors' env seeds
     EVOLUTION_STRATEGY = 11  # ES: initial parameters, perturbation noise, episode starts

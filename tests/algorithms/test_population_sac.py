@@ -248,6 +248,30 @@ def test_members_see_the_population_weights_and_export_as_sb3_zips(tmp_path):
         population.train(1, BATCH)
 
 
+def test_each_member_steps_its_own_env_as_sb3_learn_does():
+    """Before ``learning_starts`` a member's transitions come from its own env and action space only,
+    so each member's replay buffer equals that of the same agent run alone by SB3's ``learn``. A
+    population that stepped one member's env for all (``member.env`` → ``lead.env``) fails here: the
+    sampled ``_replay`` batches of the update tests never see the env."""
+    steps = 60
+    alone = [_agent(SAC, {"seed": seed, "learning_starts": 1000}) for seed in (1, 2, 3)]
+    for model in alone:
+        model.learn(total_timesteps=steps)
+    together = [_agent(SAC, {"seed": seed, "learning_starts": 1000}) for seed in (1, 2, 3)]
+    PopulationSAC(together).learn(total_timesteps=steps).release()
+    for i, (solo, member) in enumerate(zip(alone, together)):
+        assert member.num_timesteps == steps and member.replay_buffer.pos == steps
+        for field in ("observations", "actions", "rewards", "next_observations"):
+            np.testing.assert_array_equal(
+                getattr(member.replay_buffer, field)[:steps],
+                getattr(solo.replay_buffer, field)[:steps],
+                err_msg=f"member {i}'s {field} differ from its agent run alone",
+            )
+    assert not np.array_equal(
+        together[0].replay_buffer.observations[:steps], together[1].replay_buffer.observations[:steps]
+    )
+
+
 def test_population_refuses_members_it_cannot_batch_and_population_key_tells_them_apart():
     small, large = _agent(SAC, {"batch_size": 8}), _agent(SAC, {"batch_size": 16})
     with pytest.raises(PopulationError, match="batch_size"):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from trading_rl.evaluation.ledger import read_ledger
@@ -88,3 +90,41 @@ def test_final_spends_the_test_split_once_per_configuration(tmp_path):
         )
         is True
     )
+
+
+def test_final_cannot_skip_the_record_or_read_another_ledger(tmp_path, monkeypatch):
+    """``--final --no-ledger`` is refused; ``--ledger DIR`` does not hide a spend recorded in the
+    project's ledger (or the committed one); other ``--seeds`` are evaluated and counted."""
+    import ab_common
+
+    from trading_rl.evaluation.ledger import Period, trials_for
+
+    rows, _ = _rows()
+    for row in rows:
+        row.update(test_return_moments=row["return_moments"], model_sha256=f"weights-{row['variant']}-{row['seed']}")
+    configurations = {"SAC": {"icm": False}, "SAC+ICM": {"icm": True}}
+    project = tmp_path / "project_ledger"
+    monkeypatch.setattr(ab_common, "LEDGER", str(project))
+    monkeypatch.setattr(ab_common, "COMMITTED_LEDGER", str(tmp_path / "committed"))
+    args = argparse.Namespace(ledger=str(project), no_ledger=False, seeds=[0, 1, 2], allow_repeat=False)
+    with pytest.raises(SystemExit, match="--final with --no-ledger is refused"):
+        check_test_unspent(argparse.Namespace(**{**vars(args), "no_ledger": True}), "ab_sac_icm", SPEC, configurations)
+    record_trials(rows, args, "ab_sac_icm", SPEC, configurations, split="test")
+    spent = read_ledger(project)
+    assert [json.loads(c)["artifact"]["model_sha256"] for c in spent["config"]] == [
+        [f"weights-{variant}-{seed}" for seed in (0, 1, 2)] for variant in ("SAC", "SAC+ICM")
+    ]
+    elsewhere = argparse.Namespace(**{**vars(args), "ledger": str(tmp_path / "elsewhere")})
+    with pytest.raises(SystemExit, match="already spent"):
+        check_test_unspent(elsewhere, "ab_sac_icm", SPEC, configurations)
+    # The committed ledger alone (a fresh clone: no project ledger) refuses as well.
+    project.rename(tmp_path / "committed")
+    with pytest.raises(SystemExit, match="already spent"):
+        check_test_unspent(args, "ab_sac_icm", SPEC, configurations)
+    # Other seeds: evaluated, and each look is a trial of the test period's DSR.
+    other_seeds = argparse.Namespace(**{**vars(args), "seeds": [3, 4]})
+    assert check_test_unspent(other_seeds, "ab_sac_icm", SPEC, configurations) is False
+    record_trials([{**row, "seed": row["seed"] + 3} for row in rows], args, "ab_sac_icm", SPEC, configurations, "test")
+    looks = pd.concat([read_ledger(tmp_path / "committed"), read_ledger(project)], ignore_index=True)
+    period = Period.of(looks.iloc[0]["period_start"], looks.iloc[0]["period_end"])
+    assert trials_for(looks, "sp500", period).n == 4

@@ -97,7 +97,8 @@ def test_values_pool_the_primary_agents_windows_only():
     folds = fold_table([1.0, 0.5, -0.2, 0.3, np.nan, 2.0], [0.05, 0.1, 0.2, 0.08, 0.01, 0.12])
     values = gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")
     assert values["positive_sharpe_window_share"] == pytest.approx(4 / 6)  # undefined Sharpe is not positive
-    assert values["sharpe_median"] == pytest.approx(np.median([1.0, 0.5, -0.2, 0.3, 2.0]))
+    # One Sharpe convention: the window without a defined Sharpe counts as 0, it is not dropped.
+    assert values["sharpe_median"] == pytest.approx(np.median([1.0, 0.5, -0.2, 0.3, 0.0, 2.0]))
     assert values["max_drawdown_median"] == pytest.approx(np.median([0.05, 0.1, 0.2, 0.08, 0.01, 0.12]))
     assert values["profitable_regimes"] == 3
     assert values["max_action_share_median"] == pytest.approx(0.4)

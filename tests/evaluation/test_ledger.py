@@ -92,20 +92,50 @@ def test_the_read_only_view_refuses_to_save(tmp_path):
         TrialLedgerDataset(str(tmp_path / "ledger"), read_only=True).save(pd.DataFrame([_row()]))
 
 
-def test_trials_count_configurations_once_and_leave_out_test_evaluations():
+PERIOD = ledger.Period.of("2020-01-01", "2020-03-01")
+
+
+def test_trials_count_configurations_pool_rerolls_and_count_every_test_look():
     rows = pd.DataFrame(
         [
             _row(lr=1),
-            _row(lr=1),  # the same configuration evaluated twice: one trial (its latest row)
+            _row(lr=1),  # the same identity evaluated twice: one trial, no second copy of its returns
             _row(lr=2, source="ab_sac_icm", split="validation"),
             _row(lr=3, returns=np.zeros(50)),  # never traded: undefined Sharpe counts as 0
             _row(lr=4, source="final_evaluation", split="test"),
             _row(symbol="Y", lr=5),
         ]
     )
-    trials = ledger.trials_for(rows, "X")
-    assert trials.n == 3 and trials.by_source == {"walk_forward": 2, "ab_sac_icm": 1}
-    assert 0.0 in trials.sharpes
+    trials = ledger.trials_for(rows, "X", PERIOD)
+    assert trials.n == 4 and trials.by_source == {"final_evaluation": 1, "walk_forward": 2, "ab_sac_icm": 1}
+    assert 0.0 in trials.sharpes and trials.period == PERIOD
+
+    # A re-roll (the same configuration on other random streams) is pooled into its trial, not
+    # dropped and not counted twice; its Sharpe is that of both rolls' returns.
+    rng = np.random.default_rng(3)
+    first, second = rng.normal(0.002, 0.01, 50), rng.normal(-0.001, 0.01, 50)
+    rolls = pd.DataFrame(
+        [_row(lr=1, returns=first, streams={"seed": 0}), _row(lr=1, returns=second, streams={"seed": 1})]
+    )
+    assert rolls["config_hash"].nunique() == 2
+    [pooled] = ledger.trials_for(rolls, "X", PERIOD).sharpes
+    both = np.concatenate([first, second])
+    assert pooled == pytest.approx(both.mean() / both.std(ddof=1))
+
+    # Every test-split evaluation is a trial of the test period, repeats included.
+    looks = pd.DataFrame([_row(lr=4, source="final_evaluation", split="test") for _ in range(3)])
+    assert ledger.trials_for(looks, "X", PERIOD).n == 3
+
+
+def test_a_dsr_never_mixes_periods():
+    """Trials evaluated on other bars (tuning windows ending 2012, the validation split) are not in
+    the DSR of a walk-forward period: ``trials_for`` keeps the period's rows only."""
+    rows = pd.DataFrame([_row(lr=i) for i in range(3)])
+    other = rows.assign(period_start="2012-01-01", period_end="2012-12-31", config_hash=[f"h{i}" for i in range(3)])
+    trials = ledger.trials_for(pd.concat([rows, other], ignore_index=True), "X", PERIOD)
+    assert trials.n == 3 and trials.describe()["period"] == {"start": "2020-01-01", "end": "2020-03-01"}
+    assert trials.describe()["variance"] == pytest.approx(np.var(trials.sharpes, ddof=1))
+    assert ledger.trials_for(other, "X", PERIOD).n == 0
 
 
 def _dsr_by_paper(returns: np.ndarray, trial_sharpes: np.ndarray) -> float:
@@ -125,7 +155,7 @@ def test_dsr_from_the_ledger_matches_the_paper_and_falls_with_more_spread_trials
     rng = np.random.default_rng(9)
     returns = rng.normal(0.0015, 0.01, 750)
     small = pd.DataFrame([_row(lr=i, returns=rng.normal(0.0005, 0.01, 200)) for i in range(3)])
-    trials = ledger.trials_for(small, "X")
+    trials = ledger.trials_for(small, "X", PERIOD)
     dsr_small = ledger.deflated_sharpe(return_moments(returns), trials)
     assert dsr_small == pytest.approx(_dsr_by_paper(returns, np.array(trials.sharpes)), rel=1e-9)
 
@@ -133,9 +163,9 @@ def test_dsr_from_the_ledger_matches_the_paper_and_falls_with_more_spread_trials
         [small, pd.DataFrame([_row(lr=10 + i, returns=rng.normal(0.003 * (i % 3 - 1), 0.01, 200)) for i in range(30)])],
         ignore_index=True,
     )
-    dsr_more = ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(more, "X"))
+    dsr_more = ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(more, "X", PERIOD))
     assert dsr_more < dsr_small
-    assert math.isnan(ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(small.iloc[:1], "X")))
+    assert math.isnan(ledger.deflated_sharpe(return_moments(returns), ledger.trials_for(small.iloc[:1], "X", PERIOD)))
 
 
 def _agent_params(**renamed):
@@ -175,14 +205,15 @@ def test_rows_recorded_under_renamed_keys_keep_their_identity(tmp_path):
     dataset.save(pd.DataFrame([old, row(recorded, "final_evaluation", "test"), unrelated]))
     read = dataset.load()
 
-    assert read["config_hash"].iloc[0] == ledger.config_hash(today) != old["config_hash"]
+    assert read["config_hash"].iloc[0] == ledger.identity_hash(ledger.identified(today)) != old["config_hash"]
     assert read["config_hash"].iloc[2] == unrelated["config_hash"]  # rows without old names keep their hash
-    # The same configuration recorded again under today's names is the same trial, not a new one ...
+    # The same configuration recorded again under today's names is the same trial, not a new one
+    # (two configurations, plus the test-split look, a trial of its own) ...
     both = pd.concat([read, pd.DataFrame([row(today)])], ignore_index=True)
-    assert ledger.trials_for(both, "X").n == 2
+    assert ledger.trials_for(both, "X", PERIOD).n == 3
     # ... and its test split, spent under the old names, stays spent.
     with pytest.raises(SpentTestSplitError, match="already spent"):
-        check_test_split(read, today, allow_repeat=False)
+        check_test_split(read, ledger.identified(today), allow_repeat=False)
     assert _files(tmp_path / "ledger")  # nothing rewritten on read
 
 
@@ -204,3 +235,12 @@ def test_attribution_columns_are_additive_and_old_files_read_as_nan(tmp_path):
     assert rows.iloc[1]["sharpe"] != 9.0  # only the attribution columns are taken from the mapping
     with pytest.raises(ValueError, match=r"unknown column\(s\) \['alpha'\]"):
         ledger.validate_rows(pd.DataFrame([{**attributed, "alpha": 1.0}]))
+
+
+def test_an_empty_ledger_has_no_trials_and_no_spends():
+    from trading_rl.evaluation.final import earlier_spends
+
+    assert ledger.trials_for(ledger.empty_ledger(), "X", PERIOD).n == 0
+    assert earlier_spends(ledger.empty_ledger(), {"agent": "sac_icm"}).empty
+    other_symbol = pd.DataFrame([_row(symbol="Y")])
+    assert ledger.trials_for(other_symbol, "X", PERIOD).n == 0

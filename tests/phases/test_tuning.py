@@ -9,7 +9,7 @@ import pytest
 from synthetic_prices import random_walk_prices
 
 from trading_rl.config import ConfigError
-from trading_rl.evaluation.ledger import trial_row, trials_for
+from trading_rl.evaluation.ledger import Period, trial_row, trials_for
 from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
 from trading_rl.phases import tuning
 from trading_rl.phases import walk_forward as wf
@@ -239,31 +239,35 @@ def test_bars_after_the_training_split_are_never_read(trainer):
     assert pd.to_datetime(first.ledger_rows["period_end"]).max() == clean.index[~after][-1]
 
 
-def test_the_report_deflates_by_every_configuration_in_the_ledger(trainer):
+def test_the_report_deflates_by_every_configuration_of_its_period_in_the_ledger(trainer):
     result = run(prices())
-    earlier = pd.DataFrame(
-        [
-            trial_row(
-                source="walk_forward",
-                symbol="X",
-                split="walk_forward",
-                period_start="a",
-                period_end="b",
-                agent="sac_icm",
-                configuration={"k": k},
-                moments=return_moments(np.random.default_rng(k).normal(0, 0.01, 50)),
-                n_runs=1,
-                periods_per_year=252.0,
-            )
-            for k in range(3)
-        ]
-    )
+    start, end = result.ledger_rows.iloc[0][["period_start", "period_end"]]
+
+    def earlier_row(k, period_start=start, period_end=end):
+        return trial_row(
+            source="walk_forward",
+            symbol="X",
+            split="walk_forward",
+            period_start=period_start,
+            period_end=period_end,
+            agent="sac_icm",
+            configuration={"k": k},
+            moments=return_moments(np.random.default_rng(k).normal(0, 0.01, 50)),
+            n_runs=1,
+            periods_per_year=252.0,
+        )
+
+    # Three configurations on the study's windows; one on other bars, which its DSR leaves out.
+    earlier = pd.DataFrame([earlier_row(k) for k in range(3)] + [earlier_row(9, "2000-01-03", "2000-12-29")])
     ledger = pd.concat([earlier, result.ledger_rows], ignore_index=True)
     report = tuning.tuning_report(result.trials, ledger, result.parameters)
     selection = report["selection"]["X"]
     assert selection["n_trials"] == 7 and selection["trials_by_source"] == {"walk_forward": 3, "tuning": 4}
+    assert selection["trials_period"] == {"start": str(start)[:10], "end": str(end)[:10]}
     chosen = result.ledger_rows[result.trials["chosen"].to_numpy()].iloc[0]
-    benchmark = expected_max_sharpe(trials_for(ledger, "X").sharpes)
+    trials = trials_for(ledger, "X", Period.of(start, end))
+    assert selection["trials_variance"] == pytest.approx(trials.variance)
+    benchmark = expected_max_sharpe(trials.sharpes)
     assert selection["dsr"] == pytest.approx(psr_from_moments(chosen, sr_benchmark=benchmark))
     assert report["n_study_trials"] == 4 and report["n_failed"] == 0 and len(report["trials"]) == 4
     assert report["chosen"]["params_argument"] == tuning.params_argument(result.parameters)

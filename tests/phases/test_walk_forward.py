@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,10 +12,11 @@ from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
 from trading_rl.evaluation import folds as windows
 from trading_rl.evaluation.attribution import return_attribution
-from trading_rl.evaluation.ledger import Trials
+from trading_rl.evaluation.ledger import Trials, trial_key
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.chains import chain_histories
+from trading_rl.provenance import config_hash
 
 NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
 
@@ -500,6 +503,66 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     assert hash_of({**params, "vtrace": {"unroll_length": 8}}) == rows.iloc[0]["config_hash"]  # another agent's
     assert hash_of(agent_params={"sac_icm": {"sac": {"learning_rate": 1e-3}}}) != rows.iloc[0]["config_hash"]
     assert hash_of({**params, "seeds": 4}) != rows.iloc[0]["config_hash"]
+
+
+def test_identity_leaves_out_run_time_keys_and_keeps_random_streams_apart():
+    """Two configurations that differ only in a declared run-time key are one identity; rows that
+    differ in what sets the random streams are two identities of one trial (a re-roll, pooled)."""
+    steps = _agent_steps().replace({"a": "sac_icm", "b": "sac"})
+    params = {"agents": ["sac_icm", "sac"], "seeds": 3, "train_length": 100, "test_length": 20, "step": 20}
+
+    def rows(params=params, agent_params=None, seed=7):
+        agent_params = agent_params or {"sac_icm": {"sac": {"batch_size": 64}}}
+        return wf.trial_rows(steps, params, NO_GARCH, {"window_size": 5}, {"X": 252.0}, agent_params, seed)
+
+    base = rows()
+    run_time = {"training": {"log_interval": 1, "resume": "force"}, "collapse": {"check_freq": 7}}
+    assert list(rows(agent_params={"sac_icm": {"sac": {"batch_size": 64}, **run_time}})["config_hash"]) == list(
+        base["config_hash"]
+    )
+    assert list(rows({**params, "device": "cpu"})["config_hash"]) == list(base["config_hash"])
+    # sac trains with the ICM off: its ICM settings cannot act.
+    icm = {"sac_icm": {"sac": {"batch_size": 64}, "icm": {"eta": 0.5}}}
+    assert rows(agent_params=icm).iloc[1]["config_hash"] == base.iloc[1]["config_hash"]
+    assert rows(agent_params=icm).iloc[0]["config_hash"] != base.iloc[0]["config_hash"]
+    # Another base seed or seed count: another identity (other random streams), the same trial.
+    for reroll in (rows(seed=8), rows({**params, "seeds": 4})):
+        assert reroll.iloc[0]["config_hash"] != base.iloc[0]["config_hash"]
+        assert trial_key(reroll.iloc[0]["config"]) == trial_key(base.iloc[0]["config"])
+    # Before agent streams were shared, the stream was the agent's index in walk_forward.agents: a row
+    # recorded at index 1 is another identity of the same trial (benchmarks/migrate_ledger.py).
+    legacy = json.loads(base.iloc[0]["config"])
+    legacy["streams"]["agent_stream"] = 1
+    assert config_hash(legacy) != base.iloc[0]["config_hash"]
+    assert trial_key(json.dumps(legacy)) == trial_key(base.iloc[0]["config"])
+
+
+def test_every_agent_trains_on_the_same_streams_whatever_the_agent_list(monkeypatch):
+    """Common random numbers: ``[b]`` and ``[a, b]`` train b on the same seeds (so listing another agent
+    neither re-rolls b nor hides a re-roll), and a and b share their seed per (fold, seed index)."""
+    seen: dict[tuple, list[int]] = {}
+
+    def recording(name):
+        def trainer(spec, params, seed, timesteps, model=None, device="auto"):
+            seen.setdefault(name, []).append(seed)
+            return ConstantModel(0.5, [])
+
+        return trainer
+
+    monkeypatch.setitem(wf.AGENT_TRAINERS, "fake_a", recording("a"))
+    monkeypatch.setitem(wf.AGENT_TRAINERS, "fake_b", recording("b"))
+    params = {"train_length": 250, "test_length": 60, "step": 60, "max_folds": 2, "seeds": 2, "timesteps": 5}
+    params.update(finetune_timesteps=0, data_end="all")
+    prices = {"X": synthetic_prices(900, seed=4)}
+
+    def seeds_of_b(agents):
+        seen.clear()
+        wf.run_walk_forward(prices, {**params, "agents": agents}, NO_GARCH, {"window_size": 5}, {"X": 252.0}, {}, 0)
+        return list(seen["b"]), list(seen.get("a", []))
+
+    alone, _ = seeds_of_b(["fake_b"])
+    listed_second, a_seeds = seeds_of_b(["fake_a", "fake_b"])
+    assert alone == listed_second == a_seeds and len(set(alone)) == 2
 
 
 def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):

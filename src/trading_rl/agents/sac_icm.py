@@ -115,11 +115,11 @@ class TrainingParams(Section):
     total_timesteps: int = setting(10_000, interval="[1, inf)")
     eval_freq: int = setting(2500, interval="[1, inf)")
     eval_episodes: int = setting(1, interval="[1, inf)")
-    resume_every: int = setting(2500, interval="[1, inf)")
+    resume_every: int = setting(2500, interval="[1, inf)", runtime=True)
     # auto: continue only a checkpoint of this exact run; force: also one written with other
     # parameters (trading_rl.agents.resume).
-    resume: str = setting("auto", choices=("auto", "force"))
-    log_interval: int = setting(10, interval="[1, inf)")
+    resume: str = setting("auto", choices=("auto", "force"), runtime=True)
+    log_interval: int = setting(10, interval="[1, inf)", runtime=True)
     best_metric: str = "sharpe"
 
 
@@ -134,8 +134,8 @@ class CollapseParams(Section):
     entropy_min: float = setting(DEFAULT_THRESHOLDS["entropy_min"], interval="[0, inf)")
     trade_rate_min: float = setting(DEFAULT_THRESHOLDS["trade_rate_min"], interval="[0, 1]")
     window: int = setting(1000, interval="[1, inf)")
-    check_freq: int = setting(1000, interval="[1, inf)")
-    fail_on_collapse: bool = False
+    check_freq: int = setting(1000, interval="[1, inf)", runtime=True)
+    fail_on_collapse: bool = setting(False, runtime=True)
 
 
 def _domain_checked(base: type[Section], check) -> type[Section]:
@@ -203,10 +203,12 @@ class SacIcmParams(Section):
     """The ``sac_icm`` section. Its phase-level keys have no code default: conf/base is their one
     place."""
 
-    device: str
-    progress_bar: bool | str = setting(check=lambda v: None if v in (True, False, "auto") else "true, false or 'auto'")
+    device: str = setting(runtime=True)
+    progress_bar: bool | str = setting(
+        check=lambda v: None if v in (True, False, "auto") else "true, false or 'auto'", runtime=True
+    )
     evaluation_split: Literal["train", "validation", "test"]
-    resume_dir: str
+    resume_dir: str = setting(runtime=True)
     agent: AgentParams = setting(AgentParams())
 
 

@@ -4,6 +4,12 @@ the append-only trial ledger."""
 from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 from trading_rl.datasets.raw_prices import RawPriceFilesDataset
 from trading_rl.datasets.sb3_model import SB3ModelDataset
-from trading_rl.datasets.trial_ledger import TrialLedgerDataset
+from trading_rl.datasets.trial_ledger import TestSplitClaimDataset, TrialLedgerDataset
 
-__all__ = ["BytesVersionedDataset", "RawPriceFilesDataset", "SB3ModelDataset", "TrialLedgerDataset"]
+__all__ = [
+    "BytesVersionedDataset",
+    "RawPriceFilesDataset",
+    "SB3ModelDataset",
+    "TestSplitClaimDataset",
+    "TrialLedgerDataset",
+]

@@ -21,7 +21,7 @@ from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.attribution import Attribution, return_attribution
 from trading_rl.evaluation.baselines import MARKET
 from trading_rl.evaluation.ledger import Trials
-from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio
+from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio, window_sharpes
 from trading_rl.features import (
     apply_scaler,
     compute_features,
@@ -346,7 +346,11 @@ def summarise(
                 "trading_share": (
                     float(trading_flags(rows["trades"]).mean()) if kind == "agent" and "trades" in rows else None
                 ),
-                "metrics": {metric: _quartiles(rows[metric]) for metric in SUMMARY_METRICS if metric in rows},
+                "metrics": {
+                    metric: _quartiles(pd.Series(window_sharpes(rows[metric])) if metric == "sharpe" else rows[metric])
+                    for metric in SUMMARY_METRICS
+                    if metric in rows
+                },
                 "psr_median": _quartiles(pd.Series(psr, dtype=float))["median"],
                 "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
                 "stitched_total_return_median": _quartiles(curves.groupby("seed")["equity"].last() - 1.0)["median"],
@@ -357,7 +361,9 @@ def summarise(
         summary[symbol] = {
             "n_trials": symbol_trials.n,
             "trials_by_source": symbol_trials.by_source,
-            "trials_from": "trial_ledger: one per configuration hash tried for the symbol, test-split rows excluded",
+            "trials": symbol_trials.describe(),
+            "trials_from": "trial_ledger: one per configuration tried for the symbol on this run's out-of-sample "
+            "period (re-rolls pooled)",
             "agents": entries,
         }
     return summary

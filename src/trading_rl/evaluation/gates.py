@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.config import Section, setting
+from trading_rl.evaluation.metrics import window_sharpes
 from trading_rl.evaluation.regimes import REGIMES
 from trading_rl.monitoring.actions import ACTION_BUCKETS
 from trading_rl.monitoring.collapse import trading_flags
@@ -148,7 +149,7 @@ def gate_values(
     rows = folds[(folds["kind"] == "agent") & (folds["agent"] == primary_agent)]
     if rows.empty:
         raise ValueError(f"parameter 'validation.primary_agent' is {primary_agent!r}, which has no walk-forward rows")
-    sharpe = pd.to_numeric(rows["sharpe"], errors="coerce")
+    sharpe = pd.Series(window_sharpes(rows["sharpe"]), index=rows.index)  # no fill: Sharpe 0
     traded = pd.to_numeric(rows["n_trades"], errors="coerce").fillna(0) > 0
     active = rows[traded]
     bucket_columns = [f"action_share_{bucket}" for bucket in ACTION_BUCKETS]

@@ -1,11 +1,11 @@
 """The trial ledger: every configuration evaluated on a period, one row each, appended, never rewritten.
 
-A row is one configuration (agent + the parameters that define it, hashed with
-``provenance.config_hash``) evaluated once on one period of one symbol, with the moments of its
-pooled out-of-sample returns (all its runs: seeds × folds). The ledger is what the Deflated Sharpe
-Ratio counts: the number of configurations tried for a symbol and the spread of their per-period
-Sharpe ratios (Bailey & López de Prado 2014), and what ``final_evaluation`` checks before it spends
-the test split.
+A row is one configuration (agent + the parameters that act, its random streams under ``streams``
+and the algorithm version, hashed with ``provenance.identity_hash``) evaluated once on one period of
+one symbol, with the moments of its pooled out-of-sample returns (all its runs: seeds × folds). The
+ledger is what the Deflated Sharpe Ratio counts: the number of configurations tried for a symbol on
+one period (re-rolls pooled, ``trials_for``) and the spread of their per-period Sharpe ratios
+(Bailey & López de Prado 2014), and what ``final_evaluation`` checks before it spends the test split.
 
 Storage is a folder of immutable Parquet files, one per append (``append_rows``): a new file is
 written under a temporary name and hard-linked to its final name, which fails rather than replace
@@ -30,10 +30,11 @@ import pandas as pd
 from trading_rl.evaluation.metrics import (
     MOMENT_KEYS,
     expected_max_sharpe,
+    pool_moments,
     psr_from_moments,
     sharpe_from_moments,
 )
-from trading_rl.provenance import config_hash
+from trading_rl.provenance import ALGORITHM_VERSION, identity_hash
 
 LEDGER_COLUMNS = (
     "timestamp",  # when the row was recorded (UTC, ISO 8601)
@@ -43,7 +44,7 @@ LEDGER_COLUMNS = (
     "period_start",  # first and last timestamp of the evaluated returns
     "period_end",
     "agent",
-    "config_hash",  # provenance.config_hash(configuration)
+    "config_hash",  # provenance.identity_hash(configuration)
     "config",  # the configuration as JSON (sorted keys)
     "n_runs",  # runs pooled into the row (seeds × folds)
     *MOMENT_KEYS,  # of the pooled per-period returns: n_obs, mean, std (ddof=1), skew, kurtosis (plain)
@@ -67,6 +68,9 @@ ATTRIBUTION_COLUMNS = (
 )
 ALL_COLUMNS = (*LEDGER_COLUMNS, *ATTRIBUTION_COLUMNS)
 SPLITS = ("validation", "walk_forward", "test")
+# The key of a configuration that holds what sets its random streams (seeds, the stream index);
+# rows that differ only there are re-rolls of one trial (``trial_key``).
+STREAMS = "streams"
 REQUIRED_VALUES = ("timestamp", "source", "symbol", "split", "agent", "config_hash", "config")
 FILE_SUFFIX = ".parquet"
 
@@ -91,6 +95,7 @@ def trial_row(
     ``attribution`` a mapping with the ``ATTRIBUTION_COLUMNS`` (``None`` values, or none given: NaN)."""
     run = dict(run or {})
     attribution = dict(attribution or {})
+    configuration = identified(configuration)
     sharpe = sharpe_from_moments(moments)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
@@ -100,7 +105,7 @@ def trial_row(
         "period_start": str(period_start),
         "period_end": str(period_end),
         "agent": agent,
-        "config_hash": config_hash(dict(configuration)),
+        "config_hash": identity_hash(dict(configuration)),
         "config": json.dumps(configuration, sort_keys=True, default=str),
         "n_runs": int(n_runs),
         **{key: math.nan if moments[key] is None else moments[key] for key in MOMENT_KEYS},
@@ -111,6 +116,12 @@ def trial_row(
         "repeat": bool(repeat),
         **{key: math.nan if attribution.get(key) is None else float(attribution[key]) for key in ATTRIBUTION_COLUMNS},
     }
+
+
+def identified(configuration: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration with the algorithm version it ran under (``provenance.ALGORITHM_VERSION``
+    unless recorded): what a row records and ``provenance.identity_hash`` hashes."""
+    return {"algorithm_version": ALGORITHM_VERSION, **configuration}
 
 
 def empty_ledger() -> pd.DataFrame:
@@ -198,7 +209,7 @@ def _with_current_identities(ledger: pd.DataFrame) -> pd.DataFrame:
         current = current_configuration(recorded)
         if current != recorded:
             configs[i] = json.dumps(current, sort_keys=True, default=str)
-            hashes[i] = config_hash(current)
+            hashes[i] = identity_hash(current)
     return ledger.assign(config=configs, config_hash=hashes)
 
 
@@ -213,29 +224,100 @@ def read_ledger(folder: str | Path) -> pd.DataFrame:
     return _with_current_identities(pd.concat(frames, ignore_index=True))
 
 
+def read_ledgers(folders: Iterable[str | Path]) -> pd.DataFrame:
+    """The rows of several ledger folders (the project's and the committed one), a row present in
+    more than one (the same timestamp, source, symbol, agent and identity) once."""
+    frames = [read_ledger(folder) for folder in folders]
+    rows = pd.concat([frame for frame in frames if not frame.empty] or [empty_ledger()], ignore_index=True)
+    return rows.drop_duplicates(["timestamp", "source", "symbol", "agent", "config_hash"]).reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Period:
+    """The evaluated bars of a row: its first and last date. Trials enter one DSR only when they were
+    evaluated on the same period, else the variance of their Sharpe ratios measures differences
+    between market periods as much as between configurations."""
+
+    start: str
+    end: str
+
+    @classmethod
+    def of(cls, start: Any, end: Any) -> Period:
+        return cls(pd.Timestamp(start).date().isoformat(), pd.Timestamp(end).date().isoformat())
+
+    def __str__(self) -> str:
+        return f"{self.start} → {self.end}"
+
+
 @dataclass(frozen=True)
 class Trials:
-    """The configurations tried for a symbol: their per-period Sharpes and where they came from."""
+    """The configurations tried for a symbol on one period: their per-period Sharpes and where they
+    came from."""
 
     sharpes: tuple[float, ...]
     by_source: dict[str, int]
+    period: Period | None = None
 
     @property
     def n(self) -> int:
         return len(self.sharpes)
 
+    @property
+    def variance(self) -> float:
+        """V of the DSR: the variance of the trials' per-period Sharpe ratios (``nan`` below 2)."""
+        return float(np.var(self.sharpes, ddof=1)) if self.n >= 2 else math.nan
 
-def trials_for(ledger: pd.DataFrame, symbol: str) -> Trials:
-    """The trials DSR counts for ``symbol``: one per configuration hash (its latest row) among the
-    rows that are not test-split evaluations (those select nothing). An undefined Sharpe (the
-    configuration never traded) counts as 0 rather than being dropped."""
-    rows = ledger[(ledger["symbol"] == symbol) & (ledger["split"] != "test")]
-    rows = rows.drop_duplicates("config_hash", keep="last")
-    sharpes = rows["sharpe"].astype(float).replace([np.inf, -np.inf], np.nan).fillna(0.0)
-    return Trials(
-        tuple(float(value) for value in sharpes),
-        {str(k): int(v) for k, v in rows["source"].value_counts(sort=False).items()},
-    )
+    def describe(self) -> dict[str, Any]:
+        """What a report states about the trials its DSR counted: period, N, V, sources."""
+        return {
+            "period": None if self.period is None else {"start": self.period.start, "end": self.period.end},
+            "n_trials": self.n,
+            "variance": None if math.isnan(self.variance) else self.variance,
+            "by_source": self.by_source,
+        }
+
+
+def trial_key(configuration_json: str) -> str:
+    """What a trial is: the hash of its configuration without its random streams (``STREAMS``), so
+    that re-rolls of one configuration with other seeds are one trial."""
+    configuration = json.loads(configuration_json)
+    configuration.pop(STREAMS, None)
+    return identity_hash(configuration)
+
+
+def _pooled_sharpe(rows: pd.DataFrame) -> float:
+    """Sharpe of the pooled returns of a configuration's rows (its re-rolls); 0 when undefined."""
+    parts = [row for row in rows[list(MOMENT_KEYS)].to_dict("records") if np.isfinite(row["n_obs"] or np.nan)]
+    if not parts:
+        return 0.0
+    sharpe = sharpe_from_moments(pool_moments(parts))
+    return float(sharpe) if np.isfinite(sharpe) else 0.0
+
+
+def trials_for(ledger: pd.DataFrame, symbol: str, period: Period) -> Trials:
+    """The trials DSR counts for ``symbol`` on ``period`` (rows evaluated on other bars are left out):
+
+    - one trial per configuration (``trial_key``): rows of one configuration with other random
+      streams are re-rolls, pooled into one Sharpe; a row repeated with the same identity
+      (``config_hash``) adds nothing;
+    - every test-split row is a trial of its own, repeats included: each look at the test split is
+      a chance to be lucky;
+    - an undefined Sharpe (the configuration never traded) counts as 0 rather than being dropped."""
+    rows = ledger[ledger["symbol"] == symbol]
+    on_period = [Period.of(s, e) == period for s, e in zip(rows["period_start"], rows["period_end"])]
+    rows = rows.loc[np.array(on_period, dtype=bool)]
+    tests = rows[rows["split"] == "test"]
+    others = rows[rows["split"] != "test"].drop_duplicates("config_hash", keep="last")
+    keys = [trial_key(text) for text in others["config"]]
+    sharpes = [_pooled_sharpe(tests.iloc[[i]]) for i in range(len(tests))]
+    sources: dict[str, int] = {}
+    for source in tests["source"]:
+        sources[str(source)] = sources.get(str(source), 0) + 1
+    for key in dict.fromkeys(keys):
+        group = others.loc[np.array([k == key for k in keys], dtype=bool)]
+        sharpes.append(_pooled_sharpe(group))
+        sources[str(group["source"].iloc[-1])] = sources.get(str(group["source"].iloc[-1]), 0) + 1
+    return Trials(tuple(sharpes), sources, period)
 
 
 def deflated_sharpe(moments: Mapping[str, Any], trials: Trials) -> float:

@@ -210,6 +210,14 @@ def pool_moments(parts) -> dict[str, float]:
     }
 
 
+def window_sharpes(values) -> np.ndarray:
+    """Per-window Sharpe ratios as every median, interval, paired difference, gate and trial count
+    across windows reads them (docs/protocol.md, "One Sharpe convention"): a window whose Sharpe is
+    undefined (no fill, so its returns are all zero) counts as 0. Dropping it would report an agent
+    on the windows it chose to trade in only."""
+    return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float).fillna(0.0).to_numpy()
+
+
 def sharpe_from_moments(moments) -> float:
     """Per-period Sharpe ``mean / std``; ``nan`` when undefined (constant or too short)."""
     moments = _moment_values(moments)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from trading_rl.agents.sac_icm import AgentParams
 from trading_rl.config import ConfigError, Section, setting
-from trading_rl.evaluation.ledger import deflated_sharpe, trial_row, trials_for
+from trading_rl.evaluation.ledger import Period, deflated_sharpe, trial_row, trials_for
 from trading_rl.evaluation.metrics import MOMENT_KEYS, json_ready, psr_from_moments, return_moments
 from trading_rl.phases.walk_forward import (
     WalkForwardParams,
@@ -513,7 +513,8 @@ def tuning_report(
                 f"of {row.symbol}: the tuning rows were not appended"
             )
         moments = rows.iloc[-1][list(MOMENT_KEYS)].to_dict()
-        trials_counted = trials_for(ledger, row.symbol)
+        period = Period.of(rows.iloc[-1]["period_start"], rows.iloc[-1]["period_end"])
+        trials_counted = trials_for(ledger, row.symbol, period)
         selection[row.symbol] = {
             "config_hash": row.config_hash,
             **json_ready(
@@ -523,8 +524,10 @@ def tuning_report(
                     "psr": psr_from_moments(moments),
                     "dsr": deflated_sharpe(moments, trials_counted),
                     "n_trials": trials_counted.n,
+                    "trials_variance": trials_counted.variance,
                 }
             ),
+            "trials_period": {"start": period.start, "end": period.end},
             "trials_by_source": trials_counted.by_source,
         }
     best = chosen.iloc[0]

@@ -60,7 +60,7 @@ from trading_rl.evaluation.folds import (
     stitched_attribution,
     tradable_index,
 )
-from trading_rl.evaluation.ledger import trial_row
+from trading_rl.evaluation.ledger import STREAMS, trial_row
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics, return_moments
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import max_lookback
@@ -105,7 +105,7 @@ class WalkForwardParams(Section):
             "icm": {"warmup_steps": 300},
         }
     )
-    device: str = "auto"
+    device: str = setting("auto", runtime=True)
     vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
     es: EsParams = setting(EsParams())
 
@@ -124,8 +124,9 @@ class WalkForwardParams(Section):
 def resolve_walk_forward_params(params: Mapping[str, Any] | None, feature_params: Mapping[str, Any] | None) -> dict:
     """Defaults overlaid with ``params``, validated; errors name the offending key.
 
-    ``max_folds: all`` (or null) keeps every window. ``gap_bars: null`` means the longest feature look-back; a smaller explicit gap is an error
-    because test features would then reach back into training bars.
+    ``max_folds: all`` (or null) keeps every window. ``gap_bars: null`` means the longest feature
+    look-back; a smaller explicit gap is an error because test features would then reach back into
+    training bars.
     """
     resolved = WalkForwardParams.from_mapping(params, PARAMS_PREFIX).to_dict()
     lookback = max_lookback(dict(feature_params.get("features") or {}) if feature_params else None)
@@ -474,7 +475,7 @@ def run_walk_forward_variants(
     group_tasks, group_keys = [], []
     for variant, variant_config in enumerate(configs):
         for symbol in symbols:
-            for agent_index, agent in enumerate(config["agents"]):
+            for agent in config["agents"]:
                 section = agent_section(agent, agent_params, variant_config["agent_overrides"])
                 for seed_index in range(config["seeds"]):
                     for group in retrain_groups(symbol_folds[symbol]):
@@ -485,7 +486,7 @@ def run_walk_forward_variants(
                                 "specs": [shared_specs[(symbol, fold.index)] for fold in group],
                                 "retrains": [fold.retrain for fold in group],
                                 "agent_params": section,
-                                "seed": trial_seed(seed, SeedRole.WALK_FORWARD_AGENT, agent_index, seed_index),
+                                "seed": agent_seed(seed, seed_index),
                                 "timesteps": config["timesteps"],
                                 "finetune_timesteps": config["finetune_timesteps"],
                                 "device": config["device"],
@@ -568,9 +569,19 @@ def run_walk_forward_variants(
 
 # ---------------------------------------------------------------- trial ledger
 
-# Walk-forward parameters that do not change what one agent configuration is.
-# vtrace and es are part of those agents' own configuration (agent_params), not of the protocol.
-NOT_CONFIGURATION = ("symbols", "agents", "agent_overrides", "device", "vtrace", "es")
+# Walk-forward parameters that are not the protocol of one agent configuration: which symbols and
+# agents run (every agent trains on the same random streams, ``agent_seed``), the overrides (inside
+# the agent's parameters), vtrace and es (those agents' own parameters) and the seed count (a stream).
+NOT_CONFIGURATION = ("symbols", "agents", "agent_overrides", "vtrace", "es", "seeds")
+# The stream every walk-forward agent trains on. It was the agent's index in ``walk_forward.agents``
+# (so [sac_icm] and [sac, sac_icm] trained sac_icm on other seeds); index 0 for all keeps the numbers
+# of every first-listed agent and gives the arms of an A/B common random numbers per (fold, seed).
+SHARED_AGENT_STREAM = 0
+
+
+def agent_seed(seed: int, seed_index: int) -> int:
+    """The training seed of every agent's chain for seed ``seed_index``, whichever agents run."""
+    return trial_seed(seed, SeedRole.WALK_FORWARD_AGENT, SHARED_AGENT_STREAM, seed_index)
 
 
 def with_walk_forward_agents(agent_params: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]) -> dict:
@@ -596,18 +607,33 @@ def trial_configuration(
     symbol: str,
 ) -> dict[str, Any]:
     """What one ledger trial is (hashed into its ``config_hash``): the agent, its effective
-    parameters, the walk-forward protocol (windows, gap, retraining, seeds, budgets), the feature
-    and scaler parameters, the env config, the base seed and the symbol. ``config``: resolved
+    parameters as they act (``identity_params``), the walk-forward protocol (windows, gap,
+    retraining, budgets), the feature and scaler parameters, the env config and the symbol; its
+    random streams (base seed, seed count, agent stream) under ``streams``. ``config``: resolved
     walk-forward parameters; ``agent_params``: with the walk-forward's own agents added."""
+    protocol = WalkForwardParams.identity_view(config)
     return {
         "agent": agent,
-        "agent_params": agent_section(agent, agent_params, config["agent_overrides"]),
-        "walk_forward": {key: value for key, value in config.items() if key not in NOT_CONFIGURATION},
+        "agent_params": identity_params(agent, agent_section(agent, agent_params, config["agent_overrides"])),
+        "walk_forward": {key: value for key, value in protocol.items() if key not in NOT_CONFIGURATION},
         "features": {key: (feature_params or {}).get(key) for key in ("features", "scaler")},
-        "env": dict(env_config),
-        "seed": seed,
+        "env": EnvConfig.identity_view(env_config),
         "symbol": symbol,
+        STREAMS: {"seed": seed, "seeds": config["seeds"], "agent_stream": SHARED_AGENT_STREAM},
     }
+
+
+def identity_params(agent: str, section: Mapping[str, Any]) -> dict[str, Any]:
+    """An agent's parameters as they act: for the SAC family (sac_icm's schema) over their defaults
+    (a default left out and one written out are the same), the run-time keys and switched-off
+    sections dropped (``AgentParams.identity_view``), and for ``sac`` the ICM switched off as its
+    trainer does (its ICM settings cannot act)."""
+    if AGENT_PARAMS_SOURCE.get(agent, agent) not in OVERRIDDEN_AGENT_PARAMS:
+        return dict(section)
+    params = copy_sections(section)
+    if agent == "sac":
+        params["icm"] = {**params.get("icm", {}), "enabled": False}
+    return AgentParams.identity_view(resolve_params(params))
 
 
 def trial_rows(

@@ -19,7 +19,7 @@ import pandas as pd
 from kedro.pipeline import Node
 
 from trading_rl.envs import EnvSpec
-from trading_rl.evaluation.ledger import trials_for
+from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
 
@@ -95,7 +95,10 @@ def render_tearsheet(
         return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page
     options = TearsheetOptions(spec.hold_threshold, resolved["rolling_window"], resolved["dpi"])
     header = {k: run_metadata.get(k) for k in ("save_version", "seed", "config_hash", "git_commit")}
-    trials = {section.symbol: trials_for(ledger, section.symbol) for section in spec.sections}
+    trials = {}
+    for section in spec.sections:  # the trials evaluated on the section's own bars (docs/protocol.md)
+        steps = section.primary[1]["timestamp"]
+        trials[section.symbol] = trials_for(ledger, section.symbol, Period.of(steps.min(), steps.max()))
     tearsheet = build_tearsheet(spec.title, spec.sections, options, trials, header)
     return tearsheet.rollouts, tearsheet.figures, tearsheet.html
 

@@ -1,4 +1,5 @@
-"""final_evaluation in Kedro sessions (ci budgets): the test split is spent once per configuration."""
+"""final_evaluation in Kedro sessions (ci budgets): the test split is spent once per trained model and
+configuration, and only with parameters that describe the model."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _reports(project: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_test_split_is_spent_once_per_configuration(foundation_project, kedro_run, tmp_path):
+def test_the_test_split_is_spent_once_per_model(foundation_project, kedro_run, tmp_path):
     from trading_rl.evaluation.ledger import read_ledger
 
     project = tmp_path / "project"
@@ -84,12 +85,26 @@ def test_the_test_split_is_spent_once_per_configuration(foundation_project, kedr
         assert list(ledger["repeat"]) == [False, True] and ledger["config_hash"].nunique() == 1
         assert _reports(project)[-1]["repeat"] is True
 
-        # a changed configuration is a new one: evaluated without the override
-        kedro_run(
-            project, ["final_evaluation"], runtime_params={"sac_icm": {"agent": {"sac": {"learning_rate": 1.0e-3}}}}
-        )
-        ledger = read_ledger(project / LEDGER)
-        assert len(ledger) == 3 and ledger["config_hash"].nunique() == 2 and not ledger.iloc[-1]["repeat"]
-        assert json.loads(ledger.iloc[-1]["config"])["agent_params"]["sac"]["learning_rate"] == 1.0e-3
+        # parameters that disagree with the saved model are refused, naming the keys, before anything
+        # is written: the report could otherwise claim a configuration the model was not trained with
+        before = _snapshot(project)
+        for override, key in (
+            ({"sac_icm": {"agent": {"sac": {"learning_rate": 1.0e-3}}}}, "agent_params.sac.learning_rate"),
+            ({"seed": 43}, "streams.seed"),
+        ):
+            with pytest.raises(ValueError, match=re.escape(key)):
+                kedro_run(project, ["final_evaluation"], runtime_params=override)
+        # a key that cannot change the model (logging) is the same spend: refused
+        with pytest.raises(SpentTestSplitError, match="already spent"):
+            kedro_run(
+                project,
+                ["final_evaluation"],
+                runtime_params={"sac_icm": {"agent": {"training": {"log_interval": 3}}}},
+            )
+        assert _snapshot(project) == before
+        claims = sorted(path.name for path in (project / "data/08_reporting/test_split_claims").iterdir())
+        assert [name.split("-")[0] for name in claims if ".repeat-" not in name] == ["artifact", "configuration"]
+        config = json.loads(read_ledger(project / LEDGER).iloc[0]["config"])
+        assert config["artifact"]["model_sha256"] in claims[0] and config["streams"] == {"seed": report["run"]["seed"]}
     finally:
         os.chdir(cwd)

@@ -55,6 +55,8 @@ def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCata
     for entry in config.values():
         if "filepath" in entry:
             entry["filepath"] = str(root / entry["filepath"])
+        if "also_read" in entry:  # the committed ledger: the copy's own (absent), not this checkout's
+            entry["also_read"] = [str(root / path) for path in entry["also_read"]]
     catalog = DataCatalog.from_config(config, save_version=save_version)
 
     catalog["prices"] = prices

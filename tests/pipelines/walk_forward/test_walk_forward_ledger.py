@@ -47,7 +47,8 @@ def _prices() -> pd.DataFrame:
 
 def _run(root: Path, agents: list[str], save_version: str) -> dict:
     entry = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_ledger.yml").read_text())["trial_ledger"]
-    catalog = DataCatalog.from_config({"trial_ledger": {**entry, "filepath": str(root / entry["filepath"])}})
+    moved = {"filepath": str(root / entry["filepath"]), "also_read": [str(root / path) for path in entry["also_read"]]}
+    catalog = DataCatalog.from_config({"trial_ledger": {**entry, **moved}})
     catalog["prices"] = _prices()
     catalog["run_metadata"] = {"seed": 7, "save_version": save_version, "git_commit": "abc"}
     for key, value in {**PARAMS, "walk_forward": {**PARAMS["walk_forward"], "agents": agents}}.items():

@@ -7,11 +7,13 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.agents.identity import sac_icm_configuration
+from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.evaluation.final import (
     SPLIT,
     check_test_split,
     evaluate_on_test,
-    final_configuration,
+    evaluated_configuration,
     resolve_final_params,
 )
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
@@ -19,16 +21,23 @@ from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_ro
 
 def check_final_evaluation(
     prior_trial_ledger: pd.DataFrame,
+    model: Any,
+    env_spec: Any,
     params: dict[str, Any],
     sac_icm_params: dict[str, Any],
     env_params: dict[str, Any],
     feature_params: dict[str, Any],
     seed: int,
 ) -> dict[str, Any]:
-    """The configuration's identity; fails before anything is evaluated or written when its test
-    split was already spent and ``final_evaluation.allow_repeat`` is false."""
+    """The evaluation's identity (the model's recorded configuration and weights' digest), saved as
+    the test-split claim (``final_evaluation_claim``, exclusive per artefact and configuration). Fails
+    before anything is evaluated when the model does not fit ``env_spec``, when this run's parameters
+    disagree with the model's configuration, or when its test split was already spent and
+    ``final_evaluation.allow_repeat`` is false."""
     resolved = resolve_final_params(params)
-    configuration = final_configuration(resolved["agent"], sac_icm_params["agent"], env_params, feature_params, seed)
+    check_model_fits_spec(model, env_spec, model_dataset="sac_icm_model", pipeline="final_evaluation")
+    run_configuration = sac_icm_configuration(sac_icm_params, env_params, feature_params, seed)
+    configuration = evaluated_configuration(model, run_configuration, "sac_icm_model")
     return check_test_split(prior_trial_ledger, configuration, resolved["allow_repeat"])
 
 

@@ -11,13 +11,15 @@ def create_pipeline(**kwargs) -> Pipeline:
                 nodes.check_final_evaluation,
                 inputs=[
                     "prior_trial_ledger",
+                    "sac_icm_model",
+                    "env_spec",
                     "params:final_evaluation",
                     "params:sac_icm",
                     "params:env_construction",
                     "params:feature_extraction",
                     "params:seed",
                 ],
-                outputs="final_evaluation_identity",
+                outputs="final_evaluation_claim",
                 name="check_final_evaluation",
                 tags=["evaluate"],
             ),
@@ -26,7 +28,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=[
                     "sac_icm_model",
                     "env_spec",
-                    "final_evaluation_identity",
+                    "final_evaluation_claim",
                     "prior_trial_ledger",
                     "params:seed",
                     "run_metadata",
@@ -38,7 +40,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             tearsheet_node(
                 "final_evaluation",
                 nodes.final_evaluation_tearsheet,
-                ["sac_icm_model", "env_spec", "final_evaluation_identity", "params:seed", "params:regime_validation"],
+                ["sac_icm_model", "env_spec", "final_evaluation_claim", "params:seed", "params:regime_validation"],
             ),
         ]
     )

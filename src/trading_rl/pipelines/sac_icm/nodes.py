@@ -10,8 +10,10 @@ from functools import partial
 from typing import Any
 
 from trading_rl.agents import build_agent, train_agent
+from trading_rl.agents.identity import sac_icm_configuration
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_metadata, model_signature, set_model_metadata
+from trading_rl.evaluation.final import CONFIGURATION_METADATA
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import enforce
@@ -26,11 +28,15 @@ def train_sac_icm(
     seed: int,
     run_metadata: dict[str, Any],
     feature_params: dict[str, Any] | None = None,
+    env_params: dict[str, Any] | None = None,
+    feature_extraction: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, list[dict]]:
     """Train on random episodes of the training split, evaluating on ``evaluation_split``; every
     evaluation's metrics reach MLflow while training runs (``stream_to_mlflow``). With
     ``feature_params``, the models carry what a forward rerun rebuilds their observations from
-    (``phases.forward.deployment_metadata``)."""
+    (``phases.forward.deployment_metadata``); with ``env_params`` and ``feature_extraction``, the
+    configuration they were trained with (``agents.identity.sac_icm_configuration``), which
+    final_evaluation spends the test split on."""
     agent_params = params["agent"]
     eval_split = params["evaluation_split"]
     model = build_agent(env_spec.make_env("train", seed=seed), agent_params, seed=seed, device=params["device"])
@@ -47,6 +53,8 @@ def train_sac_icm(
         run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
     )
     metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
+    if env_params is not None and feature_extraction is not None:
+        metadata[CONFIGURATION_METADATA] = sac_icm_configuration(params, env_params, feature_extraction, seed)
     if feature_params is not None:
         metadata["deployment"] = deployment_metadata(env_spec, feature_params[env_spec.symbol])
     for trained in (outcome.model, outcome.best_model):

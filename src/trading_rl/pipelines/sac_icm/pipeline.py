@@ -9,7 +9,15 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.train_sac_icm,
-                inputs=["env_spec", "params:sac_icm", "params:seed", "run_metadata", "feature_params"],
+                inputs=[
+                    "env_spec",
+                    "params:sac_icm",
+                    "params:seed",
+                    "run_metadata",
+                    "feature_params",
+                    "params:env_construction",
+                    "params:feature_extraction",
+                ],
                 outputs=[
                     "sac_icm_model",
                     "sac_icm_best_model",

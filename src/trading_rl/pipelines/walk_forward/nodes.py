@@ -15,7 +15,7 @@ from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
-from trading_rl.evaluation.ledger import trials_for
+from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import Section
 from trading_rl.phases.chains import chain_histories
@@ -94,9 +94,13 @@ def summarise_walk_forward(
     env_params: dict[str, Any],
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Median/IQR summary with PSR and DSR (trials counted from the whole ledger, this run's rows
-    included), the stitched curves' return attribution at the env's costs, and the stitched
-    out-of-sample equity curves."""
-    trials = {symbol: trials_for(trial_ledger, symbol) for symbol in folds["symbol"].unique()}
+    included, on this run's out-of-sample period), the stitched curves' return attribution at the
+    env's costs, and the stitched out-of-sample equity curves."""
+    agents = returns[returns["kind"] == "agent"]
+    trials = {
+        symbol: trials_for(trial_ledger, symbol, Period.of(steps["timestamp"].min(), steps["timestamp"].max()))
+        for symbol, steps in agents.groupby("symbol", sort=False)
+    }
     summary = summarise(
         folds,
         returns,

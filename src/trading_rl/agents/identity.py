@@ -1,0 +1,20 @@
+"""The configuration of a trained ``sac_icm`` agent as its identity sees it: recorded in the model
+when it is trained, rebuilt from a run's parameters when the model is evaluated on the test split
+(``evaluation.final``), so the two can be compared key by key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trading_rl.agents.sac_icm import AgentParams, resolve_params
+from trading_rl.evaluation.final import trained_configuration
+
+
+def sac_icm_configuration(
+    sac_icm_params: Mapping[str, Any], env_params: Mapping[str, Any], feature_params: Mapping[str, Any], seed: int
+) -> dict[str, Any]:
+    """``trained_configuration`` of the sac_icm phase's agent: ``sac_icm.agent`` over its defaults
+    without its run-time keys and switched-off sections (``AgentParams.identity_view``)."""
+    agent = AgentParams.identity_view(resolve_params(dict(sac_icm_params["agent"])))
+    return trained_configuration("sac_icm", agent, env_params, feature_params, seed)
