@@ -102,10 +102,8 @@ def oracle_policy(env: gym.Env) -> Policy:
     positions, layout = base.history_positions, base.layout
     position_at, cash_at = layout.index("position_fraction"), layout.index("cash_fraction")
     last_action_at = layout.index("last_action")
-    cost = config.commission_rate + config.slippage_rate
-    weight, threshold, band = base.action_smoothing_weight, config.hold_threshold, 0.25 * config.max_position_pct
-    smallest = min(threshold + 1e-6, 1.0)
-    cap, target_mode = config.max_position_pct, config.action_mode == "target"
+    cap, target_mode, cost = config.max_position_pct, config.action_mode == "target", env_cost_rate(config)
+    weight, band, smallest = base.action_smoothing_weight, 0.25 * cap, min(config.hold_threshold + 1e-6, 1.0)
 
     def act(observation: np.ndarray) -> np.ndarray:
         t = positions[base.bar_index]
@@ -118,13 +116,13 @@ def oracle_policy(env: gym.Env) -> Policy:
             if exposure < 0.0:  # cover (the env never flips a short to long in one step)
                 signal = 1.0 if target >= 0.0 else (target - exposure) / -exposure
             else:
-                signal = 1.0 if target >= config.max_position_pct else (target - exposure) / max(cash, 1e-12)
+                signal = 1.0 if target >= cap else (target - exposure) / max(cash, 1e-12)
             signal = min(max(signal, smallest), 1.0)
         elif target < exposure - band:
             if exposure > 0.0:  # sell down (never flips to short in one step)
                 signal = -1.0 if target <= 0.0 else -(exposure - target) / exposure
             else:
-                signal = -1.0 if target <= -config.max_position_pct else -(exposure - target) / max(cash, 1e-12)
+                signal = -1.0 if target <= -cap else -(exposure - target) / max(cash, 1e-12)
             signal = max(min(signal, -smallest), -1.0)
         first_decision = base.bar_index == base.episode_bounds[0]
         raw = signal if first_decision else (signal - (1.0 - weight) * float(observation[last_action_at])) / weight
