@@ -11,6 +11,7 @@ from trading_rl.hooks import (  # noqa: E402
     RunSummaryHooks,
 )
 from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
+from trading_rl.phase_inputs import PhaseInputHooks  # noqa: E402
 from trading_rl.run_manifest import RunManifestHooks  # noqa: E402
 
 HOOKS = (
@@ -20,6 +21,7 @@ HOOKS = (
     MlflowConventionHooks(),
     MlflowRunHygieneHooks(),
     RunManifestHooks(),
+    PhaseInputHooks(),
 )
 
 CONFIG_LOADER_ARGS = {

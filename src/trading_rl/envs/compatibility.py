@@ -95,6 +95,35 @@ def signature_mismatches(
     return problems
 
 
+def check_spec_symbol(env_spec: Any, symbol: str, *, pipeline: str, spec_dataset: str = "env_spec") -> None:
+    """Raise :class:`ModelCompatibilityError` when ``env_spec`` is not for ``symbol`` (parameter
+    ``env_construction.symbol``, which names the run and its MLflow tags), naming both and the fixes."""
+    if env_spec.symbol == symbol:
+        return
+    raise ModelCompatibilityError(
+        f"dataset '{spec_dataset}' is for symbol {env_spec.symbol!r} but parameter 'env_construction.symbol' is "
+        f"{symbol!r}: `kedro run --pipelines {pipeline}` would run on {env_spec.symbol!r} under the name "
+        f"{symbol!r}. Nothing was written. Fix: rebuild the spec for {symbol!r} with `kedro run --pipelines "
+        f"env_construction`, pin a spec of {symbol!r} with `kedro run --pipelines {pipeline} --load-versions "
+        f"{spec_dataset}:<version>` (a run's manifest under data/09_runs/ names the versions it wrote), or set "
+        f"env_construction.symbol: {env_spec.symbol}."
+    )
+
+
+def check_symbol_entry(by_symbol: Mapping[str, Any], symbol: str, *, dataset: str, pipeline: str) -> None:
+    """Raise :class:`ModelCompatibilityError` when the per-symbol dataset ``dataset`` (feature params,
+    scalers, splits) has no entry for ``symbol``, naming what it holds and the fixes."""
+    if symbol in by_symbol:
+        return
+    raise ModelCompatibilityError(
+        f"dataset '{dataset}' holds symbols {sorted(by_symbol)}, not {symbol!r} (parameter "
+        f"'env_construction.symbol'): it was written by a run of other symbols. Nothing was written. Fix: rerun "
+        f"`kedro run --pipelines feature_extraction` with {symbol!r} among feature_extraction.symbols, or pin a "
+        f"version that holds it with `kedro run --pipelines {pipeline} --load-versions {dataset}:<version>` "
+        "(a run's manifest under data/09_runs/ names the versions it wrote)."
+    )
+
+
 def check_model_fits_spec(
     model: Any,
     env_spec: Any,

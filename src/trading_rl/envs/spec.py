@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.data import by_symbol, infer_periods_per_year
+from trading_rl.envs.compatibility import check_symbol_entry
 from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
@@ -270,12 +271,16 @@ def symbol_env_spec(
             f"parameter 'env_construction.symbol' is {symbol!r}, which is not among the "
             f"extracted symbols {sorted(price_frames)}"
         )
+    feature_frames = by_symbol(scaled_features)
+    for dataset, entries in (("splits", splits), ("scaled_features", feature_frames), ("scalers", scalers or None)):
+        if entries is not None:
+            check_symbol_entry(entries, symbol, dataset=dataset, pipeline="env_construction")
     symbol_prices = price_frames[symbol]
     periods_per_year = symbol_periods_per_year(params, symbol_prices.index)
     return build_env_spec(
         symbol=symbol,
         prices=symbol_prices,
-        scaled_features=by_symbol(scaled_features)[symbol],
+        scaled_features=feature_frames[symbol],
         splits=splits[symbol],
         config=dict(params.get("env") or {}),
         periods_per_year=periods_per_year,
