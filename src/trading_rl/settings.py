@@ -13,6 +13,7 @@ from trading_rl.hooks import (  # noqa: E402
 from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
 from trading_rl.phase_inputs import PhaseInputHooks  # noqa: E402
 from trading_rl.run_manifest import RunManifestHooks  # noqa: E402
+from trading_rl.run_states import RunStateHooks  # noqa: E402
 
 HOOKS = (
     ReproducibilityHooks(),
@@ -22,6 +23,7 @@ HOOKS = (
     MlflowRunHygieneHooks(),
     RunManifestHooks(),
     PhaseInputHooks(),
+    RunStateHooks(),
 )
 
 CONFIG_LOADER_ARGS = {
