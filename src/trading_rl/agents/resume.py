@@ -40,6 +40,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
+from trading_rl.archives import check_member_sizes
 from trading_rl.provenance import config_hash
 
 logger = logging.getLogger(__name__)
@@ -350,6 +351,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
     """Parse a checkpoint without executing anything from it; ``CheckpointRejected`` names the file."""
     try:
         with zipfile.ZipFile(path) as archive:
+            check_member_sizes(archive, str(path))
             missing = [name for name in _MEMBERS if name not in archive.namelist()]
             if missing:
                 raise CheckpointRejected(f"{path}: lacks {missing} (not a resume checkpoint of this version)")
@@ -608,6 +610,7 @@ class ResumeSlot:
                 continue
             try:
                 with zipfile.ZipFile(path) as archive:
+                    check_member_sizes(archive, str(path))
                     identity = json.loads(archive.read("identity.json"))
             except Exception as exc:  # any damage: the file cannot be attributed to a run
                 set_aside(path, f"unreadable ({type(exc).__name__}: {exc})")
