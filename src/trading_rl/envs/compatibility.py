@@ -56,12 +56,22 @@ def _describe_observation(observation: Mapping[str, Any]) -> str:
     )
 
 
-def _column_difference(model_columns: Sequence[str], spec_columns: Sequence[str]) -> str:
+def _layout_difference(model_observation: Mapping[str, Any], spec_observation: Mapping[str, Any]) -> str:
+    """What differs between two observation layouts: window size, feature columns, their order."""
+    model_columns: Sequence[str] = model_observation.get("feature_columns") or []
+    spec_columns: Sequence[str] = spec_observation["feature_columns"]
+    differences = []
+    if model_observation.get("window_size") != spec_observation["window_size"]:
+        differences.append(f"window {model_observation.get('window_size')} vs {spec_observation['window_size']}")
     only_model = [c for c in model_columns if c not in spec_columns]
     only_spec = [c for c in spec_columns if c not in model_columns]
-    if not only_model and not only_spec:
-        return "same feature columns in another order"
-    return f"features only in the model: {only_model}; only in the spec: {only_spec}"
+    if only_model or only_spec:
+        differences.append(f"features only in the model: {only_model}; only in the spec: {only_spec}")
+    elif list(model_columns) != list(spec_columns):
+        differences.append("same feature columns in another order")
+    else:
+        differences.append("same feature columns in the same order")
+    return "; ".join(differences)
 
 
 def signature_mismatches(
@@ -81,8 +91,7 @@ def signature_mismatches(
     if model_observation is not None and model_observation.get("hash") != spec_observation["hash"]:
         problems.append(
             f"observation: model {_describe_observation(model_observation)} vs spec "
-            f"{_describe_observation(spec_observation)}; "
-            + _column_difference(model_observation.get("feature_columns") or [], spec_observation["feature_columns"])
+            f"{_describe_observation(spec_observation)}; " + _layout_difference(model_observation, spec_observation)
         )
     elif observation_dim is not None and observation_dim != spec_observation["dim"]:
         problems.append(
