@@ -50,9 +50,9 @@ class BadBar:
                 f"{self.robust_z:.0f}, over {SPIKE_ROBUST_Z:.0f} robust standard deviations): a bad tick"
             )
         return (
-            f"the log return at {format_timestamp(self.timestamp)} is {self.log_return:+.3g}, a {self.factor} "
-            f"jump of robust z {self.robust_z:.0f} (over {SPIKE_ROBUST_Z:.0f} robust standard deviations from the "
-            "median): a bad tick or an unadjusted split"
+            f"the log return at {format_timestamp(self.timestamp)} is {self.log_return:+.3g}, a jump of "
+            f"{self.factor} (robust z {self.robust_z:.0f}, over {SPIKE_ROBUST_Z:.0f} robust standard deviations from "
+            "the median): a bad tick or an unadjusted split"
         )
 
 
