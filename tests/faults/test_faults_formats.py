@@ -18,13 +18,13 @@ import pytest
 from kedro.io import DatasetError
 from kedro.io.core import Version
 from sac_icm_toy import toy_agent
+from synthetic_prices import tiny_env_spec
 
 from trading_rl.agents.resume import CheckpointRejected, read_checkpoint
 from trading_rl.archives import ArchiveTooLargeError, check_member_sizes
 from trading_rl.datasets import SB3ModelDataset, TrialLedgerDataset
 from trading_rl.datasets.bytes_dataset import sha256_line
 from trading_rl.datasets.env_spec import EnvSpecDataset
-from trading_rl.envs import build_env_spec
 from trading_rl.evaluation import ledger
 from trading_rl.evaluation.metrics import return_moments
 
@@ -33,13 +33,7 @@ DECLARED = 12 * 1024**3  # the review's member: 12 GB once inflated
 
 @pytest.fixture(scope="module")
 def spec():
-    index = pd.bdate_range("2020-01-01", periods=60, name="timestamp")
-    close = pd.Series(np.linspace(100.0, 110.0, len(index)), index=index)
-    prices = pd.DataFrame({"open": close, "high": close + 1, "low": close - 1, "close": close, "volume": 1.0})
-    features = pd.DataFrame({"a": np.sin(np.arange(60.0)), "b": np.cos(np.arange(60.0))}, index=index)
-    splits = {"train": {"start": "2020-01-01", "end": "2020-02-14"}, "validation": {"start": "2020-02-17"}}
-    splits["validation"]["end"] = "2020-03-24"
-    return build_env_spec("AAA", prices, features, splits, {"window_size": 3}, 252.0)
+    return tiny_env_spec()
 
 
 def declare_size(raw: bytes, member: str, size: int) -> bytes:

@@ -241,6 +241,16 @@ def _foreign(spec):
     return replace(spec, symbol="FWD")
 
 
+def _refused_before_writing(project: Path, pipeline: str, *expected_parts: str) -> None:
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, [pipeline])
+    message = str(raised.value)
+    for expected in expected_parts:
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
+
+
 @pytest.mark.parametrize("pipeline", ["sac_icm", "walk_forward"])
 def test_a_phase_refuses_an_input_of_another_symbol_before_training(project, pipeline):
     """The newest env_spec is FWD's (sac_icm), or the newest prices hold only FWD (walk_forward),
@@ -251,13 +261,7 @@ def test_a_phase_refuses_an_input_of_another_symbol_before_training(project, pip
     else:
         commit(project, "prices", load(project, "prices").assign(symbol="FWD"))
         named = ["dataset 'prices' holds symbols ['FWD'], not 'GOOD'"]
-    before = snapshot(project)
-    with pytest.raises(Exception) as raised:
-        run_session(project, [pipeline])
-    message = str(raised.value)
-    for expected in (*named, "Nothing was written", f"--pipelines {pipeline} --load-versions"):
-        assert expected in message, (expected, message)
-    assert_unchanged(project, before)
+    _refused_before_writing(project, pipeline, *named, "Nothing was written", f"--pipelines {pipeline} --load-versions")
 
 
 def test_export_refuses_feature_params_of_other_symbols(project):
@@ -268,22 +272,20 @@ def test_export_refuses_feature_params_of_other_symbols(project):
     model, *_ = train_sac_icm(spec, params, 0, {"seed": 0, "save_version": "earlier-run"})
     commit(project, "sac_icm_model", model)
     commit(project, "feature_params", {"FWD": load(project, "feature_params")["GOOD"]})
-    before = snapshot(project)
-    with pytest.raises(Exception) as raised:
-        run_session(project, ["export"])
-    message = str(raised.value)
-    for expected in ("dataset 'feature_params' holds symbols ['FWD'], not 'GOOD'", "--load-versions feature_params:"):
-        assert expected in message, (expected, message)
-    assert_unchanged(project, before)
+    _refused_before_writing(
+        project,
+        "export",
+        "dataset 'feature_params' holds symbols ['FWD'], not 'GOOD'",
+        "--load-versions feature_params:",
+    )
 
 
 def test_env_construction_refuses_splits_of_other_symbols(project):
     """``splits`` of other symbols (newest, or pinned by ``--load-versions``) was a KeyError in envs/spec.py."""
     commit(project, "splits", {"FWD": load(project, "splits")["GOOD"]})
-    before = snapshot(project)
-    with pytest.raises(Exception) as raised:
-        run_session(project, ["env_construction"])
-    message = str(raised.value)
-    for expected in ("dataset 'splits' holds symbols ['FWD'], not 'GOOD'", "--pipelines env_construction"):
-        assert expected in message, (expected, message)
-    assert_unchanged(project, before)
+    _refused_before_writing(
+        project,
+        "env_construction",
+        "dataset 'splits' holds symbols ['FWD'], not 'GOOD'",
+        "--pipelines env_construction",
+    )
