@@ -67,3 +67,24 @@ def test_split_dates_out_of_order_are_refused_before_any_file_is_read():
     }
     with pytest.raises(ValueError, match=r"train_end='2001-01-01' must be before validation_end='2000-06-30'"):
         load_and_validate_prices({"GOOD": never_read}, params)
+
+
+def test_every_symbol_input_of_a_phase_is_checked(spec):
+    """The per-phase check (PhaseInputHooks) on each kind of input, without a Kedro session."""
+    from trading_rl.phase_inputs import check_phase_inputs
+
+    check_phase_inputs({"env_spec": spec, "feature_params": {"AAA": {}}, "scalers": {"AAA": {}}}, "AAA", "export")
+    returns = pd.DataFrame({"symbol": ["FWD"], "return": [0.0]})
+    cases = [
+        ({"env_spec": spec}, "options_her", "dataset 'env_spec' is for symbol 'AAA'"),
+        ({"env_spec": spec, "scalers": {"FWD": {}}}, "export", "dataset 'scalers' holds symbols ['FWD']"),
+        ({"walk_forward_returns": returns}, "regime_validation", "dataset 'walk_forward_returns' holds symbols"),
+        ({"prices": returns, "params:env_construction": {}}, "walk_forward", "dataset 'prices' holds symbols"),
+    ]
+    for inputs, pipeline, named in cases:
+        symbol = "FWD" if "env_spec" in inputs and "scalers" not in inputs else "AAA"
+        with pytest.raises(ModelCompatibilityError) as raised:
+            check_phase_inputs(inputs, symbol, pipeline)
+        assert named in str(raised.value) and f"--pipelines {pipeline}" in str(raised.value), str(raised.value)
+    check_phase_inputs({"prices": returns}, "AAA", "feature_extraction")  # prices alone: not a phase's symbol
+    check_phase_inputs({"walk_forward_returns": returns.iloc[:0]}, "AAA", "validation")  # no returns yet

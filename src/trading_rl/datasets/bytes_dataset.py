@@ -112,16 +112,21 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
             manifest = load_path + MANIFEST_SUFFIX
             text = self._read_text(manifest)
             check_manifest(raw, PurePosixPath(load_path).name, text, load_path, manifest)
+        return self.parse(raw, load_path)
+
+    def parse(self, raw: bytes, path: str) -> Any:
+        """``from_bytes(raw)`` of the file at ``path``: a zip's declared member sizes are checked first,
+        and a parser's error names the file (libraries name a buffer)."""
         if raw[:4] == ZIP_MAGIC:
             with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-                check_member_sizes(archive, load_path)
+                check_member_sizes(archive, path)
         try:
             return self.from_bytes(raw)
         except DatasetError:
             raise
-        except Exception as exc:  # each format's library raises its own types, naming a buffer, not the file
+        except Exception as exc:  # each format's library raises its own types
             raise DatasetError(
-                f"{load_path} could not be read ({type(exc).__name__}: {exc}). Fix: restore the file, pin another "
+                f"{path} could not be read ({type(exc).__name__}: {exc}). Fix: restore the file, pin another "
                 "version with `--load-versions <dataset>:<version>`, or rerun the phase that writes it"
             ) from exc
 
