@@ -62,8 +62,8 @@ def check_params_once(argv: Sequence[str]) -> None:
         )
 
 
-def end_mlflow_run_killed(signum: int, frame: Any) -> None:
-    """SIGINT handler: end the active MLflow run ``KILLED``, then interrupt as Python would."""
+def end_mlflow_run_killed() -> None:
+    """End the active MLflow run ``KILLED`` (what SIGINT does before it interrupts the run)."""
     import mlflow
 
     run = mlflow.active_run()
@@ -71,7 +71,6 @@ def end_mlflow_run_killed(signum: int, frame: Any) -> None:
         mlflow.set_tag("trading_rl.ended_by", "SIGINT")
         mlflow.end_run(status="KILLED")
         logger.warning("interrupted: MLflow run %s ended KILLED", run.info.run_id)
-    signal.default_int_handler(signum, frame)
 
 
 class RunStateHooks:
@@ -86,7 +85,16 @@ class RunStateHooks:
     @hook_impl
     def before_pipeline_run(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(signal.SIGINT, end_mlflow_run_killed)
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """End the MLflow run ``KILLED``, then interrupt as the handler before this one would."""
+        end_mlflow_run_killed()
+        previous = self._previous_handler
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.default_int_handler(signum, frame)
 
     @hook_impl
     def after_pipeline_run(self) -> None:

@@ -21,6 +21,9 @@ from trading_rl.run_states import RunStateHooks, check_env, check_params_once
 def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
     import mlflow
 
+    while mlflow.active_run() is not None:  # left open by an earlier session in this process
+        mlflow.end_run()
+    previous_uri, handler_before = mlflow.get_tracking_uri(), signal.getsignal(signal.SIGINT)
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     hooks = RunStateHooks()
     run = mlflow.start_run()
@@ -28,14 +31,15 @@ def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
     try:
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
+        finished = mlflow.MlflowClient().get_run(run.info.run_id)
     finally:
         hooks.after_pipeline_run()
         while mlflow.active_run() is not None:
             mlflow.end_run()
-    finished = mlflow.MlflowClient().get_run(run.info.run_id)
+        mlflow.set_tracking_uri(previous_uri)
     assert finished.info.status == "KILLED"
     assert finished.data.tags["trading_rl.ended_by"] == "SIGINT"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) == handler_before
 
 
 @pytest.mark.parametrize(
