@@ -34,3 +34,18 @@ def random_walk_prices(
     rng = np.random.default_rng(seed)
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, walk_length or n_bars)))[:n_bars]
     return ohlcv_frame(close, start=start)
+
+
+def tiny_env_spec(symbol: str = "AAA"):
+    """A 60-bar env spec with two features and window 3 (train and validation splits only)."""
+    from trading_rl.envs import build_env_spec
+
+    index = pd.bdate_range("2020-01-01", periods=60, name="timestamp")
+    close = pd.Series(np.linspace(100.0, 110.0, len(index)), index=index)
+    prices = pd.DataFrame({"open": close, "high": close + 1, "low": close - 1, "close": close, "volume": 1.0})
+    features = pd.DataFrame({"a": np.sin(np.arange(60.0)), "b": np.cos(np.arange(60.0))}, index=index)
+    splits = {
+        "train": {"start": "2020-01-01", "end": "2020-02-14"},
+        "validation": {"start": "2020-02-17", "end": "2020-03-24"},
+    }
+    return build_env_spec(symbol, prices, features, splits, {"window_size": 3}, 252.0)

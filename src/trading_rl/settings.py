@@ -11,7 +11,9 @@ from trading_rl.hooks import (  # noqa: E402
     RunSummaryHooks,
 )
 from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
+from trading_rl.phase_inputs import PhaseInputHooks  # noqa: E402
 from trading_rl.run_manifest import RunManifestHooks  # noqa: E402
+from trading_rl.run_states import RunStateHooks  # noqa: E402
 
 HOOKS = (
     ReproducibilityHooks(),
@@ -20,6 +22,8 @@ HOOKS = (
     MlflowConventionHooks(),
     MlflowRunHygieneHooks(),
     RunManifestHooks(),
+    PhaseInputHooks(),
+    RunStateHooks(),
 )
 
 CONFIG_LOADER_ARGS = {

@@ -6,25 +6,15 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import gymnasium as gym
-import numpy as np
-import pandas as pd
 import pytest
+from synthetic_prices import tiny_env_spec
 
-from trading_rl.envs import build_env_spec
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
 
 
 @pytest.fixture(scope="module")
 def spec():
-    index = pd.bdate_range("2020-01-01", periods=60, name="timestamp")
-    close = pd.Series(np.linspace(100.0, 110.0, len(index)), index=index)
-    prices = pd.DataFrame({"open": close, "high": close + 1, "low": close - 1, "close": close, "volume": 1.0})
-    features = pd.DataFrame({"a": np.sin(np.arange(60.0)), "b": np.cos(np.arange(60.0))}, index=index)
-    splits = {
-        "train": {"start": "2020-01-01", "end": "2020-02-14"},
-        "validation": {"start": "2020-02-17", "end": "2020-03-24"},
-    }
-    return build_env_spec("AAA", prices, features, splits, {"window_size": 3}, 252.0)
+    return tiny_env_spec()
 
 
 def _model(signature_of, dim=None, **extra):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from manifest_faults_setup import (
+    GOOD_BARS,
     assert_no_run_completed,
     assert_unchanged,
     completed_runs,
@@ -39,12 +40,16 @@ def _constant(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _tick(factor: float):
+def _tick_at(factor: float, bar: int):
     def corrupt(frame: pd.DataFrame) -> pd.DataFrame:
-        frame.iloc[TICK_BAR, :4] = frame.iloc[TICK_BAR, :4] * factor
+        frame.iloc[bar, :4] = frame.iloc[bar, :4] * factor
         return frame
 
     return corrupt
+
+
+def _tick(factor: float):
+    return _tick_at(factor, TICK_BAR)
 
 
 def _flat_training_window(frame: pd.DataFrame) -> pd.DataFrame:
@@ -54,9 +59,6 @@ def _flat_training_window(frame: pd.DataFrame) -> pd.DataFrame:
 
 GARCH_CASES = {
     "constant_prices": (_constant, "constant"),
-    "tick_1000x_up": (_tick(1000.0), "1999-10-19"),
-    "tick_1000x_down": (_tick(0.001), "1999-10-19"),
-    "tick_10x_up": (_tick(10.0), "1999-10-19"),
     "flat_training_window": (_flat_training_window, "constant"),
 }
 
@@ -81,16 +83,50 @@ def test_garch_fault_names_symbol_bars_and_fix(project, case):
     assert_no_run_completed(project, before, runs_before)
 
 
-def test_garch_fault_names_the_bad_symbol_among_good_ones(project):
+def _split(ratio: float, from_bar: int):
+    def corrupt(frame: pd.DataFrame) -> pd.DataFrame:
+        frame.iloc[from_bar:, :4] = frame.iloc[from_bar:, :4] * ratio
+        return frame
+
+    return corrupt
+
+
+# One rule for every bar of every split (splits: train .. 2000-06-30, validation .. 2000-12-31, test).
+# Before it, only the training split was checked (by the GARCH fit): the others passed with exit 0.
+BAD_BAR_CASES = {
+    "tick_1000x_up_train": (_tick(1000.0), "1999-10-19", "a bad tick"),
+    "tick_1000x_down_train": (_tick(0.001), "1999-10-19", "a bad tick"),
+    "tick_10x_up_train": (_tick(10.0), "1999-10-19", "a bad tick"),
+    "tick_1000x_validation": (_tick_at(1000.0, 400), "2000-08-03", "a bad tick"),
+    "tick_1000x_test": (_tick_at(1000.0, 600), "2001-05-21", "a bad tick"),
+    "tick_1000x_last_bar": (_tick_at(1000.0, GOOD_BARS - 1), "2001-10-16", "a bad tick or an unadjusted split"),
+    "unadjusted_4_to_1_split_test": (_split(0.25, 600), "2001-05-21", "unadjusted split"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BAR_CASES))
+def test_a_bad_bar_in_any_split_is_refused_before_anything_is_written(project, case):
+    corrupt, stamp, cause = BAD_BAR_CASES[case]
+    write_prices(project, corrupt(good_prices()))
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, ["feature_extraction", "env_construction"])
+    message = str(raised.value)
+    for expected in ("symbol 'GOOD'", "GOOD", stamp, cause, "robust z", "Nothing was written", "Fix: repair the bar"):
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
+
+
+def test_a_bad_bar_names_the_bad_symbol_among_good_ones(project):
     (project / "conf/local/parameters_feature_extraction.yml").write_text(
         "feature_extraction:\n  symbols:\n    - {name: GOOD, source: file}\n    - {name: BAD, source: file}\n"
         '  splits: {train_end: "2000-06-30", validation_end: "2000-12-31"}\nenv_construction:\n  symbol: GOOD\n'
     )
     write_prices(project, _tick(1000.0)(good_prices()), symbol="BAD")
-    before, runs_before = snapshot(project), completed_runs(project)
-    with pytest.raises(Exception, match="symbol 'BAD'.*1999-10-19.*Fix: exclude the symbol"):
+    before = snapshot(project)
+    with pytest.raises(Exception, match="symbol 'BAD'.*1999-10-19.*Fix: repair the bar"):
         run_session(project, ["feature_extraction"])
-    assert_no_run_completed(project, before, runs_before)
+    assert_unchanged(project, before)
 
 
 def _with_dates(frame: pd.DataFrame, dates: list[str]) -> pd.DataFrame:

@@ -133,17 +133,19 @@ def test_resume_force_continues_a_checkpoint_written_with_other_parameters(work_
     assert outcome.model.icm.optimizer.param_groups[0]["lr"] == pytest.approx(5e-3)
 
 
-def test_resume_force_with_another_network_size_sets_the_checkpoint_aside(work_dir, caplog):
+def test_resume_force_with_another_network_size_leaves_the_checkpoint_to_its_owner(work_dir, caplog):
+    """It was moved to set_aside/ before, and its owner could no longer resume it."""
     checkpoint = _checkpoint(work_dir)
     raw = checkpoint.read_bytes()
     params = {**_params(**{"training.resume": "force"}), "policy": {"net_arch": [16, 16], "activation": "relu"}}
     with caplog.at_level(logging.WARNING):
         outcome = _run(work_dir, params)
-    assert outcome.resumed_from is None
+    assert outcome.resumed_from is None and outcome.model.num_timesteps == TOTAL
     message = _warnings(caplog)
-    assert str(checkpoint) in message and "shape" in message and "network" in message
-    (kept,) = (work_dir / SET_ASIDE_DIR).iterdir()
-    assert kept.read_bytes() == raw
+    assert str(checkpoint) in message and "shape" in message and "stays in place" in message
+    assert "starts fresh" in message
+    assert checkpoint.read_bytes() == raw and not (work_dir / SET_ASIDE_DIR).exists()
+    assert _run(work_dir, _params()).resumed_from == CHECKPOINT_STEP  # its owner still continues it
 
 
 def test_an_unknown_resume_mode_is_refused_by_name(work_dir):
@@ -299,3 +301,43 @@ def test_the_checkpoint_of_a_killed_concurrent_run_is_continued_by_the_next_run_
     outcome = _run(work_dir, _params())
     assert outcome.resumed_from == CHECKPOINT_STEP
     assert not list(work_dir.glob("resume-*.ckpt")), "adopted as the run's own and removed on completion"
+
+
+def test_lock_files_do_not_accumulate_and_a_held_one_is_left_alone(work_dir):
+    """Empty ``*.ckpt.lock`` files piled up, one per checkpoint ever written."""
+    orphan = work_dir / "resume-toy-0123456789abcdef.ckpt.lock"
+    orphan.touch()  # its checkpoint was set aside or completed long ago
+    live = work_dir / "resume-toy-fedcba9876543210.ckpt.lock"
+    holder = _FileLock(live)
+    assert holder.acquire()  # a live run of other settings, between writing its lock and its checkpoint
+    try:
+        assert _run(work_dir, _params()).resumed_from == CHECKPOINT_STEP
+        assert sorted(p.name for p in work_dir.glob("*.lock")) == [live.name]
+    finally:
+        holder.release()
+
+
+def test_a_lock_swept_between_open_and_flock_is_not_trusted(work_dir, monkeypatch):
+    """The sweeper unlinks a lock file while holding it. A run that opened the old file just before
+    locks that orphaned file once the sweeper lets go; it must notice and lock the path's new file,
+    or it and the next run would both believe they hold the same checkpoint."""
+    import fcntl
+
+    path = work_dir / "resume-toy-aaaa.ckpt.lock"
+    sweeper = _FileLock(path)
+    assert sweeper.acquire()
+    real_flock, swept = fcntl.flock, []
+
+    def sweep_then_flock(fd, operation):
+        if not swept:
+            swept.append(fd)
+            sweeper.unlink_held()
+            sweeper.release()
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", sweep_then_flock)
+    runner = _FileLock(path)
+    assert runner.acquire()
+    monkeypatch.setattr(fcntl, "flock", real_flock)
+    assert path.exists() and not _FileLock(path).acquire(), "the runner holds the file the path names"
+    runner.release()

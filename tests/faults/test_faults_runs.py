@@ -26,6 +26,7 @@ from manifest_faults_setup import (
 )
 from stable_baselines3 import PPO
 
+from trading_rl.data.bad_bars import BadBarError
 from trading_rl.features.garch import GarchFitError
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 
@@ -63,7 +64,7 @@ def test_failed_run_never_becomes_latest(project, bad_prices):
     env_construction must not pair those with the previous run's features."""
     complete_spec = load(project, "env_spec")
     write_prices(project, bad_prices())
-    with pytest.raises(GarchFitError):  # test_faults_data checks the message
+    with pytest.raises((GarchFitError, BadBarError)):  # test_faults_data checks the message
         run_session(project, ["feature_extraction"])
     runs_before = completed_runs(project)
     run_session(project, ["env_construction"])
@@ -210,7 +211,8 @@ def _returns(symbol: str, timestamps: pd.DatetimeIndex) -> pd.DataFrame:
 
 
 RETURNS_CASES = {
-    "symbol_not_in_prices": (lambda index: _returns("sp500", index[-60:]), ["symbol(s) ['sp500']"]),
+    # refused by the phase's symbol check first (env_construction.symbol 'GOOD' is not among them)
+    "symbol_not_in_prices": (lambda index: _returns("sp500", index[-60:]), ["holds symbols ['sp500'], not 'GOOD'"]),
     "bars_not_in_prices": (
         lambda index: _returns("GOOD", pd.bdate_range("2015-01-02", periods=60, name="timestamp")),
         ["tested 60 bar(s) of 'GOOD'", "prices cover 1999-01-04"],
@@ -227,11 +229,63 @@ def test_walk_forward_returns_of_other_prices_are_refused_before_labels(project,
     with pytest.raises(Exception) as raised:
         run_session(project, ["regime_validation"])
     message = str(raised.value)
-    for expected in (
-        "dataset 'walk_forward_returns'",
-        "dataset 'prices'",
-        "--load-versions walk_forward_returns:",
-        *expected_parts,
-    ):
+    for expected in ("dataset 'walk_forward_returns'", "--load-versions walk_forward_returns:", *expected_parts):
         assert expected in message, (expected, message)
     assert_unchanged(project, before)
+
+
+# ---------- one symbol check per phase (env_construction.symbol names the run and its MLflow tags) ----------
+
+
+def _foreign(spec):
+    return replace(spec, symbol="FWD")
+
+
+def _refused_before_writing(project: Path, pipeline: str, *expected_parts: str) -> None:
+    before = snapshot(project)
+    with pytest.raises(Exception) as raised:
+        run_session(project, [pipeline])
+    message = str(raised.value)
+    for expected in expected_parts:
+        assert expected in message, (expected, message)
+    assert_unchanged(project, before)
+
+
+@pytest.mark.parametrize("pipeline", ["sac_icm", "walk_forward"])
+def test_a_phase_refuses_an_input_of_another_symbol_before_training(project, pipeline):
+    """The newest env_spec is FWD's (sac_icm), or the newest prices hold only FWD (walk_forward),
+    while env_construction.symbol is GOOD: the run would train on FWD under GOOD's name."""
+    if pipeline == "sac_icm":
+        commit(project, "env_spec", _foreign(load(project, "env_spec")))
+        named = ["dataset 'env_spec' is for symbol 'FWD'", "'env_construction.symbol' is 'GOOD'"]
+    else:
+        commit(project, "prices", load(project, "prices").assign(symbol="FWD"))
+        named = ["dataset 'prices' holds symbols ['FWD'], not 'GOOD'"]
+    _refused_before_writing(project, pipeline, *named, "Nothing was written", f"--pipelines {pipeline} --load-versions")
+
+
+def test_export_refuses_feature_params_of_other_symbols(project):
+    """feature_extraction ran for another symbol after the model was trained: export named a
+    KeyError 'GOOD' before; now the dataset, the symbols it holds and the fix."""
+    spec = load(project, "env_spec")
+    params = {**TINY_SAC_ICM, "resume_dir": str(project / "resume")}
+    model, *_ = train_sac_icm(spec, params, 0, {"seed": 0, "save_version": "earlier-run"})
+    commit(project, "sac_icm_model", model)
+    commit(project, "feature_params", {"FWD": load(project, "feature_params")["GOOD"]})
+    _refused_before_writing(
+        project,
+        "export",
+        "dataset 'feature_params' holds symbols ['FWD'], not 'GOOD'",
+        "--load-versions feature_params:",
+    )
+
+
+def test_env_construction_refuses_splits_of_other_symbols(project):
+    """``splits`` of other symbols (newest, or pinned by ``--load-versions``) was a KeyError in envs/spec.py."""
+    commit(project, "splits", {"FWD": load(project, "splits")["GOOD"]})
+    _refused_before_writing(
+        project,
+        "env_construction",
+        "dataset 'splits' holds symbols ['FWD'], not 'GOOD'",
+        "--pipelines env_construction",
+    )

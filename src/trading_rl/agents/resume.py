@@ -40,6 +40,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
+from trading_rl.archives import check_member_sizes
 from trading_rl.provenance import config_hash
 
 logger = logging.getLogger(__name__)
@@ -350,6 +351,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
     """Parse a checkpoint without executing anything from it; ``CheckpointRejected`` names the file."""
     try:
         with zipfile.ZipFile(path) as archive:
+            check_member_sizes(archive, str(path))
             missing = [name for name in _MEMBERS if name not in archive.namelist()]
             if missing:
                 raise CheckpointRejected(f"{path}: lacks {missing} (not a resume checkpoint of this version)")
@@ -391,16 +393,28 @@ class _FileLock:
         self._fd: int | None = None
 
     def acquire(self) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                return False
-            raise
-        self._fd = fd
-        return True
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    return False
+                raise
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                self._fd = fd
+                return True
+            os.close(fd)  # the file was swept (unlinked) between open and flock: lock the new one
+
+    def unlink_held(self) -> None:
+        """Remove the lock file while holding it (a run that opened it meanwhile retries on a new file)."""
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -411,6 +425,17 @@ class _FileLock:
 
 def _lock_path(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".lock")
+
+
+def sweep_orphan_locks(work_dir: Path) -> None:
+    """Remove the empty ``*.lock`` files whose checkpoint is gone (completed, set aside) and that no
+    live run holds, so they do not accumulate."""
+    for lock_path in work_dir.glob(f"*{CHECKPOINT_SUFFIX}.lock"):
+        lock = _FileLock(lock_path)
+        if lock.acquire():
+            if not lock_path.with_name(lock_path.name.removesuffix(".lock")).exists():
+                lock.unlink_held()
+            lock.release()
 
 
 def set_aside(path: Path, reason: str) -> Path:
@@ -459,6 +484,7 @@ class ResumeSlot:
 
     def open(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        sweep_orphan_locks(self.work_dir)
         if self._lock.acquire():
             return
         run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -478,8 +504,9 @@ class ResumeSlot:
         self._held = []
 
     def discard(self) -> None:
-        """Training completed: its checkpoint has served its purpose."""
+        """Training completed: its checkpoint (and its lock file) have served their purpose."""
         self.path.unlink(missing_ok=True)
+        self._lock.unlink_held()
 
     def save(self, model: BaseAlgorithm, run_state: Mapping[str, Any], best: Mapping[str, Any] | None) -> None:
         write_checkpoint(self.path, self.identity, model, run_state, best)
@@ -508,7 +535,7 @@ class ResumeSlot:
             if not lock.acquire():
                 continue
             self._held.append(lock)
-            checkpoint = self._restore(model, path, run_state_fields)
+            checkpoint = self._restore(model, path, run_state_fields, own=same_run)
             if checkpoint is None:
                 continue
             if same_run:
@@ -522,8 +549,12 @@ class ResumeSlot:
             return checkpoint
         return None
 
-    def _restore(self, model: BaseAlgorithm, path: Path, run_state_fields: set[str]) -> Checkpoint | None:
-        """Everything checked before anything is applied; a rejected file is set aside."""
+    def _restore(
+        self, model: BaseAlgorithm, path: Path, run_state_fields: set[str], own: bool = True
+    ) -> Checkpoint | None:
+        """Everything checked before anything is applied; a rejected file of this run's settings
+        (``own``) is set aside. One of other settings that ``resume: force`` cannot continue (another
+        network size) stays where it is: its own run can still resume it."""
         try:
             checkpoint = read_checkpoint(path)
             self._check_identity(checkpoint)
@@ -536,7 +567,16 @@ class ResumeSlot:
                 check_snapshot(model, checkpoint.best, f"{path} (best model)")
             apply_snapshot(model, checkpoint.model, str(path))
         except CheckpointRejected as rejected:
-            set_aside(path, str(rejected).removeprefix(f"{path}: "))
+            reason = str(rejected).removeprefix(f"{path}: ")
+            if own:
+                set_aside(path, reason)
+            else:
+                logger.warning(
+                    "training.resume is force, but %s does not fit this run (%s); it belongs to a run with other "
+                    "settings and stays in place for it. This run starts fresh",
+                    path,
+                    reason,
+                )
             return None
         _restore_buffer(replay_buffer_of(model), checkpoint.buffer_arrays, checkpoint.buffer_position)
         return checkpoint
@@ -570,6 +610,7 @@ class ResumeSlot:
                 continue
             try:
                 with zipfile.ZipFile(path) as archive:
+                    check_member_sizes(archive, str(path))
                     identity = json.loads(archive.read("identity.json"))
             except Exception as exc:  # any damage: the file cannot be attributed to a run
                 set_aside(path, f"unreadable ({type(exc).__name__}: {exc})")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.data.bad_bars import check_bad_bars
 from trading_rl.data.frames import long_frame
 from trading_rl.data.schemas import validate_prices
 from trading_rl.data.sources import load_prices
@@ -17,9 +18,11 @@ from trading_rl.data.synthetic import MarketModel, synthetic_prices
 def load_validated_prices(
     entries: Sequence[Mapping[str, Any]], raw_price_files: Mapping[str, Callable[[], pd.DataFrame]], min_rows: int
 ) -> pd.DataFrame:
-    """Every entry's (``{"name", "source"[, "market"]}``) prices as one long frame, all validated before anything
-    is returned: nothing is written unless every symbol passes, so a bad file never leaves half a run
-    behind. ``raw_price_files``: the loaders of ``data/01_raw/prices/`` by symbol."""
+    """Every entry's (``{"name", "source"[, "market"]}``) prices as one long frame, all validated
+    before anything is returned: nothing is written unless every symbol passes the schema and the
+    bad-bar rule (``data.bad_bars``, every bar of every split and every new bar of a forward rerun),
+    so a bad file never leaves half a run behind. ``raw_price_files``: the loaders of
+    ``data/01_raw/prices/`` by symbol."""
     validated: dict[str, pd.DataFrame] = {}
     for entry in entries:
         name = entry["name"]
@@ -38,4 +41,5 @@ def load_validated_prices(
             raw = load_prices(name, source="packaged")
             source_name = f"packaged:{name}"
         validated[name] = validate_prices(raw, name, min_rows=min_rows, source_name=source_name)
+        check_bad_bars(validated[name], name, source_name)
     return long_frame(validated)

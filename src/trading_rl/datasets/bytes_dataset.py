@@ -14,7 +14,9 @@ folder) you trust.
 from __future__ import annotations
 
 import hashlib
+import io
 import sys
+import zipfile
 from copy import deepcopy
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -28,7 +30,10 @@ from kedro.io.core import (
     get_protocol_and_path,
 )
 
+from trading_rl.archives import check_member_sizes
+
 MANIFEST_SUFFIX = ".sha256"
+ZIP_MAGIC = b"PK\x03\x04"
 FOLDER_MANIFEST = ".sha256sums"  # folder datasets: one manifest per version folder
 
 
@@ -107,7 +112,23 @@ class BytesVersionedDataset(AbstractVersionedDataset[Any, Any]):
             manifest = load_path + MANIFEST_SUFFIX
             text = self._read_text(manifest)
             check_manifest(raw, PurePosixPath(load_path).name, text, load_path, manifest)
-        return self.from_bytes(raw)
+        return self.parse(raw, load_path)
+
+    def parse(self, raw: bytes, path: str) -> Any:
+        """``from_bytes(raw)`` of the file at ``path``: a zip's declared member sizes are checked first,
+        and a parser's error names the file (libraries name a buffer)."""
+        if raw[:4] == ZIP_MAGIC:
+            with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+                check_member_sizes(archive, path)
+        try:
+            return self.from_bytes(raw)
+        except DatasetError:
+            raise
+        except Exception as exc:  # each format's library raises its own types
+            raise DatasetError(
+                f"{path} could not be read ({type(exc).__name__}: {exc}). Fix: restore the file, pin another "
+                "version with `--load-versions <dataset>:<version>`, or rerun the phase that writes it"
+            ) from exc
 
     def _read_text(self, path: str) -> str | None:
         if not self._fs.exists(path):

@@ -71,7 +71,7 @@ class BytesFolderDataset(BytesVersionedDataset):
                 raise DatasetError(f"{file} is empty: the file was truncated or never written")
             if self.hash_manifest:
                 check_manifest(raw, name, manifest_text, file, manifest, trust_target=load_path)
-            items[name] = self.from_bytes(raw)
+            items[name] = self.parse(raw, file)
         return items
 
     def save(self, data: dict[str, Any]) -> None:

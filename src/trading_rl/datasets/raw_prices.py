@@ -17,6 +17,14 @@ from kedro.io import AbstractDataset, DatasetError
 SUFFIXES = (".csv", ".parquet")
 
 
+def _ambiguous(symbol: str, files: list[Path]) -> Any:
+    """The loader of a symbol with two raw files: only a run that reads this symbol stops."""
+    raise DatasetError(
+        f"symbol '{symbol}' has {len(files)} raw files: {', '.join(str(file) for file in files)}. Fix: keep one "
+        "(move the other out of data/01_raw/prices/)"
+    )
+
+
 class RawPriceFilesDataset(AbstractDataset[None, dict[str, Callable[[], Any]]]):
     def __init__(self, path: str, metadata: dict[str, Any] | None = None) -> None:
         self._path = Path(path)
@@ -27,18 +35,16 @@ class RawPriceFilesDataset(AbstractDataset[None, dict[str, Callable[[], Any]]]):
 
         if not self._path.is_dir():
             return {}
-        files: dict[str, Path] = {}
+        files: dict[str, list[Path]] = {}
         for file in sorted(self._path.iterdir()):
-            if file.suffix.lower() not in SUFFIXES or not file.is_file():
-                continue
-            symbol = file.stem
-            if symbol in files:
-                raise DatasetError(
-                    f"symbol '{symbol}' has two raw files in {self._path}: "
-                    f"{files[symbol].name} and {file.name}; keep one"
-                )
-            files[symbol] = file
-        return {symbol: partial(load_prices, symbol, source="file", path=file) for symbol, file in files.items()}
+            if file.suffix.lower() in SUFFIXES and file.is_file():
+                files.setdefault(file.stem, []).append(file)
+        return {
+            symbol: partial(load_prices, symbol, source="file", path=found[0])
+            if len(found) == 1
+            else partial(_ambiguous, symbol, found)
+            for symbol, found in files.items()
+        }
 
     def save(self, data: Any) -> None:
         raise DatasetError(f"{self._path} holds raw input files and is never written by a run")

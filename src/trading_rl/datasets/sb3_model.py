@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import zipfile
 from typing import Any
 
 from kedro.io.core import DatasetError, Version, VersionNotFoundError
@@ -57,6 +58,8 @@ class SB3ModelDataset(BytesVersionedDataset):
         model_class = import_class(self._model_class_path)
         if not issubclass(model_class, BaseAlgorithm):
             raise ValueError(f"model_class {self._model_class_path!r} is not a stable_baselines3 algorithm")
+        if not zipfile.is_zipfile(io.BytesIO(raw)):
+            raise ValueError(f"not a zip archive (SB3's model format); its first bytes are {raw[:16]!r}")
         return model_class.load(io.BytesIO(raw), device=resolve_device(self._device))
 
     def _describe(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ committed record still counts and still refuses to spend again.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
 
 from trading_rl.evaluation.final import claim_test_split
-from trading_rl.evaluation.ledger import FILE_SUFFIX, append_rows, read_ledgers
+from trading_rl.evaluation.ledger import FILE_SUFFIX, append_rows, read_ledgers, sweep_stale_staging
+
+logger = logging.getLogger(__name__)
 
 
 class TrialLedgerDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
@@ -44,6 +47,8 @@ class TrialLedgerDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
             raise DatasetError(
                 f"{self._filepath} is a read-only view of the trial ledger; append through its writing entry"
             )
+        for staging in sweep_stale_staging(self._filepath):
+            logger.warning("trial ledger: removed %s, the staging file of an append that was killed", staging)
         append_rows(self._filepath, data)
 
     def _exists(self) -> bool:

@@ -67,7 +67,31 @@ class PreviousVersionJSONDataset(PreviousVersionDataset):
 
 
 class PreviousVersionParquetDataset(PreviousVersionDataset):
+    """The previous forward record; ``attrs["version"]`` and ``attrs["earlier_versions"]`` let the
+    record check (``phases.forward.check_record``) name it and the versions to go back to. A file that
+    is not parquet loads as an empty frame with ``attrs["unreadable"]``: refused by that check, unless
+    the run supersedes the record (``forward.supersede_record``)."""
+
     picks_own_version = True
+
+    def earlier_versions(self, version: str) -> list[str]:
+        try:
+            paths = self._get_versions()
+        except VersionNotFoundError:
+            return []
+        return sorted(name for name in (PurePosixPath(path).parent.name for path in paths) if name < version)
+
+    def load(self) -> pd.DataFrame | None:
+        version = self.previous_version()
+        if version is None:
+            return None
+        try:
+            frame = super().load()
+        except Exception as error:  # a truncated or foreign file (pyarrow's errors vary): the check names it
+            frame = pd.DataFrame()
+            frame.attrs["unreadable"] = f"{self._get_load_path()} is not a readable parquet table ({error})"
+        frame.attrs.update(version=version, earlier_versions=self.earlier_versions(version))
+        return frame
 
     def from_bytes(self, raw: bytes) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(raw))

@@ -56,12 +56,22 @@ def _describe_observation(observation: Mapping[str, Any]) -> str:
     )
 
 
-def _column_difference(model_columns: Sequence[str], spec_columns: Sequence[str]) -> str:
+def _layout_difference(model_observation: Mapping[str, Any], spec_observation: Mapping[str, Any]) -> str:
+    """What differs between two observation layouts: window size, feature columns, their order."""
+    model_columns: Sequence[str] = model_observation.get("feature_columns") or []
+    spec_columns: Sequence[str] = spec_observation["feature_columns"]
+    differences = []
+    if model_observation.get("window_size") != spec_observation["window_size"]:
+        differences.append(f"window {model_observation.get('window_size')} vs {spec_observation['window_size']}")
     only_model = [c for c in model_columns if c not in spec_columns]
     only_spec = [c for c in spec_columns if c not in model_columns]
-    if not only_model and not only_spec:
-        return "same feature columns in another order"
-    return f"features only in the model: {only_model}; only in the spec: {only_spec}"
+    if only_model or only_spec:
+        differences.append(f"features only in the model: {only_model}; only in the spec: {only_spec}")
+    elif list(model_columns) != list(spec_columns):
+        differences.append("same feature columns in another order")
+    else:
+        differences.append("same feature columns in the same order")
+    return "; ".join(differences)
 
 
 def signature_mismatches(
@@ -81,8 +91,7 @@ def signature_mismatches(
     if model_observation is not None and model_observation.get("hash") != spec_observation["hash"]:
         problems.append(
             f"observation: model {_describe_observation(model_observation)} vs spec "
-            f"{_describe_observation(spec_observation)}; "
-            + _column_difference(model_observation.get("feature_columns") or [], spec_observation["feature_columns"])
+            f"{_describe_observation(spec_observation)}; " + _layout_difference(model_observation, spec_observation)
         )
     elif observation_dim is not None and observation_dim != spec_observation["dim"]:
         problems.append(
@@ -93,6 +102,35 @@ def signature_mismatches(
     if model_env_hash is not None and model_env_hash != expected["env_config_hash"]:
         problems.append(f"env config hash: model {model_env_hash} vs spec {expected['env_config_hash']}")
     return problems
+
+
+def check_spec_symbol(env_spec: Any, symbol: str, *, pipeline: str, spec_dataset: str = "env_spec") -> None:
+    """Raise :class:`ModelCompatibilityError` when ``env_spec`` is not for ``symbol`` (parameter
+    ``env_construction.symbol``, which names the run and its MLflow tags), naming both and the fixes."""
+    if env_spec.symbol == symbol:
+        return
+    raise ModelCompatibilityError(
+        f"dataset '{spec_dataset}' is for symbol {env_spec.symbol!r} but parameter 'env_construction.symbol' is "
+        f"{symbol!r}: `kedro run --pipelines {pipeline}` would run on {env_spec.symbol!r} under the name "
+        f"{symbol!r}. Nothing was written. Fix: rebuild the spec for {symbol!r} with `kedro run --pipelines "
+        f"env_construction`, pin a spec of {symbol!r} with `kedro run --pipelines {pipeline} --load-versions "
+        f"{spec_dataset}:<version>` (a run's manifest under data/09_runs/ names the versions it wrote), or set "
+        f"env_construction.symbol: {env_spec.symbol}."
+    )
+
+
+def check_symbol_entry(by_symbol: Mapping[str, Any], symbol: str, *, dataset: str, pipeline: str) -> None:
+    """Raise :class:`ModelCompatibilityError` when the per-symbol dataset ``dataset`` (feature params,
+    scalers, splits) has no entry for ``symbol``, naming what it holds and the fixes."""
+    if symbol in by_symbol:
+        return
+    raise ModelCompatibilityError(
+        f"dataset '{dataset}' holds symbols {sorted(by_symbol)}, not {symbol!r} (parameter "
+        f"'env_construction.symbol'): it was written by a run of other symbols. Nothing was written. Fix: rerun "
+        f"`kedro run --pipelines feature_extraction` with {symbol!r} among feature_extraction.symbols, or pin a "
+        f"version that holds it with `kedro run --pipelines {pipeline} --load-versions {dataset}:<version>` "
+        "(a run's manifest under data/09_runs/ names the versions it wrote)."
+    )
 
 
 def check_model_fits_spec(

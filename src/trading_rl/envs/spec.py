@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trading_rl.archives import checked_zip
 from trading_rl.data import by_symbol, infer_periods_per_year
 from trading_rl.data.synthetic import MarketModel
+from trading_rl.envs.compatibility import check_symbol_entry
 from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
@@ -72,7 +74,7 @@ class EnvSpec:
     def from_bytes(cls, raw: bytes, source: str = "env spec") -> EnvSpec:
         """The spec ``to_bytes`` wrote; ``ValueError`` naming ``source`` when the file is not one."""
         try:
-            with zipfile.ZipFile(io.BytesIO(raw)) as zipped:
+            with checked_zip(raw, source) as zipped:
                 fields = json.loads(zipped.read("spec.json"))
                 frames = {
                     name.removesuffix(".parquet"): pd.read_parquet(io.BytesIO(zipped.read(name)))
@@ -80,7 +82,7 @@ class EnvSpec:
                     if name.endswith(".parquet")
                 }
             closes = frames.pop("closes", None)
-            return cls(
+            spec = cls(
                 **fields,
                 prices={name.removeprefix("prices/"): f for name, f in frames.items() if name.startswith("prices/")},
                 features={
@@ -93,6 +95,32 @@ class EnvSpec:
                 f"{source} is not an env spec archive ({type(exc).__name__}: {exc}); an env spec saved as a "
                 "pickle by an older version is not read — rerun `kedro run --pipelines env_construction`"
             ) from exc
+        spec.check_frames(source)
+        return spec
+
+    def check_frames(self, source: str = "env spec") -> None:
+        """``ValueError`` naming ``source`` and the frame when a split's features are not exactly
+        ``feature_columns`` (in order) or its prices lack a price column: an edited archive, which
+        would otherwise build observations of another size than the spec's layout says."""
+        for split, frame in self.features.items():
+            if list(frame.columns) != list(self.feature_columns):
+                missing = [c for c in self.feature_columns if c not in frame.columns]
+                extra = [c for c in frame.columns if c not in self.feature_columns]
+                raise ValueError(
+                    f"{source}: frame 'features/{split}' has {len(frame.columns)} columns, the spec's "
+                    f"feature_columns {len(self.feature_columns)} (missing {missing}, extra {extra}"
+                    + ("" if missing or extra else ", same columns in another order")
+                    + "): the archive was changed after it was written. Nothing was run. Fix: rerun "
+                    "`kedro run --pipelines env_construction`, or pin an intact version with `--load-versions "
+                    "env_spec:<version>`"
+                )
+        for split, frame in self.prices.items():
+            missing = [c for c in PRICE_COLUMNS if c not in frame.columns]
+            if missing:
+                raise ValueError(
+                    f"{source}: frame 'prices/{split}' lacks price column(s) {missing}: the archive was changed "
+                    "after it was written. Nothing was run. Fix: rerun `kedro run --pipelines env_construction`"
+                )
 
     def _fields(self) -> dict[str, Any]:
         fields = {
@@ -284,12 +312,16 @@ def symbol_env_spec(
             f"parameter 'env_construction.symbol' is {symbol!r}, which is not among the "
             f"extracted symbols {sorted(price_frames)}"
         )
+    feature_frames = by_symbol(scaled_features)
+    for dataset, entries in (("splits", splits), ("scaled_features", feature_frames), ("scalers", scalers or None)):
+        if entries is not None:
+            check_symbol_entry(entries, symbol, dataset=dataset, pipeline="env_construction")
     symbol_prices = price_frames[symbol]
     periods_per_year = symbol_periods_per_year(params, symbol_prices.index)
     return build_env_spec(
         symbol=symbol,
         prices=symbol_prices,
-        scaled_features=by_symbol(scaled_features)[symbol],
+        scaled_features=feature_frames[symbol],
         splits=splits[symbol],
         config=dict(params.get("env") or {}),
         periods_per_year=periods_per_year,

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.config import Section, setting
-from trading_rl.envs.compatibility import check_model_fits_spec, model_metadata
+from trading_rl.envs.compatibility import check_model_fits_spec, check_spec_symbol, model_metadata
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.ledger import STREAMS, Period, Trials, deflated_sharpe, identified, trial_row, trials_for
 from trading_rl.evaluation.metrics import json_ready
@@ -246,11 +246,7 @@ def evaluate_on_test(
     """``(report, ledger rows)`` of the model (SB3 ``predict``) on ``env_spec``'s test split."""
     configuration = identity["configuration"]
     symbol = configuration["symbol"]
-    if env_spec.symbol != symbol:
-        raise ValueError(
-            f"dataset 'env_spec' is for symbol {env_spec.symbol!r} but parameter "
-            f"'env_construction.symbol' is {symbol!r}: rerun env_construction"
-        )
+    check_spec_symbol(env_spec, symbol, pipeline="final_evaluation")
     check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="final_evaluation")
     metadata = model_metadata(model)
     evaluation, collapse = evaluate_policy(

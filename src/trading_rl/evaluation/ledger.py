@@ -73,6 +73,8 @@ SPLITS = ("validation", "walk_forward", "test")
 STREAMS = "streams"
 REQUIRED_VALUES = ("timestamp", "source", "symbol", "split", "agent", "config_hash", "config")
 FILE_SUFFIX = ".parquet"
+NUMERIC_COLUMNS = ("n_runs", *MOMENT_KEYS, "sharpe", "sharpe_annualised")
+STALE_STAGING_S = 3600.0  # an append's staging file older than this was left by a killed process
 
 
 def trial_row(
@@ -220,7 +222,7 @@ def read_ledger(folder: str | Path) -> pd.DataFrame:
     files = sorted(folder.glob(f"*{FILE_SUFFIX}")) if folder.is_dir() else []
     if not files:
         return empty_ledger()
-    frames = [validate_rows(pd.read_parquet(file), where=f"trial ledger file {file}") for file in files]
+    frames = [read_ledger_file(file) for file in files]
     return _with_current_identities(pd.concat(frames, ignore_index=True))
 
 
@@ -247,6 +249,61 @@ class Period:
 
     def __str__(self) -> str:
         return f"{self.start} → {self.end}"
+
+
+class LedgerFileError(ValueError):
+    """A trial ledger file is empty, not parquet, or not ledger rows; the message names it and the fix."""
+
+
+def read_ledger_file(file: Path) -> pd.DataFrame:
+    """One ledger file's rows, checked against the ledger schema (columns, required values, splits,
+    numbers where numbers belong). A file that fails is refused, never skipped: its trials count
+    towards the DSR and the test-split check."""
+    fix = (
+        f"Nothing was written. Fix: restore the file from a copy, or, if its rows are lost, move it out of the "
+        f"ledger (`mv {file} {file}.unreadable`: only *{FILE_SUFFIX} files are read); its trials then no longer "
+        "count towards the DSR and the test-split check"
+    )
+    if file.stat().st_size == 0:
+        raise LedgerFileError(f"trial ledger file {file} is empty (0 bytes). {fix}")
+    try:
+        frame = pd.read_parquet(file)
+    except Exception as exc:  # pyarrow's errors on foreign bytes name a buffer, not the file
+        raise LedgerFileError(f"trial ledger file {file} is not a readable parquet table ({exc}). {fix}") from exc
+    try:
+        frame = validate_rows(frame, where=f"trial ledger file {file}")
+    except ValueError as exc:
+        raise LedgerFileError(f"{exc}. {fix}") from exc
+    for column in NUMERIC_COLUMNS:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() & frame[column].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise LedgerFileError(
+                f"trial ledger file {file}: column '{column}' holds {frame[column].iloc[row]!r} at row {row}, not a "
+                f"number. {fix}"
+            )
+        frame[column] = values
+    return frame
+
+
+def sweep_stale_staging(folder: str | Path, older_than_s: float = STALE_STAGING_S) -> list[Path]:
+    """Remove the hidden ``.<name>.tmp`` staging files that appends killed between writing and
+    linking left behind, once older than ``older_than_s`` (a live append links within milliseconds).
+    Returns the removed paths."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    now = datetime.now(UTC).timestamp()
+    removed = []
+    for staging in folder.glob(f".*{FILE_SUFFIX}.*.tmp"):
+        try:
+            if now - staging.stat().st_mtime > older_than_s:
+                staging.unlink()
+                removed.append(staging)
+        except FileNotFoundError:  # another sweeper took it
+            continue
+    return removed
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,11 @@ import pandas as pd
 from arch import arch_model
 from scipy.signal import lfilter
 
+from trading_rl.data.bad_bars import find_bad_bar
 from trading_rl.data.schemas import format_timestamp
 
 PERCENT = 100.0
 MIN_FIT_OBSERVATIONS = 100
-# A return this many robust standard deviations (1.4826 x MAD) from the median is a bad tick, not a
-# market move: the largest daily moves of the packaged S&P 500 and NASDAQ score about 14; one bar 10x
-# off scores several hundred.
-SPIKE_ROBUST_Z = 50.0
 GARCH_FIX = (
     "Fix: exclude the symbol (feature_extraction.symbols), repair the bar in its price file, or switch "
     "the GARCH feature off (feature_extraction.features.garch: null)."
@@ -48,25 +45,8 @@ def degenerate_returns(log_returns: pd.Series) -> str | None:
         return None
     if (values == values.iloc[0]).all():
         return f"the prices are constant (every log return is {values.iloc[0]:.3g})"
-    deviation = (values - values.median()).abs()
-    scale = 1.4826 * deviation.median() or float(values.std())
-    extreme = deviation / scale > SPIKE_ROBUST_Z
-    if not extreme.any():
-        return None
-    position = int(np.argmax(extreme.to_numpy()))
-    jump = values.iloc[position]
-    factor = f"about {float(f'{np.exp(abs(jump)):.2g}'):g}x"  # 2 significant digits, no exponent
-    back = values.iloc[position + 1] if position + 1 < len(values) else 0.0
-    if extreme.iloc[position + 1 : position + 2].any() and np.sign(back) == -np.sign(jump):
-        return (
-            f"the bar at {format_timestamp(values.index[position])} is {factor} off its neighbours "
-            f"(log returns {jump:+.3g} into it and {back:+.3g} out of it, over {SPIKE_ROBUST_Z:.0f} robust "
-            "standard deviations): a bad tick"
-        )
-    return (
-        f"the log return at {format_timestamp(values.index[position])} is {jump:+.3g}, a {factor} jump over "
-        f"{SPIKE_ROBUST_Z:.0f} robust standard deviations from the median: a bad tick or an unadjusted split"
-    )
+    bad = find_bad_bar(values)
+    return None if bad is None else bad.describe()
 
 
 def _params_problem(garch_params: dict) -> str | None:

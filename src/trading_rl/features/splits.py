@@ -66,9 +66,12 @@ def _int_param(params: dict, key: str, default: int, minimum: int) -> int:
     return int(value)
 
 
-def _boundaries(index: pd.DatetimeIndex, params: dict) -> tuple[int, int, tuple[str, str]]:
-    """Bar counts through the end of train and of validation, and the keys that set them. A key set
-    to null counts as absent, so conf/local can switch conf/base's dates to fractions."""
+def check_split_params(params: dict) -> None:
+    """The split checks that need no bars (known keys; dates or fractions, not both; dates in order;
+    fractions in range): ``make_splits`` runs them, and ``feature_extraction`` before it reads a file."""
+    unknown = sorted(set(params) - set(_KNOWN_KEYS))
+    if unknown:
+        raise ValueError(f"unknown split parameter(s) {unknown}; known: {list(_KNOWN_KEYS)}")
     params = {key: value for key, value in params.items() if value is not None}
     by_date = [key for key in _DATE_KEYS if key in params]
     by_fraction = [key for key in _FRACTION_KEYS if key in params]
@@ -80,35 +83,48 @@ def _boundaries(index: pd.DatetimeIndex, params: dict) -> tuple[int, int, tuple[
         raise ValueError(f"split params lack {missing} (give {_DATE_KEYS} or {_FRACTION_KEYS})")
     if by_date:
         train_key, validation_key = _DATE_KEYS
-        train_stop = bars_through(index, params[train_key], train_key)
-        validation_stop = bars_through(index, params[validation_key], validation_key)
+        for key in _DATE_KEYS:
+            try:
+                pd.Timestamp(params[key])
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{key}={params[key]!r} is not a timestamp") from error
         if pd.Timestamp(params[train_key]) >= pd.Timestamp(params[validation_key]):
             raise ValueError(
                 f"{train_key}={params[train_key]!r} must be before {validation_key}={params[validation_key]!r}"
             )
-        return train_stop, validation_stop, keys
-    train_fraction, validation_fraction = (params[key] for key in _FRACTION_KEYS)
+        return
     for key in _FRACTION_KEYS:
         if isinstance(params[key], bool) or not isinstance(params[key], (int, float)) or not (0 < params[key] < 1):
             raise ValueError(f"{key} must be a number in (0, 1), got {params[key]!r}")
-    if train_fraction + validation_fraction >= 1:
+    if params["train_fraction"] + params["validation_fraction"] >= 1:
         raise ValueError(
             f"train_fraction + validation_fraction must be < 1 to leave a test split, "
-            f"got {train_fraction} + {validation_fraction}"
+            f"got {params['train_fraction']} + {params['validation_fraction']}"
         )
+
+
+def _boundaries(index: pd.DatetimeIndex, params: dict) -> tuple[int, int, tuple[str, str]]:
+    """Bar counts through the end of train and of validation, and the keys that set them
+    (``params`` passed :func:`check_split_params`). A key set to null counts as absent, so conf/local
+    can switch conf/base's dates to fractions."""
+    params = {key: value for key, value in params.items() if value is not None}
+    if any(key in params for key in _DATE_KEYS):
+        train_key, validation_key = _DATE_KEYS
+        train_stop = bars_through(index, params[train_key], train_key)
+        validation_stop = bars_through(index, params[validation_key], validation_key)
+        return train_stop, validation_stop, _DATE_KEYS
+    train_fraction, validation_fraction = (params[key] for key in _FRACTION_KEYS)
     n_bars = len(index)
     return (
         int(round(train_fraction * n_bars)),
         int(round((train_fraction + validation_fraction) * n_bars)),
-        keys,
+        _FRACTION_KEYS,
     )
 
 
 def make_splits(index: pd.DatetimeIndex, params: dict) -> dict:
     """Chronological ``train`` / ``validation`` / ``test`` ranges, ``gap_bars`` purged between."""
-    unknown = sorted(set(params) - set(_KNOWN_KEYS))
-    if unknown:
-        raise ValueError(f"unknown split parameter(s) {unknown}; known: {list(_KNOWN_KEYS)}")
+    check_split_params(params)
     check_time_index(index)
     gap_bars = _int_param(params, "gap_bars", 0, 0)
     min_bars = _int_param(params, "min_bars", 1, 1)

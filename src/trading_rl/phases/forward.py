@@ -42,7 +42,54 @@ RECORD_COLUMNS = ["timestamp", *SCORED_COLUMNS, "model_version", "scored_in"]
 
 
 class ForwardRecordError(ValueError):
-    """The stored forward record and the replay of the same bars disagree; nothing is appended."""
+    """The stored forward record is unreadable, lacks its schema, or disagrees with the replay of the
+    same bars; nothing is appended. The message names the record version and the way back."""
+
+
+def record_way_back(previous: pd.DataFrame) -> str:
+    """The commands that continue without the stored record ``previous`` (no file is edited)."""
+    earlier = previous.attrs.get("earlier_versions") or []
+    older = (
+        f"continue an older record (versions before it: {', '.join(earlier[-3:])}) with `kedro run --pipelines "
+        f"forward --load-versions previous_forward_record:{earlier[-1]}`, or "
+        if earlier
+        else ""
+    )
+    return (
+        f"{older}supersede it with a record replayed from the price file as it is now: `kedro run "
+        "--pipelines forward --params forward.supersede_record=true` (earlier versions stay on disk)"
+    )
+
+
+def _record_name(previous: pd.DataFrame) -> str:
+    version = previous.attrs.get("version")
+    return "the stored forward record" + (f" (dataset 'previous_forward_record', version {version})" if version else "")
+
+
+def check_record(previous: pd.DataFrame) -> None:
+    """Raise :class:`ForwardRecordError` naming the record version when ``previous`` lacks a column
+    of ``RECORD_COLUMNS``, holds text where numbers or timestamps belong, or its file was unreadable."""
+    if "unreadable" in previous.attrs:
+        raise ForwardRecordError(
+            f"{_record_name(previous)}: {previous.attrs['unreadable']}. Nothing was written. "
+            f"Fix: {record_way_back(previous)}"
+        )
+    missing = [column for column in RECORD_COLUMNS if column not in previous.columns]
+    not_numeric = [
+        column
+        for column in SCORED_COLUMNS
+        if column in previous.columns and not pd.api.types.is_numeric_dtype(previous[column])
+    ]
+    if "timestamp" in previous.columns and not pd.api.types.is_datetime64_any_dtype(previous["timestamp"]):
+        not_numeric.append("timestamp")
+    problems = ([f"lacks column(s) {missing}"] if missing else []) + (
+        [f"holds non-numeric column(s) {not_numeric}"] if not_numeric else []
+    )
+    if problems:
+        raise ForwardRecordError(
+            f"{_record_name(previous)} {' and '.join(problems)}: it was edited or written by something else. "
+            f"Nothing was written. Fix: {record_way_back(previous)}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +115,9 @@ class ForwardParams(Section):
 
     drift: DriftParams = setting(DriftParams())
     decay: DecayParams = setting(DecayParams())
+    # true: the previous record of the deployed model is not continued but replaced by a replay of
+    # the price file as it is now (after bars it scored were corrected); its versions stay on disk
+    supersede_record: bool = False
 
 
 # ---------------------------------------------------------------- the deployment
@@ -207,30 +257,39 @@ def _first_difference(stored: pd.DataFrame, replayed: pd.DataFrame) -> str | Non
 
 
 def extend_record(
-    previous: pd.DataFrame | None, replayed: pd.DataFrame, model_version: str, run_version: str
+    previous: pd.DataFrame | None,
+    replayed: pd.DataFrame,
+    model_version: str,
+    run_version: str,
+    supersede: bool = False,
 ) -> tuple[pd.DataFrame, int]:
     """``previous`` (same model) plus the replayed bars it lacks, each tagged ``scored_in``
-    ``run_version``; returns ``(record, new bars)``. A previous record of another model is not
-    continued: the new deployment starts its own record. Raises ``ForwardRecordError`` when the
-    replay of the stored bars differs from them in any bit, or has fewer bars."""
+    ``run_version``; returns ``(record, new bars)``. A previous record of another model, or any with
+    ``supersede``, is not continued: the replay starts a new record. Raises ``ForwardRecordError``
+    when ``previous`` fails :func:`check_record`, or the replay of the stored bars differs from them
+    in any bit, or has fewer bars."""
     rows = replayed.reindex(columns=["timestamp", *SCORED_COLUMNS]).assign(
         model_version=model_version, scored_in=run_version
     )
-    if previous is None or previous.empty or (previous["model_version"] != model_version).any():
+    if previous is not None and not supersede:
+        check_record(previous)
+    if supersede or previous is None or previous.empty or (previous["model_version"] != model_version).any():
         return rows.reset_index(drop=True), len(rows)
+    name, way_back = _record_name(previous), record_way_back(previous)
     stored = previous.reset_index(drop=True)
     if len(stored) > len(rows):
         raise ForwardRecordError(
-            f"the stored forward record of model {model_version} has {len(stored)} bars up to "
-            f"{stored['timestamp'].iloc[-1]}, the price file gives only {len(rows)}: bars were removed from the "
-            "file. Nothing was written; restore the file"
+            f"{name} of model {model_version} has {len(stored)} bars up to {stored['timestamp'].iloc[-1]}, the "
+            f"price file gives only {len(rows)}: bars were removed from the file. Nothing was written. "
+            f"Fix: restore the file, or {way_back}"
         )
     difference = _first_difference(stored, rows.iloc[: len(stored)].reset_index(drop=True))
     if difference is not None:
         raise ForwardRecordError(
-            f"replaying model {model_version} does not reproduce its stored forward record at {difference}: the "
-            "price file's past bars, the features or the env changed since they were scored. Nothing was written; "
-            "restore the bars, or retrain and deploy a new model (which starts a new record)"
+            f"replaying model {model_version} does not reproduce {name} at {difference}: the record was edited, or "
+            "the price file's past bars, the features or the env changed since they were scored. Nothing was "
+            f"written. Fix: if the record is wrong (it scored bars that were later corrected), {way_back}; if the "
+            "price file is wrong, restore its bars"
         )
     record = pd.concat([stored, rows.iloc[len(stored) :]], ignore_index=True)
     return record, len(rows) - len(stored)

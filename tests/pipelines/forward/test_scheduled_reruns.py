@@ -112,7 +112,7 @@ def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_
     prices.iloc[TRAINED_BARS + 5, prices.columns.get_loc("close")] *= 0.999  # a vendor revised a scored bar
     write_prices(root, prices)
     before = versions(root, RECORD)
-    with pytest.raises(ForwardRecordError, match="does not reproduce its stored forward record"):
+    with pytest.raises(ForwardRecordError, match="does not reproduce the stored forward record"):
         rerun(root, "2026-02-04T06.00.00.000Z")
     assert versions(root, RECORD) == before
     write_prices(root, market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20))  # leave the fixture as it was

@@ -24,13 +24,17 @@ from trading_rl.features import (
 )
 from trading_rl.features.indicators import resolve_feature_params
 from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
+from trading_rl.features.splits import check_split_params
 
 
 def load_and_validate_prices(
     raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
 ) -> pd.DataFrame:
     """Every selected symbol's prices, all validated before anything is returned
-    (``data.load_validated_prices``)."""
+    (``data.load_validated_prices``); the split parameters are checked first, so dates in the wrong
+    order are refused before ``prices`` is written."""
+    if "splits" in params:
+        check_split_params(params["splits"])
     return load_validated_prices(
         symbol_entries(params.get("symbols")), raw_price_files, params.get("min_rows", DEFAULT_MIN_ROWS)
     )

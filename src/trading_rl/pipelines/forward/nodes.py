@@ -75,14 +75,23 @@ def prepare_forward_data(
 
 
 def score_forward_bars(
-    deployed_model: Any, data: Inputs, previous_record: pd.DataFrame | None, run_metadata: dict[str, Any]
+    deployed_model: Any,
+    data: Inputs,
+    previous_record: pd.DataFrame | None,
+    run_metadata: dict[str, Any],
+    params: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """The previous record plus every forward bar it lacks (``extend_record``)."""
+    """The previous record plus every forward bar it lacks (``extend_record``); with
+    ``forward.supersede_record`` the replay replaces it."""
     if isinstance(data, NotDeployed):
         return empty_record() if previous_record is None else previous_record
     replayed = replay(deployed_model, data) if data.has_new_bars else empty_record()
     record, new_bars = extend_record(
-        previous_record, replayed, data.deployment.model_version, str(run_metadata["save_version"])
+        previous_record,
+        replayed,
+        data.deployment.model_version,
+        str(run_metadata["save_version"]),
+        supersede=bool((params or {}).get("supersede_record", False)),
     )
     if record.empty:
         logger.info("forward: no bar after the deployed model's data end %s yet", data.deployment.data_end)

@@ -16,7 +16,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.score_forward_bars,
-                inputs=["deployed_model", "forward_data", "previous_forward_record", "run_metadata"],
+                inputs=["deployed_model", "forward_data", "previous_forward_record", "run_metadata", "params:forward"],
                 outputs="forward_record",
                 name="score_forward_bars",
                 tags=["evaluate"],

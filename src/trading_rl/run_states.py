@@ -1,0 +1,110 @@
+"""Clean run states: what Kedro would run silently wrong is refused in a plain sentence, and Ctrl-C
+ends the MLflow run ``KILLED``.
+
+- ``--env NAME`` without a ``conf/NAME`` folder: Kedro would run on ``conf/base`` alone and
+  kedro-mlflow would fail with an unrelated tracking-backend error; refused first (``tryfirst``).
+- ``--params`` given twice: Kedro keeps only the last one; refused, with the one-option form.
+- SIGINT (Ctrl-C) raises ``KeyboardInterrupt``, which is not an ``Exception``: kedro-mlflow's
+  ``on_pipeline_error`` never runs and MLflow's exit handler would end the run ``FINISHED``. The
+  handler installed for the run ends it ``KILLED`` first. SIGKILL is handled at the next start
+  (``hooks.MlflowRunHygieneHooks``).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kedro.framework.hooks import hook_impl
+
+from trading_rl.config import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def check_env(project_path: Path, env: str | None) -> None:
+    """Refuse a ``--env`` whose ``conf/<env>`` folder does not exist, listing the ones that do."""
+    if env is None or (project_path / "conf" / env).is_dir():
+        return
+    known = sorted(p.name for p in (project_path / "conf").iterdir() if p.is_dir() and p.name != "base")
+    raise ConfigError(
+        f"--env {env}: there is no conf/{env} folder, so the run would use conf/base alone. Nothing was run. "
+        f"Fix: use one of the environments {known} (e.g. `--env ci`), or create conf/{env}/."
+    )
+
+
+def repeated_params(argv: Sequence[str]) -> list[str]:
+    """The values of every ``--params`` option in a ``kedro run`` command line (both spellings)."""
+    values = []
+    for position, argument in enumerate(argv):
+        if argument == "--params" and position + 1 < len(argv):
+            values.append(argv[position + 1])
+        elif argument.startswith("--params="):
+            values.append(argument.removeprefix("--params="))
+    return values
+
+
+def check_params_once(argv: Sequence[str]) -> None:
+    """Refuse ``kedro run`` with ``--params`` more than once (Kedro would drop all but the last)."""
+    if len(argv) < 2 or Path(argv[0]).name != "kedro" or argv[1] != "run":
+        return
+    values = repeated_params(argv)
+    if len(values) > 1:
+        raise ConfigError(
+            f"--params was given {len(values)} times ({', '.join(repr(v) for v in values)}); Kedro keeps only the "
+            f"last and would drop the others silently. Nothing was run. Fix: give them in one option, "
+            f'`--params "{",".join(values)}"`.'
+        )
+
+
+def end_mlflow_run_killed() -> None:
+    """End the active MLflow run ``KILLED`` (what SIGINT does before it interrupts the run)."""
+    import mlflow
+
+    run = mlflow.active_run()
+    if run is not None:
+        mlflow.set_tag("trading_rl.ended_by", "SIGINT")
+        mlflow.end_run(status="KILLED")
+        logger.warning("interrupted: MLflow run %s ended KILLED", run.info.run_id)
+
+
+class RunStateHooks:
+    def __init__(self) -> None:
+        self._previous_handler: Any = None
+
+    @hook_impl(tryfirst=True)
+    def after_context_created(self, context) -> None:
+        check_env(Path(context.project_path), context.env)
+        check_params_once(sys.argv)
+
+    @hook_impl
+    def before_pipeline_run(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """End the MLflow run ``KILLED``, then interrupt as the handler before this one would."""
+        end_mlflow_run_killed()
+        previous = self._previous_handler
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.default_int_handler(signum, frame)
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._restore()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None

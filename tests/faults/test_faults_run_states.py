@@ -1,0 +1,97 @@
+"""Fault suite, run states: Ctrl-C ends the MLflow run KILLED (it stayed FINISHED), a repeated
+``--params`` (Kedro kept the last silently) and an unknown ``--env`` (an MLflow backend exception)
+are refused in a plain sentence before anything runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from manifest_faults_setup import assert_unchanged, good_project_copy, snapshot
+
+from trading_rl import settings
+from trading_rl.config import ConfigError
+from trading_rl.run_states import RunStateHooks, check_env, check_params_once
+
+
+def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
+    import mlflow
+
+    while mlflow.active_run() is not None:  # left open by an earlier session in this process
+        mlflow.end_run()
+    previous_uri, handler_before = mlflow.get_tracking_uri(), signal.getsignal(signal.SIGINT)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    hooks = RunStateHooks()
+    run = mlflow.start_run()
+    hooks.before_pipeline_run()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        finished = mlflow.MlflowClient().get_run(run.info.run_id)
+    finally:
+        hooks.after_pipeline_run()
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.set_tracking_uri(previous_uri)
+    assert finished.info.status == "KILLED"
+    assert finished.data.tags["trading_rl.ended_by"] == "SIGINT"
+    assert signal.getsignal(signal.SIGINT) == handler_before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["kedro", "run", "--params", "seed=abc", "--params", "torch_threads=1"],
+        ["/venv/bin/kedro", "run", "--params=seed=abc", "--env", "ci", "--params", "torch_threads=1"],
+    ],
+)
+def test_repeated_params_are_refused_with_the_one_option_form(argv):
+    with pytest.raises(ConfigError) as raised:
+        check_params_once(argv)
+    message = str(raised.value)
+    assert "--params was given 2 times" in message and "'seed=abc'" in message and "'torch_threads=1'" in message
+    assert 'Fix: give them in one option, `--params "seed=abc,torch_threads=1"`' in message
+
+
+def test_one_params_option_and_other_commands_pass():
+    check_params_once(["kedro", "run", "--params", "seed=1,torch_threads=1"])
+    check_params_once(["pytest", "--params", "a", "--params", "b"])
+
+
+def test_an_unknown_env_is_refused_naming_the_known_ones(tmp_path):
+    for env in ("base", "ci", "local"):
+        (tmp_path / "conf" / env).mkdir(parents=True)
+    check_env(tmp_path, "ci")
+    check_env(tmp_path, None)
+    with pytest.raises(ConfigError, match=r"--env cii: there is no conf/cii folder.*\['ci', 'local'\].*--env ci"):
+        check_env(tmp_path, "cii")
+
+
+def test_the_env_check_runs_before_kedro_mlflow():
+    """kedro-mlflow's own after_context_created failed first with a tracking-backend error."""
+    hooks = [hook for hook in settings.HOOKS if isinstance(hook, RunStateHooks)]
+    assert len(hooks) == 1
+    assert RunStateHooks.after_context_created.kedro_impl["tryfirst"] is True
+
+
+@pytest.mark.slow
+def test_kedro_run_with_an_unknown_env_ends_in_the_plain_sentence(tmp_path):
+    project = good_project_copy(tmp_path / "project")
+    before = snapshot(project)
+    kedro = Path(sys.executable).with_name("kedro")
+    result = subprocess.run(
+        [str(kedro), "run", "--env", "cii", "--pipelines", "feature_extraction"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1"},
+        timeout=300,
+    )
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert "--env cii: there is no conf/cii folder" in last_line, result.stderr[-2000:]
+    assert_unchanged(project, before)
