@@ -382,10 +382,3 @@ def deflated_sharpe(moments: Mapping[str, Any], trials: Trials) -> float:
     if trials.n < 2:
         return math.nan
     return psr_from_moments(moments, sr_benchmark=expected_max_sharpe(trials.sharpes))
-
-
-def earlier_evaluations(ledger: pd.DataFrame, configuration_hash: str, source: str, split: str) -> pd.DataFrame:
-    """Rows of ``ledger`` from ``source`` on ``split`` for the configuration ``configuration_hash``."""
-    return ledger[
-        (ledger["source"] == source) & (ledger["split"] == split) & (ledger["config_hash"] == configuration_hash)
-    ]
