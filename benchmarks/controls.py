@@ -215,6 +215,53 @@ def summarise(rows: pd.DataFrame, arms: list[str]) -> dict:
     return {"markets": markets, "verdicts": verdicts, "paired_capture_differences": paired}
 
 
+def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: dict, env_config: dict) -> dict:
+    """The skill gate on ``markets`` null markets (market seeds 1..markets) for the policies that
+    need no training (random, SMA crossover, capped buy-and-hold, the oracle: the buy-and-hold of a
+    drift), through the walk-forward's fold tasks (``prepare_fold``) on every window: the share of
+    markets whose stitched alpha's 90% lower bound is > 0 is the gate's false-positive rate."""
+    from trading_rl.data.frames import by_symbol
+    from trading_rl.data.selection import load_validated_prices
+    from trading_rl.envs import EnvConfig
+    from trading_rl.evaluation.attribution import env_cost_rate, return_attribution, rollout_exposure
+    from trading_rl.evaluation.baselines import MARKET
+    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
+    from trading_rl.phases.walk_forward import prepare_fold, resolve_walk_forward_params
+
+    policies = ("random", "sma_crossover", "buy_and_hold", ORACLE_FOR_LONG_ONLY)
+    cost_rate = env_cost_rate(EnvConfig.from_mapping(env_config))
+    passes: dict[str, list[bool]] = {name: [] for name in policies}
+    for market_seed in range(1, markets + 1):
+        entry = market_entry("null:0", n_bars, market_seed, {})
+        params = {**feature_params, "symbols": [entry]}
+        prices = development_prices(by_symbol(load_validated_prices([entry], {}, 250))[entry["name"]], "all", params)
+        config = resolve_walk_forward_params({**wf, "data_end": "all"}, params)
+        folds = make_folds(
+            len(tradable_index(prices, params)),
+            config["train_length"],
+            config["test_length"],
+            config["step"],
+            config["gap_bars"],
+            config["retrain_frequency"],
+            config["max_folds"],
+        )
+        series: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in policies}
+        for fold in folds:
+            _, rollouts = prepare_fold(entry["name"], prices, fold, params, env_config, 252.0, market_seed)
+            market = rollouts[MARKET]["return"].to_numpy()
+            for name in policies:
+                rollout = rollouts[name]
+                series[name].append((rollout["return"].to_numpy(), rollout_exposure(rollout), market))
+        for name in policies:
+            returns, exposure, market = (np.concatenate(part) for part in zip(*series[name]))
+            attribution = return_attribution(returns, exposure, market, periods_per_year=252.0, cost_rate=cost_rate)
+            passes[name].append(bool(attribution.alpha_ci90_low > 0))
+    return {
+        name: {"markets": markets, "passes": int(sum(flags)), "rate": float(np.mean(flags))}
+        for name, flags in passes.items()
+    }
+
+
 def print_summary(summary: dict) -> None:
     print(
         f"{'arm':10} {'market':10} {'oracle SR':>9} {'B&H SR':>7} {'agent SR':>8} {'capture':>22} {'min':>6} "
@@ -293,12 +340,30 @@ def main() -> None:
     parser.add_argument("--no-ledger", action="store_true", help="record no trials (dry runs only)")
     parser.add_argument("--out", default="docs/results/controls.json")
     parser.add_argument(
+        "--null-false-positives",
+        type=int,
+        metavar="N",
+        help="the skill gate's false-positive rate on N null markets for the policies that need no training",
+    )
+    parser.add_argument(
         "--from-json",
         nargs="+",
         help="summarise the rows of these --out files together (arms in file order; same markets and "
         "seeds pair up across files); no training",
     )
     args = parser.parse_args()
+
+    if args.null_false_positives:
+        params = load_parameters(args.env)
+        wf = dict(params["walk_forward"])
+        if args.max_folds:
+            wf["max_folds"] = None if args.max_folds == "all" else int(args.max_folds)
+        rates = null_false_positives(
+            args.null_false_positives, args.n_bars, wf, params["feature_extraction"], params["env_construction"]["env"]
+        )
+        print(json.dumps(rates, indent=1))
+        Path(args.out).write_text(json.dumps({"command": " ".join(sys.argv), "null_false_positives": rates}, indent=1))
+        return
 
     if args.from_json:
         table = pd.concat([pd.DataFrame(json.loads(Path(path).read_text())["rows"]) for path in args.from_json])
