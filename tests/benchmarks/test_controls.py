@@ -14,7 +14,8 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
-from controls import market_entry, parse_variant, summarise  # noqa: E402
+from controls import market_entry, null_false_positives, parse_variant, summarise  # noqa: E402
+from learning_curve import load_parameters  # noqa: E402
 
 
 def _rows(arm: str, captures: dict[str, list[float]], skills: dict[str, list[bool]]) -> list[dict]:
@@ -108,3 +109,11 @@ def test_tiny_end_to_end_run_reports_capture_against_the_oracle(tmp_path):
     assert fast["capture_median"] is not None
     assert markets[("target", "null_0")]["capture_median"] is None  # nothing to capture on null
     assert out.with_suffix(".png").exists() and out.with_suffix(".returns.parquet").exists()
+
+
+def test_null_false_positives_score_the_untrained_policies_on_every_null_market():
+    params = load_parameters("ci")
+    rates = null_false_positives(2, 700, params["walk_forward"], params["feature_extraction"], {"window_size": 5})
+    assert set(rates) == {"random", "sma_crossover", "buy_and_hold", "oracle"}
+    for entry in rates.values():
+        assert entry["markets"] == 2 and 0 <= entry["passes"] <= 2 and entry["rate"] == entry["passes"] / 2
