@@ -144,3 +144,16 @@ def test_degenerate_fits_name_the_symbol_window_and_fix(real_close):
     assert f"symbol 'FLAT', 599 returns {real_close.index[1].date()} .. {real_close.index[-1].date()}" in message
     assert "the prices are constant" in message
     assert "garch: null" in message and "exclude the symbol" in message
+
+
+def test_homoskedastic_returns_get_the_constant_variance_model_not_a_refusal():
+    from trading_rl.data.synthetic import MarketModel, synthetic_prices
+
+    # A null market (constant volatility): arch's optimiser puts alpha at 0 and beta at 1.0 here.
+    close = synthetic_prices(MarketModel.from_mapping({"family": "null", "n_bars": 1540, "seed": 15}, "m")).close
+    returns = np.log(close).diff()
+    params = fit_garch(returns)
+    assert params["alpha"] == 0.0 and params["beta"] == 0.0
+    assert params["omega"] == pytest.approx(np.var(100 * returns.dropna().to_numpy() - params["mu"]))
+    volatility = garch_volatility(returns, params)
+    assert volatility.dropna().nunique() == 1  # a constant forecast: nothing to time

@@ -34,6 +34,10 @@ GARCH_PARAM_NAMES = ("mu", "omega", "alpha", "beta")
 _ARCH_PARAM_NAMES = {"mu": "mu", "omega": "omega", "alpha": "alpha[1]", "beta": "beta[1]"}
 
 
+# Below this ARCH coefficient a fit that is not a stationary GARCH is read as "no clustering".
+NO_ARCH_ALPHA = 1e-6
+
+
 class GarchFitError(ValueError):
     """GARCH(1,1) cannot be fitted on these returns; the message names the series, its dates and a fix."""
 
@@ -93,6 +97,12 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
         params = {name: float(result.params[_ARCH_PARAM_NAMES[name]]) for name in GARCH_PARAM_NAMES}
         if result.convergence_flag != 0:
             problem = f"the optimiser did not converge (flag {result.convergence_flag})"
+        elif _params_problem(params) is not None and params["alpha"] < NO_ARCH_ALPHA:
+            # No volatility clustering (homoskedastic bars, e.g. a synthetic null market): with
+            # alpha = 0 the likelihood cannot identify beta, and the optimiser may stop at beta = 1.
+            # The identified model with the same constant variance is alpha = beta = 0.
+            variance = float(np.var(PERCENT * returns - params["mu"]))
+            params = {**params, "omega": variance, "alpha": 0.0, "beta": 0.0}
         elif (invalid := _params_problem(params)) is not None:
             problem = f"the fitted parameters are not a stationary GARCH: {invalid}"
     if problem is not None:
