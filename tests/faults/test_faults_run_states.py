@@ -26,7 +26,8 @@ def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
     previous_uri, handler_before = mlflow.get_tracking_uri(), signal.getsignal(signal.SIGINT)
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     hooks = RunStateHooks()
-    run = mlflow.start_run()
+    # an explicit experiment: an earlier Kedro session in this process leaves its experiment id active
+    run = mlflow.start_run(experiment_id=mlflow.create_experiment("ctrl_c"))
     hooks.before_pipeline_run()
     try:
         with pytest.raises(KeyboardInterrupt):
