@@ -23,6 +23,14 @@ from trading_rl.provenance import config_hash, git_commit
 logger = logging.getLogger(__name__)
 
 
+def ignored_local_message(env: str, ignored: list[str]) -> str:
+    return (
+        f"--env {env} reads conf/base + conf/{env} only and IGNORES {', '.join(ignored)}: this run uses "
+        f"conf/{env}'s data selection and parameters, not yours (copy what you need into conf/{env} "
+        f"or run without --env); its outputs go to the {env} data root, MLflow store and trial ledger"
+    )
+
+
 def seed_everything(seed: int) -> None:
     import torch
 
@@ -41,10 +49,36 @@ def set_torch_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
+def config_env(config_loader: Any) -> str:
+    """The env a run's configuration came from: ``--env`` or the default run env (``local``)."""
+    return str(config_loader.env or config_loader.default_run_env or config_loader.base_env)
+
+
+def ignored_local_files(config_loader: Any) -> list[str]:
+    """The ``conf/local`` files a run in another env does not read (Kedro merges only base + env)."""
+    env = config_env(config_loader)
+    local = Path(config_loader.conf_source) / (config_loader.default_run_env or "local")
+    if env == local.name or not local.is_dir():
+        return []
+    return sorted(str(path.relative_to(local.parent.parent)) for path in local.rglob("*.yml") if path.is_file())
+
+
 class ReproducibilityHooks:
+    """Seeds and ``run_metadata``; also says loudly, at the start and in the summary, which
+    ``conf/local`` files a ``--env ci`` (or ``gpu``) run ignores: a quick run otherwise trains on the
+    env's own symbols while the user's data selection sits unread in ``conf/local``."""
+
     def __init__(self) -> None:
         self._metadata: dict[str, Any] = {}
         self._tagged = False
+        self._env = "local"
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._env = config_env(context.config_loader)
+        ignored = ignored_local_files(context.config_loader)
+        if ignored:
+            logger.warning("%s", ignored_local_message(self._env, ignored))
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters, save_version) -> None:
@@ -61,6 +95,7 @@ class ReproducibilityHooks:
             "config_hash": config_hash(parameters),
             "git_commit": git_commit(),
             "save_version": save_version,
+            "config_env": self._env,
         }
         self._tagged = False
         if "run_metadata" in catalog:  # declared in the catalog (for its Kedro-Viz layer): fill it
@@ -109,12 +144,15 @@ class RunSummaryHooks:
         self._runs: dict[str, str] = {}
         self._catalog = None
         self._ui: tuple[str, str] = ("127.0.0.1", "5000")
+        self._ignored_local: str | None = None
 
     @hook_impl
     def after_context_created(self, context) -> None:
         ui = getattr(getattr(context, "mlflow", None), "ui", None)  # set by kedro-mlflow from mlflow.yml
         if ui is not None:
             self._ui = (ui.host, ui.port)
+        ignored = ignored_local_files(context.config_loader)
+        self._ignored_local = ignored_local_message(config_env(context.config_loader), ignored) if ignored else None
 
     @hook_impl
     def before_pipeline_run(self, catalog) -> None:
@@ -167,6 +205,8 @@ class RunSummaryHooks:
             if gate.passed:
                 continue
             logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.details, gate.report)
+        if self._ignored_local:
+            logger.warning("%s", self._ignored_local)
 
 
 class MlflowRunHygieneHooks:

@@ -82,16 +82,14 @@ class MlflowConventionHooks:
                     input_versions[name] = resolve()
                 except DatasetError:  # no version yet: the run fails at that input's node, with Kedro's message
                     continue
+        metadata = catalog.load("run_metadata") if "run_metadata" in catalog else {}
         if "run_metadata" in catalog:  # a MemoryDataset set by ReproducibilityHooks: extend it in place
-            catalog.get("run_metadata").save(
-                {**catalog.load("run_metadata"), "symbol": symbol, "input_versions": input_versions}
-            )
+            catalog.get("run_metadata").save({**metadata, "symbol": symbol, "input_versions": input_versions})
         if mlflow.active_run() is None:
             return
         name = run_name(run_params.get("pipeline_names"), symbol, self._save_version or run_params.get("run_id", ""))
-        mlflow.set_tags(
-            {"mlflow.runName": name, "trading_rl.symbol": str(symbol), "trading_rl.env": str(run_params.get("env"))}
-        )
+        env = metadata.get("config_env") or run_params.get("env") or "local"  # Kedro's run_params: None for local
+        mlflow.set_tags({"mlflow.runName": name, "trading_rl.symbol": str(symbol), "trading_rl.env": str(env)})
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:

@@ -175,3 +175,26 @@ def test_rows_recorded_under_renamed_keys_keep_their_identity(tmp_path):
     with pytest.raises(SpentTestSplitError, match="already spent"):
         check_test_split(read, today, allow_repeat=False)
     assert _files(tmp_path / "ledger")  # nothing rewritten on read
+
+
+def test_a_file_written_before_config_env_existed_reads_it_as_missing(tmp_path):
+    row = _row()
+    row.pop("config_env")
+    pd.DataFrame([row]).to_parquet(tmp_path / "20250101T000000000000Z-old.parquet", index=False)
+    ledger.append_rows(tmp_path, [ledger.trial_row(**_row_arguments(), run={"config_env": "ci"})])
+    assert ledger.read_ledger(tmp_path)["config_env"].tolist() == [None, "ci"]
+
+
+def _row_arguments():
+    return {
+        "source": "walk_forward",
+        "symbol": "X",
+        "split": "walk_forward",
+        "period_start": "2020-01-01",
+        "period_end": "2020-03-01",
+        "agent": "sac_icm",
+        "configuration": {"agent": "sac_icm"},
+        "moments": return_moments(np.random.default_rng(0).normal(0.001, 0.01, 50)),
+        "n_runs": 1,
+        "periods_per_year": 252.0,
+    }

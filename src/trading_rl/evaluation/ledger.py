@@ -51,9 +51,12 @@ LEDGER_COLUMNS = (
     "sharpe_annualised",
     "save_version",  # the Kedro run's save version, or None outside Kedro
     "git_commit",
+    "config_env",  # the run's Kedro config env (local, ci, gpu, ...); None outside Kedro or in older files
     "repeat",  # True for a deliberate repeated final evaluation (final_evaluation.allow_repeat)
 )
 SPLITS = ("validation", "walk_forward", "test")
+# Columns added after ledger files were written: an older file reads them as missing (None).
+LATER_COLUMNS = ("config_env",)
 REQUIRED_VALUES = ("timestamp", "source", "symbol", "split", "agent", "config_hash", "config")
 FILE_SUFFIX = ".parquet"
 
@@ -92,6 +95,7 @@ def trial_row(
         "sharpe_annualised": sharpe * math.sqrt(periods_per_year) if periods_per_year else math.nan,
         "save_version": None if run.get("save_version") is None else str(run["save_version"]),
         "git_commit": None if run.get("git_commit") is None else str(run["git_commit"]),
+        "config_env": None if run.get("config_env") is None else str(run["config_env"]),
         "repeat": bool(repeat),
     }
 
@@ -183,6 +187,11 @@ def _with_current_identities(ledger: pd.DataFrame) -> pd.DataFrame:
     return ledger.assign(config=configs, config_hash=hashes)
 
 
+def _with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A file written before a ``LATER_COLUMNS`` column existed, with that column as None."""
+    return frame.assign(**{column: None for column in LATER_COLUMNS if column not in frame.columns})
+
+
 def read_ledger(folder: str | Path) -> pd.DataFrame:
     """Every row of every ledger file in ``folder``, oldest file first (empty frame when none), with
     configurations recorded under superseded parameter names identified as they are today."""
@@ -190,7 +199,9 @@ def read_ledger(folder: str | Path) -> pd.DataFrame:
     files = sorted(folder.glob(f"*{FILE_SUFFIX}")) if folder.is_dir() else []
     if not files:
         return empty_ledger()
-    frames = [validate_rows(pd.read_parquet(file), where=f"trial ledger file {file}") for file in files]
+    frames = [
+        validate_rows(_with_later_columns(pd.read_parquet(file)), where=f"trial ledger file {file}") for file in files
+    ]
     return _with_current_identities(pd.concat(frames, ignore_index=True))
 
 
