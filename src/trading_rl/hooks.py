@@ -145,6 +145,7 @@ class RunSummaryHooks:
         self._catalog = None
         self._ui: tuple[str, str] = ("127.0.0.1", "5000")
         self._ignored_local: str | None = None
+        self._not_listed: set[str] = set()  # a phase's empty tearsheet outputs (nothing to show)
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -157,6 +158,7 @@ class RunSummaryHooks:
     @hook_impl
     def before_pipeline_run(self, catalog) -> None:
         self._reports, self._saved, self._runs, self._catalog = {}, [], {}, catalog
+        self._not_listed = set()
 
     @hook_impl
     def after_node_run(self, outputs: dict[str, Any]) -> None:
@@ -166,8 +168,12 @@ class RunSummaryHooks:
         self._note_mlflow_run()
 
     @hook_impl
-    def after_dataset_saved(self, dataset_name: str) -> None:
+    def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
+        from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK, tearsheet_outputs
+
         self._saved.append(dataset_name)
+        if dataset_name.endswith("_tearsheet") and isinstance(data, str) and EMPTY_PAGE_MARK in data:
+            self._not_listed.update(tearsheet_outputs(dataset_name.removesuffix("_tearsheet")))
 
     def _note_mlflow_run(self) -> None:
         import mlflow
@@ -184,6 +190,8 @@ class RunSummaryHooks:
         """Files of the versioned datasets saved in this run under ``08_reporting``, by kind."""
         groups: dict[str, list[str]] = {"tearsheets": [], "plots": [], "reports": []}
         for name in dict.fromkeys(self._saved):
+            if name in self._not_listed:
+                continue
             dataset = self._catalog.get(name) if self._catalog is not None and name in self._catalog else None
             version = dataset.resolve_save_version() if isinstance(dataset, AbstractVersionedDataset) else None
             if version is None:  # not versioned (e.g. an MLflow artifact's staging file): not this run's own
@@ -202,7 +210,7 @@ class RunSummaryHooks:
 
         logger.info("%s", summary_text(self._reports, list(self._runs.values()), self._written_paths()))
         for gate in gate_results(self._reports):
-            if gate.passed:
+            if gate.passed is not False:  # passed, or not checked (said in the summary)
                 continue
             logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.details, gate.report)
         if self._ignored_local:

@@ -130,7 +130,8 @@ class MlflowConventionHooks:
             if "registered_model" not in spec:
                 continue
             gates = {gate: self._reports.get(gate) for gate in spec.get("gates") or []}
-            version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates)
+            provenance = {"dataset": dataset_name, "save_version": self._save_version}
+            version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates, provenance)
             if version is None:  # WARNING for a failed gate; INFO when a gate report is only missing
                 failed = any(why != NOT_PRODUCED for why in blocking.values())
                 logger.log(

@@ -148,10 +148,16 @@ def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | N
     )
 
 
-def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str, Mapping[str, Any] | None]):
+def register_if_gates_pass(
+    model_uri: str,
+    name: str,
+    gate_reports: Mapping[str, Mapping[str, Any] | None],
+    provenance: Mapping[str, Any] | None = None,
+):
     """Register ``model_uri`` as a version of ``name`` when every gate report is present and passed;
-    the verdicts go on the version as tags and the reports as a run artifact ``gates/<name>.json``.
-    Returns the ModelVersion, or ``None`` with the reason when not registered."""
+    the verdicts go on the version as tags (``provenance``, e.g. the saved model's dataset and
+    save version, too: deployment reads the file from it) and the reports as a run artifact
+    ``gates/<name>.json``. Returns the ModelVersion, or ``None`` with the reason when not registered."""
     verdicts = {}
     for report_name, report in gate_reports.items():
         verdicts[report_name] = (False, NOT_PRODUCED) if report is None else gate_verdict(report)
@@ -166,7 +172,9 @@ def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str,
     blocking = {k: why for k, (passed, why) in verdicts.items() if not passed}
     if not verdicts or blocking:
         return None, blocking or {"gates": "none declared"}
-    model_version = mlflow.register_model(model_uri, name, tags={f"gate.{k}": why for k, (_, why) in verdicts.items()})
+    tags = {key: str(value) for key, value in (provenance or {}).items()}
+    tags.update({f"gate.{k}": why for k, (_, why) in verdicts.items()})
+    model_version = mlflow.register_model(model_uri, name, tags=tags)
     run = mlflow.active_run()
     client = mlflow.MlflowClient()
     client.set_model_version_tag(

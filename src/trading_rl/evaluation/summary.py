@@ -32,7 +32,7 @@ class AgentRow:
 class GateResult:
     phase: str
     report: str
-    passed: bool
+    passed: bool | None  # None: not checked (e.g. forward without a promoted model or a new bar)
     failed: str  # the failed gates' names ("" when passed), for the table
     details: str  # the same with values and reasons, for the WARNING line
 
@@ -176,7 +176,7 @@ GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] =
             ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]),
         ),
     ),
-    "forward_alerts": ("forward", lambda r: _same(bool(r["passed"]), ", ".join(r["alerts"]))),
+    "forward_alerts": ("forward", lambda r: (r["passed"], ", ".join(r["alerts"]) or r.get("reason", ""), "")),
     "validation_report": ("validation", _validation_gates),
 }
 SUMMARY_REPORTS = frozenset(AGENT_REPORTS) | frozenset(GATE_REPORTS)
@@ -211,6 +211,24 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def _gate_result(passed: bool | None) -> str:
+    return "not checked" if passed is None else "passed" if passed else "FAILED"
+
+
+def deployment_lines(reports: Mapping[str, Report]) -> list[str]:
+    """What ``forward`` traded: the registry version and why, or why nothing was checked."""
+    report = reports.get("forward_report")
+    if report is None:
+        return []
+    deployment = report.get("deployment") or {}
+    if report.get("status") == "not checked":
+        return ["", f"forward: not checked: {report.get('reason')}"]
+    line = f"forward: deployed {deployment.get('reason', report.get('model_version'))}"
+    if report.get("status") != "tracked":
+        line += f"; not checked: no bar after its data end {report.get('deployed_data_end')} yet"
+    return ["", line]
+
+
 def summary_text(
     reports: Mapping[str, Report], mlflow_runs: Sequence[str] = (), paths: Mapping[str, Sequence[str]] | None = None
 ) -> str:
@@ -242,9 +260,10 @@ def summary_text(
             "",
             *_table(
                 ["phase", "gate report", "result", "failed"],
-                [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failed or "-"] for g in gates],
+                [[g.phase, g.report, _gate_result(g.passed), g.failed or "-"] for g in gates],
             ),
         ]
+    lines += deployment_lines(reports)
     lines += ["", *(f"mlflow: {run}" for run in mlflow_runs)] if mlflow_runs else ["", "mlflow: no run was active"]
     for group, group_paths in (paths or {}).items():
         if group_paths:

@@ -24,6 +24,9 @@ from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
 
 TEARSHEET_PARAMS = "params:tearsheet"
+# Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
+# does not list it as a tearsheet.
+EMPTY_PAGE_MARK = '<meta name="trading-rl-tearsheet" content="empty">'
 
 
 @dataclass
@@ -89,7 +92,8 @@ def render_tearsheet(
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
         title = html.escape(spec.title)
         page = (
-            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{EMPTY_PAGE_MARK}'
+            f"<title>{title}</title></head>"
             f"<body><h1>{title}</h1></body></html>\n"
         )
         return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page

@@ -20,7 +20,7 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
 ):
     project = project_copy(tmp_path / "project")
     write_prices(project, market(TRAINED_BARS))
-    deploy(project, DEPLOYED)
+    deploy(project, DEPLOYED, store=f"sqlite:///{project / 'data/ci/mlflow.db'}")  # promoted in ci's registry
     folds = project / f"data/08_reporting/walk_forward/folds.csv/{DEPLOYED}/folds.csv"
     folds.parent.mkdir(parents=True)
     walk_forward_folds().to_csv(folds, index=False)
@@ -46,4 +46,6 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
         20,
     )
     assert f"deployed {DEPLOYED} on {SYMBOL}, 20 bars since" in caplog.text
+    assert report["deployment"]["version"] == 1
+    assert "forward: deployed trading_rl_sac_icm@champion is version 1, promoted by benchmark" in caplog.text
     assert versions(project, "data/07_model_output/forward_record.parquet")

@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.prepare_forward_data,
-                inputs=["deployed_model", "raw_price_files", "params:feature_extraction"],
+                inputs=["deployed_model", "deployment", "raw_price_files", "params:feature_extraction"],
                 outputs="forward_data",
                 name="prepare_forward_data",
                 tags=["data"],
@@ -23,7 +23,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.report_forward,
-                inputs=["forward_record", "forward_data", "run_metadata", "params:seed"],
+                inputs=["forward_record", "forward_data", "deployment", "run_metadata", "params:seed"],
                 outputs="forward_report",
                 name="report_forward",
                 tags=["evaluate"],
