@@ -46,6 +46,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "forward",
                 nodes.forward_tearsheet,
                 ["forward_record", "forward_data", "forward_drift", "params:seed", "params:regime_validation"],
+                gates=["forward_alerts"],
             ),
         ]
     )
