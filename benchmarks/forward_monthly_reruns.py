@@ -150,6 +150,7 @@ def run_forward(root: Path, save_version: str, parameters: dict, folds: pd.DataF
             if key in entry:
                 entry[key] = str(root / entry[key])
     config["deployed_model"]["device"] = "cpu"
+    config["forward_metrics"] = {"type": "MemoryDataset"}  # no MLflow run outside a Kedro session
     import mlflow
 
     mlflow.set_tracking_uri(store_uri(root))  # the registry that names the deployed version

@@ -29,6 +29,11 @@ from mlflow.types import Schema, TensorSpec
 from trading_rl.agents.saved import agent_bytes
 
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
+# The step a model is logged at as a run output. MLflow 3 links every run metric logged without a
+# model id to the run's models logged at the metric's step; at step 0 (its default) every phase's
+# final metrics and gates would be linked to every model of the run. Models' own metrics are
+# logged with their model id instead (``mlflow_hooks``).
+MODEL_OUTPUT_STEP = -1
 NOT_PRODUCED = "not produced by this run"
 
 
@@ -51,8 +56,9 @@ def is_loggable(value: Any) -> bool:
 
 
 def run_name(pipelines: Iterable[str] | None, symbol: str | None, save_version: str) -> str:
-    """``sac_icm+export · sp500 · 2026-11-26T10.00.00.000Z``: what ran, on what, which save version."""
-    return " · ".join([" + ".join(pipelines or ["__default__"]), symbol or "no symbol", save_version])
+    """``export + sac_icm · sp500 · 2026-11-26T10.00.00.000Z``: what ran (sorted, so the same pipelines
+    give the same name whatever order ``--pipelines`` listed them in), on what, which save version."""
+    return " · ".join([" + ".join(sorted(pipelines or ["__default__"])), symbol or "no symbol", save_version])
 
 
 def gate_verdict(report: Mapping[str, Any]) -> tuple[bool, str]:
@@ -121,6 +127,7 @@ def log_agent_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = 
             input_example=input_example,
             pip_requirements=[f"{package}=={version(package)}" for package in REQUIREMENTS],
             metadata=dict(metadata or {}),
+            step=MODEL_OUTPUT_STEP,
         )
 
 
@@ -145,6 +152,7 @@ def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | N
         signature=observation_signature(observation_shape, action_shape, input_name, output_name),
         pip_requirements=[f"{package}=={version(package)}" for package in ("onnx", "onnxruntime")],
         metadata=dict(metadata or {}),
+        step=MODEL_OUTPUT_STEP,
     )
 
 

@@ -211,7 +211,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def _gate_result(passed: bool | None) -> str:
+def gate_result_text(passed: bool | None) -> str:
     return "not checked" if passed is None else "passed" if passed else "FAILED"
 
 
@@ -260,7 +260,7 @@ def summary_text(
             "",
             *_table(
                 ["phase", "gate report", "result", "failed"],
-                [[g.phase, g.report, _gate_result(g.passed), g.failed or "-"] for g in gates],
+                [[g.phase, g.report, gate_result_text(g.passed), g.failed or "-"] for g in gates],
             ),
         ]
     lines += deployment_lines(reports)

@@ -127,8 +127,9 @@ def check_forward_decay(
     drift: dict[str, Any],
     walk_forward_folds: pd.DataFrame,
     params: dict[str, Any],
-) -> dict[str, Any]:
-    """``forward_alerts``; every alert is logged at WARNING (and again by the end-of-run summary)."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``forward_alerts`` and this rerun's MLflow metrics (``forward_metrics``); every alert is
+    logged at WARNING (and again by the end-of-run summary)."""
     alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
     for check in alerts["checks"]:
         if check["status"] == "alert":
@@ -140,7 +141,23 @@ def check_forward_decay(
                 check["value"],
                 check["expected"],
             )
-    return alerts
+    return alerts, forward_metrics(report, alerts)
+
+
+def forward_metrics(report: dict[str, Any], alerts: dict[str, Any]) -> dict[str, Any]:
+    """One point per rerun at the record's length: the deployed agent's Sharpe, return and drawdown
+    on every forward bar so far, the bars, and the alert / pending counts (nothing when not checked)."""
+    if alerts.get("passed") is None:
+        return {}
+    step = int(report["n_bars"])
+    values = {key: report["metrics"].get(key) for key in ("sharpe", "total_return", "max_drawdown")}
+    values.update(
+        n_bars=report["n_bars"],
+        new_bars=report["new_bars"],
+        alerts=len(alerts["alerts"]),
+        pending=sum(check["status"] == "pending" for check in alerts["checks"]),
+    )
+    return {key: {"value": value, "step": step} for key, value in values.items()}
 
 
 def forward_tearsheet(

@@ -38,7 +38,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 nodes.check_forward_decay,
                 inputs=["forward_report", "forward_record", "forward_drift", "walk_forward_folds", "params:forward"],
-                outputs="forward_alerts",
+                outputs=["forward_alerts", "forward_metrics"],
                 name="check_forward_decay",
                 tags=["report"],
             ),
