@@ -5,12 +5,16 @@ to its own MLflow store and ledger, records its env, and names the ``conf/local`
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import mlflow
 import pytest
 
 from trading_rl.evaluation.ledger import append_rows, read_ledger, trial_row, trials_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from log_gaps import log_gaps  # noqa: E402
 
 REGISTERED = "trading_rl_sac_icm"
 
@@ -87,3 +91,5 @@ def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_unto
     assert ci_client.get_run(ci_run.info.run_id).data.tags["trading_rl.env"] == "ci"
     ignored = "IGNORES conf/local/parameters_feature_extraction.yml"
     assert ci_log.count(ignored) == 2  # at the start and again after the summary
+    longest = log_gaps(ci_log.splitlines())[0]
+    assert longest.seconds <= 60, longest  # no silent minute (benchmarks/log_gaps.py)

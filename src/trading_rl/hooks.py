@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +188,15 @@ class RunSummaryHooks:
                 f"http://{host}:{port}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
             )
 
+    def _describe_runs(self, summary: str) -> None:
+        """The summary as each MLflow run's description (the UI's "Description"; the run is closed
+        already, which a tag may still be set on)."""
+        import mlflow
+
+        client = mlflow.MlflowClient()
+        for run_id in self._runs:
+            client.set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
+
     def _written_paths(self) -> dict[str, list[str]]:
         """Files of the versioned datasets saved in this run under ``08_reporting``, by kind."""
         groups: dict[str, list[str]] = {"tearsheets": [], "plots": [], "reports": []}
@@ -208,13 +219,87 @@ class RunSummaryHooks:
     def after_pipeline_run(self) -> None:
         from trading_rl.evaluation.summary import gate_results, summary_text
 
-        logger.info("%s", summary_text(self._reports, list(self._runs.values()), self._written_paths()))
+        summary = summary_text(self._reports, list(self._runs.values()), self._written_paths())
+        logger.info("%s", summary)
+        self._describe_runs(summary)
         for gate in gate_results(self._reports):
             if gate.passed is not False:  # passed, or not checked (said in the summary)
                 continue
             logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.details, gate.report)
         if self._ignored_local:
             logger.warning("%s", self._ignored_local)
+
+
+HEARTBEAT_SECONDS = 50.0  # under a minute: no silent minute in a run's log
+
+
+class _LastRecord(logging.Handler):
+    """Notes when anything was last logged (any logger that reaches the root's handlers)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.at = time.monotonic()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.at = time.monotonic()
+
+
+class ProgressHooks:
+    """No silent minute: while nodes run, a line every ``interval`` seconds in which nothing else was
+    logged, naming the running nodes and their elapsed time. Training phases log their own progress
+    (evaluations, chains); this covers what they do not (a long training stretch, a slow rollout)."""
+
+    def __init__(self, interval: float = HEARTBEAT_SECONDS) -> None:
+        self._interval = interval
+        self._running: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last = _LastRecord()
+
+    @hook_impl(trylast=True)  # after the hooks that may still refuse the run
+    def before_pipeline_run(self) -> None:
+        self._stop.clear()
+        self._last.at = time.monotonic()
+        logging.getLogger().addHandler(self._last)
+        self._thread = threading.Thread(target=self._watch, name="trading_rl-heartbeat", daemon=True)
+        self._thread.start()
+
+    @hook_impl
+    def before_node_run(self, node) -> None:
+        self._running[node.name] = time.monotonic()
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        self._running.pop(node.name, None)
+
+    @hook_impl
+    def on_node_error(self, node) -> None:
+        self._running.pop(node.name, None)
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._end()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        logging.getLogger().removeHandler(self._last)
+        self._running.clear()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            running = dict(self._running)
+            if running and now - self._last.at >= self._interval:
+                logger.info(
+                    "still running: %s",
+                    ", ".join(f"{name} ({(now - started) / 60:.1f} min)" for name, started in running.items()),
+                )
 
 
 class MlflowRunHygieneHooks:

@@ -8,6 +8,7 @@ from trading_rl.config_loader import ProjectConfigLoader  # noqa: E402
 from trading_rl.hooks import (  # noqa: E402
     MlflowRunHygieneHooks,
     ParameterValidationHooks,
+    ProgressHooks,
     ReproducibilityHooks,
     RunSummaryHooks,
 )
@@ -21,6 +22,7 @@ HOOKS = (
     MlflowConventionHooks(),
     MlflowRunHygieneHooks(),
     RunManifestHooks(),
+    ProgressHooks(),
 )
 
 # Catalog paths under data/ move to the env's globals.yml data_root (ci: data/ci), so quick runs
