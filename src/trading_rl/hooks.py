@@ -230,7 +230,7 @@ class RunSummaryHooks:
             logger.warning("%s", self._ignored_local)
 
 
-HEARTBEAT_SECONDS = 50.0  # under a minute: no silent minute in a run's log
+HEARTBEAT_SECONDS = 30.0  # slack under a minute: a thread cannot beat while a C call (a matplotlib draw) holds the GIL
 
 
 class _LastRecord(logging.Handler):

@@ -11,8 +11,6 @@ import pytest
 from trading_rl.evaluation.tearsheet_statistics import (
     Verdict,
     banner_html,
-    cagr,
-    calmar,
     exposure,
     period_returns,
     trade_list,
@@ -25,12 +23,7 @@ def _rollout(returns, start="2020-01-01", **columns):
     return pd.DataFrame({"timestamp": stamps, "return": returns, **columns})
 
 
-def test_cagr_calmar_and_exposure():
-    returns = np.full(252, 0.001)
-    assert cagr(returns, 252) == pytest.approx(1.001**252 - 1)
-    assert math.isnan(calmar(returns, 252))  # never below a peak
-    down = np.array([0.1, -0.5, 1.0])  # equity 1.1, 0.55, 1.1 over 3 bars of a 252-bar year
-    assert calmar(down, 252) == pytest.approx((1.1 ** (252 / 3) - 1) / 0.5)
+def test_exposure_is_the_share_of_bars_holding_a_position():
     assert exposure(_rollout([0.0] * 4, position=[0.0, 1.0, 2.0, 0.0])) == 0.5
     assert math.isnan(exposure(_rollout([0.0] * 4)))  # the market line has no position
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.ledger import Trials
-from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio
+from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio, return_metrics
 from trading_rl.features import (
     apply_scaler,
     compute_features,
@@ -222,7 +222,12 @@ def _quartiles(values: pd.Series) -> dict[str, float | None]:
     }
 
 
-def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, Trials]) -> dict[str, Any]:
+def summarise(
+    folds: pd.DataFrame,
+    returns: pd.DataFrame,
+    trials: Mapping[str, Trials],
+    periods_per_year: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
     """Median and inter-quartile range across seeds and folds (never the best seed) per symbol ×
     agent, the share of windows with a positive Sharpe, and PSR/DSR of the stitched curves.
 
@@ -260,6 +265,17 @@ def summarise(folds: pd.DataFrame, returns: pd.DataFrame, trials: Mapping[str, T
                 "dsr_median": _quartiles(pd.Series(dsr, dtype=float))["median"],
                 "stitched_total_return_median": _quartiles(curves.groupby("seed")["equity"].last() - 1.0)["median"],
             }
+            if periods_per_year is not None:  # the tearsheet's series: each seed's stitched curve
+                per_seed = pd.DataFrame(
+                    [
+                        return_metrics(curve["return"].to_numpy(), periods_per_year[symbol])
+                        for _, curve in curves.groupby("seed")
+                    ]
+                )
+                entries[agent]["stitched_median"] = {
+                    metric: _quartiles(per_seed[metric])["median"]
+                    for metric in ("sharpe", "total_return", "max_drawdown")
+                }
         summary[symbol] = {
             "n_trials": symbol_trials.n,
             "trials_by_source": symbol_trials.by_source,

@@ -86,16 +86,28 @@ def _medians(entry: Report) -> dict[str, Any]:
 
 
 def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
+    """Per agent two rows, named: the median of its windows' metrics, and the median over seeds of
+    its stitched out-of-sample curve (the series the walk-forward tearsheet draws)."""
     rows = []
     for symbol, summary in reports["walk_forward_summary"].items():
         entries = summary["agents"]
         baselines = {name: _medians(entries[name]) for name in BASELINES if name in entries}
+        stitched = {
+            name: entries[name]["stitched_median"] for name in BASELINES if "stitched_median" in entries.get(name, {})
+        }
         for agent, entry in entries.items():
             if entry["kind"] != "agent":
                 continue
             share = entry.get("trading_share")
-            verdict = "n/a" if share is None else f"trading in {share:.0%} of windows"
-            rows.append(AgentRow("walk_forward", f"{agent} on {symbol} (median)", _medians(entry), baselines, verdict))
+            verdict = "n/a" if share is None else f"trading in {share:.0%} of windows (fills on >= 2% of bars)"
+            label = f"{agent} on {symbol}"
+            rows.append(AgentRow("walk_forward", f"{label} (median of windows)", _medians(entry), baselines, verdict))
+            if "stitched_median" in entry:
+                rows.append(
+                    AgentRow(
+                        "walk_forward", f"{label} (stitched, median of seeds)", entry["stitched_median"], stitched, ""
+                    )
+                )
     return rows
 
 

@@ -42,6 +42,8 @@ from trading_rl.config import setting
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe
 from trading_rl.evaluation.metrics import (
+    annualized_return,
+    calmar_ratio,
     compute_metrics,
     drawdown_series,
     json_ready,
@@ -54,8 +56,6 @@ from trading_rl.evaluation.tearsheet_statistics import (
     STATISTICS_BLOCKS,
     Verdict,
     banner_html,
-    cagr,
-    calmar,
     exposure,
     header_html,
     return_histogram,
@@ -212,8 +212,8 @@ def metrics_table(section: Section, hold_threshold: float, trials: Trials | None
     def growth(rollout: pd.DataFrame) -> dict[str, float]:
         returns = _returns(rollout)
         return {
-            "cagr": cagr(returns, periods_per_year),
-            "calmar": calmar(returns, periods_per_year),
+            "cagr": annualized_return(returns, periods_per_year),
+            "calmar": calmar_ratio(returns, periods_per_year),
             "exposure": exposure(rollout),
         }
 

@@ -1,6 +1,7 @@
-"""What quantstats/pyfolio users expect on a tearsheet, computed from the rollouts: CAGR, Calmar and
-exposure, a monthly/yearly returns table, the worst drawdowns, the return distribution and the
-per-trade list (backtesting.py's ``_trades``), plus the page's verdict banner and header.
+"""What quantstats/pyfolio users expect on a tearsheet, computed from the rollouts: exposure (CAGR
+and Calmar are ``metrics.annualized_return`` / ``calmar_ratio``), a monthly/yearly returns table,
+the worst drawdowns, the return distribution and the per-trade list (backtesting.py's ``_trades``),
+plus the page's verdict banner and header.
 
 Each HTML block is one entry of ``STATISTICS_BLOCKS`` (title, function of a tearsheet ``Section``),
 so another block (e.g. return attribution) is one more entry, not an edit of these.
@@ -24,20 +25,6 @@ if TYPE_CHECKING:
 
 WORST_DRAWDOWNS = 5
 TRADES_SHOWN = 50
-
-
-def cagr(returns: np.ndarray, periods_per_year: float) -> float:
-    """Compound annual growth rate of per-period simple returns (nan without a return)."""
-    if not len(returns):
-        return math.nan
-    growth = float(np.prod(1.0 + np.asarray(returns, dtype=np.float64)))
-    return growth ** (periods_per_year / len(returns)) - 1.0 if growth > 0 else -1.0
-
-
-def calmar(returns: np.ndarray, periods_per_year: float) -> float:
-    """CAGR over the depth of the maximum drawdown (nan without a drawdown)."""
-    depth = -float(np.min(drawdown_series(np.asarray(returns, dtype=np.float64)), initial=0.0))
-    return cagr(returns, periods_per_year) / depth if depth > 0 else math.nan
 
 
 def exposure(rollout: pd.DataFrame) -> float:

@@ -86,12 +86,18 @@ def record_walk_forward_trials(
 
 
 def summarise_walk_forward(
-    folds: pd.DataFrame, returns: pd.DataFrame, trial_ledger: pd.DataFrame
+    folds: pd.DataFrame,
+    returns: pd.DataFrame,
+    trial_ledger: pd.DataFrame,
+    prices: pd.DataFrame,
+    env_params: dict[str, Any],
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Median/IQR summary with PSR and DSR (trials counted from the whole ledger, this run's rows
-    included), and the stitched out-of-sample equity curves."""
+    """Median/IQR summary of the windows with PSR and DSR (trials counted from the whole ledger, this
+    run's rows included), the medians over seeds of the stitched curves (the tearsheet's series),
+    and the stitched out-of-sample equity curves."""
     trials = {symbol: trials_for(trial_ledger, symbol) for symbol in folds["symbol"].unique()}
-    return summarise(folds, returns, trials), stitch_out_of_sample(returns)
+    periods_per_year = periods_per_year_by_symbol(env_params, by_symbol(prices))
+    return summarise(folds, returns, trials, periods_per_year), stitch_out_of_sample(returns)
 
 
 def plot_walk_forward(folds: pd.DataFrame, stitched: pd.DataFrame) -> tuple[Figure, Figure, Figure]:

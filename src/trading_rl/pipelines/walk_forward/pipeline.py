@@ -40,7 +40,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.summarise_walk_forward,
-                inputs=["walk_forward_folds", "walk_forward_returns", "trial_ledger"],
+                inputs=[
+                    "walk_forward_folds",
+                    "walk_forward_returns",
+                    "trial_ledger",
+                    "prices",
+                    "params:env_construction",
+                ],
                 outputs=["walk_forward_summary", "walk_forward_equity"],
                 name="summarise_walk_forward",
                 tags=["report"],
