@@ -53,16 +53,17 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
 
     # MLflow as the hub: each model carries its own evaluation and no other phase's metrics
     by_name = {m.name: {metric.key for metric in m.metrics or []} for m in models}
-    assert {"models/sac_icm/sharpe", "models/sac_icm/total_return"} <= by_name["sac_icm"]
-    assert {"models/options_her/sharpe"} <= by_name["options_her"]
+    # (ci agents rarely trade: an undefined Sharpe is not logged, the return and drawdown always are)
+    assert {"models/sac_icm/total_return", "models/sac_icm/max_drawdown"} <= by_name["sac_icm"]
+    assert {"models/options_her/total_return"} <= by_name["options_her"]
     for name, keys in by_name.items():
         assert all(key.startswith(f"models/{name}/") for key in keys), (name, keys)
     evaluation = json.loads(
         sorted((project / "data/08_reporting/sac_icm_evaluation_report.json").rglob("*.json"))[-1].read_text()
     )
-    assert run.data.metrics["models/sac_icm/sharpe"] == pytest.approx(evaluation["metrics"]["sharpe"])
+    assert run.data.metrics["models/sac_icm/total_return"] == pytest.approx(evaluation["metrics"]["total_return"])
     # one point per step: no duplicate metric points
-    for key in ("sac_icm/final/sharpe", "models/sac_icm/sharpe", "sac_icm/eval/sharpe"):
+    for key in ("sac_icm/final/total_return", "models/sac_icm/total_return", "sac_icm/eval/total_return"):
         history = [point.step for point in client.get_metric_history(run.info.run_id, key)]
         assert history and len(history) == len(set(history)), (key, history)
     # gates as tags (filterable) and metrics

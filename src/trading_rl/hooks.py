@@ -192,10 +192,14 @@ class RunSummaryHooks:
         """The summary as each MLflow run's description (the UI's "Description"; the run is closed
         already, which a tag may still be set on)."""
         import mlflow
+        from mlflow.exceptions import MlflowException
 
         client = mlflow.MlflowClient()
         for run_id in self._runs:
-            client.set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
+            try:
+                client.set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
+            except MlflowException as error:  # the summary is in the log already; the run goes on
+                logger.warning("MLflow run %s: summary not set as its description: %s", run_id, error)
 
     def _written_paths(self) -> dict[str, list[str]]:
         """Files of the versioned datasets saved in this run under ``08_reporting``, by kind."""
