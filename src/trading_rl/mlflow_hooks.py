@@ -44,7 +44,7 @@ EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_de
 
 def runner_name(runner: Any) -> str:
     """``SequentialRunner`` from Kedro's ``<kedro.runner.sequential_runner.SequentialRunner object at 0x..>``."""
-    text = str(runner or "SequentialRunner")
+    text = "SequentialRunner" if runner in (None, "None") else str(runner)  # Kedro records None for its default
     found = re.search(r"(\w+) object at 0x", text)
     return found.group(1) if found else text.rsplit(".", 1)[-1]
 
