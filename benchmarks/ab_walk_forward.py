@@ -70,9 +70,12 @@ class ProcessExecutor:
     def share(self, value):
         return value
 
-    def map(self, fn, kwargs_list):
+    def map(self, fn, kwargs_list, on_result=None):
         with ProcessPoolExecutor(max_workers=self.jobs) as pool:
-            return list(pool.map(_single_threaded_call, [fn] * len(kwargs_list), kwargs_list))
+            results = list(pool.map(_single_threaded_call, [fn] * len(kwargs_list), kwargs_list))
+        for index, result in enumerate(results if on_result is not None else []):
+            on_result(index, result)
+        return results
 
 
 def agent_parameters(params: dict) -> dict:

@@ -104,6 +104,30 @@ def spend_configuration(timesteps: int, seed: int) -> dict:
     )
 
 
+def store_uri(root: Path) -> str:
+    """The MLflow store of a work folder (its registry holds the deployed version)."""
+    return f"sqlite:///{root.resolve() / 'mlflow.db'}"
+
+
+def promote_saved_model(uri: str, save_version: str, registered_model: str = "trading_rl_sac_icm") -> int:
+    """Register the model saved as ``sac_icm_model`` version ``save_version`` with passing gate
+    verdicts (as a run whose gates passed would) and promote it to ``@champion`` through the
+    project's promotion; returns the registry version."""
+    import mlflow
+
+    from trading_rl.model_registry import CHAMPION, apply_promotion, promotion, registry_versions
+
+    client = mlflow.MlflowClient(uri, uri)
+    if not client.search_registered_models(f"name='{registered_model}'"):
+        client.create_registered_model(registered_model)
+    tags = {"save_version": save_version, "dataset": "sac_icm_model", "gate.validation_report": "passed"}
+    client.create_model_version(registered_model, f"{MODEL_FILE}/{save_version}", tags=tags)
+    registry = registry_versions(client, registered_model)
+    decision = promotion(registered_model, registry["versions"], None, CHAMPION, by="benchmark", at=save_version)
+    apply_promotion(client, decision, None)
+    return int(decision["version"])
+
+
 def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple[dict, dict, dict, dict, dict]:
     """Train as the default run's phases do on the file cut at 2015-12-31; the splits are conf/base's
     train and validation dates (the file has no test split yet: it ends with the validation split)."""
@@ -133,6 +157,7 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     SB3ModelDataset(
         str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, version)
     ).save(model)
+    promote_saved_model(store_uri(root), version)
     return feature_params, env_params, {"sac_icm": agent}, fitted, scalers
 
 
@@ -160,6 +185,10 @@ def run_forward(root: Path, save_version: str, parameters: dict, folds: pd.DataF
             if key in entry:
                 entry[key] = str(root / entry[key])
     config["deployed_model"]["device"] = "cpu"
+    config["forward_metrics"] = {"type": "MemoryDataset"}  # no MLflow run outside a Kedro session
+    import mlflow
+
+    mlflow.set_tracking_uri(store_uri(root))  # the registry that names the deployed version
     catalog = DataCatalog.from_config(config, save_version=save_version)
     for key, value in {**parameters, "seed": seed}.items():
         catalog[f"params:{key}"] = value

@@ -52,11 +52,14 @@ class TimedExecutor:
     def share(self, value):
         return self.executor.share(value)
 
-    def map(self, fn, kwargs_list):
+    def map(self, fn, kwargs_list, on_result=None):
         start = time.perf_counter()
         timed = self.executor.map(cpu_timed, [{"task": fn, **kwargs} for kwargs in kwargs_list])
         self.waves.append((len(kwargs_list), time.perf_counter() - start, sum(cpu for _, cpu in timed)))
-        return [result for result, _ in timed]
+        results = [result for result, _ in timed]
+        for index, result in enumerate(results if on_result is not None else []):
+            on_result(index, result)
+        return results
 
 
 def run(executor, args) -> tuple[object, float, list[tuple[int, float]]]:

@@ -14,12 +14,18 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-def make_project_copy(target: Path) -> Path:
-    """Copy pyproject.toml and conf/ (without conf/local contents) into ``target`` with empty data/."""
+def make_project_copy(target: Path, ci_data_root: str = "data") -> Path:
+    """Copy pyproject.toml and conf/ (without conf/local contents) into ``target`` with empty data/.
+
+    A throw-away copy is isolated already, so its ci runs write to ``data/`` like base runs (the
+    tests address ``data/<layer>``); ``ci_data_root="data/ci"`` keeps ci's own root
+    (tests/test_env_isolation.py)."""
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROJECT_ROOT / "pyproject.toml", target / "pyproject.toml")
     shutil.copytree(PROJECT_ROOT / "conf", target / "conf", ignore=shutil.ignore_patterns("local", "*.db"))
+    (target / "conf" / "ci" / "globals.yml").write_text(f"data_root: {ci_data_root}\n")
     (target / "conf" / "local").mkdir(exist_ok=True)
+    (target / "data" / "ci").mkdir(parents=True, exist_ok=True)  # ci's MLflow store (conf/ci/mlflow.yml)
     (target / "src").mkdir(exist_ok=True)  # the package itself is imported from the install
     for layer in (
         "01_raw/prices",

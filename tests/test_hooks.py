@@ -13,6 +13,7 @@ from kedro.runner import SequentialRunner
 from trading_rl import settings
 from trading_rl.evaluation.gates import evaluate_gates
 from trading_rl.hooks import RunSummaryHooks
+from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK
 from trading_rl.pipelines.validation.nodes import enforce_gates
 
 GATES = {
@@ -105,12 +106,23 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     )
     # unversioned, like the staging file of an MLflow artifact: not listed, and no error
     catalog["staging_plot"] = TextDataset(filepath=str(tmp_path / "08_reporting/mlflow_staging/plot.txt"))
+    # a phase with nothing to show (forward without new bars): its page is not listed as a tearsheet
+    catalog["forward_tearsheet"] = TextDataset(
+        filepath=str(tmp_path / "08_reporting/forward_tearsheet.html"),
+        version=Version(None, "2026-11-26T10.00.00.000Z"),
+    )
     pipeline = Pipeline(
         [
             Node(
-                lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>", "x"),
+                lambda: (SAC_ICM_REPORT, COLLAPSED, "<html></html>", "x", f"<html>{EMPTY_PAGE_MARK}</html>"),
                 inputs=None,
-                outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_tearsheet", "staging_plot"],
+                outputs=[
+                    "sac_icm_evaluation_report",
+                    "sac_icm_collapse_report",
+                    "sac_icm_tearsheet",
+                    "staging_plot",
+                    "forward_tearsheet",
+                ],
                 name="evaluate_sac_icm",
             ),
         ]
@@ -132,6 +144,6 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     assert "mlflow: run 0123abcd" in summary and "http://127.0.0.1:5000/#/experiments/7/runs/0123abcd" in summary
     written = tmp_path / "08_reporting/sac_icm_tearsheet.html/2026-11-26T10.00.00.000Z/sac_icm_tearsheet.html"
     assert written.is_file() and f"tearsheets:\n  {written}" in summary
-    assert "mlflow_staging" not in summary
+    assert "mlflow_staging" not in summary and "forward_tearsheet" not in summary
     last = caplog.records[-1]
     assert last.levelno == logging.WARNING and "sac_icm gates failed: deterministic: dominance" in last.getMessage()

@@ -63,6 +63,7 @@ def _catalog(tmp_path, registered: str) -> DataCatalog:
                 "kedro-viz": {"layer": "models"},
                 "mlflow": {
                     "model": "agent",
+                    "metrics": "sac_icm_evaluation_report",
                     "registered_model": registered,
                     "gates": ["agent_collapse_report", "validation_report"],
                 },
@@ -88,6 +89,18 @@ def _catalog(tmp_path, registered: str) -> DataCatalog:
             "filepath": str(tmp_path / "plot.png"),
             "metadata": reporting,
         },
+        # a figure per file name (a tearsheet's PNGs): one artifact each, no JSON of figure reprs
+        "agent_tearsheet_plot": {
+            "type": "matplotlib.MatplotlibDataset",
+            "filepath": str(tmp_path / "tearsheet_plot"),
+            "metadata": reporting,
+        },
+        "agent_tearsheet": {"type": "text.TextDataset", "filepath": str(tmp_path / "t.html"), "metadata": reporting},
+        "sac_icm_evaluation_report": {
+            "type": "json.JSONDataset",
+            "filepath": str(tmp_path / "evaluation.json"),
+            "metadata": reporting,
+        },
     }
     catalog = DataCatalog.from_config(config, save_version=VERSION)
     catalog["params:env_construction"] = {"symbol": "GOOGL"}
@@ -110,19 +123,38 @@ def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: b
         "eval/sharpe": {"step": 20, "value": float("inf")},
         "sac_icm/eval/total_return": {"step": 20, "value": 0.1},
     }
+    evaluation = {"agent": "agent", "metrics": {"sharpe": 0.7, "total_return": 0.05}, "baselines": {}}
     nodes = [
         Node(lambda: agent, None, "agent_model", name="train"),
         Node(
-            lambda: ({"collapsed": collapsed}, metrics, _figure()),
+            lambda: (
+                {"collapsed": collapsed},
+                metrics,
+                _figure(),
+                {"sp500_validation.png": _figure()},
+                "<html>page</html>",
+                evaluation,
+            ),
             None,
-            ["agent_collapse_report", "agent_metrics", "agent_plot"],
+            [
+                "agent_collapse_report",
+                "agent_metrics",
+                "agent_plot",
+                "agent_tearsheet_plot",
+                "agent_tearsheet",
+                "sac_icm_evaluation_report",
+            ],
             name="evaluate",
         ),
     ]
     if validation_passed is not None:
         nodes.append(
             Node(
-                lambda: {"passed": validation_passed, "failed": [] if validation_passed else ["sharpe"]},
+                lambda: {
+                    "passed": validation_passed,
+                    "failed": [] if validation_passed else ["sharpe"],
+                    "gates": {"sharpe": {"value": 0.1, "comparison": ">=", "threshold": 0.5}},
+                },
                 None,
                 "validation_report",
                 name="validate",
@@ -152,25 +184,42 @@ def test_a_run_whose_gates_passed_logs_clean_metrics_artifacts_and_a_registered_
     assert run.info.run_name == run_name(["sac_icm"], "GOOGL", VERSION)
     assert run.data.tags["trading_rl.symbol"] == "GOOGL" and run.data.tags["trading_rl.env"] == "ci"
 
-    assert set(run.data.metrics) == {"sac_icm/train/actor_loss", "sac_icm/eval/total_return"}  # inf dropped
+    assert run.data.tags["runner"] == "SequentialRunner" and run.data.tags["gate.validation_report"] == "passed"
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI's training view
+    assert set(run.data.metrics) == {
+        "sac_icm/train/actor_loss",
+        "sac_icm/eval/total_return",  # inf dropped
+        "gates/validation_report",  # 1: passed
+        "models/agent/sharpe",  # the model's own evaluation, linked to it
+        "models/agent/total_return",
+    }
+    assert run.data.metrics["gates/validation_report"] == 1.0
     history = client.get_metric_history(run_id, "sac_icm/train/actor_loss")
     assert [(m.step, m.value) for m in history] == [(10, 1.5)]  # the NaN point is not logged
     assert all(math.isfinite(v) for v in run.data.metrics.values())
 
     artifacts = {
         a.path
-        for folder in ("sac_icm/plots", "sac_icm/reports", "gates")
+        for folder in ("sac_icm/plots", "sac_icm/reports", "sac_icm/tearsheets", "gates")
         for a in client.list_artifacts(run_id, folder)
     }
     assert {
         "sac_icm/plots/agent_plot.png",
         "sac_icm/reports/agent_collapse_report.json",
         "sac_icm/reports/validation_report.json",
+        "sac_icm/plots/agent_tearsheet_plot_sp500_validation.png",
+        "sac_icm/tearsheets/agent_tearsheet.html",
         f"gates/{registered}.json",
     } <= artifacts
+    assert not any(path.endswith(".png.png") or "tearsheet_plot.json" in path for path in artifacts)
 
     models = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
     assert [m.name for m in models] == ["agent"]  # one logged model per trained agent
+    assert {m.key: m.value for m in models[0].metrics} == {
+        "models/agent/sharpe": 0.7,
+        "models/agent/total_return": 0.05,
+    }
     loaded = mlflow.pyfunc.load_model(models[0].model_uri)
     inputs = loaded.metadata.get_input_schema().inputs
     assert inputs[0].shape == (-1, *agent.observation_space.shape)

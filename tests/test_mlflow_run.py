@@ -4,9 +4,11 @@ of the phases it ran, and every phase's training metrics logged with their steps
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -48,3 +50,46 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
         assert steps(f"walk_forward/{chain}/test/total_return") == [150, 200]
     for key in run.data.metrics:
         assert all(math.isfinite(point.value) for point in client.get_metric_history(run.info.run_id, key)), key
+
+    # MLflow as the hub: each model carries its own evaluation and no other phase's metrics
+    by_name = {m.name: {metric.key for metric in m.metrics or []} for m in models}
+    # (ci agents rarely trade: an undefined Sharpe is not logged, the return and drawdown always are)
+    assert {"models/sac_icm/total_return", "models/sac_icm/max_drawdown"} <= by_name["sac_icm"]
+    assert {"models/options_her/total_return"} <= by_name["options_her"]
+    for name, keys in by_name.items():
+        assert all(key.startswith(f"models/{name}/") for key in keys), (name, keys)
+    evaluation = json.loads(
+        sorted((project / "data/08_reporting/sac_icm_evaluation_report.json").rglob("*.json"))[-1].read_text()
+    )
+    assert run.data.metrics["models/sac_icm/total_return"] == pytest.approx(evaluation["metrics"]["total_return"])
+    # one point per step: no duplicate metric points
+    for key in ("sac_icm/final/total_return", "models/sac_icm/total_return", "sac_icm/eval/total_return"):
+        history = [point.step for point in client.get_metric_history(run.info.run_id, key)]
+        assert history and len(history) == len(set(history)), (key, history)
+    # gates as tags (filterable) and metrics
+    tags = run.data.tags
+    for gate in ("sac_icm_collapse_report", "option_usage_report"):
+        assert tags[f"gate.{gate}"] in {"passed", "FAILED"}
+        assert run.data.metrics[f"gates/{gate}"] == (1.0 if tags[f"gate.{gate}"] == "passed" else 0.0)
+    verdict = tags["gate.sac_icm_collapse_report"]
+    filtered = client.search_runs([run.info.experiment_id], f"tags.`gate.sac_icm_collapse_report` = '{verdict}'")
+    assert [r.info.run_id for r in filtered] == [run.info.run_id]
+    # tags, name and description
+    assert (tags["trading_rl.env"], tags["runner"]) == ("ci", "SequentialRunner")
+    assert run.info.run_name.startswith("options_her + sac_icm + walk_forward · ")  # sorted: a stable name
+    assert "run summary" in tags["mlflow.note.content"]  # the summary table as the run's description
+    assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    # HTML tearsheets as artifacts, no `.png.png`, no JSON of figure reprs
+    artifacts = _artifact_paths(client, run.info.run_id)
+    for phase in ("sac_icm", "options_her", "walk_forward"):
+        assert f"{phase}/tearsheets/{phase}_tearsheet.html" in artifacts
+    assert not [path for path in artifacts if path.endswith(".png.png")]
+    for path in (p for p in artifacts if p.endswith(".json")):
+        assert "Figure(" not in Path(client.download_artifacts(run.info.run_id, path, str(tmp_path))).read_text(), path
+
+
+def _artifact_paths(client, run_id: str, folder: str | None = None) -> list[str]:
+    paths = []
+    for entry in client.list_artifacts(run_id, folder):
+        paths += _artifact_paths(client, run_id, entry.path) if entry.is_dir else [entry.path]
+    return paths

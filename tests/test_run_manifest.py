@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 from kedro.io import DataCatalog
@@ -11,7 +12,7 @@ from kedro.io.core import Version
 from kedro.pipeline import Node, Pipeline
 from kedro_datasets.json import JSONDataset
 
-from trading_rl.run_manifest import IncompleteRunError, RunManifestHooks, newest_complete_version
+from trading_rl.run_manifest import IncompleteRunError, MissingInputError, RunManifestHooks, newest_complete_version
 
 OLD, FAILED, NOW = "2026-01-01T00.00.00.000Z", "2026-01-02T00.00.00.000Z", "2026-01-03T00.00.00.000Z"
 
@@ -31,6 +32,7 @@ def _catalog(tmp_path, load_versions=None):
     return DataCatalog({name: versioned(name) for name in ("prices", "env_spec", "run_manifest")})
 
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = Pipeline([Node(lambda prices: prices, "prices", "env_spec", name="build")])
 
 
@@ -71,10 +73,16 @@ def test_inputs_without_a_completed_run_stop_the_run(tmp_path):
     assert f"kedro run --pipelines env_construction --load-versions prices:{FAILED}" in str(raised.value)
 
 
-def test_an_input_without_versions_is_left_to_kedro(tmp_path):
-    catalog = _catalog(tmp_path)
-    RunManifestHooks().before_pipeline_run(_run_params(), PIPELINE, catalog)
-    assert catalog.get("prices")._version.load is None
+def test_an_input_without_versions_stops_the_run_with_one_sentence_naming_its_pipeline(tmp_path):
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(PROJECT_ROOT)  # the registered pipelines say who writes 'prices'
+    with pytest.raises(MissingInputError) as raised:
+        RunManifestHooks().before_pipeline_run(_run_params(), PIPELINE, _catalog(tmp_path))
+    assert raised.value.message == (
+        f"`kedro run --pipelines env_construction` needs 'prices' ({tmp_path / 'prices.json'} has no version "
+        "yet; `kedro run --pipelines feature_extraction` writes it). Nothing was run."
+    )
 
 
 def test_a_completed_run_records_what_it_loaded_and_saved(tmp_path):

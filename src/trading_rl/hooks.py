@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,14 @@ from kedro.io import AbstractVersionedDataset
 from trading_rl.provenance import config_hash, git_commit
 
 logger = logging.getLogger(__name__)
+
+
+def ignored_local_message(env: str, ignored: list[str]) -> str:
+    return (
+        f"--env {env} reads conf/base + conf/{env} only and IGNORES {', '.join(ignored)}: this run uses "
+        f"conf/{env}'s data selection and parameters, not yours (copy what you need into conf/{env} "
+        f"or run without --env); its outputs go to the {env} data root, MLflow store and trial ledger"
+    )
 
 
 def seed_everything(seed: int) -> None:
@@ -41,10 +51,36 @@ def set_torch_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
+def config_env(config_loader: Any) -> str:
+    """The env a run's configuration came from: ``--env`` or the default run env (``local``)."""
+    return str(config_loader.env or config_loader.default_run_env or config_loader.base_env)
+
+
+def ignored_local_files(config_loader: Any) -> list[str]:
+    """The ``conf/local`` files a run in another env does not read (Kedro merges only base + env)."""
+    env = config_env(config_loader)
+    local = Path(config_loader.conf_source) / (config_loader.default_run_env or "local")
+    if env == local.name or not local.is_dir():
+        return []
+    return sorted(str(path.relative_to(local.parent.parent)) for path in local.rglob("*.yml") if path.is_file())
+
+
 class ReproducibilityHooks:
+    """Seeds and ``run_metadata``; also says loudly, at the start and in the summary, which
+    ``conf/local`` files a ``--env ci`` (or ``gpu``) run ignores: a quick run otherwise trains on the
+    env's own symbols while the user's data selection sits unread in ``conf/local``."""
+
     def __init__(self) -> None:
         self._metadata: dict[str, Any] = {}
         self._tagged = False
+        self._env = "local"
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._env = config_env(context.config_loader)
+        ignored = ignored_local_files(context.config_loader)
+        if ignored:
+            logger.warning("%s", ignored_local_message(self._env, ignored))
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters, save_version) -> None:
@@ -61,6 +97,7 @@ class ReproducibilityHooks:
             "config_hash": config_hash(parameters),
             "git_commit": git_commit(),
             "save_version": save_version,
+            "config_env": self._env,
         }
         self._tagged = False
         if "run_metadata" in catalog:  # declared in the catalog (for its Kedro-Viz layer): fill it
@@ -109,16 +146,21 @@ class RunSummaryHooks:
         self._runs: dict[str, str] = {}
         self._catalog = None
         self._ui: tuple[str, str] = ("127.0.0.1", "5000")
+        self._ignored_local: str | None = None
+        self._not_listed: set[str] = set()  # a phase's empty tearsheet outputs (nothing to show)
 
     @hook_impl
     def after_context_created(self, context) -> None:
         ui = getattr(getattr(context, "mlflow", None), "ui", None)  # set by kedro-mlflow from mlflow.yml
         if ui is not None:
             self._ui = (ui.host, ui.port)
+        ignored = ignored_local_files(context.config_loader)
+        self._ignored_local = ignored_local_message(config_env(context.config_loader), ignored) if ignored else None
 
     @hook_impl
     def before_pipeline_run(self, catalog) -> None:
         self._reports, self._saved, self._runs, self._catalog = {}, [], {}, catalog
+        self._not_listed = set()
 
     @hook_impl
     def after_node_run(self, outputs: dict[str, Any]) -> None:
@@ -128,8 +170,12 @@ class RunSummaryHooks:
         self._note_mlflow_run()
 
     @hook_impl
-    def after_dataset_saved(self, dataset_name: str) -> None:
+    def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
+        from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK, tearsheet_outputs
+
         self._saved.append(dataset_name)
+        if dataset_name.endswith("_tearsheet") and isinstance(data, str) and EMPTY_PAGE_MARK in data:
+            self._not_listed.update(tearsheet_outputs(dataset_name.removesuffix("_tearsheet")))
 
     def _note_mlflow_run(self) -> None:
         import mlflow
@@ -142,10 +188,25 @@ class RunSummaryHooks:
                 f"http://{host}:{port}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
             )
 
+    def _describe_runs(self, summary: str) -> None:
+        """The summary as each MLflow run's description (the UI's "Description"; the run is closed
+        already, which a tag may still be set on)."""
+        import mlflow
+        from mlflow.exceptions import MlflowException
+
+        client = mlflow.MlflowClient()
+        for run_id in self._runs:
+            try:
+                client.set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
+            except MlflowException as error:  # the summary is in the log already; the run goes on
+                logger.warning("MLflow run %s: summary not set as its description: %s", run_id, error)
+
     def _written_paths(self) -> dict[str, list[str]]:
         """Files of the versioned datasets saved in this run under ``08_reporting``, by kind."""
         groups: dict[str, list[str]] = {"tearsheets": [], "plots": [], "reports": []}
         for name in dict.fromkeys(self._saved):
+            if name in self._not_listed:
+                continue
             dataset = self._catalog.get(name) if self._catalog is not None and name in self._catalog else None
             version = dataset.resolve_save_version() if isinstance(dataset, AbstractVersionedDataset) else None
             if version is None:  # not versioned (e.g. an MLflow artifact's staging file): not this run's own
@@ -162,11 +223,87 @@ class RunSummaryHooks:
     def after_pipeline_run(self) -> None:
         from trading_rl.evaluation.summary import gate_results, summary_text
 
-        logger.info("%s", summary_text(self._reports, list(self._runs.values()), self._written_paths()))
+        summary = summary_text(self._reports, list(self._runs.values()), self._written_paths())
+        logger.info("%s", summary)
+        self._describe_runs(summary)
         for gate in gate_results(self._reports):
-            if gate.passed:
+            if gate.passed is not False:  # passed, or not checked (said in the summary)
                 continue
             logger.warning("%s gates failed: %s (see %s)", gate.phase, gate.details, gate.report)
+        if self._ignored_local:
+            logger.warning("%s", self._ignored_local)
+
+
+HEARTBEAT_SECONDS = 30.0  # slack under a minute: a thread cannot beat while a C call (a matplotlib draw) holds the GIL
+
+
+class _LastRecord(logging.Handler):
+    """Notes when anything was last logged (any logger that reaches the root's handlers)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.at = time.monotonic()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.at = time.monotonic()
+
+
+class ProgressHooks:
+    """No silent minute: while nodes run, a line every ``interval`` seconds in which nothing else was
+    logged, naming the running nodes and their elapsed time. Training phases log their own progress
+    (evaluations, chains); this covers what they do not (a long training stretch, a slow rollout)."""
+
+    def __init__(self, interval: float = HEARTBEAT_SECONDS) -> None:
+        self._interval = interval
+        self._running: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last = _LastRecord()
+
+    @hook_impl(trylast=True)  # after the hooks that may still refuse the run
+    def before_pipeline_run(self) -> None:
+        self._stop.clear()
+        self._last.at = time.monotonic()
+        logging.getLogger().addHandler(self._last)
+        self._thread = threading.Thread(target=self._watch, name="trading_rl-heartbeat", daemon=True)
+        self._thread.start()
+
+    @hook_impl
+    def before_node_run(self, node) -> None:
+        self._running[node.name] = time.monotonic()
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        self._running.pop(node.name, None)
+
+    @hook_impl
+    def on_node_error(self, node) -> None:
+        self._running.pop(node.name, None)
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._end()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        logging.getLogger().removeHandler(self._last)
+        self._running.clear()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            running = dict(self._running)
+            if running and now - self._last.at >= self._interval:
+                logger.info(
+                    "still running: %s",
+                    ", ".join(f"{name} ({(now - started) / 60:.1f} min)" for name, started in running.items()),
+                )
 
 
 class MlflowRunHygieneHooks:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -24,9 +25,37 @@ from kedro.io.core import DatasetError
 from mlflow.exceptions import MlflowException
 
 from trading_rl.envs.compatibility import model_metadata
-from trading_rl.mlflow_tracking import NOT_PRODUCED, log_agent_model, log_onnx_model, register_if_gates_pass, run_name
+from trading_rl.evaluation.summary import GATE_REPORTS, agent_rows, gate_result_text, gate_results
+from trading_rl.mlflow_tracking import (
+    NOT_PRODUCED,
+    is_loggable,
+    log_agent_model,
+    log_onnx_model,
+    register_if_gates_pass,
+    run_name,
+)
+from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK
 
 logger = logging.getLogger(__name__)
+
+
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"  # the UI's training view
+
+
+def runner_name(runner: Any) -> str:
+    """``SequentialRunner`` from Kedro's ``<kedro.runner.sequential_runner.SequentialRunner object at 0x..>``."""
+    text = "SequentialRunner" if runner in (None, "None") else str(runner)  # Kedro records None for its default
+    found = re.search(r"(\w+) object at 0x", text)
+    return found.group(1) if found else text.rsplit(".", 1)[-1]
+
+
+def log_gate(report_name: str, report: dict[str, Any]) -> None:
+    """A gate report's outcome as a tag ``gate.<report>`` (passed / FAILED / not checked, so runs can be
+    filtered on it) and a metric ``gates/<report>`` (1 passed, 0 failed; none when not checked)."""
+    (gate,) = gate_results({report_name: report})
+    mlflow.set_tag(f"gate.{report_name}", gate_result_text(gate.passed))
+    if gate.passed is not None:
+        mlflow.log_metric(f"gates/{report_name}", 1.0 if gate.passed else 0.0)
 
 
 def dataset_metadata(catalog, name: str) -> dict[str, Any]:
@@ -82,16 +111,23 @@ class MlflowConventionHooks:
                     input_versions[name] = resolve()
                 except DatasetError:  # no version yet: the run fails at that input's node, with Kedro's message
                     continue
+        metadata = catalog.load("run_metadata") if "run_metadata" in catalog else {}
         if "run_metadata" in catalog:  # a MemoryDataset set by ReproducibilityHooks: extend it in place
-            catalog.get("run_metadata").save(
-                {**catalog.load("run_metadata"), "symbol": symbol, "input_versions": input_versions}
-            )
+            catalog.get("run_metadata").save({**metadata, "symbol": symbol, "input_versions": input_versions})
         if mlflow.active_run() is None:
             return
         name = run_name(run_params.get("pipeline_names"), symbol, self._save_version or run_params.get("run_id", ""))
+        env = metadata.get("config_env") or run_params.get("env") or "local"  # Kedro's run_params: None for local
         mlflow.set_tags(
-            {"mlflow.runName": name, "trading_rl.symbol": str(symbol), "trading_rl.env": str(run_params.get("env"))}
+            {
+                "mlflow.runName": name,
+                "trading_rl.symbol": str(symbol),
+                "trading_rl.env": str(env),
+                "runner": runner_name(run_params.get("runner")),  # kedro-mlflow's tag is the runner's repr
+            }
         )
+        experiment_id = mlflow.active_run().info.experiment_id  # type: ignore[union-attr]
+        mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
@@ -101,14 +137,20 @@ class MlflowConventionHooks:
         if mlflow.active_run() is None:
             return
         phase = node.namespace or node.name
-        for suffix, figure in _figures(data).items():
-            mlflow.log_figure(figure, f"{phase}/plots/{dataset_name}{suffix}.png")
+        figures = _figures(data)
+        for suffix, figure in figures.items():
+            mlflow.log_figure(figure, f"{phase}/plots/{dataset_name}{PurePosixPath(suffix).stem}.png")
         if (
             isinstance(data, dict)
+            and not figures
             and layer_of(metadata) == "reporting"
             and dataset_has_file(self._catalog, dataset_name)
         ):
             mlflow.log_dict(data, f"{phase}/reports/{dataset_name}.json")
+        if dataset_name.endswith("_tearsheet") and isinstance(data, str) and EMPTY_PAGE_MARK not in data:
+            mlflow.log_text(data, f"{phase}/tearsheets/{dataset_name}.html")
+        if isinstance(data, dict) and dataset_name in GATE_REPORTS:
+            log_gate(dataset_name, data)
         spec = metadata.get("mlflow") or {}
         if "model" in spec:  # one model, or a folder dataset's {file name: model}
             for key, model in data.items() if isinstance(data, dict) else [(None, data)]:
@@ -124,15 +166,30 @@ class MlflowConventionHooks:
             return log_onnx_model(bytes(data), name, provenance)
         return log_agent_model(data, name, {**provenance, **model_metadata(data)})
 
+    def _log_model_metrics(self) -> None:
+        """Each logged model's own evaluation (``metrics: <report>`` in its catalog metadata: the
+        report's row for the model, as the run summary reads it) as ``models/<name>/<metric>``,
+        linked to the model."""
+        for _, info, spec in self._models:
+            report = self._reports.get(spec.get("metrics", ""))
+            if report is None:
+                continue
+            rows = [row for row in agent_rows({spec["metrics"]: report}) if row.agent == info.name]
+            for metric, value in (rows[0].metrics if rows else {}).items():
+                if is_loggable(value):
+                    mlflow.log_metric(f"models/{info.name}/{metric}", float(value), model_id=info.model_id)
+
     @hook_impl(tryfirst=True)  # before kedro-mlflow ends the run
     def after_pipeline_run(self) -> None:
         if mlflow.active_run() is None:
             return
+        self._log_model_metrics()
         for dataset_name, info, spec in self._models:
             if "registered_model" not in spec:
                 continue
             gates = {gate: self._reports.get(gate) for gate in spec.get("gates") or []}
-            version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates)
+            provenance = {"dataset": dataset_name, "save_version": self._save_version}
+            version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates, provenance)
             if version is None:  # WARNING for a failed gate; INFO when a gate report is only missing
                 failed = any(why != NOT_PRODUCED for why in blocking.values())
                 logger.log(

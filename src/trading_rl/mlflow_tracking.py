@@ -29,6 +29,11 @@ from mlflow.types import Schema, TensorSpec
 from trading_rl.agents.saved import agent_bytes
 
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
+# The step a model is logged at as a run output. MLflow 3 links every run metric logged without a
+# model id to the run's models logged at the metric's step; at step 0 (its default) every phase's
+# final metrics and gates would be linked to every model of the run. Models' own metrics are
+# logged with their model id instead (``mlflow_hooks``).
+MODEL_OUTPUT_STEP = -1
 NOT_PRODUCED = "not produced by this run"
 
 
@@ -51,8 +56,9 @@ def is_loggable(value: Any) -> bool:
 
 
 def run_name(pipelines: Iterable[str] | None, symbol: str | None, save_version: str) -> str:
-    """``sac_icm+export · sp500 · 2026-11-26T10.00.00.000Z``: what ran, on what, which save version."""
-    return " · ".join([" + ".join(pipelines or ["__default__"]), symbol or "no symbol", save_version])
+    """``export + sac_icm · sp500 · 2026-11-26T10.00.00.000Z``: what ran (sorted, so the same pipelines
+    give the same name whatever order ``--pipelines`` listed them in), on what, which save version."""
+    return " · ".join([" + ".join(sorted(pipelines or ["__default__"])), symbol or "no symbol", save_version])
 
 
 def gate_verdict(report: Mapping[str, Any]) -> tuple[bool, str]:
@@ -121,6 +127,7 @@ def log_agent_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = 
             input_example=input_example,
             pip_requirements=[f"{package}=={version(package)}" for package in REQUIREMENTS],
             metadata=dict(metadata or {}),
+            step=MODEL_OUTPUT_STEP,
         )
 
 
@@ -145,13 +152,20 @@ def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | N
         signature=observation_signature(observation_shape, action_shape, input_name, output_name),
         pip_requirements=[f"{package}=={version(package)}" for package in ("onnx", "onnxruntime")],
         metadata=dict(metadata or {}),
+        step=MODEL_OUTPUT_STEP,
     )
 
 
-def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str, Mapping[str, Any] | None]):
+def register_if_gates_pass(
+    model_uri: str,
+    name: str,
+    gate_reports: Mapping[str, Mapping[str, Any] | None],
+    provenance: Mapping[str, Any] | None = None,
+):
     """Register ``model_uri`` as a version of ``name`` when every gate report is present and passed;
-    the verdicts go on the version as tags and the reports as a run artifact ``gates/<name>.json``.
-    Returns the ModelVersion, or ``None`` with the reason when not registered."""
+    the verdicts go on the version as tags (``provenance``, e.g. the saved model's dataset and
+    save version, too: deployment reads the file from it) and the reports as a run artifact
+    ``gates/<name>.json``. Returns the ModelVersion, or ``None`` with the reason when not registered."""
     verdicts = {}
     for report_name, report in gate_reports.items():
         verdicts[report_name] = (False, NOT_PRODUCED) if report is None else gate_verdict(report)
@@ -166,7 +180,9 @@ def register_if_gates_pass(model_uri: str, name: str, gate_reports: Mapping[str,
     blocking = {k: why for k, (passed, why) in verdicts.items() if not passed}
     if not verdicts or blocking:
         return None, blocking or {"gates": "none declared"}
-    model_version = mlflow.register_model(model_uri, name, tags={f"gate.{k}": why for k, (_, why) in verdicts.items()})
+    tags = {key: str(value) for key, value in (provenance or {}).items()}
+    tags.update({f"gate.{k}": why for k, (_, why) in verdicts.items()})
+    model_version = mlflow.register_model(model_uri, name, tags=tags)
     run = mlflow.active_run()
     client = mlflow.MlflowClient()
     client.set_model_version_tag(

@@ -21,6 +21,7 @@ from trading_rl.evaluation.tearsheet import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.model_registry import PromoteParams
 from trading_rl.phases.forward import ForwardParams
 from trading_rl.phases.options_her_params import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
@@ -50,6 +51,7 @@ SECTIONS: dict[str, type[Section]] = {
     "tearsheet": TearsheetParams,
     "tuning": TuningParams,
     "forward": ForwardParams,
+    "promote": PromoteParams,
 }
 
 

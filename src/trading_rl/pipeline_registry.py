@@ -17,8 +17,9 @@ from kedro.pipeline import Pipeline
 # Opt-in pipelines that the default run leaves out: multi_symbol trains one agent per configured
 # symbol, which multiplies the default run's time by the number of symbols; final_evaluation spends
 # the test split, which must be a deliberate, once-per-configuration decision (docs/protocol.md);
-# tuning runs a walk-forward per trial (docs/tuning.md).
-NOT_IN_DEFAULT = frozenset({"multi_symbol", "final_evaluation", "tuning"})
+# tuning runs a walk-forward per trial (docs/tuning.md); promote changes what is deployed, a decision
+# a person makes on a registered version.
+NOT_IN_DEFAULT = frozenset({"multi_symbol", "final_evaluation", "tuning", "promote"})
 
 # Every node carries at least one role tag (``kedro run --tags plot``, Kedro-Viz's tag filter).
 ROLE_TAGS = frozenset({"data", "train", "evaluate", "report", "plot", "export"})

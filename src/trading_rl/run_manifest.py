@@ -11,7 +11,8 @@ commit record on top of Kedro's versioning, without changing any dataset:
 - ``before_pipeline_run`` (first of all hooks) pins every versioned free input of the pipeline that
   ``--load-versions`` does not pin to the newest version a completed run wrote, warning when it skips
   newer versions; when no completed run wrote an input that has versions, the run stops before any
-  node runs, with the ``--load-versions`` command that would accept those versions explicitly.
+  node runs, with the ``--load-versions`` command that would accept those versions explicitly; an
+  input with no version at all stops it with one sentence naming the pipeline that writes it.
 
 A dataset class with ``picks_own_version = True`` (``PreviousVersionJSONDataset``) chooses its
 version itself and is left alone.
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import click
 from kedro.framework.hooks import hook_impl
 from kedro.io.core import AbstractVersionedDataset, Version
 
@@ -69,6 +71,30 @@ def _incomplete_message(pipelines: str, newest: Mapping[str, str]) -> str:
     )
 
 
+def _makers(name: str) -> list[str]:
+    """The registered pipelines that write ``name``, smallest first."""
+    from kedro.framework.project import pipelines
+
+    found = [(len(p.nodes), key) for key, p in pipelines.items() if key != "__default__" and name in p.all_outputs()]
+    return [key for _, key in sorted(found)]
+
+
+def _missing_message(pipelines: str, missing: list[str], catalog: Any) -> str:
+    parts = []
+    for name in missing:
+        makers = _makers(name)
+        where = getattr(catalog.get(name), "_filepath", "")
+        parts.append(
+            f"'{name}' ({where} has no version yet; "
+            + (f"`kedro run --pipelines {makers[0]}` writes it)" if makers else "no pipeline writes it)")
+        )
+    return f"`kedro run --pipelines {pipelines}` needs " + ", ".join(parts) + ". Nothing was run."
+
+
+class MissingInputError(click.ClickException):
+    """An input no run has written yet: one sentence on the command line, no traceback."""
+
+
 class RunManifestHooks:
     def __init__(self) -> None:
         self._saved: list[str] = []
@@ -87,6 +113,7 @@ class RunManifestHooks:
         completed_runs = set(manifest.list_versions(full_path=False))
         pinned_by_user = run_params.get("load_versions") or {}
         without_complete: dict[str, str] = {}
+        missing: list[str] = []
         for name in sorted(pipeline.inputs()):
             dataset = _versioned(catalog, name)
             if dataset is None or getattr(dataset, "picks_own_version", False):
@@ -98,7 +125,8 @@ class RunManifestHooks:
                 continue
             versions = dataset.list_versions(full_path=False)
             if not versions:
-                continue  # first run: the node (or Kedro) reports the missing input as before
+                missing.append(name)
+                continue
             chosen = newest_complete_version(versions, completed_runs)
             if chosen is None:
                 without_complete[name] = versions[0]
@@ -114,8 +142,10 @@ class RunManifestHooks:
                 )
             _pin_load_version(dataset, Version(chosen, version.save))
             self._loaded[name] = chosen
+        pipelines = ",".join(run_params.get("pipeline_names") or ["__default__"])
+        if missing:
+            raise MissingInputError(_missing_message(pipelines, missing, catalog))
         if without_complete:
-            pipelines = ",".join(run_params.get("pipeline_names") or ["__default__"])
             raise IncompleteRunError(_incomplete_message(pipelines, without_complete))
 
     @hook_impl

@@ -4,9 +4,11 @@ from trading_rl.warnings_filters import quiet_known_warnings
 
 quiet_known_warnings()
 
+from trading_rl.config_loader import ProjectConfigLoader  # noqa: E402
 from trading_rl.hooks import (  # noqa: E402
     MlflowRunHygieneHooks,
     ParameterValidationHooks,
+    ProgressHooks,
     ReproducibilityHooks,
     RunSummaryHooks,
 )
@@ -24,11 +26,16 @@ HOOKS = (
     RunManifestHooks(),
     PhaseInputHooks(),
     RunStateHooks(),
+    ProgressHooks(),
 )
+
+# Catalog paths under data/ move to the env's globals.yml data_root (ci: data/ci), so quick runs
+# never mix with real ones (trading_rl.config_loader).
+CONFIG_LOADER_CLASS = ProjectConfigLoader
 
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
-    # conf/<env>/parameters*.yml only need the keys they change (e.g. ci budgets).
-    "merge_strategy": {"parameters": "soft"},
+    # conf/<env>/parameters*.yml and mlflow.yml only need the keys they change (e.g. ci budgets).
+    "merge_strategy": {"parameters": "soft", "mlflow": "soft"},
 }

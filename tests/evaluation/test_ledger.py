@@ -244,3 +244,26 @@ def test_an_empty_ledger_has_no_trials_and_no_spends():
     assert earlier_spends(ledger.empty_ledger(), {"agent": "sac_icm"}).empty
     other_symbol = pd.DataFrame([_row(symbol="Y")])
     assert ledger.trials_for(other_symbol, "X", PERIOD).n == 0
+
+
+def test_a_file_written_before_config_env_existed_reads_it_as_missing(tmp_path):
+    row = _row()
+    row.pop("config_env")
+    pd.DataFrame([row]).to_parquet(tmp_path / "20250101T000000000000Z-old.parquet", index=False)
+    ledger.append_rows(tmp_path, [ledger.trial_row(**_row_arguments(), run={"config_env": "ci"})])
+    assert ledger.read_ledger(tmp_path)["config_env"].tolist() == [None, "ci"]
+
+
+def _row_arguments():
+    return {
+        "source": "walk_forward",
+        "symbol": "X",
+        "split": "walk_forward",
+        "period_start": "2020-01-01",
+        "period_end": "2020-03-01",
+        "agent": "sac_icm",
+        "configuration": {"agent": "sac_icm"},
+        "moments": return_moments(np.random.default_rng(0).normal(0.001, 0.01, 50)),
+        "n_runs": 1,
+        "periods_per_year": 252.0,
+    }

@@ -61,12 +61,32 @@ def test_every_phase_report_gives_its_rows():
     assert [(r.phase, r.agent, r.verdict) for r in rows] == [
         ("options_her", "options_her", "n/a (option gates below)"),
         ("checkpoint_migration", "a.zip migrated", "diversity gate FAILED"),
-        ("walk_forward", "sac_icm on sp500 (median)", "trading in 25% of windows"),
+        ("walk_forward", "sac_icm on sp500 (median of windows)", "trading in 25% of windows (fills on >= 2% of bars)"),
     ]
     assert rows[2].metrics == {"sharpe": 1.1, "total_return": 0.03, "max_drawdown": -0.02}
     assert rows[2].baselines["buy_and_hold"]["sharpe"] == 0.4 and "random" not in rows[2].baselines
     text = summary_text({"walk_forward_summary": WALK_FORWARD})
     assert "1.10 / 3.0% / -2.0%" in text and "0.40 / 1.0% / -5.0%" in text and "n/a / n/a / n/a" in text
+
+
+def test_the_walk_forward_shows_window_medians_and_stitched_curves_each_named():
+    stitched = {
+        symbol: {
+            "agents": {
+                name: {**entry, "stitched_median": {"sharpe": s, "total_return": 0.05, "max_drawdown": -0.04}}
+                for (name, entry), s in zip(summary["agents"].items(), (0.81, 0.93))
+            }
+        }
+        for symbol, summary in WALK_FORWARD.items()
+    }
+    medians, curves = agent_rows({"walk_forward_summary": stitched})
+    assert (medians.agent, curves.agent) == (
+        "sac_icm on sp500 (median of windows)",
+        "sac_icm on sp500 (stitched, median of seeds)",
+    )
+    assert medians.metrics["sharpe"] == 1.1 and medians.baselines["buy_and_hold"]["sharpe"] == 0.4
+    assert curves.metrics["sharpe"] == 0.81 and curves.baselines["buy_and_hold"]["sharpe"] == 0.93
+    assert "0.81 / 5.0% / -4.0%" in summary_text({"walk_forward_summary": stitched})
 
 
 def test_gates_are_named_in_the_table_and_explained_in_the_details():

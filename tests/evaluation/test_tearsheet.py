@@ -1,9 +1,11 @@
 """The tearsheet: every panel in the PNG and the HTML, numbers from the rollouts, a window without
-trades said so, and the page rendering in headless Chromium."""
+trades said so, and the page rendering in headless Chromium (each page kind with its banner, header
+and statistics blocks)."""
 
 import functools
 import shutil
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -23,6 +25,7 @@ from trading_rl.evaluation.tearsheet import (
     build_tearsheet,
     env_section,
 )
+from trading_rl.evaluation.tearsheet_statistics import Verdict
 
 SPLITS = {
     "train": {"start": "2012-01-01", "end": "2014-12-31"},
@@ -155,3 +158,47 @@ def test_the_html_renders_in_headless_chromium(section, tmp_path):
     # of its upper 1750 pixels is blank
     bands = pixels[:1750].reshape(7, 250, 1100)
     assert all(band.std() > 5.0 for band in bands), [round(band.std(), 1) for band in bands]
+
+
+BANNER_COLOURS = {"PASS": (0x1A, 0x98, 0x50), "FAIL": (0xB2, 0x18, 0x2B), "NOT CHECKED": (0x8C, 0x6D, 0x1F)}
+PAGE_KINDS = {  # a training phase's page, a page of several sections, the forward page
+    "FAIL": [Verdict("sac_icm_collapse_report", False, "deterministic: dominance")],
+    "PASS": [Verdict("option_usage_report", True, "")],
+    "NOT CHECKED": [Verdict("forward_alerts", None, "no version of 'trading_rl_sac_icm' carries alias @champion")],
+}
+
+
+def _screenshot(page_html: str, tmp_path, height: int) -> np.ndarray:
+    from PIL import Image
+
+    page, shot = tmp_path / "page.html", tmp_path / "shot.png"
+    page.write_text(page_html)
+    subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--screenshot={shot}"]
+        + [f"--window-size=1100,{height}", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium not installed (apt install chromium)")
+@pytest.mark.parametrize("overall", list(PAGE_KINDS))
+def test_each_page_kind_shows_its_banner_header_and_statistics_in_chromium(section, tmp_path, overall):
+    sections = [section, replace(section, title="sp500 second window")] if overall == "PASS" else [section]
+    tearsheet = build_tearsheet("tearsheet", sections, TearsheetOptions(0.1, dpi=60), None, {}, PAGE_KINDS[overall])
+    for key in ("monthly_returns", "drawdowns", "distribution", "trades"):
+        assert tearsheet.html.count(f'data-block="{key}"') == len(sections)
+    assert tearsheet.html.count('<table class="metrics header">') == len(sections)
+    pixels = _screenshot(tearsheet.html, tmp_path, 4800)
+    # the banner's border and word in its colour near the top of the page
+    colour = np.array(BANNER_COLOURS[overall])
+    near = (np.abs(pixels[:250] - colour).max(axis=2) < 12).sum()
+    assert near > 2000, near
+    # the statistics blocks under the panels are drawn: no blank 200-pixel band down to 3400 pixels
+    # (one section at dpi 60 ends at about 3500: header, seven panels, the metrics, four blocks)
+    grey = pixels.mean(axis=2)
+    bands = grey[:3400].reshape(17, 200, 1100)
+    assert all(band.std() > 3.0 for band in bands), [round(band.std(), 1) for band in bands]

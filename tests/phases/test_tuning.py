@@ -66,8 +66,14 @@ def trainer(monkeypatch):
     return refused
 
 
-def run(data, n_trials=4, sampler="random", seed=3, per_population=4, walk_forward=None, executor=None):
-    params = {"n_trials": n_trials, "trials_per_population": per_population, "sampler": sampler, "search_space": SPACE}
+def run(data, n_trials=4, sampler="random", seed=3, per_population=4, walk_forward=None, executor=None, storage=None):
+    params = {
+        "n_trials": n_trials,
+        "trials_per_population": per_population,
+        "sampler": sampler,
+        "search_space": SPACE,
+        "storage": storage,  # in memory unless a test names a file
+    }
     return tuning.run_tuning(
         {"X": data},
         params,
@@ -127,6 +133,14 @@ def test_each_trial_is_one_ledger_row_and_the_best_objective_is_chosen(trainer):
     )
 
 
+def test_the_study_is_stored_on_disk_for_optuna_dashboard(trainer, tmp_path):
+    import optuna
+
+    result = run(prices(), n_trials=3, storage=str(tmp_path / "optuna" / "tuning.db"))
+    study = optuna.load_study(study_name="tuning v1", storage=f"sqlite:///{tmp_path / 'optuna' / 'tuning.db'}")
+    assert len(study.trials) == 3 and study.best_value == pytest.approx(result.trials["objective"].max())
+
+
 def test_the_objective_is_the_median_window_sharpe_with_idle_windows_at_zero():
     folds = pd.DataFrame({"kind": ["agent"] * 4 + ["baseline"], "sharpe": [1.0, np.nan, -0.5, 2.0, 9.0]})
     assert tuning.objective_value(folds) == 0.5  # median of 1, 0, -0.5, 2; the baseline is not counted
@@ -153,10 +167,10 @@ class CountingExecutor(SequentialExecutor):
     def __init__(self) -> None:
         self.group_calls: list[int] = []
 
-    def map(self, fn, kwargs_list):
+    def map(self, fn, kwargs_list, on_result=None):
         if fn is wf.run_retrain_group:
             self.group_calls.append(len(kwargs_list))
-        return super().map(fn, kwargs_list)
+        return super().map(fn, kwargs_list, on_result)
 
 
 def test_trials_asked_together_run_as_one_execution_and_score_as_alone(trainer):
@@ -215,7 +229,11 @@ def test_when_every_trial_fails_nothing_is_chosen(trainer):
     with pytest.raises(RuntimeError, match="all 2 tuning trials failed; the first: FloatingPointError"):
         tuning.run_tuning(
             {"X": prices()},
-            {"n_trials": 2, "search_space": {"sac.batch_size": {"kind": "categorical", "choices": [16]}}},
+            {
+                "n_trials": 2,
+                "storage": None,
+                "search_space": {"sac.batch_size": {"kind": "categorical", "choices": [16]}},
+            },
             WALK_FORWARD,
             FEATURES,
             {"window_size": 5},

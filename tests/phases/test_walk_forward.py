@@ -214,9 +214,9 @@ class CountingExecutor(wf.SequentialExecutor):
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
 
-    def map(self, fn, kwargs_list):
+    def map(self, fn, kwargs_list, on_result=None):
         self.calls.append((fn.__name__, len(kwargs_list)))
-        return super().map(fn, kwargs_list)
+        return super().map(fn, kwargs_list, on_result)
 
 
 def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):

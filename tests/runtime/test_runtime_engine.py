@@ -47,13 +47,17 @@ def test_ray_tasks_return_in_input_order_with_shared_inputs_resolved(ray_session
     big = np.arange(100_000, dtype=np.float64)
     shared = executor.share(big)
     kwargs_list = [{"index": i, "values": shared, "parts": [shared, executor.share(i)]} for i in range(5)]
-    results = executor.map(dict, kwargs_list)  # dict(**kwargs) echoes what the task received
-    assert [result["index"] for result in results] == list(range(5))
+    finished = []
+    results = executor.map(dict, kwargs_list, on_result=lambda i, result: finished.append((i, result["index"])))
+    assert [result["index"] for result in results] == list(range(5))  # dict(**kwargs): what the task got
+    assert sorted(finished) == [(i, i) for i in range(5)]  # each reported once, as it finished
     for i, result in enumerate(results):
         np.testing.assert_array_equal(result["values"], big)
         np.testing.assert_array_equal(result["parts"][0], big)
         assert result["parts"][1] == i
-    assert SequentialExecutor().map(dict, [{"index": 3}]) == [{"index": 3}]
+    seen = []
+    assert SequentialExecutor().map(dict, [{"index": 3}], on_result=lambda i, r: seen.append((i, r))) == [{"index": 3}]
+    assert seen == [(0, {"index": 3})]
 
 
 def thread_counts() -> tuple[int, int]:

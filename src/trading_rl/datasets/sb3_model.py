@@ -12,7 +12,7 @@ import io
 import zipfile
 from typing import Any
 
-from kedro.io.core import DatasetError, Version, VersionNotFoundError
+from kedro.io.core import Version
 
 from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
 
@@ -64,20 +64,3 @@ class SB3ModelDataset(BytesVersionedDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "model_class": self._model_class_path}
-
-
-class DeployedSB3ModelDataset(SB3ModelDataset):
-    """The deployed agent, read-only: a view on a model dataset's folder that loads ``None`` while
-    it has no version yet, so a scheduled rerun before the first training reports "no deployed model"
-    instead of failing. ``RunManifestHooks`` pins it to the newest version of a completed run;
-    ``--load-versions deployed_model:<version>`` pins another."""
-
-    def load(self) -> Any:
-        try:
-            self._get_load_path()
-        except VersionNotFoundError:
-            return None
-        return super().load()
-
-    def save(self, data: Any) -> None:
-        raise DatasetError(f"{self._filepath} is the deployed model's view and is written by its own dataset")

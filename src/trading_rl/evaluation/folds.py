@@ -21,7 +21,12 @@ from trading_rl.envs import EnvSpec, build_env_spec
 from trading_rl.evaluation.attribution import Attribution, return_attribution
 from trading_rl.evaluation.baselines import MARKET
 from trading_rl.evaluation.ledger import Trials
-from trading_rl.evaluation.metrics import deflated_sharpe_ratio, probabilistic_sharpe_ratio, window_sharpes
+from trading_rl.evaluation.metrics import (
+    deflated_sharpe_ratio,
+    probabilistic_sharpe_ratio,
+    return_metrics,
+    window_sharpes,
+)
 from trading_rl.features import (
     apply_scaler,
     compute_features,
@@ -358,6 +363,17 @@ def summarise(
             if agent != MARKET:
                 attributions = stitched_attribution(curves, periods_per_year[symbol], cost_rate)
                 entries[agent].update(attribution_summary(attributions, rows))
+            # the tearsheet's series: each seed's stitched curve
+            per_seed_returns = pd.DataFrame(
+                [
+                    return_metrics(curve["return"].to_numpy(), periods_per_year[symbol])
+                    for _, curve in curves.groupby("seed")
+                ]
+            )
+            entries[agent]["stitched_median"] = {
+                metric: _quartiles(per_seed_returns[metric])["median"]
+                for metric in ("sharpe", "total_return", "max_drawdown")
+            }
         summary[symbol] = {
             "n_trials": symbol_trials.n,
             "trials_by_source": symbol_trials.by_source,

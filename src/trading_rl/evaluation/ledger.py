@@ -52,6 +52,7 @@ LEDGER_COLUMNS = (
     "sharpe_annualised",
     "save_version",  # the Kedro run's save version, or None outside Kedro
     "git_commit",
+    "config_env",  # the run's Kedro config env (local, ci, gpu, ...); None outside Kedro or in older files
     "repeat",  # True for a deliberate repeated final evaluation (final_evaluation.allow_repeat)
 )
 # Additive columns: the return attribution of the row's returns against the market line
@@ -71,6 +72,8 @@ SPLITS = ("validation", "walk_forward", "test")
 # The key of a configuration that holds what sets its random streams (seeds, the stream index);
 # rows that differ only there are re-rolls of one trial (``trial_key``).
 STREAMS = "streams"
+# Columns added after ledger files were written: an older file reads them as missing (None).
+LATER_COLUMNS = ("config_env",)
 REQUIRED_VALUES = ("timestamp", "source", "symbol", "split", "agent", "config_hash", "config")
 FILE_SUFFIX = ".parquet"
 NUMERIC_COLUMNS = ("n_runs", *MOMENT_KEYS, "sharpe", "sharpe_annualised")
@@ -115,6 +118,7 @@ def trial_row(
         "sharpe_annualised": sharpe * math.sqrt(periods_per_year) if periods_per_year else math.nan,
         "save_version": None if run.get("save_version") is None else str(run["save_version"]),
         "git_commit": None if run.get("git_commit") is None else str(run["git_commit"]),
+        "config_env": None if run.get("config_env") is None else str(run["config_env"]),
         "repeat": bool(repeat),
         **{key: math.nan if attribution.get(key) is None else float(attribution[key]) for key in ATTRIBUTION_COLUMNS},
     }
@@ -215,6 +219,11 @@ def _with_current_identities(ledger: pd.DataFrame) -> pd.DataFrame:
     return ledger.assign(config=configs, config_hash=hashes)
 
 
+def _with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A file written before a ``LATER_COLUMNS`` column existed, with that column as None."""
+    return frame.assign(**{column: None for column in LATER_COLUMNS if column not in frame.columns})
+
+
 def read_ledger(folder: str | Path) -> pd.DataFrame:
     """Every row of every ledger file in ``folder``, oldest file first (empty frame when none), with
     configurations recorded under superseded parameter names identified as they are today."""
@@ -271,7 +280,7 @@ def read_ledger_file(file: Path) -> pd.DataFrame:
     except Exception as exc:  # pyarrow's errors on foreign bytes name a buffer, not the file
         raise LedgerFileError(f"trial ledger file {file} is not a readable parquet table ({exc}). {fix}") from exc
     try:
-        frame = validate_rows(frame, where=f"trial ledger file {file}")
+        frame = validate_rows(_with_later_columns(frame), where=f"trial ledger file {file}")
     except ValueError as exc:
         raise LedgerFileError(f"{exc}. {fix}") from exc
     for column in NUMERIC_COLUMNS:

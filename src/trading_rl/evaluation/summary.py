@@ -36,7 +36,7 @@ class AgentRow:
 class GateResult:
     phase: str
     report: str
-    passed: bool
+    passed: bool | None  # None: not checked (e.g. forward without a promoted model or a new bar)
     failed: str  # the failed gates' names ("" when passed), for the table
     details: str  # the same with values and reasons, for the WARNING line
 
@@ -90,19 +90,25 @@ def _medians(entry: Report) -> dict[str, Any]:
 
 
 def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
+    """Per agent two rows, named: the median of its windows' metrics, and the median over seeds of
+    its stitched out-of-sample curve (the series the walk-forward tearsheet draws)."""
     rows = []
     for symbol, summary in reports["walk_forward_summary"].items():
         entries = summary["agents"]
         baselines = {name: _medians(entries[name]) for name in BASELINES if name in entries}
+        stitched = {
+            name: entries[name]["stitched_median"] for name in BASELINES if "stitched_median" in entries.get(name, {})
+        }
         for agent, entry in entries.items():
             if entry["kind"] != "agent":
                 continue
             share = entry.get("trading_share")
-            verdict = "n/a" if share is None else f"trading in {share:.0%} of windows"
+            verdict = "n/a" if share is None else f"trading in {share:.0%} of windows (fills on >= 2% of bars)"
+            label = f"{agent} on {symbol}"
             rows.append(
                 AgentRow(
                     "walk_forward",
-                    f"{agent} on {symbol} (median)",
+                    f"{label} (median of windows)",
                     _medians(entry),
                     baselines,
                     verdict,
@@ -113,6 +119,12 @@ def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
                     },
                 )
             )
+            if "stitched_median" in entry:
+                rows.append(
+                    AgentRow(
+                        "walk_forward", f"{label} (stitched, median of seeds)", entry["stitched_median"], stitched, ""
+                    )
+                )
     return rows
 
 
@@ -197,7 +209,7 @@ GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] =
             ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]),
         ),
     ),
-    "forward_alerts": ("forward", lambda r: _same(bool(r["passed"]), ", ".join(r["alerts"]))),
+    "forward_alerts": ("forward", lambda r: (r["passed"], ", ".join(r["alerts"]) or r.get("reason", ""), "")),
     "validation_report": ("validation", _validation_gates),
 }
 SUMMARY_REPORTS = frozenset(AGENT_REPORTS) | frozenset(GATE_REPORTS)
@@ -270,6 +282,24 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def gate_result_text(passed: bool | None) -> str:
+    return "not checked" if passed is None else "passed" if passed else "FAILED"
+
+
+def deployment_lines(reports: Mapping[str, Report]) -> list[str]:
+    """What ``forward`` traded: the registry version and why, or why nothing was checked."""
+    report = reports.get("forward_report")
+    if report is None:
+        return []
+    deployment = report.get("deployment") or {}
+    if report.get("status") == "not checked":
+        return ["", f"forward: not checked: {report.get('reason')}"]
+    line = f"forward: deployed {deployment.get('reason', report.get('model_version'))}"
+    if report.get("status") != "tracked":
+        line += f"; not checked: no bar after its data end {report.get('deployed_data_end')} yet"
+    return ["", line]
+
+
 def summary_text(
     reports: Mapping[str, Report], mlflow_runs: Sequence[str] = (), paths: Mapping[str, Sequence[str]] | None = None
 ) -> str:
@@ -318,9 +348,10 @@ def summary_text(
             "",
             *_table(
                 ["phase", "gate report", "result", "failed"],
-                [[g.phase, g.report, "passed" if g.passed else "FAILED", g.failed or "-"] for g in gates],
+                [[g.phase, g.report, gate_result_text(g.passed), g.failed or "-"] for g in gates],
             ),
         ]
+    lines += deployment_lines(reports)
     lines += ["", *(f"mlflow: {run}" for run in mlflow_runs)] if mlflow_runs else ["", "mlflow: no run was active"]
     for group, group_paths in (paths or {}).items():
         if group_paths:

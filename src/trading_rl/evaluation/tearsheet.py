@@ -21,12 +21,14 @@ import html
 import io
 import math
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import gymnasium as gym
 import matplotlib
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -42,6 +44,8 @@ from trading_rl.evaluation.attribution import ATTRIBUTION_KEYS, env_cost_rate, r
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
 from trading_rl.evaluation.ledger import Trials, deflated_sharpe
 from trading_rl.evaluation.metrics import (
+    annualized_return,
+    calmar_ratio,
     compute_metrics,
     drawdown_series,
     json_ready,
@@ -50,6 +54,14 @@ from trading_rl.evaluation.metrics import (
 )
 from trading_rl.evaluation.plots import REFERENCE_LABELS, shade_regimes
 from trading_rl.evaluation.regimes import label_regimes
+from trading_rl.evaluation.tearsheet_statistics import (
+    STATISTICS_BLOCKS,
+    Verdict,
+    banner_html,
+    exposure,
+    header_html,
+    return_histogram,
+)
 from trading_rl.monitoring.actions import ACTION_BUCKETS, bucketize
 
 # Panel key -> title. The HTML gives every panel a section with this title (tests and the
@@ -60,6 +72,7 @@ PANELS: dict[str, str] = {
     "rolling_sharpe": "Rolling Sharpe",
     "trades": "Position and trades over price, shaded by regime",
     "actions": "Action shares over time",
+    "distribution": "Distribution of per-bar returns",
     "metrics": "Metrics with PSR and DSR",
 }
 # The rollout columns a tearsheet keeps (returns, positions, actions and fills), one row per step.
@@ -81,6 +94,9 @@ TABLE_COLUMNS = {
     "total_return": "return",
     "max_drawdown": "max DD",
     "sortino": "Sortino",
+    "cagr": "CAGR",
+    "calmar": "Calmar",
+    "exposure": "exposure",
     "annualized_volatility": "ann. vol",
     "n_trades": "fills",
     "action_entropy": "entropy",
@@ -89,6 +105,9 @@ TABLE_COLUMNS = {
     "dsr": "DSR",
 }
 TITLE_TOP = 0.985  # figure fraction above which the section title sits
+PANEL_RIGHT = 0.78  # figure fraction where the axes end: legends sit outside, to their right
+LEGEND_FONT, TICK_FONT, TITLE_FONT = 9, 9, 12
+LEGEND_WIDTH = 22  # characters per legend line
 BUCKET_COLOURS = ("#b2182b", "#ef8a62", "#bdbdbd", "#67a9cf", "#2166ac")
 BASELINE_STYLE = {
     "buy_and_hold": ("black", "-"),
@@ -115,6 +134,7 @@ class Section:
     # commission + slippage per unit traded of the section's env: the exposure-matched passive's
     # costs in the attribution table (None: unknown, its Sharpe is n/a)
     cost_rate: float | None = None
+    facts: dict[str, str] = field(default_factory=dict)  # header lines: costs, position cap, model version
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -195,15 +215,25 @@ def metrics_table(section: Section, hold_threshold: float, trials: Trials | None
     """One row per agent and baseline, one column per ``TABLE_COLUMNS`` key; PSR against a zero Sharpe for every row,
     DSR (agents only) against the ``trials`` the ledger counts (undefined with fewer than 2)."""
     rows, periods_per_year = {}, section.periods_per_year
+
+    def growth(rollout: pd.DataFrame) -> dict[str, float]:
+        returns = _returns(rollout)
+        return {
+            "cagr": annualized_return(returns, periods_per_year),
+            "calmar": calmar_ratio(returns, periods_per_year),
+            "exposure": exposure(rollout),
+        }
+
     for name, rollout in section.agents.items():
         metrics = compute_metrics(rollout, periods_per_year, hold_threshold)
         dsr = math.nan if trials is None else deflated_sharpe(return_moments(_returns(rollout)), trials)
-        rows[name] = {**metrics, "dsr": dsr}
+        rows[name] = {**metrics, **growth(rollout), "dsr": dsr}
     for name, rollout in section.baselines.items():
         if name == MARKET:
-            rows[REFERENCE_LABELS[MARKET]] = json_ready(return_metrics(_returns(rollout), periods_per_year))
+            market = json_ready(return_metrics(_returns(rollout), periods_per_year))
+            rows[REFERENCE_LABELS[MARKET]] = {**market, **growth(rollout)}
         else:
-            rows[name] = compute_metrics(rollout, periods_per_year, hold_threshold)
+            rows[name] = {**compute_metrics(rollout, periods_per_year, hold_threshold), **growth(rollout)}
     table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(TABLE_COLUMNS))
     return table.apply(pd.to_numeric, errors="coerce")
 
@@ -331,8 +361,12 @@ def draw_equity(ax: Axes, section: Section) -> None:
         ax.plot(
             _timestamps(rollout), np.cumprod(1.0 + _returns(rollout)), color=agent_colour, lw=2.2, zorder=3, label=name
         )
-    ax.set_ylabel("growth of 1")
-    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.set_yscale("log")  # the uncapped market line no longer squeezes the capped curves flat
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.3g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_ylabel("growth of 1 (log scale)")
+    _legend_outside(ax)
 
 
 def draw_drawdown(ax: Axes, section: Section) -> None:
@@ -353,7 +387,7 @@ def draw_drawdown(ax: Axes, section: Section) -> None:
         )
     ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
     ax.set_ylabel("drawdown from peak")
-    ax.legend(loc="lower left", fontsize=7)
+    _legend_outside(ax)
 
 
 def rolling_window(n_steps: int, window: int) -> int:
@@ -390,7 +424,7 @@ def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
             label=name,
         )
     ax.set_ylabel(f"Sharpe, {window}-bar window")
-    ax.legend(loc="upper left", fontsize=7)
+    _legend_outside(ax)
 
 
 def draw_trades(ax: Axes, section: Section) -> None:
@@ -425,7 +459,7 @@ def draw_trades(ax: Axes, section: Section) -> None:
         )
     ax.set_ylabel("close")
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=handles + regime_handles, loc="upper left", fontsize=7, ncol=3)
+    _legend_outside(ax, handles + regime_handles, x=1.09)  # right of the position axis
     if "position" in rollout:
         twin = ax.twinx()
         twin.step(
@@ -450,13 +484,34 @@ def draw_actions(ax: Axes, section: Section, window: int, hold_threshold: float)
     )
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel(f"{name}: share, {window}-bar window")
-    ax.legend(loc="upper left", fontsize=7, ncol=5)
+    _legend_outside(ax)
+
+
+def _legend_outside(ax: Axes, handles: list | None = None, x: float = 1.01) -> None:
+    """The legend right of the axes, where it covers no line; long labels wrapped to fit there."""
+    if handles is None:
+        handles, _ = ax.get_legend_handles_labels()
+    labels = [textwrap.fill(str(h.get_label()), LEGEND_WIDTH) for h in handles]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(x, 1.0), fontsize=LEGEND_FONT, borderaxespad=0.0)
+
+
+def draw_distribution(ax: Axes, section: Section) -> None:
+    """Histogram of the primary agent's per-bar returns over capped buy-and-hold's, on shared bins."""
+    counts = return_histogram(section)
+    width = float(np.diff(counts.index.to_numpy()).mean()) if len(counts) > 1 else 1.0
+    colours = [next(iter(_agent_colours(section).values())), "black"]
+    for (name, column), colour in zip(counts.items(), colours):
+        ax.bar(counts.index, column, width=width, align="edge", alpha=0.45, color=colour, label=str(name))
+    ax.axvline(0.0, color="grey", lw=0.8)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    ax.set_ylabel("bars")
+    _legend_outside(ax)
 
 
 def _format(column: str, value: float) -> str:
     if value is None or not np.isfinite(value):
         return "n/a"
-    if column in ("total_return", "max_drawdown", "annualized_volatility", "hold_share"):
+    if column in ("total_return", "max_drawdown", "annualized_volatility", "hold_share", "cagr", "exposure"):
         return f"{value:.1%}"
     if column == "n_trades":
         return f"{int(value)}"
@@ -479,7 +534,7 @@ def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
         bbox=Bbox.from_bounds(0.27, 0.0, 0.73, 1.0),
     )
     cell.auto_set_font_size(False)
-    cell.set_fontsize(7)
+    cell.set_fontsize(LEGEND_FONT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -487,7 +542,7 @@ class TearsheetParams(ParameterSection):
     """The ``tearsheet`` parameter section."""
 
     rolling_window: int = setting(63, interval="[2, inf)")  # bars of the rolling Sharpe / action shares
-    dpi: int = setting(80, interval="[2, inf)")  # resolution of the panels embedded in the page
+    dpi: int = setting(100, interval="[2, inf)")  # resolution of the panels embedded in the page
 
 
 @dataclass(frozen=True)
@@ -508,16 +563,19 @@ def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: Te
         draw_trades(ax, section)
     elif key == "actions":
         draw_actions(ax, section, options.rolling_window, options.hold_threshold)
+    elif key == "distribution":
+        draw_distribution(ax, section)
     else:
         draw_metrics(ax, table)
-    ax.set_title(PANELS[key], fontsize=10, loc="left")
+    ax.tick_params(labelsize=TICK_FONT)
+    ax.set_title(PANELS[key], fontsize=TITLE_FONT, loc="left")
 
 
 def tearsheet_figure(section: Section, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
     """Every panel of one section in one figure (the versioned PNG)."""
     fig, axes = plt.subplots(len(PANELS), 1, figsize=(11, 3.0 * len(PANELS)))
     # fixed margins: a layout engine (tight/constrained) measures every label and costs seconds
-    fig.subplots_adjust(left=0.09, right=0.91, top=TITLE_TOP - 0.015, bottom=0.02, hspace=0.45)
+    fig.subplots_adjust(left=0.08, right=PANEL_RIGHT, top=TITLE_TOP - 0.015, bottom=0.02, hspace=0.45)
     for ax, key in zip(axes, PANELS):
         _draw(key, ax, section, table, options)
     fig.suptitle(section.title, fontsize=13, y=0.995)
@@ -554,17 +612,29 @@ def panel_images(fig: Figure, dpi: int) -> dict[str, str]:
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222}
-h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc}h3{font-size:1.05em;margin-bottom:.2em}
-table.metrics{border-collapse:collapse;font-size:.85em}table.metrics td,table.metrics th{padding:.2em .6em;
+h1{font-size:1.6em}h2{font-size:1.35em;border-bottom:1px solid #ccc}h3{font-size:1.15em;margin-bottom:.2em}
+table.metrics{border-collapse:collapse;font-size:.95em}table.header th{text-align:left}
+table.metrics td,table.metrics th{padding:.2em .6em;
 border-bottom:1px solid #eee;text-align:right}img{max-width:100%}.notes{color:#555;font-size:.9em}
 .warning{color:#b2182b;font-weight:bold}
 """
 
 
+def section_facts(section: Section) -> dict[str, str]:
+    """The section's header: symbol, first and last bar of the primary rollout, then its own facts."""
+    stamps = _timestamps(section.primary[1])
+    return {
+        "symbol": section.symbol,
+        "bars": f"{stamps[0].date()} .. {stamps[-1].date()} ({len(stamps)} bars)",
+        **section.facts,
+    }
+
+
 def section_html(section: Section, table: pd.DataFrame, images: Mapping[str, str]) -> str:
-    """One section: every chart panel (``panel_images``) under its title, then the metrics as an
-    HTML table."""
+    """One section: its header, every chart panel (``panel_images``) under its title, the metrics as
+    an HTML table, then the ``STATISTICS_BLOCKS``."""
     parts = [f'<section class="tearsheet-section"><h2>{html.escape(section.title)}</h2>']
+    parts.append(header_html(section_facts(section)))
     if section.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in section.notes) + "</ul>")
     for key, title in PANELS.items():
@@ -575,6 +645,8 @@ def section_html(section: Section, table: pd.DataFrame, images: Mapping[str, str
             parts.append(f'<img alt="{html.escape(title)}" src="data:image/png;base64,{images[key]}">')
         parts.append("</div>")
     parts.append(attribution_html(section))
+    for key, (title, block) in STATISTICS_BLOCKS.items():
+        parts.append(f'<div class="block" data-block="{key}"><h3>{html.escape(title)}</h3>{block(section)}</div>')
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -600,9 +672,11 @@ def build_tearsheet(
     options: TearsheetOptions,
     trials: Mapping[str, Trials] | None = None,
     header: Mapping[str, object] | None = None,
+    verdicts: Sequence[Verdict] = (),
 ) -> Tearsheet:
     """Rollout table, per-section figures (keyed ``<file_stem(section title)>.png``) and the self-contained HTML;
-    ``trials`` per symbol (from the trial ledger) deflate the agents' Sharpe ratios (DSR)."""
+    ``trials`` per symbol (from the trial ledger) deflate the agents' Sharpe ratios (DSR); ``verdicts``
+    (the phase's gates, collapse, forward alerts) make the PASS / FAIL / NOT CHECKED banner on top."""
     if not sections:
         raise ValueError(f"tearsheet {title!r} has no section")
     trials = trials or {}
@@ -617,7 +691,8 @@ def build_tearsheet(
     body = "\n".join(section_html(s, tables[s.title], panel_images(figures[s.title], options.dpi)) for s in sections)
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f'<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<ul class="notes">{facts}'
+        f"<style>{_STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{banner_html(verdicts)}\n"
+        f'<ul class="notes">{facts}'
         f"<li>PSR: probability that the true Sharpe exceeds 0. {html.escape(dsr_note)}</li></ul>\n"
         f"{body}\n</body></html>\n"
     )

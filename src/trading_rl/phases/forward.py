@@ -391,8 +391,9 @@ def decay_alerts(
     config = ForwardParams.from_mapping(params, "forward")
     decay = config.decay
     result: dict[str, Any] = {key: report.get(key) for key in ("status", "model_version", "symbol", "n_bars")}
-    if report.get("status") != "tracked":
-        return {**result, "passed": True, "alerts": [], "checks": []}
+    if report.get("status") != "tracked":  # nothing promoted, or no bar after the deployed model's data yet
+        reason = report.get("reason") or f"no bar after the deployed model's data end {report.get('deployed_data_end')}"
+        return {**result, "status": "not checked", "reason": reason, "passed": None, "alerts": [], "checks": []}
     windows = folds[
         (folds["symbol"].astype(str) == report["symbol"])
         & (folds["kind"] == "agent")

@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -144,6 +145,9 @@ class TuningParams(Section):
     sampler_seed: int | None = None  # null: the run's seed
     walk_forward: dict[str, Any] = setting({})
     search_space: dict[str, SearchDimension | None] = setting(DEFAULT_SEARCH_SPACE, check=_non_empty)
+    # The Optuna study's storage: a SQLite file (one study per run, named after its save version)
+    # that `optuna-dashboard sqlite:///<file>` opens; null keeps the study in memory.
+    storage: str | None = "data/07_model_output/optuna/tuning.db"
 
     def dimensions(self) -> dict[str, SearchDimension]:
         """The tuned keys (those not ``null``)."""
@@ -195,6 +199,14 @@ def trial_protocol(walk_forward_params: Mapping[str, Any] | None, overrides: Map
     """The walk_forward parameters every trial runs with: ``tuning.walk_forward`` over the
     walk_forward section, the tuned agent alone, windows ending at the training split's end."""
     return {**dict(walk_forward_params or {}), **dict(overrides), "agents": [AGENT], "data_end": DATA_END}
+
+
+def study_storage(path: str | None) -> str | None:
+    """``sqlite:///<path>`` with the file's folder made; ``None`` (in memory) for no path."""
+    if path is None:
+        return None
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
 
 
 def make_sampler(name: str, seed: int, batched: bool = False) -> optuna.samplers.BaseSampler:
@@ -314,7 +326,12 @@ def run_tuning(
     base_agents = {AGENT: dict(agent_params or {})}
     sampler_seed = seed if section.sampler_seed is None else section.sampler_seed
     batched = section.trials_per_population > 1
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(section.sampler, sampler_seed, batched))
+    study = optuna.create_study(
+        direction="maximize",
+        sampler=make_sampler(section.sampler, sampler_seed, batched),
+        storage=study_storage(section.storage),
+        study_name=f"tuning {(run or {}).get('save_version') or 'outside kedro'}",
+    )
 
     def ledger_rows(returns: pd.DataFrame, trial_params: Mapping[str, Any]) -> pd.DataFrame:
         return trial_rows(

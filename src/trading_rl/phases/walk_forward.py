@@ -28,6 +28,8 @@ period.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -70,6 +72,8 @@ from trading_rl.phases.options_her import continue_on_spec, train_from_spec
 from trading_rl.phases.reward_shaper import train_shaped
 from trading_rl.runtime.engine import Executor, SequentialExecutor
 from trading_rl.seeding import SeedRole, trial_seed
+
+logger = logging.getLogger(__name__)
 
 PARAMS_PREFIX = "walk_forward"
 
@@ -367,6 +371,28 @@ def fold_test_rollout(model: Any, spec: EnvSpec, seed: int) -> pd.DataFrame:
     return run_episode(spec.make_env("test", evaluation=True), policy_from_sb3(model), seed=seed)
 
 
+def _chain_progress(group_keys: Sequence[tuple]) -> Callable[[int, Any], None]:
+    """One INFO line per finished chain (the walk-forward's silent minutes were its chains)."""
+    started, done = time.perf_counter(), [0]
+
+    def log(index: int, result: Any) -> None:
+        done[0] += 1
+        _, symbol, agent, seed_index, group = group_keys[index]
+        logger.info(
+            "walk_forward: chain %d/%d done after %.0f s: %s %s seed %d, folds %d-%d",
+            done[0],
+            len(group_keys),
+            time.perf_counter() - started,
+            symbol,
+            agent,
+            seed_index,
+            group[0].index,
+            group[-1].index,
+        )
+
+    return log
+
+
 def run_walk_forward(
     prices: Mapping[str, pd.DataFrame],
     params: Mapping[str, Any],
@@ -497,7 +523,7 @@ def run_walk_forward_variants(
     if run_groups is not None:
         group_results = run_groups(group_tasks, [agent for _, _, agent, _, _ in group_keys])
     else:
-        group_results = executor.map(run_retrain_group, group_tasks)
+        group_results = executor.map(run_retrain_group, group_tasks, on_result=_chain_progress(group_keys))
 
     fold_market = {
         (symbol, fold.index): rollouts[MARKET]["return"].to_numpy(dtype=np.float64)

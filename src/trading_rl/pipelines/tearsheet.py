@@ -21,9 +21,14 @@ from kedro.pipeline import Node
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.summary import gate_results
 from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
+from trading_rl.evaluation.tearsheet_statistics import Verdict
 
 TEARSHEET_PARAMS = "params:tearsheet"
+# Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
+# does not list it as a tearsheet.
+EMPTY_PAGE_MARK = '<meta name="trading-rl-tearsheet" content="empty">'
 
 
 @dataclass
@@ -56,6 +61,7 @@ def env_tearsheet(
     """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it;
     ``env_overrides``: those ``make_env`` applies to ``env_spec``'s config."""
     title = f"{phase}: {env_spec.symbol}, {split} split"
+    config = env_spec.env_config(**dict(env_overrides or {}))
     section = env_section(
         title,
         env_spec.symbol,
@@ -66,7 +72,15 @@ def env_tearsheet(
         seed,
         (regime_params or {}).get("regimes"),
     )
-    return TearsheetInput(title, env_spec.env_config(**dict(env_overrides or {})).hold_threshold, [section])
+    section.facts.update(
+        {
+            "costs": f"commission {config.commission_rate:.3%} + slippage {config.slippage_rate:.3%} of each fill, "
+            f"fills at the {config.fill.replace('_', ' ')}",
+            "position cap": f"{config.max_position_pct:.0%} of equity (buy-and-hold is capped alike; the market "
+            "line is not)" + ("; shorts allowed" if config.allow_short else ""),
+        }
+    )
+    return TearsheetInput(title, config.hold_threshold, [section])
 
 
 def tearsheet_outputs(prefix: str) -> list[str]:
@@ -77,8 +91,21 @@ def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:
     return TearsheetParams.from_mapping(params, "tearsheet").to_dict()
 
 
+def verdicts_of(reports: Mapping[str, Any]) -> list[Verdict]:
+    """The banner lines of a phase's gate reports (collapse, option usage, shaping, migration
+    diversity, forward alerts), read as the run summary reads them."""
+    return [
+        Verdict(gate.report, gate.passed, gate.details or gate.failed)
+        for gate in gate_results({name: report for name, report in reports.items() if report is not None})
+    ]
+
+
 def render_tearsheet(
-    spec: TearsheetInput, params: dict[str, Any] | None, ledger: pd.DataFrame, run_metadata: dict[str, Any]
+    spec: TearsheetInput,
+    params: dict[str, Any] | None,
+    ledger: pd.DataFrame,
+    run_metadata: dict[str, Any],
+    gate_reports: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any], str]:
     """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials. A
     spec without sections (a phase with nothing to show yet, e.g. no forward bars) gives an empty
@@ -89,7 +116,8 @@ def render_tearsheet(
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
         title = html.escape(spec.title)
         page = (
-            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{EMPTY_PAGE_MARK}'
+            f"<title>{title}</title></head>"
             f"<body><h1>{title}</h1></body></html>\n"
         )
         return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page
@@ -99,18 +127,25 @@ def render_tearsheet(
     for section in spec.sections:  # the trials evaluated on the section's own bars (docs/protocol.md)
         steps = section.primary[1]["timestamp"]
         trials[section.symbol] = trials_for(ledger, section.symbol, Period.of(steps.min(), steps.max()))
-    tearsheet = build_tearsheet(spec.title, spec.sections, options, trials, header)
+    tearsheet = build_tearsheet(spec.title, spec.sections, options, trials, header, verdicts_of(gate_reports or {}))
     return tearsheet.rollouts, tearsheet.figures, tearsheet.html
 
 
 def tearsheet_node(
-    prefix: str, sections: Callable[..., TearsheetInput], inputs: list[str], ledger: str = "prior_trial_ledger"
+    prefix: str,
+    sections: Callable[..., TearsheetInput],
+    inputs: list[str],
+    ledger: str = "prior_trial_ledger",
+    gates: Sequence[str] = (),
 ) -> Node:
-    """A node ``render_<prefix>_tearsheet``: ``sections(*inputs)`` then ``render_tearsheet``."""
+    """A node ``render_<prefix>_tearsheet``: ``sections(*inputs)`` then ``render_tearsheet``, with
+    the ``gates`` reports (``evaluation.summary.GATE_REPORTS`` names) as the page's verdict banner."""
 
     def node_function(*args: Any) -> tuple[pd.DataFrame, dict[str, Any], str]:
-        *phase_inputs, params, trial_ledger, run_metadata = args
-        return render_tearsheet(sections(*phase_inputs), params, trial_ledger, run_metadata)
+        split = len(args) - len(gates)
+        *phase_inputs, params, trial_ledger, run_metadata = args[:split]
+        reports = dict(zip(gates, args[split:]))
+        return render_tearsheet(sections(*phase_inputs), params, trial_ledger, run_metadata, reports)
 
     # Named after the phase's function for kedro-viz; no ``__wrapped__``, so Kedro checks the inputs
     # against this function's own ``*args`` signature.
@@ -119,7 +154,7 @@ def tearsheet_node(
 
     return Node(
         node_function,
-        inputs=[*inputs, TEARSHEET_PARAMS, ledger, "run_metadata"],
+        inputs=[*inputs, TEARSHEET_PARAMS, ledger, "run_metadata", *gates],
         outputs=tearsheet_outputs(prefix),
         name=f"render_{prefix}_tearsheet",
         tags=["report"],

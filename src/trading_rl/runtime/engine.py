@@ -51,12 +51,18 @@ class RuntimeParams(Section):
 DEFAULT_RUNTIME_PARAMS: dict[str, Any] = RuntimeParams().to_dict()
 
 
+# Called with (task index, result) as each task finishes, so a long map can say what it has done.
+OnResult = Callable[[int, Any], None]
+
+
 class Executor(Protocol):
     """``share`` a large input once, then ``map`` a function over keyword-argument dicts."""
 
     def share(self, value: Any) -> Any: ...
 
-    def map(self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]]) -> list[Any]: ...
+    def map(
+        self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
+    ) -> list[Any]: ...
 
 
 def resolve_runtime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -85,9 +91,16 @@ class SequentialExecutor:
     def share(self, value: Any) -> Any:
         return value
 
-    def map(self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]]) -> list[Any]:
+    def map(
+        self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
+    ) -> list[Any]:
+        results = []
         with single_threaded():
-            return [fn(**kwargs) for kwargs in kwargs_list]
+            for index, kwargs in enumerate(kwargs_list):
+                results.append(fn(**kwargs))
+                if on_result is not None:
+                    on_result(index, results[-1])
+        return results
 
 
 _RAY_INIT_LOCK = threading.Lock()
@@ -142,10 +155,21 @@ class RayExecutor:
 
         return ray.put(value)
 
-    def map(self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]]) -> list[Any]:
+    def map(
+        self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
+    ) -> list[Any]:
+        """Results in input order; ``on_result`` sees each as it finishes (in finishing order)."""
         import ray
 
-        return ray.get([self._remote.remote(fn, **kwargs) for kwargs in kwargs_list])
+        pending = {self._remote.remote(fn, **kwargs): index for index, kwargs in enumerate(kwargs_list)}
+        results: list[Any] = [None] * len(pending)
+        while pending:
+            (finished,), _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(finished)
+            results[index] = ray.get(finished)
+            if on_result is not None:
+                on_result(index, results[index])
+        return results
 
 
 def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:

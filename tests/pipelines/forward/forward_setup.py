@@ -20,7 +20,7 @@ from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-from forward_monthly_reruns import run_forward  # noqa: E402  (the benchmark runs the same pipeline)
+from forward_monthly_reruns import promote_saved_model, run_forward, store_uri  # noqa: E402  (same pipeline)
 
 SYMBOL = "SYN"
 TRAINED_BARS = 480  # bars the deployed model's run had (date D is the last of them)
@@ -59,9 +59,10 @@ def write_prices(root: Path, prices: pd.DataFrame) -> None:
     prices.to_csv(folder / f"{SYMBOL}.csv")
 
 
-def deploy(root: Path, save_version: str) -> None:
-    """Train the tiny agent on the price file as it is, as the default run's phases do, and save it
-    as ``sac_icm_model`` version ``save_version``."""
+def deploy(root: Path, save_version: str, store: str | None = None) -> None:
+    """Train the tiny agent on the price file as it is, as the default run's phases do, save it
+    as ``sac_icm_model`` version ``save_version`` and promote it to ``trading_rl_sac_icm@champion``
+    in the MLflow store ``store`` (the root's own by default)."""
     raw = {SYMBOL: lambda: load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")}
     prices = fe.load_and_validate_prices(raw, FEATURE_EXTRACTION)
     splits = fe.define_splits(prices, FEATURE_EXTRACTION)
@@ -83,6 +84,7 @@ def deploy(root: Path, save_version: str) -> None:
         device="cpu",
         version=Version(None, save_version),
     ).save(model)
+    promote_saved_model(store or store_uri(root), save_version)
 
 
 def walk_forward_folds(sharpes=(-1.0, 0.5, 2.0), drawdowns=(-0.05, -0.1, -0.2), fills=(0.0, 0.3, 0.9)) -> pd.DataFrame:

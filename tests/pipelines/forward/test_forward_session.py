@@ -8,6 +8,7 @@ import json
 import logging
 import os
 
+import mlflow
 import pytest
 from forward_setup import SYMBOL, TRAINED_BARS, deploy, market, versions, walk_forward_folds, write_prices
 
@@ -20,7 +21,7 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
 ):
     project = project_copy(tmp_path / "project")
     write_prices(project, market(TRAINED_BARS))
-    deploy(project, DEPLOYED)
+    deploy(project, DEPLOYED, store=f"sqlite:///{project / 'data/ci/mlflow.db'}")  # promoted in ci's registry
     folds = project / f"data/08_reporting/walk_forward/folds.csv/{DEPLOYED}/folds.csv"
     folds.parent.mkdir(parents=True)
     walk_forward_folds().to_csv(folds, index=False)
@@ -35,8 +36,15 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
     try:
         with caplog.at_level(logging.INFO):
             kedro_run(project, ["forward"], runtime_params={"feature_extraction": {"symbols": symbols}})
+        run = mlflow.last_active_run()
     finally:
         os.chdir(cwd)
+    # the rerun's metrics and its alert gate in MLflow
+    assert run.data.metrics["forward/n_bars"] == 20 and "forward/total_return" in run.data.metrics
+    assert run.data.metrics["forward/alerts"] == len(
+        json.loads(versions(project, "data/08_reporting/forward/forward_alerts.json")[-1].read_text())["alerts"]
+    )
+    assert run.data.tags["gate.forward_alerts"] in {"passed", "FAILED"}
 
     report = json.loads(versions(project, "data/08_reporting/forward/forward_report.json")[-1].read_text())
     assert (report["status"], report["model_version"], report["n_bars"], report["new_bars"]) == (
@@ -50,4 +58,6 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
     assert {"alpha_annual", "alpha_ci90_low", "beta", "mean_exposure", "exposure_matched_sharpe"} <= set(
         report["metrics"]
     )
+    assert report["deployment"]["version"] == 1
+    assert "forward: deployed trading_rl_sac_icm@champion is version 1, promoted by benchmark" in caplog.text
     assert versions(project, "data/07_model_output/forward_record.parquet")

@@ -94,7 +94,8 @@ def test_alerts_fire_on_the_regime_break_appended_as_new_data(three_reruns):
     check = next(c for c in alerts["checks"] if c["check"] == "feature_drift")
     assert "realized_vol_20" in check["meaning"]
     first = json.loads(versions(root, ALERTS)[0].read_text())
-    assert first["status"] == "no new bars" and first["passed"]
+    assert (first["status"], first["passed"]) == ("not checked", None)  # not "passed": nothing was checked
+    assert first["reason"].startswith("no bar after the deployed model's data end")
 
 
 def test_the_forward_tearsheet_shows_equity_since_deployment_and_the_drift_table(three_reruns):
@@ -118,13 +119,27 @@ def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_
     write_prices(root, market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20))  # leave the fixture as it was
 
 
-def test_without_a_deployed_model_the_rerun_reports_it(tmp_path):
+def test_the_report_names_the_registry_version_it_traded_and_why(three_reruns):
+    root, _ = three_reruns
+    report = json.loads(versions(root, "data/08_reporting/forward/forward_report.json")[-1].read_text())
+    deployment = report["deployment"]
+    assert (deployment["status"], deployment["version"], deployment["alias"]) == ("deployed", 1, "champion")
+    assert deployment["save_version"] == report["model_version"] and deployment["promoted_by"] == "benchmark"
+    assert deployment["reason"].startswith("trading_rl_sac_icm@champion is version 1, promoted by benchmark")
+
+
+def test_without_a_promoted_model_the_rerun_says_not_checked_and_why(tmp_path):
     write_prices(tmp_path, market(TRAINED_BARS))
-    rerun(tmp_path, RUNS[0])
+    deploy(tmp_path, RUNS[0], store=f"sqlite:///{tmp_path / 'elsewhere.db'}")  # the newest file, but not promoted here
+    rerun(tmp_path, RUNS[1])
     report = json.loads(versions(tmp_path, "data/08_reporting/forward/forward_report.json")[0].read_text())
     alerts = json.loads(versions(tmp_path, ALERTS)[0].read_text())
-    assert report == {"status": "no deployed model"}
-    assert alerts["passed"] and alerts["alerts"] == []
+    assert (
+        report["status"] == "not checked"
+        and "no version of 'trading_rl_sac_icm' carries alias @champion" in (report["reason"])
+    )
+    assert (alerts["status"], alerts["passed"], alerts["alerts"]) == ("not checked", None, [])
+    assert alerts["reason"] == report["reason"]
     assert pd.read_parquet(versions(tmp_path, RECORD)[0]).empty
 
 
@@ -134,6 +149,6 @@ def test_a_model_trained_before_deployment_metadata_is_reported_not_fatal(caplog
     class OldModel:
         trading_rl_metadata = {"save_version": "2025-01-01T00.00.00.000Z", "symbol": SYMBOL}
 
-    data = prepare_forward_data(OldModel(), {}, {})
+    data = prepare_forward_data(OldModel(), {"reason": "version 1"}, {}, {})
     assert data == NotDeployed("deployed model has no deployment metadata")
     assert "carries no deployment metadata" in caplog.text

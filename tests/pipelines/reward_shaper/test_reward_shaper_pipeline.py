@@ -111,7 +111,7 @@ def test_pipeline_shapes_and_reports(tmp_path):
     assert sum(shares) == pytest.approx(1.0)
     assert "reward_shaper/reward/shaping_term" in streamed
     metrics = catalog.load("reward_shaper_metrics")
-    assert "eval/total_return" in metrics and not any(key.startswith("reward/") for key in metrics)
+    assert "final/total_return" in metrics and not any(key.startswith(("reward/", "eval/")) for key in metrics)
 
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "min_entropy": 5.0}}
     _, _, failing_fit = fit_reward_shaper(catalog.load("reward_shaper_rollouts"), source, failing, 5)

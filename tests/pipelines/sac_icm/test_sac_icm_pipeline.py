@@ -70,6 +70,10 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     html = _latest(foundation_project, "data/08_reporting/sac_icm_tearsheet.html").read_text()
     assert all(title in html for title in PANELS.values())
     assert 'data-panel="attribution"' in html and "exposure-matched Sharpe" in html
+    # the verdict banner reads this run's collapse report; the header names symbol, costs and cap
+    verdict = "FAIL" if collapse["collapsed"] else "PASS"
+    assert f'data-verdict="{verdict}"' in html and "<b>sac_icm_collapse_report</b>" in html
+    assert all(f"<th>{fact}</th>" in html for fact in ("symbol", "bars", "costs", "position cap"))
     pngs = list(_latest(foundation_project, "data/08_reporting/sac_icm_tearsheet").glob("*.png"))
     assert len(pngs) == 1 and pngs[0].stat().st_size > 10_000
     versions = {

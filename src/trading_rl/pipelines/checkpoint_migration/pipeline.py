@@ -66,6 +66,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:seed",
                     "params:regime_validation",
                 ],
+                gates=["migration_comparison"],
             ),
         ]
     )

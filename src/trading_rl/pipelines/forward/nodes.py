@@ -1,7 +1,8 @@
 """Thin nodes around ``trading_rl.phases.forward`` and ``monitoring.drift``.
 
-Every node accepts "no deployed model" (``forward_data`` is ``NotDeployed``): ``kedro run --pipelines
-validation`` then writes an unchanged record and reports the status instead of failing.
+The deployed model is the registry alias ``trading_rl_sac_icm@champion`` (``datasets.registry``).
+Every node accepts "nothing promoted" (``forward_data`` is ``NotDeployed``): ``kedro run --pipelines
+validation`` then writes an unchanged record and reports "not checked" with the reason instead of failing.
 """
 
 from __future__ import annotations
@@ -32,27 +33,30 @@ from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 
 logger = logging.getLogger(__name__)
 
-NO_MODEL = "no deployed model"
-
 
 @dataclass(frozen=True)
 class NotDeployed:
     """``forward_data`` when no usable model is deployed (a MemoryDataset refuses ``None``)."""
 
-    reason: str = NO_MODEL
+    reason: str
 
 
 Inputs = ForwardData | NotDeployed
 
 
 def prepare_forward_data(
-    deployed_model: Any, raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
+    deployed_model: Any,
+    registry_deployment: dict[str, Any],
+    raw_price_files: dict[str, Callable[[], pd.DataFrame]],
+    params: dict[str, Any],
 ) -> Inputs:
     """The deployed model's symbol read and validated like ``feature_extraction`` does, its features
-    rebuilt with the model's frozen parameters and scaler; ``NotDeployed`` without a deployed model."""
+    rebuilt with the model's frozen parameters and scaler; ``NotDeployed`` (with the registry's
+    reason) when no version is promoted."""
     if deployed_model is None:
-        logger.info("forward: no deployed model (dataset 'deployed_model' has no version yet); nothing to track")
-        return NotDeployed()
+        logger.warning("forward: not checked: %s", registry_deployment["reason"])
+        return NotDeployed(registry_deployment["reason"])
+    logger.info("forward: deployed %s", registry_deployment["reason"])
     try:
         deployment = Deployment.from_model(deployed_model)
     except ValueError as error:  # a model trained before forward tracking: validation must still run
@@ -106,12 +110,15 @@ def score_forward_bars(
     return record
 
 
-def report_forward(record: pd.DataFrame, data: Inputs, run_metadata: dict[str, Any], seed: int) -> dict[str, Any]:
-    """The record's metrics next to the baselines on the same bars and costs."""
+def report_forward(
+    record: pd.DataFrame, data: Inputs, deployment: dict[str, Any], run_metadata: dict[str, Any], seed: int
+) -> dict[str, Any]:
+    """The record's metrics next to the baselines on the same bars and costs, and which registry
+    version is deployed and why (or why nothing is)."""
     if isinstance(data, NotDeployed):
-        return {"status": data.reason}
+        return {"status": "not checked", "reason": data.reason, "deployment": deployment}
     scored_now = int((record["scored_in"] == str(run_metadata["save_version"])).sum()) if len(record) else 0
-    return forward_report(record, data, scored_now, seed)
+    return {**forward_report(record, data, scored_now, seed), "deployment": deployment}
 
 
 def measure_forward_drift(
@@ -129,8 +136,9 @@ def check_forward_decay(
     drift: dict[str, Any],
     walk_forward_folds: pd.DataFrame,
     params: dict[str, Any],
-) -> dict[str, Any]:
-    """``forward_alerts``; every alert is logged at WARNING (and again by the end-of-run summary)."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``forward_alerts`` and this rerun's MLflow metrics (``forward_metrics``); every alert is
+    logged at WARNING (and again by the end-of-run summary)."""
     alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
     for check in alerts["checks"]:
         if check["status"] == "alert":
@@ -142,7 +150,23 @@ def check_forward_decay(
                 check["value"],
                 check["expected"],
             )
-    return alerts
+    return alerts, forward_metrics(report, alerts)
+
+
+def forward_metrics(report: dict[str, Any], alerts: dict[str, Any]) -> dict[str, Any]:
+    """One point per rerun at the record's length: the deployed agent's Sharpe, return and drawdown
+    on every forward bar so far, the bars, and the alert / pending counts (nothing when not checked)."""
+    if alerts.get("passed") is None:
+        return {}
+    step = int(report["n_bars"])
+    values = {key: report["metrics"].get(key) for key in ("sharpe", "total_return", "max_drawdown")}
+    values.update(
+        n_bars=report["n_bars"],
+        new_bars=report["new_bars"],
+        alerts=len(alerts["alerts"]),
+        pending=sum(check["status"] == "pending" for check in alerts["checks"]),
+    )
+    return {key: {"value": value, "step": step} for key, value in values.items()}
 
 
 def forward_tearsheet(
@@ -153,7 +177,7 @@ def forward_tearsheet(
         status = (
             data.reason if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
         )
-        return TearsheetInput(f"forward: {status}", 0.1, [])
+        return TearsheetInput(f"forward: not checked: {status}", 0.1, [])
     tearsheet = env_tearsheet(
         "forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed, regime_params
     )

@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.prepare_forward_data,
-                inputs=["deployed_model", "raw_price_files", "params:feature_extraction"],
+                inputs=["deployed_model", "deployment", "raw_price_files", "params:feature_extraction"],
                 outputs="forward_data",
                 name="prepare_forward_data",
                 tags=["data"],
@@ -23,7 +23,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.report_forward,
-                inputs=["forward_record", "forward_data", "run_metadata", "params:seed"],
+                inputs=["forward_record", "forward_data", "deployment", "run_metadata", "params:seed"],
                 outputs="forward_report",
                 name="report_forward",
                 tags=["evaluate"],
@@ -38,7 +38,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 nodes.check_forward_decay,
                 inputs=["forward_report", "forward_record", "forward_drift", "walk_forward_folds", "params:forward"],
-                outputs="forward_alerts",
+                outputs=["forward_alerts", "forward_metrics"],
                 name="check_forward_decay",
                 tags=["report"],
             ),
@@ -46,6 +46,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "forward",
                 nodes.forward_tearsheet,
                 ["forward_record", "forward_data", "forward_drift", "params:seed", "params:regime_validation"],
+                gates=["forward_alerts"],
             ),
         ]
     )

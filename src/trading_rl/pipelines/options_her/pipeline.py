@@ -25,6 +25,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "options_her",
                 nodes.options_her_tearsheet,
                 ["options_her_model", "env_spec", "params:options_her", "params:seed", "params:regime_validation"],
+                gates=["option_usage_report"],
             ),
         ]
     )

@@ -56,14 +56,15 @@ def train_shaped_agent(
 def report_reward_shaping(
     shaped_model, sac_icm_model, env_spec, fit_report: dict, training: dict, params: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], dict[str, list[dict]]]:
-    """Shaping report and the MLflow metrics of its end (validation metrics and weight gates at the
-    last training step); the ``reward/*`` history was streamed while training ran, so it is not
-    logged a second time here."""
+    """Shaping report and the MLflow metrics of its end (validation metrics as ``final/*`` and weight
+    gates at the last training step); the ``reward/*`` and ``eval/*`` histories were streamed while
+    training ran, so they are not logged a second time here (``eval/*`` at the last step would be a
+    second point at one step, and the final evaluation is another measurement: the whole split)."""
     report = shaping_report(shaped_model, sac_icm_model, env_spec, fit_report, training, params, seed)
     metrics: dict[str, list[dict]] = {}
     evaluation = {"metrics": report["shaped_agent"]["metrics"], "baselines": report["baselines"]}
     final_step = training["reward_history"][-1]["timestep"] if training["reward_history"] else 0
-    for key, value in flat_metrics(evaluation, "eval").items():
+    for key, value in flat_metrics(evaluation, "final").items():
         metrics[key] = [{"step": int(final_step), "value": value}]
     for row in report["weight_gates"]:
         metrics[f"gates/{row['gate']}"] = [{"step": int(final_step), "value": float(row["value"])}]

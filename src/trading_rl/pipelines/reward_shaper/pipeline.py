@@ -62,6 +62,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:seed",
                     "params:regime_validation",
                 ],
+                gates=["reward_shaping_report"],
             ),
         ]
     )

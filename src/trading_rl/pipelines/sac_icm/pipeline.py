@@ -37,6 +37,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "sac_icm",
                 nodes.sac_icm_tearsheet,
                 ["sac_icm_model", "env_spec", "params:sac_icm", "params:seed", "params:regime_validation"],
+                gates=["sac_icm_collapse_report"],
             ),
         ]
     )

@@ -47,9 +47,10 @@ def tune(
 
 def report_tuning(
     trials: pd.DataFrame, trial_ledger: pd.DataFrame, tuned_parameters: dict[str, Any], run_metadata: dict[str, Any]
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The tuning report: DSR of the chosen configuration against the whole ledger (this run's
-    trials included) with the trial count, and how to apply it (logged too)."""
+    trials included) with the trial count, and how to apply it (logged too); and the MLflow
+    metrics: each trial's objective at its trial number, the chosen trial's, and the trial counts."""
     report = tuning_report(trials, trial_ledger, tuned_parameters, run_metadata)
     counts = ", ".join(
         f"{symbol}: DSR {'undefined' if entry['dsr'] is None else format(entry['dsr'], '.3f')} over "
@@ -57,9 +58,25 @@ def report_tuning(
         for symbol, entry in report["selection"].items()
     )
     logger.info(
-        'tuning chose trial %d (%s); apply it with --params "%s"',
+        "tuning chose trial %d (%s); apply it as a config env: copy tuned_parameters.yml of version %s "
+        "(under 06_models/tuned_parameters.yml/ of this env's data root) to conf/tuned/parameters_tuned.yml "
+        "and run with --env tuned (or to conf/local/ for every plain run); the --params string is the "
+        "report's chosen.params_argument",
         report["chosen"]["trial"],
         counts,
-        report["chosen"]["params_argument"],
+        run_metadata.get("save_version"),
     )
-    return report
+    return report, tuning_metrics(trials, report)
+
+
+def tuning_metrics(trials: pd.DataFrame, report: dict[str, Any]) -> dict[str, Any]:
+    per_trial = trials.drop_duplicates("trial")
+    metrics: dict[str, Any] = {
+        "trial/objective": [
+            {"value": float(row.objective), "step": int(row.trial)} for row in per_trial.itertuples(index=False)
+        ],
+        "chosen/objective": {"value": report["chosen"]["objective"], "step": report["chosen"]["trial"]},
+    }
+    for state, count in per_trial["state"].value_counts().items():
+        metrics[f"trials/{state}"] = {"value": int(count), "step": 0}
+    return metrics

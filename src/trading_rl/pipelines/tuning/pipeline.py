@@ -26,7 +26,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 nodes.report_tuning,
                 inputs=["tuning_trials", "trial_ledger", "tuned_parameters", "run_metadata"],
-                outputs="tuning_report",
+                outputs=["tuning_report", "tuning_metrics"],
                 name="report_tuning",
                 tags=["report"],
             ),

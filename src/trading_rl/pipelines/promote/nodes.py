@@ -1,0 +1,36 @@
+"""Thin node around ``trading_rl.model_registry.promotion``."""
+
+from __future__ import annotations
+
+import getpass
+import logging
+from typing import Any
+
+from trading_rl.model_registry import PromoteParams, promotion
+
+logger = logging.getLogger(__name__)
+
+
+def promote_model(
+    registry: dict[str, Any], params: dict[str, Any], run_metadata: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The alias move (to the registry and as the run's ``promotion_report``); the version is checked
+    to exist and to have passed every gate it was registered with."""
+    config = PromoteParams.from_mapping(params, "promote")
+    decision = promotion(
+        registry["registered_model"],
+        registry["versions"],
+        config.version,
+        config.alias,
+        by=getpass.getuser(),
+        at=str(run_metadata["save_version"]),
+    )
+    logger.info(
+        "promote: %s@%s -> version %s (was %s); gates %s",
+        decision["registered_model"],
+        decision["alias"],
+        decision["version"],
+        decision["previous_version"],
+        decision["gates"],
+    )
+    return decision, decision

@@ -1,0 +1,95 @@
+"""A quick ``--env ci`` run after a base run leaves the base run's world as it was: its latest
+versions, its trial ledger (DSR), its MLflow store and registry. The ci run writes under ``data/ci``
+to its own MLflow store and ledger, records its env, and names the ``conf/local`` files it ignores."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from trading_rl.evaluation.ledger import append_rows, read_ledger, trial_row, trials_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from log_gaps import log_gaps  # noqa: E402
+
+REGISTERED = "trading_rl_sac_icm"
+
+
+def snapshot(data: Path) -> dict[str, int]:
+    """Every file under ``data`` except the ci root, with its size."""
+    return {
+        str(path.relative_to(data)): path.stat().st_size
+        for path in sorted(data.rglob("*"))
+        if path.is_file() and path.relative_to(data).parts[0] != "ci"
+    }
+
+
+def base_row(sharpe_mean: float) -> dict:
+    moments = {"n_obs": 100, "mean": sharpe_mean, "std": 0.01, "skew": 0.0, "kurtosis": 3.0}
+    return trial_row(
+        source="walk_forward",
+        symbol="sp500",
+        split="walk_forward",
+        period_start="2005-01-03",
+        period_end="2012-12-31",
+        agent="sac_icm",
+        configuration={"agent": "sac_icm", "lr": sharpe_mean},
+        moments=moments,
+        n_runs=4,
+        periods_per_year=252,
+        run={"save_version": "base", "config_env": "local"},
+    )
+
+
+@pytest.mark.slow
+def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_untouched(
+    project_copy, kedro_run, tmp_path, capsys
+):
+    project = project_copy(tmp_path / "project", ci_data_root="data/ci")
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        kedro_run(project, ["feature_extraction", "env_construction"], env=None)  # base + conf/local
+        base_store = f"sqlite:///{project / 'mlflow.db'}"
+        client = mlflow.MlflowClient(base_store, base_store)
+        (base_run,) = client.search_runs([client.get_experiment_by_name("trading_rl").experiment_id])
+        assert base_run.data.tags["trading_rl.env"] == "local"
+        # a deployed base model and two base trials (DSR counts 2)
+        client.create_registered_model(REGISTERED)
+        version = client.create_model_version(REGISTERED, f"runs:/{base_run.info.run_id}/sac_icm", base_run.info.run_id)
+        client.set_registered_model_alias(REGISTERED, "champion", version.version)
+        append_rows(project / "data/08_reporting/trial_ledger", [base_row(0.001), base_row(0.002)])
+        before = snapshot(project / "data")
+        (project / "conf/local/parameters_feature_extraction.yml").write_text(
+            "feature_extraction:\n  symbols:\n    - {name: GOOGL, source: file}\n"
+        )
+
+        capsys.readouterr()
+        kedro_run(project, ["feature_extraction", "env_construction", "sac_icm", "walk_forward"], env="ci")
+        ci_log = capsys.readouterr().out  # Kedro's logging config sends the log to stdout
+        ci_run = mlflow.last_active_run()
+    finally:
+        os.chdir(cwd)
+
+    assert snapshot(project / "data") == before  # no new version, no ledger file, no manifest in base
+    assert trials_for(read_ledger(project / "data/08_reporting/trial_ledger"), "sp500").n == 2
+    assert len(client.search_runs([client.get_experiment_by_name("trading_rl").experiment_id])) == 1
+    assert [v.version for v in client.search_model_versions(f"name='{REGISTERED}'")] == [version.version]
+    assert client.get_model_version_by_alias(REGISTERED, "champion").version == version.version
+
+    ci = project / "data/ci"
+    assert list((ci / "06_models/sac_icm_model.zip").iterdir()) and list((ci / "09_runs").rglob("*.json"))
+    ci_ledger = read_ledger(ci / "08_reporting/trial_ledger")
+    assert len(ci_ledger) and set(ci_ledger["config_env"]) == {"ci"}
+    ci_store = f"sqlite:///{ci / 'mlflow.db'}"
+    ci_client = mlflow.MlflowClient(ci_store, ci_store)
+    assert ci_client.get_experiment(ci_run.info.experiment_id).name == "trading_rl_ci"
+    assert ci_client.get_run(ci_run.info.run_id).data.tags["trading_rl.env"] == "ci"
+    ignored = "IGNORES conf/local/parameters_feature_extraction.yml"
+    assert ci_log.count(ignored) == 2  # at the start and again after the summary
+    longest = log_gaps(ci_log.splitlines())[0]
+    assert longest.seconds <= 60, longest  # no silent minute (benchmarks/log_gaps.py)
