@@ -225,8 +225,8 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     from trading_rl.envs import EnvConfig
     from trading_rl.evaluation.attribution import env_cost_rate, return_attribution, rollout_exposure
     from trading_rl.evaluation.baselines import MARKET
-    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
-    from trading_rl.phases.walk_forward import prepare_fold, resolve_walk_forward_params
+    from trading_rl.evaluation.folds import development_prices
+    from trading_rl.phases.walk_forward import folds_of, prepare_fold, resolve_walk_forward_params
 
     policies = ("random", "sma_crossover", "buy_and_hold", ORACLE_FOR_LONG_ONLY)
     cost_rate = env_cost_rate(EnvConfig.from_mapping(env_config))
@@ -236,15 +236,7 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
         params = {**feature_params, "symbols": [entry]}
         prices = development_prices(by_symbol(load_validated_prices([entry], {}, 250))[entry["name"]], "all", params)
         config = resolve_walk_forward_params({**wf, "data_end": "all"}, params)
-        folds = make_folds(
-            len(tradable_index(prices, params)),
-            config["train_length"],
-            config["test_length"],
-            config["step"],
-            config["gap_bars"],
-            config["retrain_frequency"],
-            config["max_folds"],
-        )
+        folds = folds_of(prices, config, params)
         series: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in policies}
         for fold in folds:
             _, rollouts = prepare_fold(entry["name"], prices, fold, params, env_config, 252.0, market_seed)
@@ -419,31 +411,14 @@ def main() -> None:
             "sequential": SequentialExecutor,
         }[args.engine]()
         started = time.perf_counter()
-        result = run_walk_forward(
-            prices,
-            arm_wf,
-            feature_params,
-            env_config,
-            periods_per_year,
-            {"sac_icm": params["sac_icm"]["agent"]},
-            params["seed"],
-            executor,
-        )
+        protocol = (arm_wf, feature_params, env_config, periods_per_year, {"sac_icm": params["sac_icm"]["agent"]})
+        result = run_walk_forward(prices, *protocol, params["seed"], executor)
         timings[arm] = time.perf_counter() - started
         print(f"arm {arm}: {timings[arm]:.0f} s", flush=True)
         rows += market_rows(result, arm, env_config, 252.0)
         returns_parts.append(result.returns.assign(arm=arm))
         if not args.no_ledger:
-            ledger_rows += trial_rows(
-                result.returns,
-                arm_wf,
-                feature_params,
-                env_config,
-                periods_per_year,
-                {"sac_icm": params["sac_icm"]["agent"]},
-                params["seed"],
-                source="controls",
-            ).to_dict("records")
+            ledger_rows += trial_rows(result.returns, *protocol, params["seed"], source="controls").to_dict("records")
     table = pd.DataFrame(rows)
     summary = summarise(table, [arm for arm, _ in arms])
     print_summary(summary)

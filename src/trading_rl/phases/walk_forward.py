@@ -436,6 +436,19 @@ def shared_protocol(variants: Sequence[Mapping[str, Any]], feature_params: Mappi
     return configs
 
 
+def folds_of(prices: pd.DataFrame, config: Mapping[str, Any], feature_params: Mapping[str, Any] | None) -> list[Fold]:
+    """The windows of one symbol's development ``prices`` under resolved walk-forward ``config``."""
+    return make_folds(
+        len(tradable_index(prices, feature_params)),
+        config["train_length"],
+        config["test_length"],
+        config["step"],
+        config["gap_bars"],
+        config["retrain_frequency"],
+        config["max_folds"],
+    )
+
+
 def run_walk_forward_variants(
     prices: Mapping[str, pd.DataFrame],
     variants: Sequence[Mapping[str, Any]],
@@ -466,18 +479,7 @@ def run_walk_forward_variants(
         raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
 
     prices = {symbol: development_prices(prices[symbol], config["data_end"], feature_params) for symbol in symbols}
-    symbol_folds = {
-        symbol: make_folds(
-            len(tradable_index(prices[symbol], feature_params)),
-            config["train_length"],
-            config["test_length"],
-            config["step"],
-            config["gap_bars"],
-            config["retrain_frequency"],
-            config["max_folds"],
-        )
-        for symbol in symbols
-    }
+    symbol_folds = {symbol: folds_of(prices[symbol], config, feature_params) for symbol in symbols}
     fold_keys = [(symbol, fold) for symbol in symbols for fold in symbol_folds[symbol]]
     shared_prices = {symbol: executor.share(prices[symbol]) for symbol in symbols}
     prepared = executor.map(
