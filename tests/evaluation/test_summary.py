@@ -166,7 +166,7 @@ def test_walk_forward_rows_show_the_stitched_attribution_and_the_standard_errors
     text = summary_text({"walk_forward_summary": summary})
     assert "1.10 / 3.0% / -3.0%" not in text and "+2.1% [-3.0%, +7.2%]  0.15 / 0.14 / 0.41" in text
     assert (
-        "sac_icm on sp500 (median): Sharpe SE 0.62 (a seed's stitched series), 0.50 (median over windows); "
+        "sac_icm on sp500 (median of windows): Sharpe SE 0.62 (a seed's stitched series), 0.50 (median over windows); "
         "alpha SE 4.1%/yr; smallest detectable (2 SE) Sharpe 1.24, alpha 8.2%/yr"
     ) in text
 
