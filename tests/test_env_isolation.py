@@ -11,7 +11,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from trading_rl.evaluation.ledger import append_rows, read_ledger, trial_row, trials_for
+from trading_rl.evaluation.ledger import Period, append_rows, read_ledger, trial_row, trials_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from log_gaps import log_gaps  # noqa: E402
@@ -26,6 +26,9 @@ def snapshot(data: Path) -> dict[str, int]:
         for path in sorted(data.rglob("*"))
         if path.is_file() and path.relative_to(data).parts[0] != "ci"
     }
+
+
+BASE_PERIOD = Period.of("2005-01-03", "2012-12-31")
 
 
 def base_row(sharpe_mean: float) -> dict:
@@ -76,7 +79,7 @@ def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_unto
         os.chdir(cwd)
 
     assert snapshot(project / "data") == before  # no new version, no ledger file, no manifest in base
-    assert trials_for(read_ledger(project / "data/08_reporting/trial_ledger"), "sp500").n == 2
+    assert trials_for(read_ledger(project / "data/08_reporting/trial_ledger"), "sp500", BASE_PERIOD).n == 2
     assert len(client.search_runs([client.get_experiment_by_name("trading_rl").experiment_id])) == 1
     assert [v.version for v in client.search_model_versions(f"name='{REGISTERED}'")] == [version.version]
     assert client.get_model_version_by_alias(REGISTERED, "champion").version == version.version

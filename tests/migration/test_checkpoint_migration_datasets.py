@@ -1,6 +1,8 @@
 """Folder datasets: legacy zips read-only, versioned byte-identical backups, SB3 model folders."""
 
 import hashlib
+import io
+import zipfile
 
 import pytest
 from kedro.io import DatasetError
@@ -33,15 +35,22 @@ def test_legacy_folder_reads_zip_bytes_and_refuses_writes(tmp_path):
 
 def test_backups_are_byte_identical_new_versions(tmp_path):
     path = tmp_path / "backups"
-    sources = {"a.zip": bytes(range(256)) * 10, "b.zip": b"PK\x03\x04 tail"}
+    sources = {"a.zip": _zip(bytes(range(256)) * 10), "b.zip": _zip(b"tail")}  # checkpoints are zips
     RawBytesFolderDataset(str(path), version=Version(None, "2026-11-25T00.00.00.000Z")).save(sources)
-    RawBytesFolderDataset(str(path), version=Version(None, "2026-11-25T00.00.01.000Z")).save({"c.zip": b"c"})
+    RawBytesFolderDataset(str(path), version=Version(None, "2026-11-25T00.00.01.000Z")).save({"c.zip": _zip(b"c")})
     assert _versions(path) == ["2026-11-25T00.00.00.000Z", "2026-11-25T00.00.01.000Z"]
     first = RawBytesFolderDataset(str(path), version=Version("2026-11-25T00.00.00.000Z", None)).load()
     assert {k: hashlib.sha256(v).hexdigest() for k, v in first.items()} == {
         k: hashlib.sha256(v).hexdigest() for k, v in sources.items()
     }
-    assert RawBytesFolderDataset(str(path), version=Version(None, None)).load() == {"c.zip": b"c"}
+    assert RawBytesFolderDataset(str(path), version=Version(None, None)).load() == {"c.zip": _zip(b"c")}
+
+
+def _zip(payload: bytes) -> bytes:
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr(zipfile.ZipInfo("data", date_time=(2026, 1, 1, 0, 0, 0)), payload)
+    return archive.getvalue()
 
 
 def test_failed_serialisation_writes_no_version(tmp_path):

@@ -72,10 +72,11 @@ def test_population_engine_trains_sac_chains_stage_by_stage_and_keeps_every_row(
     pd.testing.assert_frame_equal(population.folds[exact], sequential.folds[exact], check_exact=True)
     sac = population.folds[~exact]
     assert len(sac) == 2 * 2 * 3 and sac["action_entropy"].notna().all()
-    # Members are distinct agents (seeds differ), not copies of one policy.
+    # Members are distinct agents (seeds differ), not copies of one policy. (sac and sac_icm share
+    # their random streams, common random numbers; at this budget the ICM has not yet acted.)
     agent_steps = population.returns[population.returns["agent"].isin(["sac", "sac_icm"])]
     actions = agent_steps.groupby(["agent", "seed"])["action_raw"].sum()
-    assert actions.nunique() == len(actions)
+    assert (actions.groupby(level="agent").nunique() == 2).all()
 
 
 def test_variants_join_one_population_where_they_can_and_split_by_batch_size(monkeypatch):
