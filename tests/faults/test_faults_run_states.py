@@ -23,7 +23,11 @@ def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
 
     while mlflow.active_run() is not None:  # left open by an earlier session in this process
         mlflow.end_run()
-    previous_uri, handler_before = mlflow.get_tracking_uri(), signal.getsignal(signal.SIGINT)
+    previous_uri, outer_handler = mlflow.get_tracking_uri(), signal.getsignal(signal.SIGINT)
+    # Python's own Ctrl-C handler before the hook (an earlier test in this process, Ray's start for
+    # one, may leave SIGINT ignored, which the hook then rightly respects).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    handler_before = signal.default_int_handler
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     hooks = RunStateHooks()
     # an explicit experiment: an earlier Kedro session in this process leaves its experiment id active
@@ -38,9 +42,10 @@ def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
         while mlflow.active_run() is not None:
             mlflow.end_run()
         mlflow.set_tracking_uri(previous_uri)
+        restored = signal.signal(signal.SIGINT, outer_handler)
     assert finished.info.status == "KILLED"
     assert finished.data.tags["trading_rl.ended_by"] == "SIGINT"
-    assert signal.getsignal(signal.SIGINT) == handler_before
+    assert restored == handler_before
 
 
 @pytest.mark.parametrize(
