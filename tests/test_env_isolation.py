@@ -49,6 +49,7 @@ def base_row(sharpe_mean: float) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.own_process  # the base run must log into this project's relative sqlite:///mlflow.db
 def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_untouched(
     project_copy, kedro_run, tmp_path, capsys
 ):
