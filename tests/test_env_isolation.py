@@ -4,8 +4,10 @@ to its own MLflow store and ledger, records its env, and names the ``conf/local`
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import mlflow
@@ -51,7 +53,7 @@ def base_row(sharpe_mean: float) -> dict:
 @pytest.mark.slow
 @pytest.mark.own_process  # the base run must log into this project's relative sqlite:///mlflow.db
 def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_untouched(
-    project_copy, kedro_run, tmp_path, capsys
+    project_copy, kedro_run, tmp_path, caplog
 ):
     project = project_copy(tmp_path / "project", ci_data_root="data/ci")
     cwd = os.getcwd()
@@ -72,9 +74,15 @@ def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_unto
             "feature_extraction:\n  symbols:\n    - {name: GOOGL, source: file}\n"
         )
 
-        capsys.readouterr()
-        kedro_run(project, ["feature_extraction", "env_construction", "sac_icm", "walk_forward"], env="ci")
-        ci_log = capsys.readouterr().out  # Kedro's logging config sends the log to stdout
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            kedro_run(project, ["feature_extraction", "env_construction", "sac_icm", "walk_forward"], env="ci")
+        # The log as its records (which handler prints them depends on the logging config in use),
+        # one line each, stamped as conf/logging.yml stamps them.
+        ci_log = "\n".join(
+            f"{datetime.fromtimestamp(record.created):%Y-%m-%d %H:%M:%S},{int(record.msecs):03d} {record.getMessage()}"
+            for record in caplog.records
+        )
         ci_run = mlflow.last_active_run()
     finally:
         os.chdir(cwd)
