@@ -1,7 +1,7 @@
 """Agent-updates per second of the population SAC learner against N sequential SB3 SAC runs.
 
     python benchmarks/population_throughput.py [--sizes 1 4 16 64] [--updates 30] [--threads 1]
-        [--net 64 64] [--batch 64] [--obs-dim 265] [--end-to-end 4 16] [--e2e-steps 300]
+        [--net 64 64] [--batch 64] [--obs-dim 265] [--end-to-end 4 16] [--e2e-steps 300] [--e2e-device cuda]
 
 Gradient updates (``train``): for each N, N members with replay buffers pre-filled with random
 transitions of the walk-forward's shapes (observation of 265 floats as the trading env's window of
@@ -144,9 +144,10 @@ def measure_updates(device: str, n: int, updates: int, net: list[int], batch: in
     return n * updates / sequential, n * updates / batched
 
 
-def measure_end_to_end(n: int, steps: int, icm: bool) -> tuple[float, float]:
-    """(sequential, population) env steps with updates per CPU second: N walk-forward agents
-    (``build_agent`` with ``walk_forward.agent_overrides``, ICM on or off) on the trading env."""
+def measure_end_to_end(n: int, steps: int, icm: bool, device: str = "cpu") -> tuple[float, float]:
+    """(sequential, population) env steps with updates per second (CPU seconds on CPU, wall seconds
+    on CUDA): N walk-forward agents (``build_agent`` with ``walk_forward.agent_overrides``, ICM on
+    or off) on the trading env, their networks on ``device``."""
     from train_throughput import make_env_factory
 
     from trading_rl.agents import build_agent
@@ -155,14 +156,14 @@ def measure_end_to_end(n: int, steps: int, icm: bool) -> tuple[float, float]:
     make_env, _ = make_env_factory()
     params = {section: dict(values) for section, values in WalkForwardParams().agent_overrides.items()}
     params["icm"] = {**params.get("icm", {}), "enabled": icm}
-    members = [build_agent(make_env(), params, seed=seed, device="cpu") for seed in range(n)]
+    members = [build_agent(make_env(), params, seed=seed, device=device) for seed in range(n)]
     learning_starts = members[0].learning_starts
     for member in members:
         member.learn(learning_starts + 20)
-    sequential = _timed("cpu", lambda: [m.learn(steps, reset_num_timesteps=False) for m in members])
+    sequential = _timed(device, lambda: [m.learn(steps, reset_num_timesteps=False) for m in members])
     population = PopulationSAC(members)
     population.learn(10, reset_num_timesteps=False)
-    batched = _timed("cpu", lambda: population.learn(steps, reset_num_timesteps=False))
+    batched = _timed(device, lambda: population.learn(steps, reset_num_timesteps=False))
     population.release()
     return n * steps / sequential, n * steps / batched
 
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (walk-forward tasks run with 1)")
     parser.add_argument("--end-to-end", type=int, nargs="*", default=[], help="member counts of env-stepping runs")
     parser.add_argument("--e2e-steps", type=int, default=300)
+    parser.add_argument("--e2e-device", default="cpu", help="where the end-to-end members' networks live (cpu, cuda)")
     args = parser.parse_args()
     th.set_num_threads(args.threads)
 
@@ -202,13 +204,14 @@ def main() -> None:
             )
     for n in args.end_to_end:
         for icm in (False, True):
-            sequential, population = measure_end_to_end(n, args.e2e_steps, icm)
+            sequential, population = measure_end_to_end(n, args.e2e_steps, icm, args.e2e_device)
             print(
                 f"\n## End to end on the trading env, N = {n}, {'SAC+ICM' if icm else 'SAC'}, "
-                f"{args.e2e_steps} steps each (CPU, one process)"
+                f"{args.e2e_steps} steps each (networks on {args.e2e_device}, one process)"
             )
+            seconds = "CPU-s" if args.e2e_device == "cpu" else "s"
             print(
-                f"sequential {sequential:.0f} agent-steps/CPU-s, population {population:.0f}, "
+                f"sequential {sequential:.0f} agent-steps/{seconds}, population {population:.0f}, "
                 f"ratio {population / sequential:.2f}",
                 flush=True,
             )
