@@ -16,6 +16,7 @@ FOUNDATION = ("archives", "config", "provenance", "seeding")
 # The domain packages, lowest first. A package imports only from the packages before it (and the
 # foundation); packages on one rank import none of each other.
 DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
+    ("runtime",),  # the execution engine: imports nothing of the domain, every layer above may run tasks
     ("data",),
     ("features",),
     ("envs",),
@@ -24,7 +25,7 @@ DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
     ("agents",),
     ("algorithms",),
     ("rewards",),
-    ("migration", "export", "runtime"),
+    ("migration", "export"),
 )
 PHASES = "phases"
 RANK = {package: rank for rank, packages in enumerate(DOMAIN_ORDER) for package in packages}
@@ -133,6 +134,8 @@ def test_the_domain_and_the_phases_import_no_kedro():
         ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.nodes"),
         ("trading_rl.pipelines.multi_symbol.nodes", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
+        ("trading_rl.runtime.engine", "trading_rl.algorithms.actor_learner"),
+        ("trading_rl.runtime.engine", "trading_rl.agents.shared_encoder"),
     ],
 )
 def test_an_upward_or_sideways_import_is_named(importer, imported):
@@ -142,6 +145,7 @@ def test_an_upward_or_sideways_import_is_named(importer, imported):
 def test_allowed_imports_pass():
     assert layering_problem("trading_rl.phases.walk_forward", "trading_rl.agents.sac_icm") is None
     assert layering_problem("trading_rl.agents.sac_icm", "trading_rl.evaluation.metrics") is None
+    assert layering_problem("trading_rl.algorithms.actor_learner", "trading_rl.runtime.engine") is None
     assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward.nodes")

@@ -1,5 +1,5 @@
-"""Execution back-end (``runtime.engine``: sequential or Ray) and the shared encoder of many-symbol
-training."""
+"""The execution engine (``runtime.engine``): independent tasks run sequentially or as Ray tasks, and
+the project's one Ray connection (``connect_ray``)."""
 
 from trading_rl.runtime.engine import (
     DEFAULT_RUNTIME_PARAMS,
