@@ -28,8 +28,13 @@ DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
     ("migration", "export"),
 )
 PHASES = "phases"
+# Above the domain and the phases: the Kedro/MLflow integration (hooks, MLflow conventions, catalog
+# datasets, run manifest, parameter sections), then the pipelines, which may use it. Above them only
+# Kedro's entry modules (settings, pipeline_registry, __main__), which may import anything.
+ADAPTERS = ("integration", "pipelines")
 RANK = {package: rank for rank, packages in enumerate(DOMAIN_ORDER) for package in packages}
 RANK[PHASES] = len(DOMAIN_ORDER)
+RANK.update({package: len(DOMAIN_ORDER) + 1 + rank for rank, package in enumerate(ADAPTERS)})
 
 
 def module_name(path: Path) -> str:
@@ -84,7 +89,7 @@ def layering_problem(importer: str, imported: str) -> str | None:
         return f"the foundation module {source} imports the project"
     if source in RANK:
         if target not in RANK:
-            return f"{source} imports {target}, outside the domain packages and phases"
+            return f"{source} imports {target}, outside the domain packages, phases and adapters"
         if RANK[target] >= RANK[source]:
             return f"{source} (rank {RANK[source]}) imports {target} (rank {RANK[target]}), which is not below it"
     return None
@@ -108,7 +113,7 @@ def test_no_module_imports_against_the_layering():
 def test_the_domain_and_the_phases_import_no_kedro():
     found = []
     for path in sorted(SOURCE.rglob("*.py")):
-        if top(module_name(path)) not in RANK:
+        if top(module_name(path)) not in RANK or top(module_name(path)) in ADAPTERS:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = (
@@ -135,6 +140,9 @@ def test_the_domain_and_the_phases_import_no_kedro():
         ("trading_rl.pipelines.multi_symbol.nodes", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
         ("trading_rl.runtime.engine", "trading_rl.algorithms.actor_learner"),
+        ("trading_rl.integration.hooks", "trading_rl.pipelines.tearsheet"),
+        ("trading_rl.phases.walk_forward", "trading_rl.integration.parameter_sections"),
+        ("trading_rl.pipelines.sac_icm.nodes", "trading_rl.settings"),
         ("trading_rl.runtime.engine", "trading_rl.agents.shared_encoder"),
     ],
 )
@@ -146,6 +154,9 @@ def test_allowed_imports_pass():
     assert layering_problem("trading_rl.phases.walk_forward", "trading_rl.agents.sac_icm") is None
     assert layering_problem("trading_rl.agents.sac_icm", "trading_rl.evaluation.metrics") is None
     assert layering_problem("trading_rl.algorithms.actor_learner", "trading_rl.runtime.engine") is None
+    assert layering_problem("trading_rl.pipelines.tracking", "trading_rl.integration.mlflow_tracking") is None
+    assert layering_problem("trading_rl.integration.parameter_sections", "trading_rl.phases.walk_forward") is None
+    assert layering_problem("trading_rl.settings", "trading_rl.integration.hooks") is None
     assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward.nodes")

@@ -15,7 +15,7 @@ from manifest_faults_setup import assert_unchanged, good_project_copy, snapshot
 
 from trading_rl import settings
 from trading_rl.config import ConfigError
-from trading_rl.run_states import RunStateHooks, check_env, check_params_once
+from trading_rl.integration.run_states import RunStateHooks, check_env, check_params_once
 
 
 def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):

@@ -116,6 +116,15 @@ BASELINE_STYLE = {
     "sma_crossover": ("#9467bd", "--"),
 }
 
+# Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
+# does not list it as a tearsheet.
+EMPTY_PAGE_MARK = '<meta name="trading-rl-tearsheet" content="empty">'
+
+
+def tearsheet_outputs(prefix: str) -> list[str]:
+    """The datasets a phase's tearsheet is saved as: its rollouts, its PNGs and its HTML page."""
+    return [f"{prefix}_rollout", f"{prefix}_tearsheet_plot", f"{prefix}_tearsheet"]
+
 
 @dataclass
 class Section:

@@ -20,8 +20,8 @@ from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
+from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
-from trading_rl.model_registry import PromoteParams
 from trading_rl.phases.forward import ForwardParams
 from trading_rl.phases.multi_symbol import MultiSymbolParams
 from trading_rl.phases.options_her_params import OptionsHerParams
