@@ -129,6 +129,37 @@ def test_the_domain_and_the_phases_import_no_kedro():
     assert found == []
 
 
+# Public names several modules define on purpose: Kedro's per-pipeline entry point and the
+# per-section parameter prefix. ``resolve_phase_params`` goes with the resolve_* wrappers (issue 28
+# item 1).
+SHARED_NAMES = {"create_pipeline", "PARAMS_PREFIX", "resolve_phase_params"}
+
+
+def public_definitions() -> dict[str, list[str]]:
+    """Every public module-level function, class and constant: ``name -> [module, ...]``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                names = []
+            for name in names:
+                if not name.startswith("_") and name != "logger":
+                    found.setdefault(name, []).append(module_name(path))
+    return found
+
+
+def test_a_public_name_is_defined_in_one_module():
+    """Two ``Section``s or three ``PRICE_COLUMNS`` with different contents make an import a guess."""
+    twice = {name: modules for name, modules in public_definitions().items() if len(modules) > 1}
+    assert {name: modules for name, modules in twice.items() if name not in SHARED_NAMES} == {}
+
+
 @pytest.mark.parametrize(
     "importer, imported",
     [

@@ -24,9 +24,9 @@ from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.summary import gate_results
 from trading_rl.evaluation.tearsheet import (
     EMPTY_PAGE_MARK,
-    Section,
     TearsheetOptions,
     TearsheetParams,
+    TearsheetSection,
     build_tearsheet,
     env_section,
     tearsheet_outputs,
@@ -42,7 +42,7 @@ class TearsheetInput:
 
     title: str
     hold_threshold: float
-    sections: Sequence[Section]
+    sections: Sequence[TearsheetSection]
 
 
 def sb3_rollouts(models: Mapping[str, Any], make_env: Callable[[], gym.Env], seed: int) -> dict[str, pd.DataFrame]:

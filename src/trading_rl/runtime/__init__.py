@@ -7,7 +7,7 @@ from trading_rl.runtime.engine import (
     RayExecutor,
     SequentialExecutor,
     connect_ray,
-    make_executor,
+    make_runtime_executor,
     resolve_runtime_params,
 )
 
@@ -17,6 +17,6 @@ __all__ = [
     "RayExecutor",
     "SequentialExecutor",
     "connect_ray",
-    "make_executor",
+    "make_runtime_executor",
     "resolve_runtime_params",
 ]
