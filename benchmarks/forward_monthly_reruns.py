@@ -37,7 +37,6 @@ from kedro.io.core import Version
 from kedro.runner import SequentialRunner
 
 from trading_rl.data import load_prices
-from trading_rl.datasets import SB3ModelDataset
 from trading_rl.envs import symbol_env_spec
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.final import ARTIFACT, check_test_split, model_digest
@@ -45,6 +44,7 @@ from trading_rl.evaluation.ledger import STREAMS, append_rows, identified, read_
 from trading_rl.evaluation.metrics import return_moments, sharpe_ratio
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import make_splits, max_lookback
+from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.phases.walk_forward import identity_params, run_walk_forward
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.forward import create_pipeline
@@ -115,7 +115,7 @@ def promote_saved_model(uri: str, save_version: str, registered_model: str = "tr
     project's promotion; returns the registry version."""
     import mlflow
 
-    from trading_rl.model_registry import CHAMPION, apply_promotion, promotion, registry_versions
+    from trading_rl.integration.model_registry import CHAMPION, apply_promotion, promotion, registry_versions
 
     client = mlflow.MlflowClient(uri, uri)
     if not client.search_registered_models(f"name='{registered_model}'"):
@@ -179,7 +179,10 @@ def run_forward(root: Path, save_version: str, parameters: dict, folds: pd.DataF
     config["prior_trial_ledger"] = yaml.safe_load((PROJECT / "conf/base/catalog_ledger.yml").read_text())[
         "prior_trial_ledger"
     ]
-    config["raw_price_files"] = {"type": "trading_rl.datasets.RawPriceFilesDataset", "path": "data/01_raw/prices"}
+    config["raw_price_files"] = {
+        "type": "trading_rl.integration.datasets.RawPriceFilesDataset",
+        "path": "data/01_raw/prices",
+    }
     for entry in config.values():
         for key in ("filepath", "path"):
             if key in entry:

@@ -16,6 +16,7 @@ FOUNDATION = ("archives", "config", "provenance", "seeding")
 # The domain packages, lowest first. A package imports only from the packages before it (and the
 # foundation); packages on one rank import none of each other.
 DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
+    ("runtime",),  # the execution engine: imports nothing of the domain, every layer above may run tasks
     ("data",),
     ("features",),
     ("envs",),
@@ -24,11 +25,16 @@ DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
     ("agents",),
     ("algorithms",),
     ("rewards",),
-    ("migration", "export", "runtime"),
+    ("migration", "export"),
 )
 PHASES = "phases"
+# Above the domain and the phases: the Kedro/MLflow integration (hooks, MLflow conventions, catalog
+# datasets, run manifest, parameter sections), then the pipelines, which may use it. Above them only
+# Kedro's entry modules (settings, pipeline_registry, __main__), which may import anything.
+ADAPTERS = ("integration", "pipelines")
 RANK = {package: rank for rank, packages in enumerate(DOMAIN_ORDER) for package in packages}
 RANK[PHASES] = len(DOMAIN_ORDER)
+RANK.update({package: len(DOMAIN_ORDER) + 1 + rank for rank, package in enumerate(ADAPTERS)})
 
 
 def module_name(path: Path) -> str:
@@ -83,7 +89,7 @@ def layering_problem(importer: str, imported: str) -> str | None:
         return f"the foundation module {source} imports the project"
     if source in RANK:
         if target not in RANK:
-            return f"{source} imports {target}, outside the domain packages and phases"
+            return f"{source} imports {target}, outside the domain packages, phases and adapters"
         if RANK[target] >= RANK[source]:
             return f"{source} (rank {RANK[source]}) imports {target} (rank {RANK[target]}), which is not below it"
     return None
@@ -107,7 +113,7 @@ def test_no_module_imports_against_the_layering():
 def test_the_domain_and_the_phases_import_no_kedro():
     found = []
     for path in sorted(SOURCE.rglob("*.py")):
-        if top(module_name(path)) not in RANK:
+        if top(module_name(path)) not in RANK or top(module_name(path)) in ADAPTERS:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = (
@@ -123,6 +129,37 @@ def test_the_domain_and_the_phases_import_no_kedro():
     assert found == []
 
 
+# Public names several modules define on purpose: Kedro's per-pipeline entry point and the
+# per-section parameter prefix. ``resolve_phase_params`` goes with the resolve_* wrappers (issue 28
+# item 1).
+SHARED_NAMES = {"create_pipeline", "PARAMS_PREFIX", "resolve_phase_params"}
+
+
+def public_definitions() -> dict[str, list[str]]:
+    """Every public module-level function, class and constant: ``name -> [module, ...]``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                names = []
+            for name in names:
+                if not name.startswith("_") and name != "logger":
+                    found.setdefault(name, []).append(module_name(path))
+    return found
+
+
+def test_a_public_name_is_defined_in_one_module():
+    """Two ``Section``s or three ``PRICE_COLUMNS`` with different contents make an import a guess."""
+    twice = {name: modules for name, modules in public_definitions().items() if len(modules) > 1}
+    assert {name: modules for name, modules in twice.items() if name not in SHARED_NAMES} == {}
+
+
 @pytest.mark.parametrize(
     "importer, imported",
     [
@@ -133,6 +170,11 @@ def test_the_domain_and_the_phases_import_no_kedro():
         ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.nodes"),
         ("trading_rl.pipelines.multi_symbol.nodes", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
+        ("trading_rl.runtime.engine", "trading_rl.algorithms.actor_learner"),
+        ("trading_rl.integration.hooks", "trading_rl.pipelines.tearsheet"),
+        ("trading_rl.phases.walk_forward", "trading_rl.integration.parameter_sections"),
+        ("trading_rl.pipelines.sac_icm.nodes", "trading_rl.settings"),
+        ("trading_rl.runtime.engine", "trading_rl.agents.shared_encoder"),
     ],
 )
 def test_an_upward_or_sideways_import_is_named(importer, imported):
@@ -142,6 +184,10 @@ def test_an_upward_or_sideways_import_is_named(importer, imported):
 def test_allowed_imports_pass():
     assert layering_problem("trading_rl.phases.walk_forward", "trading_rl.agents.sac_icm") is None
     assert layering_problem("trading_rl.agents.sac_icm", "trading_rl.evaluation.metrics") is None
+    assert layering_problem("trading_rl.algorithms.actor_learner", "trading_rl.runtime.engine") is None
+    assert layering_problem("trading_rl.pipelines.tracking", "trading_rl.integration.mlflow_tracking") is None
+    assert layering_problem("trading_rl.integration.parameter_sections", "trading_rl.phases.walk_forward") is None
+    assert layering_problem("trading_rl.settings", "trading_rl.integration.hooks") is None
     assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward.nodes")

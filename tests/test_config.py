@@ -12,7 +12,7 @@ import pytest
 
 from trading_rl.agents import build_agent
 from trading_rl.config import ConfigError, Section, section_from_defaults, setting
-from trading_rl.parameter_sections import SECTIONS, validate_parameters
+from trading_rl.integration.parameter_sections import SECTIONS, validate_parameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENVIRONMENTS = sorted(path.name for path in (PROJECT_ROOT / "conf").iterdir() if path.is_dir() and path.name != "local")

@@ -1,21 +1,21 @@
 """Kedro project settings."""
 
-from trading_rl.warnings_filters import quiet_known_warnings
+from trading_rl.integration.warnings_filters import quiet_known_warnings
 
 quiet_known_warnings()
 
-from trading_rl.config_loader import ProjectConfigLoader  # noqa: E402
-from trading_rl.hooks import (  # noqa: E402
+from trading_rl.integration.config_loader import ProjectConfigLoader  # noqa: E402
+from trading_rl.integration.hooks import (  # noqa: E402
     MlflowRunHygieneHooks,
     ParameterValidationHooks,
     ProgressHooks,
     ReproducibilityHooks,
     RunSummaryHooks,
 )
-from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
-from trading_rl.phase_inputs import PhaseInputHooks  # noqa: E402
-from trading_rl.run_manifest import RunManifestHooks  # noqa: E402
-from trading_rl.run_states import RunStateHooks  # noqa: E402
+from trading_rl.integration.mlflow_hooks import MlflowConventionHooks  # noqa: E402
+from trading_rl.integration.phase_inputs import PhaseInputHooks  # noqa: E402
+from trading_rl.integration.run_manifest import RunManifestHooks  # noqa: E402
+from trading_rl.integration.run_states import RunStateHooks  # noqa: E402
 
 HOOKS = (
     ReproducibilityHooks(),
@@ -30,7 +30,7 @@ HOOKS = (
 )
 
 # Catalog paths under data/ move to the env's globals.yml data_root (ci: data/ci), so quick runs
-# never mix with real ones (trading_rl.config_loader).
+# never mix with real ones (trading_rl.integration.config_loader).
 CONFIG_LOADER_CLASS = ProjectConfigLoader
 
 CONFIG_LOADER_ARGS = {

@@ -12,7 +12,7 @@ from kedro.io import DataCatalog
 from kedro.pipeline import Node, Pipeline
 from kedro.runner import SequentialRunner
 
-from trading_rl.hooks import ProgressHooks
+from trading_rl.integration.hooks import ProgressHooks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from log_gaps import log_gaps  # noqa: E402
@@ -37,7 +37,7 @@ def test_a_silent_node_gets_a_still_running_line_within_the_interval(caplog):
     manager = _create_hook_manager()
     manager.register(hooks)
     pipeline = Pipeline([Node(lambda: time.sleep(2.5) or 1, None, "x", name="silent_training")])
-    with caplog.at_level(logging.INFO, logger="trading_rl.hooks"):
+    with caplog.at_level(logging.INFO, logger="trading_rl.integration.hooks"):
         manager.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=DataCatalog())
         SequentialRunner().run(pipeline, DataCatalog(), manager)
         manager.hook.after_pipeline_run(run_params={}, run_result={}, pipeline=pipeline, catalog=DataCatalog())

@@ -150,7 +150,7 @@ def test_a_fresh_clone_refuses_what_the_committed_ledger_reports_as_spent(tmp_pa
     it, the catalog's guard reads the committed ledger, and a clone with an empty data/ refuses it."""
     catalog = yaml.safe_load((PROJECT / "conf" / "base" / "catalog_ledger.yml").read_text())
     assert catalog["prior_trial_ledger"]["also_read"] == ["docs/results/trial_ledger"]
-    from trading_rl.datasets import TrialLedgerDataset
+    from trading_rl.integration.datasets import TrialLedgerDataset
 
     fresh = TrialLedgerDataset(str(tmp_path / "data" / "trial_ledger"), read_only=True, also_read=[COMMITTED_LEDGER])
     committed = fresh.load()

@@ -316,7 +316,7 @@ def test_skill_gate_fails_rather_than_passes_on_a_summary_without_attribution():
     assert gate["status"] == "fail" and "undefined" in gate["reason"]
 
 
-def test_flat_metrics_carry_the_stitched_attribution_for_the_next_run_to_compare():
+def test_flat_validation_metrics_carry_the_stitched_attribution_for_the_next_run_to_compare():
     entry = {
         "kind": "agent",
         "metrics": {},

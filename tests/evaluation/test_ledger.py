@@ -11,9 +11,9 @@ import pytest
 from kedro.io import DatasetError
 from scipy.stats import kurtosis, norm, skew
 
-from trading_rl.datasets import TrialLedgerDataset
 from trading_rl.evaluation import ledger
 from trading_rl.evaluation.metrics import return_moments
+from trading_rl.integration.datasets import TrialLedgerDataset
 
 
 def _row(

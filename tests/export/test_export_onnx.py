@@ -4,9 +4,9 @@ import numpy as np
 import onnx
 import pytest
 
-from trading_rl.datasets.export import OnnxModelDataset
 from trading_rl.export import check_parity, export_actor, inference_session, latency_percentiles, rollout_observations
 from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
+from trading_rl.integration.datasets.export import OnnxModelDataset
 
 
 def test_parity_on_real_and_random_observations(export_setup, onnx_bytes):

@@ -22,11 +22,11 @@ from synthetic_prices import tiny_env_spec
 
 from trading_rl.agents.resume import CheckpointRejected, read_checkpoint
 from trading_rl.archives import ArchiveTooLargeError, check_member_sizes
-from trading_rl.datasets import SB3ModelDataset, TrialLedgerDataset
-from trading_rl.datasets.bytes_dataset import sha256_line
-from trading_rl.datasets.env_spec import EnvSpecDataset
 from trading_rl.evaluation import ledger
 from trading_rl.evaluation.metrics import return_moments
+from trading_rl.integration.datasets import SB3ModelDataset, TrialLedgerDataset
+from trading_rl.integration.datasets.bytes_dataset import sha256_line
+from trading_rl.integration.datasets.env_spec import EnvSpecDataset
 
 DECLARED = 12 * 1024**3  # the review's member: 12 GB once inflated
 

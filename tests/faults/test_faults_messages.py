@@ -14,8 +14,8 @@ import pytest
 from kedro.io import DatasetError
 from synthetic_prices import tiny_env_spec
 
-from trading_rl.datasets import RawPriceFilesDataset
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
+from trading_rl.integration.datasets import RawPriceFilesDataset
 from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices
 
 
@@ -71,7 +71,7 @@ def test_split_dates_out_of_order_are_refused_before_any_file_is_read():
 
 def test_every_symbol_input_of_a_phase_is_checked(spec):
     """The per-phase check (PhaseInputHooks) on each kind of input, without a Kedro session."""
-    from trading_rl.phase_inputs import check_phase_inputs
+    from trading_rl.integration.phase_inputs import check_phase_inputs
 
     check_phase_inputs({"env_spec": spec, "feature_params": {"AAA": {}}, "scalers": {"AAA": {}}}, "AAA", "export")
     returns = pd.DataFrame({"symbol": ["FWD"], "return": [0.0]})

@@ -16,7 +16,7 @@ import pytest
 
 from trading_rl.config import ConfigError
 from trading_rl.data import load_prices
-from trading_rl.parameter_sections import validate_parameters
+from trading_rl.integration.parameter_sections import validate_parameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def test_a_user_symbol_is_chosen_from_the_command_line(tmp_path):
     comma inside the value, so Kedro's splitting at commas leaves it whole."""
     from kedro.framework.cli.utils import _split_params
 
-    from trading_rl.datasets import RawPriceFilesDataset
+    from trading_rl.integration.datasets import RawPriceFilesDataset
     from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices
 
     runtime = _split_params(None, None, "feature_extraction.symbols=MYSYM:file sp500,env_construction.symbol=MYSYM")

@@ -60,7 +60,7 @@ def sac_model():
     return build_agent(ToyTradingEnv(), toy_params(icm=False), seed=0, device="cpu")
 
 
-def _model_dataset(tmp_path: Path, dataset_type: str = "trading_rl.datasets.SB3ModelDataset"):
+def _model_dataset(tmp_path: Path, dataset_type: str = "trading_rl.integration.datasets.SB3ModelDataset"):
     entry = {
         "type": dataset_type,
         "filepath": str(tmp_path / "data" / "model.zip"),
@@ -131,7 +131,7 @@ def test_a_saved_model_zip_round_trips_with_its_manifest(tmp_path, sac_model):
 
 def _folder_catalog(tmp_path: Path) -> DataCatalog:
     entry = {
-        "type": "trading_rl.datasets.migration.SB3ModelFolderDataset",
+        "type": "trading_rl.integration.datasets.migration.SB3ModelFolderDataset",
         "filepath": str(tmp_path / "data" / "models"),
         "model_class": "stable_baselines3.SAC",
         "device": "cpu",
@@ -159,11 +159,14 @@ def _saved_without_manifest(tmp_path: Path, sac_model, folder: bool) -> tuple[Da
 def test_a_trusted_older_model_loads_after_its_manifest_is_written(tmp_path, sac_model, folder):
     catalog, name, target = _saved_without_manifest(tmp_path, sac_model, folder)
     with pytest.raises(
-        DatasetError, match=r"no hash manifest.*python -m trading_rl\.datasets\.bytes_dataset " + re.escape(str(target))
+        DatasetError,
+        match=r"no hash manifest.*python -m trading_rl\.integration\.datasets\.bytes_dataset " + re.escape(str(target)),
     ):
         catalog.load(name)
     subprocess.run(
-        [sys.executable, "-m", "trading_rl.datasets.bytes_dataset", str(target)], check=True, capture_output=True
+        [sys.executable, "-m", "trading_rl.integration.datasets.bytes_dataset", str(target)],
+        check=True,
+        capture_output=True,
     )
     loaded = catalog.load(name)
     assert isinstance(loaded["sp500.zip"] if folder else loaded, SAC)
@@ -200,7 +203,7 @@ def test_a_hostile_controller_is_refused_by_the_weights_only_loader(marker, sac_
 
 def test_a_hierarchical_agent_file_changed_after_saving_is_not_loaded(tmp_path, marker, sac_model):
     entry = {
-        "type": "trading_rl.datasets.hierarchical.HierarchicalAgentDataset",
+        "type": "trading_rl.integration.datasets.hierarchical.HierarchicalAgentDataset",
         "filepath": str(tmp_path / "data" / "agent.zip"),
         "device": "cpu",
         "versioned": True,
@@ -270,7 +273,7 @@ def test_a_sigkilled_run_is_marked_killed_on_the_next_start(tmp_path):
     """A run whose process was SIGKILLed stays RUNNING in MLflow until the next start ends it."""
     import mlflow
 
-    from trading_rl.hooks import MlflowRunHygieneHooks
+    from trading_rl.integration.hooks import MlflowRunHygieneHooks
     from trading_rl.monitoring.stale_runs import HOST_TAG, PID_TAG, process_tags
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -15,7 +15,7 @@ from manifest_faults_setup import assert_unchanged, good_project_copy, snapshot
 
 from trading_rl import settings
 from trading_rl.config import ConfigError
-from trading_rl.run_states import RunStateHooks, check_env, check_params_once
+from trading_rl.integration.run_states import RunStateHooks, check_config_env, check_params_once
 
 
 def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
@@ -71,10 +71,10 @@ def test_one_params_option_and_other_commands_pass():
 def test_an_unknown_env_is_refused_naming_the_known_ones(tmp_path):
     for env in ("base", "ci", "local"):
         (tmp_path / "conf" / env).mkdir(parents=True)
-    check_env(tmp_path, "ci")
-    check_env(tmp_path, None)
+    check_config_env(tmp_path, "ci")
+    check_config_env(tmp_path, None)
     with pytest.raises(ConfigError, match=r"--env cii: there is no conf/cii folder.*\['ci', 'local'\].*--env ci"):
-        check_env(tmp_path, "cii")
+        check_config_env(tmp_path, "cii")
 
 
 def test_the_env_check_runs_before_kedro_mlflow():

@@ -8,7 +8,7 @@ import pytest
 
 from trading_rl.envs import ContinuousTradingEnv, DiscreteTradingEnv
 from trading_rl.migration import compare_checkpoint, diversity_gate
-from trading_rl.migration.comparison import summarise
+from trading_rl.migration.comparison import comparison_row
 
 
 class CyclingModel:
@@ -48,7 +48,7 @@ def test_gate_requires_twenty_percent_more_diversity():
 
 
 def test_summary_trade_rate_is_fills_per_step():
-    summary = summarise({"n_trades": 3, "n_steps": 12, "sharpe": 0.5, "action_entropy": 0.1})
+    summary = comparison_row({"n_trades": 3, "n_steps": 12, "sharpe": 0.5, "action_entropy": 0.1})
     assert summary["trade_rate"] == 0.25 and summary["sharpe"] == 0.5 and summary["total_return"] is None
 
 

@@ -8,7 +8,7 @@ import pytest
 from kedro.io import DatasetError
 from kedro.io.core import Version
 
-from trading_rl.datasets.migration import (
+from trading_rl.integration.datasets.migration import (
     LegacyCheckpointFolderDataset,
     RawBytesFolderDataset,
     SB3ModelFolderDataset,

@@ -85,6 +85,6 @@ def test_mistyped_pipeline_name_suggests_the_right_one_without_a_traceback():
     assert "Failed to find the pipeline named 'sac_icmm'" in output
     assert "Did you mean one of these instead?\n    sac_icm" in output
     assert "Traceback" not in output and "ImportError" not in output
-    # trading_rl.warnings_filters silences the third-party noise the project can control (not the
+    # trading_rl.integration.warnings_filters silences the third-party noise the project can control (not the
     # one kedro-mlflow's CLI plugin emits while `kedro` loads it, before any project code runs).
     assert "register_new_resolver" not in output and "dataset names contain '.'" not in output

@@ -11,7 +11,7 @@ import ray
 import torch
 from threadpoolctl import threadpool_info
 
-from trading_rl.runtime import RayExecutor, SequentialExecutor, make_executor, resolve_runtime_params
+from trading_rl.runtime import RayExecutor, SequentialExecutor, make_runtime_executor, resolve_runtime_params
 
 
 @pytest.mark.parametrize(
@@ -38,11 +38,11 @@ def test_defaults_and_accepted_gpu_shares():
     }
     assert resolve_runtime_params({"ray": {"num_gpus_per_task": 0.25}})["ray"]["num_gpus_per_task"] == 0.25
     assert resolve_runtime_params({"ray": {"num_gpus_per_task": 2}})["ray"]["num_gpus_per_task"] == 2.0
-    assert isinstance(make_executor({"engine": "sequential"}), SequentialExecutor)
+    assert isinstance(make_runtime_executor({"engine": "sequential"}), SequentialExecutor)
 
 
 def test_ray_tasks_return_in_input_order_with_shared_inputs_resolved(ray_session):
-    executor = make_executor({"engine": "ray", "ray": {"num_cpus": 2}})
+    executor = make_runtime_executor({"engine": "ray", "ray": {"num_cpus": 2}})
     assert isinstance(executor, RayExecutor)
     big = np.arange(100_000, dtype=np.float64)
     shared = executor.share(big)
@@ -76,4 +76,4 @@ def test_every_task_runs_single_threaded_on_both_engines(ray_session):
         torch.set_num_threads(1)
     # Ray's workers cannot import this test module: send its functions by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    assert make_executor({"engine": "ray"}).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]
+    assert make_runtime_executor({"engine": "ray"}).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]

@@ -15,7 +15,7 @@ from trading_rl.data import load_prices
 from trading_rl.evaluation import folds as windows
 from trading_rl.phases import walk_forward as wf
 from trading_rl.pipelines.walk_forward.nodes import walk_forward
-from trading_rl.runtime import SequentialExecutor, make_executor
+from trading_rl.runtime import SequentialExecutor, make_runtime_executor
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session
         for group in windows.retrain_groups(windows.make_folds(500, 200, 40, 40, 20, 2, 3))
     ] == [[0, 1], [2]]
     sequential = wf.run_walk_forward(*arguments, SequentialExecutor())
-    on_ray = wf.run_walk_forward(*arguments, make_executor({"engine": "ray"}))
+    on_ray = wf.run_walk_forward(*arguments, make_runtime_executor({"engine": "ray"}))
     pd.testing.assert_frame_equal(on_ray.folds, sequential.folds, check_exact=True)
     pd.testing.assert_frame_equal(on_ray.returns, sequential.returns, check_exact=True)
     agents = sequential.folds[sequential.folds["kind"] == "agent"]

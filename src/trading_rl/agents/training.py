@@ -30,13 +30,12 @@ from stable_baselines3.common.callbacks import BaseCallback
 from trading_rl.agents.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.agents.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
 from trading_rl.agents.sac_icm import TrainingDivergedError, copy_sections, resolve_params
+from trading_rl.agents.streaming import MetricsCallback
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
 
 logger = logging.getLogger(__name__)
-
-MetricsCallback = Callable[[dict, int], None]
 
 
 @dataclass

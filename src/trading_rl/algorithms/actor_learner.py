@@ -30,7 +30,7 @@ import contextlib
 import copy
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from trading_rl.agents.sac_icm import ACTIVATIONS
 from trading_rl.algorithms.vtrace import vtrace_from_importance_weights
 from trading_rl.config import Section, layer_widths_problem, setting
 from trading_rl.envs import EnvSpec
+from trading_rl.runtime.engine import connect_ray
 from trading_rl.seeding import SeedRole
 from trading_rl.seeding import seeds as role_seeds
 
@@ -379,22 +380,6 @@ class _RayWorkers:
         self.actors.clear()
 
 
-@contextlib.contextmanager
-def _ray_connection(address: str | None) -> Iterator[None]:
-    """Use the running Ray if there is one (a cluster or the walk-forward back-end's), else start
-    one at ``address`` (``None``: a local Ray on this machine's CPUs) and shut it down afterwards."""
-    import ray
-
-    if ray.is_initialized():
-        yield
-        return
-    ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
 def _use_ray(backend: str, ray_address: str | None) -> bool:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -418,7 +403,8 @@ def train_vtrace(
     """Train the actor-critic on ``spec``'s training split; returns ``(model on CPU, history)``.
 
     ``backend``: ``"ray"`` runs the actors as Ray actors (on the running Ray, else one started at
-    ``ray_address``, ``None`` meaning this machine); ``"local"`` runs the same actors in this
+    ``ray_address``, ``None`` meaning this machine, by ``runtime.connect_ray``: it stays up for the
+    rest of the process, as the walk-forward engine's does); ``"local"`` runs the same actors in this
     process; ``"auto"`` is Ray when an address is given or Ray is already running. Both give the
     same numbers for the same seed (with the learner on CPU). ``init_model`` continues from an
     existing network (fine-tuning; the optimiser starts fresh). One ``history`` row per update: losses,
@@ -444,7 +430,7 @@ def train_vtrace(
 
     with contextlib.ExitStack() as stack:
         if _use_ray(backend, ray_address):
-            stack.enter_context(_ray_connection(ray_address))
+            connect_ray(ray_address)
             workers: _LocalWorkers | _RayWorkers = _RayWorkers(spec, params, seeds)
         else:
             workers = _LocalWorkers(spec, params, seeds)

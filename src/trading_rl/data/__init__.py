@@ -11,10 +11,12 @@ from trading_rl.data.schemas import (
     validate_prices,
 )
 from trading_rl.data.selection import load_validated_prices
-from trading_rl.data.sources import PACKAGED_SYMBOLS, PriceDataError, load_prices
+from trading_rl.data.sources import OHLC_COLUMNS, PACKAGED_SYMBOLS, PRICE_COLUMNS, PriceDataError, load_prices
 
 __all__ = [
+    "OHLC_COLUMNS",
     "PACKAGED_SYMBOLS",
+    "PRICE_COLUMNS",
     "FeatureSchema",
     "FeatureValidationError",
     "PriceDataError",

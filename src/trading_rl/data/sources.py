@@ -14,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
-PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+# The one home of the price columns: an env needs the OHLC bars, a price table (and the features) OHLCV.
+OHLC_COLUMNS = ("open", "high", "low", "close")
+PRICE_COLUMNS = (*OHLC_COLUMNS, "volume")
 ADJUSTED_CLOSE = "adj_close"
 TIMESTAMP = "timestamp"
 RAW_PRICES_DIR = Path("data") / "01_raw" / "prices"

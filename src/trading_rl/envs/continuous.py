@@ -29,11 +29,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from trading_rl.config import Section, setting
 from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
+from trading_rl.data.sources import OHLC_COLUMNS
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import HOLD, Portfolio
-
-PRICE_COLUMNS = ("open", "high", "low", "close")
 
 # Writes the five float32 state values (STATE_FIELDS order) into an observation's buffer.
 _pack_state = struct.Struct(f"={len(STATE_FIELDS)}f").pack_into
@@ -89,7 +88,7 @@ def _check_frames(prices: pd.DataFrame, features: pd.DataFrame, window_size: int
         raise ValueError("prices and features must be pandas DataFrames")
     missing = [column for column in ("open", "close") if column not in prices.columns]
     if missing:
-        raise ValueError(f"prices lack column(s) {missing}; expected lower-case {PRICE_COLUMNS}")
+        raise ValueError(f"prices lack column(s) {missing}; expected lower-case {OHLC_COLUMNS}")
     if not prices.index.equals(features.index):
         raise ValueError(
             f"prices and features must share the same index: prices has {len(prices)} rows "

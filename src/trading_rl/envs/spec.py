@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.archives import checked_zip
-from trading_rl.data import by_symbol, infer_periods_per_year
+from trading_rl.data import OHLC_COLUMNS, PRICE_COLUMNS, by_symbol, infer_periods_per_year
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.compatibility import check_symbol_entry
-from trading_rl.envs.continuous import PRICE_COLUMNS, ContinuousTradingEnv, EnvConfig, TradingEnvBase
+from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
 from trading_rl.envs.layout import ObservationLayout
@@ -115,7 +115,7 @@ class EnvSpec:
                     "env_spec:<version>`"
                 )
         for split, frame in self.prices.items():
-            missing = [c for c in PRICE_COLUMNS if c not in frame.columns]
+            missing = [c for c in OHLC_COLUMNS if c not in frame.columns]
             if missing:
                 raise ValueError(
                     f"{source}: frame 'prices/{split}' lacks price column(s) {missing}: the archive was changed "
@@ -236,12 +236,12 @@ def build_env_spec(
     window_size = env_config.window_size
     missing = [c for c in ("open", "close") if c not in prices.columns]
     if missing:
-        raise ValueError(f"prices for {symbol} lack column(s) {missing}; expected lower-case {PRICE_COLUMNS}")
+        raise ValueError(f"prices for {symbol} lack column(s) {missing}; expected lower-case {OHLC_COLUMNS}")
     features = scaled_features.iloc[_first_finite_row(scaled_features) :]
     absent = features.index.difference(prices.index)
     if len(absent):
         raise ValueError(f"{len(absent)} feature timestamps of {symbol} have no price bar, first {absent[0]}")
-    price_columns = [c for c in (*PRICE_COLUMNS, "volume") if c in prices.columns]
+    price_columns = [c for c in PRICE_COLUMNS if c in prices.columns]
     aligned_prices = prices.loc[features.index, price_columns]
 
     split_ranges = {

@@ -41,7 +41,7 @@ from trading_rl.evaluation.rollout import policy_from_sb3
 from trading_rl.provenance import canonical, identity_hash
 
 PARAMS_PREFIX = "final_evaluation"
-SOURCE = "final_evaluation"
+FINAL_LEDGER_SOURCE = "final_evaluation"
 SPLIT = "test"
 SUPPORTED_AGENTS = ("sac_icm",)  # catalog model: <agent>_model
 ARTIFACT = "artifact"  # the configuration key of the evaluated weights' digest
@@ -259,7 +259,7 @@ def evaluate_on_test(
     )
     trials: Trials = trials_for(ledger, symbol, Period.of(evaluation["start"], evaluation["end"]))
     row = trial_row(
-        source=SOURCE,
+        source=FINAL_LEDGER_SOURCE,
         symbol=symbol,
         split=SPLIT,
         period_start=evaluation["start"],

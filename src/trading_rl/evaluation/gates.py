@@ -39,7 +39,7 @@ PARAMS_PREFIX = "validation.gates"
 
 
 @dataclass(frozen=True, kw_only=True)
-class GateParams(Section):
+class ValidationGateParams(Section):
     metric: str
     comparison: str = setting(choices=tuple(COMPARISONS))
     threshold: float
@@ -49,7 +49,7 @@ class GateParams(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ComparisonParams(Section):
+class ValidationComparisonParams(Section):
     tolerance: float = setting(interval="[0, inf)")  # absolute change that counts as "moved"
     tolerances: dict[str, float] = setting({})  # per-metric overrides
 
@@ -61,9 +61,9 @@ class ValidationParams(Section):
     RENAMED = {"fail_on_gate_failure": "fail_on_gate"}
 
     primary_agent: str
-    gates: dict[str, GateParams]
+    gates: dict[str, ValidationGateParams]
     fail_on_gate: bool  # true: the run fails (after saving the report and the comparison)
-    comparison: ComparisonParams
+    comparison: ValidationComparisonParams
 
 
 # Gate metrics that only mean something over windows in which the agent traded (see module doc).
@@ -277,7 +277,7 @@ def raise_on_failure(report: Mapping[str, Any]) -> None:
         raise GateFailure(message)
 
 
-def flat_metrics(
+def flat_validation_metrics(
     values: Mapping[str, float | None], walk_forward_summary: Mapping[str, Any], regimes: pd.DataFrame
 ) -> dict[str, float | None]:
     """One flat ``name -> number`` view of a validation run, which the next run compares against:
@@ -313,6 +313,6 @@ def validation_report(
     """The gate report plus the flat metrics and the run's provenance (seed, commit, save version)."""
     return {
         **evaluate_gates(values, gates),
-        "metrics": flat_metrics(values, walk_forward_summary, regimes),
+        "metrics": flat_validation_metrics(values, walk_forward_summary, regimes),
         "run": dict(run or {}),
     }

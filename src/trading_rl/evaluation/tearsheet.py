@@ -37,8 +37,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 from matplotlib.typing import ColorType
 
-from trading_rl.config import Section as ParameterSection
-from trading_rl.config import setting
+from trading_rl.config import Section, setting
 from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.attribution import ATTRIBUTION_KEYS, env_cost_rate, return_attribution, rollout_exposure
 from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
@@ -116,9 +115,18 @@ BASELINE_STYLE = {
     "sma_crossover": ("#9467bd", "--"),
 }
 
+# Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
+# does not list it as a tearsheet.
+EMPTY_PAGE_MARK = '<meta name="trading-rl-tearsheet" content="empty">'
+
+
+def tearsheet_outputs(prefix: str) -> list[str]:
+    """The datasets a phase's tearsheet is saved as: its rollouts, its PNGs and its HTML page."""
+    return [f"{prefix}_rollout", f"{prefix}_tearsheet_plot", f"{prefix}_tearsheet"]
+
 
 @dataclass
-class Section:
+class TearsheetSection:
     """One tearsheet section: ``agents`` and ``baselines`` map a name to a rollout
     (``rollout.run_episode`` rows; only ``return`` is needed for the market line in ``baselines``),
     ``close`` the closes over at least the rollout's bars, ``regimes`` causal labels of those bars."""
@@ -160,7 +168,7 @@ def env_section(
     closes: pd.Series,
     seed: int,
     regime_params: Mapping | None = None,
-) -> Section:
+) -> TearsheetSection:
     """A section for agents evaluated on ``make_env``'s episode: the baselines run through the same
     env, seed and costs, the market line on the same bars, regimes labelled causally on ``closes``
     (every close up to the episode's, so the labels are warm from its first bar)."""
@@ -169,7 +177,7 @@ def env_section(
     market = pd.DataFrame(
         {"timestamp": baselines["buy_and_hold"]["timestamp"].to_numpy(), "return": market_returns(env, seed)}
     )
-    return Section(
+    return TearsheetSection(
         title,
         symbol,
         periods_per_year,
@@ -189,7 +197,7 @@ def _returns(rollout: pd.DataFrame) -> np.ndarray:
     return rollout["return"].to_numpy(dtype=np.float64)
 
 
-def rollout_table(sections: Sequence[Section]) -> pd.DataFrame:
+def rollout_table(sections: Sequence[TearsheetSection]) -> pd.DataFrame:
     """Every section's agent and baseline rollouts as one long frame (``section``, ``kind``,
     ``agent``, ``step`` + ``ROLLOUT_COLUMNS`` present, ``equity_index``: growth of 1)."""
     frames = []
@@ -211,7 +219,7 @@ def rollout_table(sections: Sequence[Section]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def metrics_table(section: Section, hold_threshold: float, trials: Trials | None = None) -> pd.DataFrame:
+def metrics_table(section: TearsheetSection, hold_threshold: float, trials: Trials | None = None) -> pd.DataFrame:
     """One row per agent and baseline, one column per ``TABLE_COLUMNS`` key; PSR against a zero Sharpe for every row,
     DSR (agents only) against the ``trials`` the ledger counts (undefined with fewer than 2)."""
     rows, periods_per_year = {}, section.periods_per_year
@@ -242,7 +250,7 @@ def metrics_table(section: Section, hold_threshold: float, trials: Trials | None
 
 ATTRIBUTION_TITLE = "Attribution against the market line"
 # attribution key -> column heading of the attribution table (alpha and its CI share one column)
-ATTRIBUTION_COLUMNS = {
+ATTRIBUTION_HEADINGS = {
     "alpha_annual": "alpha/yr [90% CI]",
     "alpha_t": "alpha t",
     "beta": "beta",
@@ -262,7 +270,7 @@ def _exposure(rollout: pd.DataFrame) -> np.ndarray | None:
     return None
 
 
-def attribution_table(section: Section) -> pd.DataFrame:
+def attribution_table(section: TearsheetSection) -> pd.DataFrame:
     """``evaluation.attribution`` of every agent and baseline of ``section`` (not the market line it
     is measured against), one row each: the ``Attribution`` fields; ``reason`` says what is n/a."""
     if MARKET not in section.baselines:
@@ -307,7 +315,7 @@ def _attribution_cell(column: str, row: pd.Series) -> str:
     return number(column)
 
 
-def attribution_html(section: Section) -> str:
+def attribution_html(section: TearsheetSection) -> str:
     """The section's "Attribution" block: alpha [90% CI], its t, beta, mean exposure, timing
     correlation, the Sharpe with its standard error and the exposure-matched passive's Sharpe, then
     how they are measured."""
@@ -315,7 +323,7 @@ def attribution_html(section: Section) -> str:
     shown = pd.DataFrame(
         {
             heading: [_attribution_cell(column, row) for _, row in table.iterrows()]
-            for column, heading in ATTRIBUTION_COLUMNS.items()
+            for column, heading in ATTRIBUTION_HEADINGS.items()
         },
         index=table.index,
     )
@@ -338,11 +346,11 @@ def attribution_html(section: Section) -> str:
 # ------------------------------------------------------------------------------------ panels
 
 
-def _agent_colours(section: Section) -> dict[str, ColorType]:
+def _agent_colours(section: TearsheetSection) -> dict[str, ColorType]:
     return dict(zip(section.agents, matplotlib.color_sequences["tab10"]))
 
 
-def draw_equity(ax: Axes, section: Section) -> None:
+def draw_equity(ax: Axes, section: TearsheetSection) -> None:
     """Agents thick and coloured on top, baselines thin, the market dashed, 1.0 under everything."""
     ax.axhline(1.0, color="lightgrey", lw=0.8, zorder=0)
     for name, rollout in section.baselines.items():
@@ -369,7 +377,7 @@ def draw_equity(ax: Axes, section: Section) -> None:
     _legend_outside(ax)
 
 
-def draw_drawdown(ax: Axes, section: Section) -> None:
+def draw_drawdown(ax: Axes, section: TearsheetSection) -> None:
     for name, colour in _agent_colours(section).items():
         rollout = section.agents[name]
         drawdown = drawdown_series(_returns(rollout))
@@ -404,7 +412,7 @@ def rolling_sharpe(returns: np.ndarray, window: int, periods_per_year: float) ->
     return (rolling.mean() / std.where(std > 0) * math.sqrt(periods_per_year)).to_numpy()
 
 
-def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
+def draw_rolling_sharpe(ax: Axes, section: TearsheetSection, window: int) -> None:
     n_steps = len(section.primary[1])
     window = rolling_window(n_steps, window)
     ax.axhline(0.0, color="lightgrey", lw=0.8, zorder=0)
@@ -427,7 +435,7 @@ def draw_rolling_sharpe(ax: Axes, section: Section, window: int) -> None:
     _legend_outside(ax)
 
 
-def draw_trades(ax: Axes, section: Section) -> None:
+def draw_trades(ax: Axes, section: TearsheetSection) -> None:
     """Closes over the primary agent's bars, background by regime, buys ▲ and sells ▼ at their fill
     price, and the position (units) on the right axis. A rollout without a fill says so."""
     name, rollout = section.primary
@@ -475,7 +483,7 @@ def action_shares(actions: np.ndarray, window: int, hold_threshold: float) -> pd
     return one_hot.rolling(window, min_periods=1).mean()
 
 
-def draw_actions(ax: Axes, section: Section, window: int, hold_threshold: float) -> None:
+def draw_actions(ax: Axes, section: TearsheetSection, window: int, hold_threshold: float) -> None:
     name, rollout = section.primary
     window = rolling_window(len(rollout), window)
     shares = action_shares(rollout["action_raw"].to_numpy(dtype=np.float64), window, hold_threshold)
@@ -495,7 +503,7 @@ def _legend_outside(ax: Axes, handles: list | None = None, x: float = 1.01) -> N
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(x, 1.0), fontsize=LEGEND_FONT, borderaxespad=0.0)
 
 
-def draw_distribution(ax: Axes, section: Section) -> None:
+def draw_distribution(ax: Axes, section: TearsheetSection) -> None:
     """Histogram of the primary agent's per-bar returns over capped buy-and-hold's, on shared bins."""
     counts = return_histogram(section)
     width = float(np.diff(counts.index.to_numpy()).mean()) if len(counts) > 1 else 1.0
@@ -538,7 +546,7 @@ def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TearsheetParams(ParameterSection):
+class TearsheetParams(Section):
     """The ``tearsheet`` parameter section."""
 
     rolling_window: int = setting(63, interval="[2, inf)")  # bars of the rolling Sharpe / action shares
@@ -552,7 +560,7 @@ class TearsheetOptions:
     dpi: int = TearsheetParams().dpi
 
 
-def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: TearsheetOptions) -> None:
+def _draw(key: str, ax: Axes, section: TearsheetSection, table: pd.DataFrame, options: TearsheetOptions) -> None:
     if key == "equity":
         draw_equity(ax, section)
     elif key == "drawdown":
@@ -571,7 +579,7 @@ def _draw(key: str, ax: Axes, section: Section, table: pd.DataFrame, options: Te
     ax.set_title(PANELS[key], fontsize=TITLE_FONT, loc="left")
 
 
-def tearsheet_figure(section: Section, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
+def tearsheet_figure(section: TearsheetSection, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
     """Every panel of one section in one figure (the versioned PNG)."""
     fig, axes = plt.subplots(len(PANELS), 1, figsize=(11, 3.0 * len(PANELS)))
     # fixed margins: a layout engine (tight/constrained) measures every label and costs seconds
@@ -620,7 +628,7 @@ border-bottom:1px solid #eee;text-align:right}img{max-width:100%}.notes{color:#5
 """
 
 
-def section_facts(section: Section) -> dict[str, str]:
+def section_facts(section: TearsheetSection) -> dict[str, str]:
     """The section's header: symbol, first and last bar of the primary rollout, then its own facts."""
     stamps = _timestamps(section.primary[1])
     return {
@@ -630,7 +638,7 @@ def section_facts(section: Section) -> dict[str, str]:
     }
 
 
-def section_html(section: Section, table: pd.DataFrame, images: Mapping[str, str]) -> str:
+def section_html(section: TearsheetSection, table: pd.DataFrame, images: Mapping[str, str]) -> str:
     """One section: its header, every chart panel (``panel_images``) under its title, the metrics as
     an HTML table, then the ``STATISTICS_BLOCKS``."""
     parts = [f'<section class="tearsheet-section"><h2>{html.escape(section.title)}</h2>']
@@ -668,7 +676,7 @@ class Tearsheet:
 
 def build_tearsheet(
     title: str,
-    sections: Sequence[Section],
+    sections: Sequence[TearsheetSection],
     options: TearsheetOptions,
     trials: Mapping[str, Trials] | None = None,
     header: Mapping[str, object] | None = None,

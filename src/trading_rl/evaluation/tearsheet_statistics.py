@@ -3,7 +3,7 @@ and Calmar are ``metrics.annualized_return`` / ``calmar_ratio``), a monthly/year
 the worst drawdowns, the return distribution and the per-trade list (backtesting.py's ``_trades``),
 plus the page's verdict banner and header.
 
-Each HTML block is one entry of ``STATISTICS_BLOCKS`` (title, function of a tearsheet ``Section``),
+Each HTML block is one entry of ``STATISTICS_BLOCKS`` (title, function of a ``TearsheetSection``),
 so another block (e.g. return attribution) is one more entry, not an edit of these.
 """
 
@@ -21,7 +21,7 @@ import pandas as pd
 from trading_rl.evaluation.metrics import drawdown_series
 
 if TYPE_CHECKING:
-    from trading_rl.evaluation.tearsheet import Section
+    from trading_rl.evaluation.tearsheet import TearsheetSection
 
 WORST_DRAWDOWNS = 5
 TRADES_SHOWN = 50
@@ -93,7 +93,7 @@ def trade_list(rollout: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def return_histogram(section: Section, bins: int = 40) -> pd.DataFrame:
+def return_histogram(section: TearsheetSection, bins: int = 40) -> pd.DataFrame:
     """Per-period return counts of the primary agent and capped buy-and-hold on shared bins."""
     name, rollout = section.primary
     series = {name: rollout["return"].to_numpy(dtype=np.float64)}
@@ -111,7 +111,7 @@ def _percent(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.1%}"
 
 
-def monthly_returns_html(section: Section) -> str:
+def monthly_returns_html(section: TearsheetSection) -> str:
     name, rollout = section.primary
     table = period_returns(rollout).map(_percent)
     return f"<p class='notes'>{html.escape(name)}, compounded per calendar month and year</p>" + table.to_html(
@@ -119,7 +119,7 @@ def monthly_returns_html(section: Section) -> str:
     )
 
 
-def drawdowns_html(section: Section) -> str:
+def drawdowns_html(section: TearsheetSection) -> str:
     name, rollout = section.primary
     rows = [
         {
@@ -138,7 +138,7 @@ def drawdowns_html(section: Section) -> str:
     )
 
 
-def distribution_html(section: Section) -> str:
+def distribution_html(section: TearsheetSection) -> str:
     """Quantiles, skew and kurtosis of the per-period returns (the histogram is a panel)."""
     series = {name: r["return"].astype(float) for name, r in section.agents.items()}
     if "buy_and_hold" in section.baselines:
@@ -159,7 +159,7 @@ def distribution_html(section: Section) -> str:
     return pd.DataFrame.from_dict(rows, orient="index").to_html(classes="metrics", border=0)
 
 
-def trades_html(section: Section) -> str:
+def trades_html(section: TearsheetSection) -> str:
     name, rollout = section.primary
     trades = trade_list(rollout)
     if trades.empty:
@@ -177,7 +177,7 @@ def trades_html(section: Section) -> str:
 
 
 # block key -> (heading, HTML of a section); drawn after the panels, in this order
-STATISTICS_BLOCKS: dict[str, tuple[str, Callable[[Section], str]]] = {
+STATISTICS_BLOCKS: dict[str, tuple[str, Callable[[TearsheetSection], str]]] = {
     "monthly_returns": ("Monthly and yearly returns", monthly_returns_html),
     "drawdowns": (f"Worst {WORST_DRAWDOWNS} drawdowns", drawdowns_html),
     "distribution": ("Return distribution (per bar)", distribution_html),

@@ -46,6 +46,7 @@ import pandas as pd
 
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
+from trading_rl.data.sources import PRICE_COLUMNS
 from trading_rl.features.garch import (
     GARCH_PARAM_NAMES,
     MIN_FIT_OBSERVATIONS,
@@ -53,8 +54,6 @@ from trading_rl.features.garch import (
     garch_volatility,
 )
 from trading_rl.features.splits import bars_through, check_time_index
-
-PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
 
 PARAMS_PREFIX = "feature_extraction.features"
 

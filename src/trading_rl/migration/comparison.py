@@ -38,7 +38,7 @@ REPORTED_METRICS = (
 )
 
 
-def summarise(metrics: dict[str, Any]) -> dict[str, Any]:
+def comparison_row(metrics: dict[str, Any]) -> dict[str, Any]:
     """The comparison's columns (``None`` where a metric is absent, e.g. for a price-only baseline);
     ``trade_rate`` is executed fills per step."""
     n_steps, n_trades = metrics.get("n_steps"), metrics.get("n_trades")
@@ -58,7 +58,7 @@ def evaluate_agent(env, model, periods_per_year: float, hold_threshold: float, s
         periods_per_year=periods_per_year,
         cost_rate=env_cost_rate(trading_env(env, "evaluate_agent").config),
     )
-    return summarise(
+    return comparison_row(
         {
             **compute_metrics(rollout, periods_per_year, hold_threshold=hold_threshold),
             **attribution_metrics(attribution),

@@ -1,9 +1,12 @@
-"""The multi_symbol phase's task: one symbol's agent trained as the ``sac_icm`` phase trains it, with
-the shared encoder (``runtime.symbols``) as its frozen features extractor when given."""
+"""The multi_symbol phase: its parameters (the symbols and the shared encoder's settings) and its task,
+one symbol's agent trained as the ``sac_icm`` phase trains it, with the shared encoder
+(``agents.shared_encoder``) as its frozen features extractor when given."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -11,8 +14,48 @@ from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.agents import train_agent
 from trading_rl.agents.saved import sb3_zip_bytes
+from trading_rl.agents.shared_encoder import SharedEncoder, build_agent_with_encoder
+from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
-from trading_rl.runtime.symbols import SharedEncoder, build_agent_with_encoder
+
+PARAMS_PREFIX = "multi_symbol"
+# A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.
+SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def _symbols_problem(symbols: list[str]) -> str | None:
+    if not symbols or len(set(symbols)) != len(symbols):
+        return "a non-empty list of distinct names"
+    if not all(SYMBOL_PATTERN.match(symbol) for symbol in symbols):
+        return "names of letters, digits and '_' only (a symbol names a Kedro namespace)"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedEncoderParams(Section):
+    RENAMED = {"lr": "learning_rate"}
+
+    enabled: bool = True
+    latent_dim: int = setting(32, interval="[1, inf)")
+    hidden_dim: int = setting(128, interval="[1, inf)")
+    steps_per_symbol: int = setting(2000, interval="[1, inf)")
+    epochs: int = setting(30, interval="[1, inf)")
+    batch_size: int = setting(256, interval="[1, inf)")
+    learning_rate: float = setting(1e-3, interval="(0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiSymbolParams(Section):
+    """The ``multi_symbol`` section; ``symbols`` has no code default (conf/base is its one place)."""
+
+    symbols: list[str] = setting(check=_symbols_problem)
+    shared_encoder: SharedEncoderParams = setting(SharedEncoderParams())
+
+
+def resolve_multi_symbol_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{"symbols": [...], "shared_encoder": {...}}`` with encoder defaults, validated; errors name
+    the key."""
+    return MultiSymbolParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def train_symbol_agent(

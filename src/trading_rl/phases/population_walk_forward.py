@@ -28,10 +28,10 @@ from trading_rl.phases.walk_forward import fold_test_rollout, run_retrain_group,
 from trading_rl.runtime.engine import (
     RayExecutor,
     SequentialExecutor,
+    make_runtime_executor,
     resolve_runtime_params,
     single_threaded,
 )
-from trading_rl.runtime.engine import make_executor as make_runtime_executor
 
 # Walk-forward agents the population trains -> whether their ICM is on (as in AGENT_TRAINERS).
 POPULATION_AGENTS: dict[str, bool] = {"sac_icm": True, "sac": False}
@@ -59,7 +59,7 @@ class PopulationExecutor(SequentialExecutor):
 
 def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
     """The executor ``runtime.engine`` names: ``population`` (sequential, except that walk-forward
-    trains its SAC chains as batched populations) or ``runtime.make_executor``'s."""
+    trains its SAC chains as batched populations) or ``runtime.make_runtime_executor``'s."""
     if resolve_runtime_params(runtime_params)["engine"] == "population":
         return PopulationExecutor()
     return make_runtime_executor(runtime_params)

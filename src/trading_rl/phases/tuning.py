@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 PARAMS_PREFIX = "tuning"
 AGENT = "sac_icm"  # the agent tuned; its sections are those of sac_icm.agent
 DATA_END = "train"  # every trial's windows end at the training split's last bar
-SOURCE = "tuning"  # the ledger rows' source
+TUNING_LEDGER_SOURCE = "tuning"  # the ledger rows' source
 OBJECTIVE = "median out-of-sample Sharpe over windows x seeds x symbols (a window without a Sharpe counts 0)"
 # Set by the tuning pipeline itself, refused in tuning.walk_forward.
 FIXED_PROTOCOL = {
@@ -335,7 +335,15 @@ def run_tuning(
 
     def ledger_rows(returns: pd.DataFrame, trial_params: Mapping[str, Any]) -> pd.DataFrame:
         return trial_rows(
-            returns, trial_params, feature_params, env_config, periods_per_year, base_agents, seed, run, source=SOURCE
+            returns,
+            trial_params,
+            feature_params,
+            env_config,
+            periods_per_year,
+            base_agents,
+            seed,
+            run,
+            source=TUNING_LEDGER_SOURCE,
         )
 
     def evaluate(pending: list[PendingTrial], population: int) -> list[TrialOutcome]:
@@ -493,7 +501,7 @@ def failed_trial_rows(
     return pd.DataFrame(
         [
             trial_row(
-                source=SOURCE,
+                source=TUNING_LEDGER_SOURCE,
                 symbol=symbol,
                 split="walk_forward",
                 period_start=start,

@@ -22,13 +22,18 @@ from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.summary import gate_results
-from trading_rl.evaluation.tearsheet import Section, TearsheetOptions, TearsheetParams, build_tearsheet, env_section
+from trading_rl.evaluation.tearsheet import (
+    EMPTY_PAGE_MARK,
+    TearsheetOptions,
+    TearsheetParams,
+    TearsheetSection,
+    build_tearsheet,
+    env_section,
+    tearsheet_outputs,
+)
 from trading_rl.evaluation.tearsheet_statistics import Verdict
 
 TEARSHEET_PARAMS = "params:tearsheet"
-# Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
-# does not list it as a tearsheet.
-EMPTY_PAGE_MARK = '<meta name="trading-rl-tearsheet" content="empty">'
 
 
 @dataclass
@@ -37,7 +42,7 @@ class TearsheetInput:
 
     title: str
     hold_threshold: float
-    sections: Sequence[Section]
+    sections: Sequence[TearsheetSection]
 
 
 def sb3_rollouts(models: Mapping[str, Any], make_env: Callable[[], gym.Env], seed: int) -> dict[str, pd.DataFrame]:
@@ -81,10 +86,6 @@ def env_tearsheet(
         }
     )
     return TearsheetInput(title, config.hold_threshold, [section])
-
-
-def tearsheet_outputs(prefix: str) -> list[str]:
-    return [f"{prefix}_rollout", f"{prefix}_tearsheet_plot", f"{prefix}_tearsheet"]
 
 
 def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:

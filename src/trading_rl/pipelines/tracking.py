@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trading_rl.mlflow_tracking import is_loggable, metric_key
+from trading_rl.integration.mlflow_tracking import is_loggable, metric_key
 
 
 def stream_to_mlflow(prefix: str) -> Callable[[dict, int], None]:

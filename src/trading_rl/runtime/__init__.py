@@ -1,5 +1,5 @@
-"""Execution back-end (``runtime.engine``: sequential or Ray) and the shared encoder of many-symbol
-training."""
+"""The execution engine (``runtime.engine``): independent tasks run sequentially or as Ray tasks, and
+the project's one Ray connection (``connect_ray``)."""
 
 from trading_rl.runtime.engine import (
     DEFAULT_RUNTIME_PARAMS,
@@ -7,7 +7,7 @@ from trading_rl.runtime.engine import (
     RayExecutor,
     SequentialExecutor,
     connect_ray,
-    make_executor,
+    make_runtime_executor,
     resolve_runtime_params,
 )
 
@@ -17,6 +17,6 @@ __all__ = [
     "RayExecutor",
     "SequentialExecutor",
     "connect_ray",
-    "make_executor",
+    "make_runtime_executor",
     "resolve_runtime_params",
 ]

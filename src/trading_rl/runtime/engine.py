@@ -172,7 +172,7 @@ class RayExecutor:
         return results
 
 
-def make_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
+def make_runtime_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
     """The executor ``runtime.engine`` names (``ray``, as in conf/base, when it is not given).
     ``population`` trains walk-forward chains, phase work: ``phases.population_walk_forward.make_executor``
     builds it (and every other engine through this function)."""

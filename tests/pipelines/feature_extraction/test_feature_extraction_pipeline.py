@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from trading_rl.data import PriceValidationError, load_prices
-from trading_rl.datasets import RawPriceFilesDataset
 from trading_rl.features import compute_features, max_lookback
+from trading_rl.integration.datasets import RawPriceFilesDataset
 from trading_rl.pipeline_registry import register_pipelines
 from trading_rl.pipelines.feature_extraction.nodes import (
     define_splits,

@@ -13,8 +13,8 @@ from kedro.io.core import Version
 from synthetic_prices import ohlcv_frame
 
 from trading_rl.data import load_prices
-from trading_rl.datasets import SB3ModelDataset
 from trading_rl.envs import symbol_env_spec
+from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 

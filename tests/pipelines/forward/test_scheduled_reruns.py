@@ -23,8 +23,8 @@ from forward_setup import (
 )
 
 from trading_rl.data import load_prices
-from trading_rl.datasets import SB3ModelDataset
 from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.phases.forward import Deployment, ForwardRecordError, forward_data, replay
 
 RECORD = "data/07_model_output/forward_record.parquet"

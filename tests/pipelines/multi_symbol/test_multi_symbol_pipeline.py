@@ -14,10 +14,10 @@ from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner, ThreadRunner
 from synthetic_prices import random_walk_prices
 
+from trading_rl.agents.shared_encoder import FrozenEncoderExtractor, SharedEncoder
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.pipelines.multi_symbol import create_pipeline, nodes
 from trading_rl.pipelines.multi_symbol.pipeline import ENCODER, WIRING_FILE
-from trading_rl.runtime.symbols import FrozenEncoderExtractor, SharedEncoder
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FEATURES = {"garch": None}

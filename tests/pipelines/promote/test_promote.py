@@ -9,7 +9,7 @@ import os
 import mlflow
 import pytest
 
-from trading_rl.model_registry import PromotionError, deployment_of, promotion
+from trading_rl.integration.model_registry import PromotionError, deployment_of, promotion
 
 
 def _version(number: int, aliases=(), **gates: str) -> dict:

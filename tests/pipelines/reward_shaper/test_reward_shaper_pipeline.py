@@ -9,9 +9,9 @@ from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
-from trading_rl.datasets.torch_module import TorchModuleDataset
 from trading_rl.envs import build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.integration.datasets.torch_module import TorchModuleDataset
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from trading_rl.agents import SACWithICM
-from trading_rl.datasets import SB3ModelDataset
 from trading_rl.envs import EnvSpec
+from trading_rl.integration.datasets import SB3ModelDataset
 
 
 def _latest(project: Path, relative: str) -> Path:

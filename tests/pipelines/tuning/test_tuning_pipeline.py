@@ -39,7 +39,7 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
     from kedro.framework.session import KedroSession
 
     from trading_rl.evaluation.ledger import read_ledger
-    from trading_rl.parameter_sections import validate_parameters
+    from trading_rl.integration.parameter_sections import validate_parameters
 
     project = tmp_path / "project"
     shutil.copytree(foundation_project, project, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts"))

@@ -15,7 +15,7 @@ from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 from validation_fixtures import PROJECT_ROOT, catalog_for, market
 
-from trading_rl.mlflow_hooks import MlflowConventionHooks
+from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
 from trading_rl.pipelines.validation import create_pipeline
 
 VERSION = "2030-01-01T00.00.00.000Z"

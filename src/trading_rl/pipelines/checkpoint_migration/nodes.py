@@ -31,7 +31,7 @@ from trading_rl.migration import (
     validate_migrated_model,
 )
 from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
-from trading_rl.migration.comparison import summarise
+from trading_rl.migration.comparison import comparison_row
 from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
@@ -190,7 +190,7 @@ def compare_discrete_and_continuous(
         "fine_tune_timesteps": int(params["fine_tune"]["total_timesteps"]),
         "checkpoints": per_checkpoint,
         "all_gates_passed": all(entry["gate"]["passed"] for entry in per_checkpoint.values()),
-        "baselines": {name: summarise(metrics) for name, metrics in baselines.items()},
+        "baselines": {name: comparison_row(metrics) for name, metrics in baselines.items()},
     }
 
 

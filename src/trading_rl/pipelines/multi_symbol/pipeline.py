@@ -16,8 +16,8 @@ import yaml
 from kedro.pipeline import Node, Pipeline
 from kedro.utils import find_kedro_project
 
+from trading_rl.phases.multi_symbol import resolve_multi_symbol_params
 from trading_rl.pipelines.multi_symbol import nodes
-from trading_rl.runtime.symbols import resolve_multi_symbol_params
 
 WIRING_FILE = Path("conf") / "base" / "parameters_multi_symbol.yml"
 ENCODER = "multi_symbol_shared_encoder"

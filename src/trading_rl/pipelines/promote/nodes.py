@@ -1,4 +1,4 @@
-"""Thin node around ``trading_rl.model_registry.promotion``."""
+"""Thin node around ``trading_rl.integration.model_registry.promotion``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import getpass
 import logging
 from typing import Any
 
-from trading_rl.model_registry import PromoteParams, promotion
+from trading_rl.integration.model_registry import PromoteParams, promotion
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.regimes import label_regimes
-from trading_rl.evaluation.tearsheet import Section
+from trading_rl.evaluation.tearsheet import TearsheetSection
 from trading_rl.phases.chains import chain_histories
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
@@ -134,7 +134,7 @@ def walk_forward_tearsheet(
         agents = data[data["kind"] == "agent"]
         close = frames[symbol]["close"]
         sections.append(
-            Section(
+            TearsheetSection(
                 f"walk_forward: {symbol}, stitched out-of-sample test windows",
                 symbol,
                 periods_per_year[symbol],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trading_rl.config_loader import ProjectConfigLoader, rebase_entry, rebase_path
+from trading_rl.integration.config_loader import ProjectConfigLoader, rebase_entry, rebase_path
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,12 @@ from kedro.io.core import Version
 from kedro.pipeline import Node, Pipeline
 from kedro_datasets.json import JSONDataset
 
-from trading_rl.run_manifest import IncompleteRunError, MissingInputError, RunManifestHooks, newest_complete_version
+from trading_rl.integration.run_manifest import (
+    IncompleteRunError,
+    MissingInputError,
+    RunManifestHooks,
+    newest_complete_version,
+)
 
 OLD, FAILED, NOW = "2026-01-01T00.00.00.000Z", "2026-01-02T00.00.00.000Z", "2026-01-03T00.00.00.000Z"
 
@@ -32,7 +37,7 @@ def _catalog(tmp_path, load_versions=None):
     return DataCatalog({name: versioned(name) for name in ("prices", "env_spec", "run_manifest")})
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = Pipeline([Node(lambda prices: prices, "prices", "env_spec", name="build")])
 
 
@@ -50,7 +55,7 @@ def test_a_failed_runs_version_is_skipped_with_a_warning(tmp_path, caplog):
     _write(tmp_path, "prices", FAILED, "partial")
     _write(tmp_path, "run_manifest", OLD, {})
     catalog = _catalog(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="trading_rl.run_manifest"):
+    with caplog.at_level(logging.WARNING, logger="trading_rl.integration.run_manifest"):
         RunManifestHooks().before_pipeline_run(_run_params(), PIPELINE, catalog)
     assert catalog.load("prices") == "complete"
     assert f"dataset 'prices': skipping version(s) {FAILED}" in caplog.text
@@ -107,7 +112,7 @@ def test_a_catalog_without_the_manifest_dataset_is_refused(tmp_path):
 
 
 def test_a_dataset_that_picks_its_own_version_is_left_alone(tmp_path):
-    from trading_rl.datasets.validation import PreviousVersionJSONDataset
+    from trading_rl.integration.datasets.validation import PreviousVersionJSONDataset
 
     _write(tmp_path, "report", FAILED, {"gates": "failed"})
     catalog = _catalog(tmp_path)

@@ -118,12 +118,12 @@ class ReproducibilityHooks:
 
 class ParameterValidationHooks:
     """Check every parameter section the run's pipelines read before the first node runs, so a bad
-    parameter fails the run before any dataset is written (``trading_rl.parameter_sections``).
+    parameter fails the run before any dataset is written (``trading_rl.integration.parameter_sections``).
     ``tryfirst``: before kedro-mlflow's hook opens a tracking run for a run that will not happen."""
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, pipeline, catalog) -> None:
-        from trading_rl.parameter_sections import validate_parameters
+        from trading_rl.integration.parameter_sections import validate_parameters
 
         used = {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
         validate_parameters(catalog.load("parameters"), used)
@@ -171,7 +171,7 @@ class RunSummaryHooks:
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
-        from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK, tearsheet_outputs
+        from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK, tearsheet_outputs
 
         self._saved.append(dataset_name)
         if dataset_name.endswith("_tearsheet") and isinstance(data, str) and EMPTY_PAGE_MARK in data:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kedro.io.core import Version
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.integration.datasets.bytes_dataset import BytesVersionedDataset
 
 
 def import_class(path: str) -> type:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.integration.datasets.bytes_dataset import BytesVersionedDataset
 
 
 class OnnxModelDataset(BytesVersionedDataset):

@@ -7,7 +7,7 @@ from typing import Any
 
 from kedro.io.core import DatasetError, get_filepath_str
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.integration.datasets.bytes_dataset import BytesVersionedDataset
 
 
 class EnvSpecDataset(BytesVersionedDataset):

@@ -19,8 +19,8 @@ from kedro.io import DataCatalog  # noqa: E402
 from kedro.pipeline import Node, Pipeline  # noqa: E402
 from kedro.runner import SequentialRunner  # noqa: E402
 
-from trading_rl.mlflow_hooks import MlflowConventionHooks  # noqa: E402
-from trading_rl.mlflow_tracking import metric_key, run_name  # noqa: E402
+from trading_rl.integration.mlflow_hooks import MlflowConventionHooks  # noqa: E402
+from trading_rl.integration.mlflow_tracking import metric_key, run_name  # noqa: E402
 
 VERSION = "2030-01-01T00.00.00.000Z"
 
@@ -54,7 +54,7 @@ def _catalog(tmp_path, registered: str) -> DataCatalog:
     reporting = {"kedro-viz": {"layer": "reporting"}}
     config = {
         "agent_model": {
-            "type": "trading_rl.datasets.SB3ModelDataset",
+            "type": "trading_rl.integration.datasets.SB3ModelDataset",
             "filepath": str(tmp_path / "agent.zip"),
             "model_class": "stable_baselines3.SAC",
             "device": "cpu",
@@ -80,7 +80,7 @@ def _catalog(tmp_path, registered: str) -> DataCatalog:
             "metadata": reporting,
         },
         "agent_metrics": {
-            "type": "trading_rl.datasets.mlflow_metrics.PhaseMetricsDataset",
+            "type": "trading_rl.integration.datasets.mlflow_metrics.PhaseMetricsDataset",
             "prefix": "sac_icm",
             "metadata": reporting,
         },
@@ -236,7 +236,7 @@ def test_a_run_whose_gates_passed_logs_clean_metrics_artifacts_and_a_registered_
 @pytest.mark.parametrize(("collapsed", "validation_passed"), [(True, True), (False, False)])
 def test_no_registered_version_when_a_gate_failed(tmp_path, tracking, agent, caplog, collapsed, validation_passed):
     registered = f"failing_agent_{collapsed}_{validation_passed}"
-    with caplog.at_level(logging.WARNING, logger="trading_rl.mlflow_hooks"):
+    with caplog.at_level(logging.WARNING, logger="trading_rl.integration.mlflow_hooks"):
         client, run_id = _run(tmp_path, agent, registered, collapsed=collapsed, validation_passed=validation_passed)
     assert client.search_model_versions(f"name='{registered}'") == []
     models = mlflow.search_logged_models(
@@ -250,7 +250,7 @@ def test_no_registered_version_when_a_gate_failed(tmp_path, tracking, agent, cap
 @pytest.mark.slow
 def test_a_run_without_the_validation_phase_registers_nothing_and_says_so_at_info(tmp_path, tracking, agent, caplog):
     registered = "agent_without_validation"
-    with caplog.at_level(logging.INFO, logger="trading_rl.mlflow_hooks"):
+    with caplog.at_level(logging.INFO, logger="trading_rl.integration.mlflow_hooks"):
         client, _ = _run(tmp_path, agent, registered, collapsed=False, validation_passed=None)
     assert client.search_model_versions(f"name='{registered}'") == []
     [record] = [r for r in caplog.records if "not registered" in r.getMessage()]

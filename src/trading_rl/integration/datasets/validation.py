@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from kedro.io.core import DatasetError, VersionNotFoundError
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.integration.datasets.bytes_dataset import BytesVersionedDataset
 
 
 class PreviousVersionDataset(BytesVersionedDataset):

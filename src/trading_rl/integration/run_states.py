@@ -27,7 +27,7 @@ from trading_rl.config import ConfigError
 logger = logging.getLogger(__name__)
 
 
-def check_env(project_path: Path, env: str | None) -> None:
+def check_config_env(project_path: Path, env: str | None) -> None:
     """Refuse a ``--env`` whose ``conf/<env>`` folder does not exist, listing the ones that do."""
     if env is None or (project_path / "conf" / env).is_dir():
         return
@@ -79,7 +79,7 @@ class RunStateHooks:
 
     @hook_impl(tryfirst=True)
     def after_context_created(self, context) -> None:
-        check_env(Path(context.project_path), context.env)
+        check_config_env(Path(context.project_path), context.env)
         check_params_once(sys.argv)
 
     @hook_impl

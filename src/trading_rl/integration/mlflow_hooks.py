@@ -26,7 +26,8 @@ from mlflow.exceptions import MlflowException
 
 from trading_rl.envs.compatibility import model_metadata
 from trading_rl.evaluation.summary import GATE_REPORTS, agent_rows, gate_result_text, gate_results
-from trading_rl.mlflow_tracking import (
+from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.integration.mlflow_tracking import (
     NOT_PRODUCED,
     is_loggable,
     log_agent_model,
@@ -34,7 +35,6 @@ from trading_rl.mlflow_tracking import (
     register_if_gates_pass,
     run_name,
 )
-from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any
 import torch as th
 from kedro.io.core import Version
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
-from trading_rl.datasets.sb3_model import import_class
+from trading_rl.integration.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.integration.datasets.sb3_model import import_class
 
 
 class TorchModuleDataset(BytesVersionedDataset):

@@ -12,8 +12,8 @@ from kedro.runner import SequentialRunner
 
 from trading_rl import settings
 from trading_rl.evaluation.gates import evaluate_gates
-from trading_rl.hooks import RunSummaryHooks
-from trading_rl.pipelines.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.integration.hooks import RunSummaryHooks
 from trading_rl.pipelines.validation.nodes import enforce_gates
 
 GATES = {
@@ -53,7 +53,7 @@ def test_failed_gates_are_warned_by_the_node_and_again_as_the_last_line_of_the_r
     with caplog.at_level(logging.INFO):
         _run(evaluate_gates(IDLE, GATES))
     last = caplog.records[-1]
-    assert last.levelno == logging.WARNING and last.name == "trading_rl.hooks"
+    assert last.levelno == logging.WARNING and last.name == "trading_rl.integration.hooks"
     assert NAMED in last.getMessage() and "sharpe ('sharpe_median' is undefined)" in last.getMessage()
     from_node = [r for r in caplog.records if r.name == "trading_rl.pipelines.validation.nodes"]
     assert [r.levelno for r in from_node] == [logging.WARNING] and NAMED in from_node[0].getMessage()

@@ -16,7 +16,7 @@ from typing import Any
 from kedro.io import DatasetError
 from kedro_mlflow.io.metrics import MlflowMetricsHistoryDataset
 
-from trading_rl.mlflow_tracking import is_loggable, metric_key
+from trading_rl.integration.mlflow_tracking import is_loggable, metric_key
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ serialisation writes nothing, and the bytes land in a temporary file renamed int
 Formats whose loading unpickles code (SB3 zips) set ``hash_manifest``: saving writes
 ``<file>.sha256`` (``sha256sum`` format) next to the version, and loading refuses a file whose bytes
 do not match it — a model swapped or edited under ``data/`` is named, never loaded.
-``python -m trading_rl.datasets.bytes_dataset PATH`` writes the manifest of a file (or version
+``python -m trading_rl.integration.datasets.bytes_dataset PATH`` writes the manifest of a file (or version
 folder) you trust.
 """
 
@@ -52,7 +52,7 @@ def check_manifest(
             f"{path} has no hash manifest ({manifest}): it was not saved by this project, or before "
             "manifests existed. Loading it would run code stored in the file, so it is not loaded; rerun "
             "the phase that writes it, or, if you trust the file, run "
-            f"`python -m trading_rl.datasets.bytes_dataset {trust_target or path}`"
+            f"`python -m trading_rl.integration.datasets.bytes_dataset {trust_target or path}`"
         )
     recorded = {
         line.split(None, 1)[1].strip().lstrip("*"): line.split(None, 1)[0]
@@ -181,7 +181,7 @@ def trust(paths: list[str]) -> None:
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         raise SystemExit(
-            "usage: python -m trading_rl.datasets.bytes_dataset PATH [PATH ...]  "
+            "usage: python -m trading_rl.integration.datasets.bytes_dataset PATH [PATH ...]  "
             "(a file gets FILE.sha256, a version folder .sha256sums)"
         )
     trust(sys.argv[1:])

@@ -15,8 +15,13 @@ import torch
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version, get_filepath_str
 
-from trading_rl.datasets.bytes_dataset import FOLDER_MANIFEST, BytesVersionedDataset, check_manifest, sha256_line
-from trading_rl.datasets.sb3_model import SB3ModelDataset
+from trading_rl.integration.datasets.bytes_dataset import (
+    FOLDER_MANIFEST,
+    BytesVersionedDataset,
+    check_manifest,
+    sha256_line,
+)
+from trading_rl.integration.datasets.sb3_model import SB3ModelDataset
 
 
 class LegacyCheckpointFolderDataset(AbstractDataset[None, dict[str, bytes]]):

@@ -15,8 +15,8 @@ from typing import Any
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import Version
 
-from trading_rl.datasets.sb3_model import SB3ModelDataset
-from trading_rl.model_registry import CHAMPION, apply_promotion, deployment_of, registry_versions
+from trading_rl.integration.datasets.sb3_model import SB3ModelDataset
+from trading_rl.integration.model_registry import CHAMPION, apply_promotion, deployment_of, registry_versions
 
 
 def _client() -> Any:

@@ -16,7 +16,7 @@ import numpy as np
 from mlflow.pyfunc import PythonModel
 
 from trading_rl.agents.saved import load_agent
-from trading_rl.mlflow_tracking import policy_of
+from trading_rl.integration.mlflow_tracking import policy_of
 
 
 class SB3PolicyModel(PythonModel):

@@ -9,7 +9,7 @@ from typing import Any
 
 from kedro.io.core import Version
 
-from trading_rl.datasets.bytes_dataset import BytesVersionedDataset
+from trading_rl.integration.datasets.bytes_dataset import BytesVersionedDataset
 
 
 class HierarchicalAgentDataset(BytesVersionedDataset):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trading_rl.agents.saved import agent_bytes, load_agent
-from trading_rl.datasets.migration import SB3ModelFolderDataset
-from trading_rl.datasets.sb3_model import import_class
+from trading_rl.integration.datasets.migration import SB3ModelFolderDataset
+from trading_rl.integration.datasets.sb3_model import import_class
 
 
 class AgentFolderDataset(SB3ModelFolderDataset):

@@ -1,13 +1,13 @@
-"""Many symbols, one agent each: the ``multi_symbol`` parameters and an optional shared encoder
-(the per-symbol training task is ``phases.multi_symbol``).
+"""The shared encoder of many-symbol training: one representation of the market learned from all
+symbols, injected into each symbol's SAC(+ICM) as a frozen SB3 features extractor (its parameters
+and the per-symbol training task are ``phases.multi_symbol``).
 
-The shared encoder is trained once on every symbol's observations, then frozen and injected into
-each symbol's SAC(+ICM) as its SB3 features extractor. Why (docs/scale_out.md, "Shared encoder"):
-one representation of the market learned from all symbols, with only the small per-symbol
-actor/critic heads trained per symbol. Here the encoder
-is the encoder half of an MLP autoencoder fitted to observations of every symbol's *training* split
-(random-action rollouts, so the portfolio part of the observation varies too); nothing from a
-validation or test split reaches it.
+The encoder is trained once on every symbol's observations, then frozen and injected into each
+symbol's agent. Why (docs/scale_out.md, "Shared encoder"): one representation of the market learned
+from all symbols, with only the small per-symbol actor/critic heads trained per symbol. Here the
+encoder is the encoder half of an MLP autoencoder fitted to observations of every symbol's
+*training* split (random-action rollouts, so the portfolio part of the observation varies too);
+nothing from a validation or test split reaches it.
 
 Each agent holds its own frozen copy inside its policy (saved in the model zip), so a model loads and
 runs without the encoder dataset, and no training step of one symbol can move another's features.
@@ -16,9 +16,7 @@ runs without the encoder dataset, and no training step of one symbol can move an
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -27,49 +25,10 @@ import torch as th
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from trading_rl.agents import build_agent
-from trading_rl.config import Section, setting
+from trading_rl.agents.sac_icm import build_agent
 from trading_rl.envs import EnvSpec
 
-PARAMS_PREFIX = "multi_symbol"
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
-# A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.
-SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-def _symbols_problem(symbols: list[str]) -> str | None:
-    if not symbols or len(set(symbols)) != len(symbols):
-        return "a non-empty list of distinct names"
-    if not all(SYMBOL_PATTERN.match(symbol) for symbol in symbols):
-        return "names of letters, digits and '_' only (a symbol names a Kedro namespace)"
-    return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SharedEncoderParams(Section):
-    RENAMED = {"lr": "learning_rate"}
-
-    enabled: bool = True
-    latent_dim: int = setting(32, interval="[1, inf)")
-    hidden_dim: int = setting(128, interval="[1, inf)")
-    steps_per_symbol: int = setting(2000, interval="[1, inf)")
-    epochs: int = setting(30, interval="[1, inf)")
-    batch_size: int = setting(256, interval="[1, inf)")
-    learning_rate: float = setting(1e-3, interval="(0, inf)")
-
-
-@dataclass(frozen=True, kw_only=True)
-class MultiSymbolParams(Section):
-    """The ``multi_symbol`` section; ``symbols`` has no code default (conf/base is its one place)."""
-
-    symbols: list[str] = setting(check=_symbols_problem)
-    shared_encoder: SharedEncoderParams = setting(SharedEncoderParams())
-
-
-def resolve_multi_symbol_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``{"symbols": [...], "shared_encoder": {...}}`` with encoder defaults, validated; errors name
-    the key."""
-    return MultiSymbolParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 class SharedEncoder(nn.Module):

@@ -20,15 +20,15 @@ from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
+from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
-from trading_rl.model_registry import PromoteParams
 from trading_rl.phases.forward import ForwardParams
+from trading_rl.phases.multi_symbol import MultiSymbolParams
 from trading_rl.phases.options_her_params import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
 from trading_rl.runtime.engine import RuntimeParams
-from trading_rl.runtime.symbols import MultiSymbolParams
 
 # Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
 RUN_KEYS = ("seed", "torch_threads")
