@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import mlflow
 import pytest
+from log_gaps import log_gaps
 
 from trading_rl.evaluation.ledger import Period, append_rows, read_ledger, trial_row, trials_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from log_gaps import log_gaps  # noqa: E402
 
 REGISTERED = "trading_rl_sac_icm"
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from options_her_env import small_spec
+from helpers.options_her_env import small_spec
 from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from options_her_env import random_observations, small_source_model, small_spec
+from helpers.options_her_env import random_observations, small_source_model, small_spec
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 

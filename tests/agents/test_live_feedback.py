@@ -6,7 +6,7 @@ import logging
 import math
 
 import pytest
-from sac_icm_toy import ToyTradingEnv, toy_agent
+from helpers.sac_icm_toy import ToyTradingEnv, toy_agent
 
 from trading_rl.agents import train_agent
 from trading_rl.agents.training import progress_bar_enabled

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch as th
-from sac_icm_toy import ToyTradingEnv, toy_agent
+from helpers.sac_icm_toy import ToyTradingEnv, toy_agent
 
 from trading_rl.agents.resume import (
     CheckpointRejected,

@@ -4,7 +4,7 @@ import io
 import numpy as np
 import pytest
 import torch as th
-from sac_icm_toy import ToyTradingEnv, run_training, toy_agent, toy_params
+from helpers.sac_icm_toy import ToyTradingEnv, run_training, toy_agent, toy_params
 from stable_baselines3 import SAC
 
 from trading_rl.agents import SACWithICM, TrainingDivergedError, build_agent, resolve_params

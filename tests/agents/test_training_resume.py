@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch as th
-from sac_icm_toy import ToyTradingEnv, run_training, toy_agent
+from helpers.sac_icm_toy import ToyTradingEnv, run_training, toy_agent
 
 from trading_rl.agents import SACWithICM, TrainingDivergedError, train_agent
 from trading_rl.agents.resume import read_checkpoint
@@ -18,7 +18,7 @@ from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 
 PROBE_OBS = np.random.default_rng(11).normal(size=(16, 4)).astype(np.float32)
-TOY_SCRIPT = Path(__file__).with_name("sac_icm_toy.py")
+TOY_SCRIPT = Path(__file__).resolve().parents[1] / "helpers" / "sac_icm_toy.py"
 TOY = {"phase": "toy", "symbol": "TOY"}
 
 

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers.options_her_env import small_spec
 from scipy.stats import norm
 
 from trading_rl.algorithms import actor_learner as al
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from options_her_env import small_spec  # noqa: E402  (the shared small S&P 500 spec of the agent tests)
 
 SMALL = {"unroll_length": 32, "net_arch": [32, 32], "total_timesteps": 256, "learning_rate": 1e-3}
 

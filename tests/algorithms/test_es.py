@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from helpers.options_her_env import small_spec
 
 from trading_rl.algorithms import es
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from options_her_env import small_spec  # noqa: E402  (the shared small S&P 500 spec of the agent tests)
 
 
 def make_strategy(n_params=6, population_size=10, seed=0, **overrides):

@@ -4,11 +4,9 @@ as ordinary SB3 zips; and every member of a population learns Pendulum as well a
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
+import population_pendulum as pendulum
 import pytest
 import torch as th
 from stable_baselines3 import SAC
@@ -19,9 +17,6 @@ from trading_rl.agents.icm import ICMConfig
 from trading_rl.agents.sac_icm import SACWithICM
 from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC, population_groups, population_key
 from trading_rl.runtime.engine import single_threaded
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import population_pendulum as pendulum  # noqa: E402
 
 BATCH = 8
 STEPS = 5

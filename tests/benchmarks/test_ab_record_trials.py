@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from ab_common import check_test_unspent, record_trials
 
 from trading_rl.evaluation.ledger import read_ledger
 from trading_rl.evaluation.metrics import json_ready, return_moments
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from ab_common import check_test_unspent, record_trials  # noqa: E402
 
 SPEC = SimpleNamespace(
     symbol="sp500",

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from ab_walk_forward import HER_LEARNING_STARTS, agent_parameters, summarise  # noqa: E402
-from learning_curve import load_parameters  # noqa: E402
+from ab_walk_forward import HER_LEARNING_STARTS, agent_parameters, summarise
+from learning_curve import load_parameters
 
 
 def _folds(edge: float, seeds: int = 5) -> pd.DataFrame:

@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from controls import market_entry, null_false_positives, parse_variant, summarise
+from learning_curve import load_parameters
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-from controls import market_entry, null_false_positives, parse_variant, summarise  # noqa: E402
-from learning_curve import load_parameters  # noqa: E402
 
 
 def _rows(arm: str, captures: dict[str, list[float]], skills: dict[str, list[bool]]) -> list[dict]:

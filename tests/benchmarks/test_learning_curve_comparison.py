@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from learning_curve import compare_variants, first_stable_budget  # noqa: E402
+from learning_curve import compare_variants, first_stable_budget
 
 BUDGETS = (2500, 5000, 10000)
 

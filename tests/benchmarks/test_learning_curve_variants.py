@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from learning_curve import agent_params, load_parameters, parse_variant
 
 from trading_rl.agents import build_agent
 from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
 from trading_rl.agents.curriculum import Curriculum
 from trading_rl.envs import build_env_spec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from learning_curve import agent_params, load_parameters, parse_variant  # noqa: E402
 
 VARIANTS = {
     "sac_icm": "sac_icm",

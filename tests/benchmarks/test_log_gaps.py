@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import logging
-import sys
 import time
-from pathlib import Path
 
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog
 from kedro.pipeline import Node, Pipeline
 from kedro.runner import SequentialRunner
+from log_gaps import log_gaps
 
 from trading_rl.integration.hooks import ProgressHooks
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from log_gaps import log_gaps  # noqa: E402
 
 LOG = """2026-11-27 13:00:40,731 INFO kedro.framework.project: Using 'conf/logging.yml'
 2026-11-27 13:00:44,981 INFO kedro.framework.session.session: Kedro project trading_rl

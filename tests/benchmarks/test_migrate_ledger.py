@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from migrate_ledger import migrate_rows
 
 from trading_rl.evaluation.ledger import read_ledger, trial_key, trial_row
 from trading_rl.evaluation.metrics import return_moments
 from trading_rl.provenance import identity_hash
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from migrate_ledger import migrate_rows  # noqa: E402
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "results" / "trial_ledger"
 

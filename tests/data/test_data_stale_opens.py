@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_prices import ohlcv_frame
+from helpers.synthetic_prices import ohlcv_frame
 
 from trading_rl.data import load_prices, quality_report, stale_open_mask, validate_prices
 from trading_rl.features import make_splits

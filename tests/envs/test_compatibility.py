@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
-from synthetic_prices import tiny_env_spec
+from helpers.synthetic_prices import tiny_env_spec
 
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
 

@@ -1,5 +1,5 @@
 import pytest
-from export_setup import build
+from helpers.export_setup import build
 
 from trading_rl.export import export_actor
 

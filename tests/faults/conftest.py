@@ -1,14 +1,10 @@
-"""Fault-suite fixtures; the toy trading env and agent of tests/agents are made importable here."""
+"""Fault-suite fixtures."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-# The toy env/agent module lives with the agents tests (it is also run there as a script).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 
 
 @pytest.fixture

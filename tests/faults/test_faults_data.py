@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from manifest_faults_setup import (
+from helpers.manifest_faults_setup import (
     GOOD_BARS,
     assert_no_run_completed,
     assert_unchanged,

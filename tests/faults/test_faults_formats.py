@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.sac_icm_toy import toy_agent
+from helpers.synthetic_prices import tiny_env_spec
 from kedro.io import DatasetError
 from kedro.io.core import Version
-from sac_icm_toy import toy_agent
-from synthetic_prices import tiny_env_spec
 
 from trading_rl.agents.resume import CheckpointRejected, read_checkpoint
 from trading_rl.archives import ArchiveTooLargeError, check_member_sizes

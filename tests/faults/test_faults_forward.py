@@ -4,14 +4,11 @@ command that goes back or supersedes it. Runs the forward pipeline of tests/pipe
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines" / "forward"))
-from forward_setup import (  # noqa: E402
+from helpers.forward_setup import (
     FEATURE_EXTRACTION,
     TRAINED_BARS,
     deploy,
@@ -23,8 +20,8 @@ from forward_setup import (  # noqa: E402
     write_prices,
 )
 
-from trading_rl.data.bad_bars import BadBarError  # noqa: E402
-from trading_rl.phases.forward import ForwardRecordError  # noqa: E402
+from trading_rl.data.bad_bars import BadBarError
+from trading_rl.phases.forward import ForwardRecordError
 
 pytestmark = pytest.mark.slow
 RECORD = "data/07_model_output/forward_record.parquet"

@@ -11,8 +11,8 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.synthetic_prices import tiny_env_spec
 from kedro.io import DatasetError
-from synthetic_prices import tiny_env_spec
 
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
 from trading_rl.integration.datasets import RawPriceFilesDataset

@@ -20,9 +20,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
-from fault_helpers import hostile_pickle, tree_digest
+from helpers.hostile_files import hostile_pickle, tree_digest
+from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 from kedro.io import DataCatalog, DatasetError
-from sac_icm_toy import ToyTradingEnv, toy_params
 from stable_baselines3 import PPO, SAC
 
 from trading_rl.agents import build_agent

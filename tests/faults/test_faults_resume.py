@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch as th
-from fault_helpers import hostile_pickle, tree_digest
-from sac_icm_toy import ToyTradingEnv, toy_params
+from helpers.hostile_files import hostile_pickle, tree_digest
+from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 
 from trading_rl.agents import build_agent, train_agent
 from trading_rl.agents.resume import SET_ASIDE_DIR, _FileLock, _lock_path

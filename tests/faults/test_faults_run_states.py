@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from manifest_faults_setup import assert_unchanged, good_project_copy, snapshot
+from helpers.manifest_faults_setup import assert_unchanged, good_project_copy, snapshot
 
 from trading_rl import settings
 from trading_rl.config import ConfigError

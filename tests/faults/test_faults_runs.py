@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from manifest_faults_setup import (
+from helpers.manifest_faults_setup import (
     TINY_SAC_ICM,
     assert_unchanged,
     commit,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from synthetic_prices import random_walk_prices
+from helpers.synthetic_prices import random_walk_prices
 
 from trading_rl.algorithms import population_sac
 from trading_rl.phases import walk_forward as wf

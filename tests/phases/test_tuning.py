@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_prices import random_walk_prices
+from helpers.synthetic_prices import random_walk_prices
 
 from trading_rl.config import ConfigError
 from trading_rl.evaluation.ledger import Period, trial_row, trials_for

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from helpers.synthetic_prices import random_walk_prices
 from kedro.config import OmegaConfigLoader
-from synthetic_prices import random_walk_prices
 
 from trading_rl.data import load_prices
 from trading_rl.evaluation import folds as windows

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 from stable_baselines3 import DQN, PPO
-from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.migration import discrete_policy_from_checkpoint, sb3_zip_bytes
 from trading_rl.pipelines.checkpoint_migration import create_pipeline

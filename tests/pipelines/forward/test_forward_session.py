@@ -10,7 +10,7 @@ import os
 
 import mlflow
 import pytest
-from forward_setup import SYMBOL, TRAINED_BARS, deploy, market, versions, walk_forward_folds, write_prices
+from helpers.forward_setup import SYMBOL, TRAINED_BARS, deploy, market, versions, walk_forward_folds, write_prices
 
 DEPLOYED = "2026-03-01T06.00.00.000Z"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from forward_setup import (
+from helpers.forward_setup import (
     MODEL_DATASET,
     SYMBOL,
     TRAINED_BARS,

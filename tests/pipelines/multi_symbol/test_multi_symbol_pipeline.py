@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from helpers.synthetic_prices import random_walk_prices
+from helpers.tiny import tiny_agent
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner, ThreadRunner
-from synthetic_prices import random_walk_prices
 
 from trading_rl.agents.shared_encoder import FrozenEncoderExtractor, SharedEncoder
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
@@ -26,12 +27,12 @@ SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",
     "resume_dir": "unused",
-    "agent": {
-        "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 500},
-        "policy": {"net_arch": [16]},
-        "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 8},
-        "training": {"total_timesteps": 80, "eval_freq": 40, "resume_every": 40},
-    },
+    "agent": tiny_agent(
+        sac={"buffer_size": 500},
+        policy={"net_arch": [16]},
+        icm={"hidden_dim": 8},
+        training={"total_timesteps": 80, "eval_freq": 40, "resume_every": 40},
+    ),
 }
 ENCODER_PARAMS = {"latent_dim": 6, "hidden_dim": 16, "steps_per_symbol": 120, "epochs": 5, "batch_size": 32}
 

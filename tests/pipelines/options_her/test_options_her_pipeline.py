@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
-from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent

@@ -3,9 +3,9 @@
 import mlflow
 import pytest
 import torch
+from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
-from tearsheet_inputs import tearsheet_inputs
 
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.validation_fixtures import catalog_for, market
 from kedro.runner import SequentialRunner
-from validation_fixtures import catalog_for, market
 
 from trading_rl.evaluation.ledger import read_ledger
 from trading_rl.pipelines.validation import create_pipeline

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers.validation_fixtures import PROJECT_ROOT, catalog_for, market
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
-from validation_fixtures import PROJECT_ROOT, catalog_for, market
 
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
 from trading_rl.pipelines.validation import create_pipeline

@@ -8,35 +8,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from helpers.synthetic_prices import random_walk_prices
+from helpers.tiny import TINY_AGENT, TINY_FEATURES, TINY_WALK_FORWARD
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
-from synthetic_prices import random_walk_prices
 
 from trading_rl.pipelines.walk_forward import create_pipeline
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 PARAMS = {
     "seed": 7,
-    "feature_extraction": {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}},
+    "feature_extraction": TINY_FEATURES,
     "env_construction": {"periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
-    "sac_icm.agent": {
-        "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
-        "policy": {"net_arch": [16, 16]},
-        "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16},
-    },
-    "walk_forward": {
-        "train_length": 200,
-        "test_length": 60,
-        "step": 60,
-        "max_folds": 2,
-        "retrain_frequency": 2,
-        "seeds": 2,
-        "timesteps": 40,
-        "finetune_timesteps": 0,
-        "device": "cpu",
-        "data_end": "all",
-        "agent_overrides": {},
-    },
+    "sac_icm.agent": TINY_AGENT,
+    "walk_forward": {**TINY_WALK_FORWARD, "seeds": 2, "timesteps": 40, "finetune_timesteps": 0},
     "runtime": {"engine": "sequential"},
 }
 

@@ -8,33 +8,17 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from kedro.io import DataCatalog
-from synthetic_prices import random_walk_prices
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-AGENT = {
-    "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 1000},
-    "policy": {"net_arch": [16, 16]},
-    "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16},
-}
+from helpers.synthetic_prices import random_walk_prices
+from helpers.tiny import TINY_AGENT, TINY_FEATURES, TINY_WALK_FORWARD
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS = {
     "seed": 7,
-    "feature_extraction": FEATURES,
+    "feature_extraction": TINY_FEATURES,
     "env_construction": {"symbol": "X", "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
-    "sac_icm": {"agent": AGENT},
-    "walk_forward": {
-        "train_length": 200,
-        "test_length": 60,
-        "step": 60,
-        "max_folds": 2,
-        "retrain_frequency": 2,
-        "seeds": 1,
-        "timesteps": 60,
-        "finetune_timesteps": 20,
-        "device": "cpu",
-        "data_end": "all",
-        "agent_overrides": {},
-    },
+    "sac_icm": {"agent": TINY_AGENT},
+    "walk_forward": TINY_WALK_FORWARD,
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
     "tearsheet": {"rolling_window": 20, "dpi": 40},
@@ -68,5 +52,5 @@ def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCata
     }
     for key, value in parameters.items():
         catalog[f"params:{key}"] = value
-    catalog["params:sac_icm.agent"] = AGENT
+    catalog["params:sac_icm.agent"] = TINY_AGENT
     return catalog

@@ -9,6 +9,7 @@ import arch.data.sp500
 import numpy as np
 import torch
 
+from helpers.tiny import tiny_agent
 from trading_rl.agents import build_agent
 from trading_rl.envs import build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler
@@ -19,11 +20,9 @@ SPLITS = {
     "train": {"start": "2016-01-01", "end": TRAIN_END},
     "validation": {"start": "2018-09-01", "end": "2018-11-30"},
 }
-AGENT_PARAMS = {
-    "sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
-    "policy": {"net_arch": [32, 32]},
-    "icm": {"feature_dim": 8, "hidden_dim": 16, "warmup_steps": 10},
-}
+AGENT_PARAMS = tiny_agent(
+    sac={"learning_starts": 20, "buffer_size": 500}, policy={"net_arch": [32, 32]}, icm={"warmup_steps": 10}
+)
 ENV_CONFIG = {"window_size": 4, "episode_length": 60, "min_trade_value": 0.0}
 
 

@@ -3,24 +3,23 @@ folder: what the scheduled-rerun tests share."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from forward_monthly_reruns import promote_saved_model, run_forward, store_uri
 from kedro.io import DataCatalog
 from kedro.io.core import Version
-from synthetic_prices import ohlcv_frame
 
+from helpers.synthetic_prices import ohlcv_frame
+from helpers.tiny import tiny_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import symbol_env_spec
 from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-from forward_monthly_reruns import promote_saved_model, run_forward, store_uri  # noqa: E402  (same pipeline)
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 SYMBOL = "SYN"
 TRAINED_BARS = 480  # bars the deployed model's run had (date D is the last of them)
@@ -31,12 +30,11 @@ FEATURE_EXTRACTION = {
     "features": {"garch": None, "vol_windows": [20], "sma_windows": [10, 20], "drawdown_window": 20},
     "scaler": {"method": "robust", "clip": 5.0},
 }
-AGENT = {
-    "sac": {"learning_starts": 50, "batch_size": 16, "buffer_size": 1000},
-    "policy": {"net_arch": [16, 16]},
-    "icm": {"warmup_steps": 50, "feature_dim": 8, "hidden_dim": 16},
-    "training": {"total_timesteps": 60, "eval_freq": 60, "resume_every": 60},
-}
+AGENT = tiny_agent(
+    sac={"learning_starts": 50},
+    icm={"warmup_steps": 50},
+    training={"total_timesteps": 60, "eval_freq": 60, "resume_every": 60},
+)
 ENV = {"symbol": SYMBOL, "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}}
 MODEL_DATASET = {"filepath": "data/06_models/sac_icm_model.zip", "model_class": "trading_rl.agents.sac_icm.SACWithICM"}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.tiny import tiny_agent
 from trading_rl.data import load_prices
 
 MANIFESTS = Path("data/09_runs/run_manifest.json")
@@ -33,12 +34,11 @@ env_construction:
 TINY_SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",
-    "agent": {
-        "sac": {"buffer_size": 200, "learning_starts": 20, "batch_size": 16},
-        "policy": {"net_arch": [16, 16]},
-        "icm": {"enabled": True, "warmup_steps": 10, "feature_dim": 4, "hidden_dim": 8},
-        "training": {"total_timesteps": 40, "eval_freq": 40, "resume_every": 40},
-    },
+    "agent": tiny_agent(
+        sac={"buffer_size": 200, "learning_starts": 20},
+        icm={"enabled": True, "warmup_steps": 10, "feature_dim": 4, "hidden_dim": 8},
+        training={"total_timesteps": 40, "eval_freq": 40, "resume_every": 40},
+    ),
 }
 
 
