@@ -191,6 +191,7 @@ def test_reward_scale_applies_before_curiosity_mixing():
     np.testing.assert_allclose(mixed.rewards.numpy(), expected.rewards.numpy(), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_effective_curiosity_share_stays_near_the_configured_weight_as_the_icm_converges():
     """Issue: with all-time statistics the share fell to 0.01-0.03 once the forward model had
     learned. Here the ICM trains on the replay buffer until its forward loss has fallen
@@ -209,6 +210,7 @@ def test_effective_curiosity_share_stays_near_the_configured_weight_as_the_icm_c
     assert all(0.05 <= share <= 0.2 for share in shares), shares
 
 
+@pytest.mark.slow
 def test_training_history_records_the_effective_share(tmp_path):
     outcome = run_training(str(tmp_path), total_timesteps=400, seed=4)
     shares = [entry["icm/effective_share"] for entry in outcome.history if "icm/effective_share" in entry]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+import pytest
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog
 from kedro.pipeline import Node, Pipeline
@@ -28,6 +29,7 @@ def test_the_parser_finds_the_longest_silence_between_timestamped_lines():
     assert gaps[0].before.endswith("Kedro project trading_rl") and "chain 1/4 done" in gaps[0].after
 
 
+@pytest.mark.slow
 def test_a_silent_node_gets_a_still_running_line_within_the_interval(caplog):
     hooks = ProgressHooks(interval=0.6)
     manager = _create_hook_manager()

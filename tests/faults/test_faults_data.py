@@ -15,7 +15,6 @@ from helpers.manifest_faults_setup import (
     completed_runs,
     copy_project,
     good_prices,
-    make_good_project,
     run_session,
     snapshot,
     write_prices,
@@ -25,14 +24,9 @@ pytestmark = pytest.mark.slow
 TICK_BAR = 200  # 1999-10-19, inside the training split (train_end 2000-06-30)
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return make_good_project(tmp_path_factory.mktemp("faults_data") / "project")
-
-
 @pytest.fixture
-def project(prepared, tmp_path) -> Path:
-    return copy_project(prepared, tmp_path / "project")
+def project(good_project, tmp_path) -> Path:
+    return copy_project(good_project, tmp_path / "project")
 
 
 def _constant(frame: pd.DataFrame) -> pd.DataFrame:

@@ -155,6 +155,7 @@ def _saved_without_manifest(tmp_path: Path, sac_model, folder: bool) -> tuple[Da
     return catalog, "model", path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [False, True], ids=["model_file", "model_folder"])
 def test_a_trusted_older_model_loads_after_its_manifest_is_written(tmp_path, sac_model, folder):
     catalog, name, target = _saved_without_manifest(tmp_path, sac_model, folder)

@@ -133,6 +133,7 @@ def test_resume_force_continues_a_checkpoint_written_with_other_parameters(work_
     assert outcome.model.icm.optimizer.param_groups[0]["lr"] == pytest.approx(5e-3)
 
 
+@pytest.mark.slow
 def test_resume_force_with_another_network_size_leaves_the_checkpoint_to_its_owner(work_dir, caplog):
     """It was moved to set_aside/ before, and its owner could no longer resume it."""
     checkpoint = _checkpoint(work_dir)

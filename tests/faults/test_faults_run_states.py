@@ -18,6 +18,7 @@ from trading_rl.config import ConfigError
 from trading_rl.integration.run_states import RunStateHooks, check_config_env, check_params_once
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
     import mlflow
 

@@ -19,7 +19,6 @@ from helpers.manifest_faults_setup import (
     good_prices,
     good_project_copy,
     load,
-    make_good_project,
     run_session,
     snapshot,
     write_prices,
@@ -33,14 +32,9 @@ from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return make_good_project(tmp_path_factory.mktemp("faults_runs") / "project")
-
-
 @pytest.fixture
-def project(prepared, tmp_path) -> Path:
-    return copy_project(prepared, tmp_path / "project")
+def project(good_project, tmp_path) -> Path:
+    return copy_project(good_project, tmp_path / "project")
 
 
 # ---------- partial runs ----------
@@ -108,9 +102,9 @@ SPEC_VARIANTS = {
 
 
 @pytest.fixture(scope="module")
-def foreign_models(prepared, tmp_path_factory):
+def foreign_models(good_project, tmp_path_factory):
     """A tiny sac_icm model per spec variant, trained by the project's own node."""
-    spec = load(prepared, "env_spec")
+    spec = load(good_project, "env_spec")
     work = tmp_path_factory.mktemp("resume")
     models = {}
     for name, variant in SPEC_VARIANTS.items():

@@ -52,6 +52,7 @@ def three_reruns(tmp_path_factory):
     return root, digests
 
 
+@pytest.mark.slow
 def test_the_record_grows_by_exactly_the_new_bars_once_each(three_reruns):
     root, _ = three_reruns
     records = [pd.read_parquet(path) for path in versions(root, RECORD)]
@@ -65,6 +66,7 @@ def test_the_record_grows_by_exactly_the_new_bars_once_each(three_reruns):
     pd.testing.assert_frame_equal(final.iloc[:20], records[1])  # the earlier bars, bit for bit
 
 
+@pytest.mark.slow
 def test_earlier_versions_are_untouched(three_reruns):
     root, digests = three_reruns
     final = {str(path): _digest(path) for path in versions(root, RECORD)}
@@ -72,6 +74,7 @@ def test_earlier_versions_are_untouched(three_reruns):
         assert {path: final[path] for path in after_run} == after_run
 
 
+@pytest.mark.slow
 def test_the_stitched_record_is_one_evaluation_over_the_same_bars(three_reruns):
     root, _ = three_reruns
     record = pd.read_parquet(versions(root, RECORD)[-1])
@@ -84,6 +87,7 @@ def test_the_stitched_record_is_one_evaluation_over_the_same_bars(three_reruns):
     assert abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])) < 1e-9
 
 
+@pytest.mark.slow
 def test_alerts_fire_on_the_regime_break_appended_as_new_data(three_reruns):
     root, _ = three_reruns
     before, after = (json.loads(path.read_text()) for path in versions(root, DRIFT)[1:])
@@ -98,6 +102,7 @@ def test_alerts_fire_on_the_regime_break_appended_as_new_data(three_reruns):
     assert first["reason"].startswith("no bar after the deployed model's data end")
 
 
+@pytest.mark.slow
 def test_the_forward_tearsheet_shows_equity_since_deployment_and_the_drift_table(three_reruns):
     root, _ = three_reruns
     html = versions(root, "data/08_reporting/forward/forward_tearsheet.html")[-1].read_text()
@@ -107,6 +112,7 @@ def test_the_forward_tearsheet_shows_equity_since_deployment_and_the_drift_table
     assert (rollout["agent"] == "deployed").sum() == 40
 
 
+@pytest.mark.slow
 def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_path):
     root, _ = three_reruns
     prices = market(TRAINED_BARS + 41, break_at=TRAINED_BARS + 20)
@@ -119,6 +125,7 @@ def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_
     write_prices(root, market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20))  # leave the fixture as it was
 
 
+@pytest.mark.slow
 def test_the_report_names_the_registry_version_it_traded_and_why(three_reruns):
     root, _ = three_reruns
     report = json.loads(versions(root, "data/08_reporting/forward/forward_report.json")[-1].read_text())
@@ -128,6 +135,7 @@ def test_the_report_names_the_registry_version_it_traded_and_why(three_reruns):
     assert deployment["reason"].startswith("trading_rl_sac_icm@champion is version 1, promoted by benchmark")
 
 
+@pytest.mark.slow
 def test_without_a_promoted_model_the_rerun_says_not_checked_and_why(tmp_path):
     write_prices(tmp_path, market(TRAINED_BARS))
     deploy(tmp_path, RUNS[0], store=f"sqlite:///{tmp_path / 'elsewhere.db'}")  # the newest file, but not promoted here
