@@ -33,6 +33,7 @@ env_construction:
 TINY_SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",
+    "progress_bar": False,
     "agent": {
         "sac": {"buffer_size": 200, "learning_starts": 20, "batch_size": 16},
         "policy": {"net_arch": [16, 16]},

@@ -25,7 +25,7 @@ from kedro.io import DataCatalog, DatasetError
 from sac_icm_toy import ToyTradingEnv, toy_params
 from stable_baselines3 import PPO, SAC
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,9 @@ def test_a_hostile_env_spec_is_refused_without_running_it(tmp_path, marker, cata
 
 @pytest.fixture(scope="module")
 def sac_model():
-    return build_agent(ToyTradingEnv(), toy_params(icm=False), seed=0, device="cpu")
+    return build_agent(
+        ToyTradingEnv(), AgentParams.from_mapping(toy_params(icm=False), "sac_icm.agent"), seed=0, device="cpu"
+    )
 
 
 def _model_dataset(tmp_path: Path, dataset_type: str = "trading_rl.datasets.SB3ModelDataset"):

@@ -10,11 +10,13 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.agents import SACWithICM
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.envs import EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import train_symbol_agent
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
+from trading_rl.runtime import RuntimeParams
 from trading_rl.runtime.symbols import (
     SharedEncoder,
     collect_observations,
@@ -93,13 +95,13 @@ def train_symbol(
     MLflow (``multi_symbol/<symbol>/<key>`` at each evaluation's timestep) when the task returns:
     a worker process has no MLflow run to stream to (docs/tearsheets.md, "Live training feedback")."""
     work_dir = Path(sac_icm_params["resume_dir"]).resolve() / "multi_symbol" / env_spec.symbol
-    executor = make_executor(runtime_params)
+    executor = make_executor(RuntimeParams.from_mapping(runtime_params, "runtime"))
     (result,) = executor.map(
         train_symbol_agent,
         [
             {
                 "spec": env_spec,
-                "sac_icm_params": sac_icm_params,
+                "sac_icm": SacIcmParams.from_mapping(sac_icm_params, "sac_icm"),
                 "seed": seed,
                 "work_dir": str(work_dir),
                 "encoder": shared_encoder,
