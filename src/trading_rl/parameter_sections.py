@@ -23,7 +23,7 @@ from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.model_registry import PromoteParams
 from trading_rl.phases.forward import ForwardParams
-from trading_rl.phases.options_her_params import OptionsHerParams
+from trading_rl.phases.options_her import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section

@@ -232,10 +232,13 @@ def _discrete_catalog(tmp_path: Path) -> DataCatalog:
 
 
 def test_a_legacy_zip_that_passes_inspection_is_stored_as_extracted_data(tmp_path):
-    from trading_rl.pipelines.checkpoint_migration.nodes import provide_discrete_checkpoints
+    from trading_rl.migration.params import CheckpointMigrationParams
+    from trading_rl.phases.checkpoint_migration import provide_discrete_checkpoints
 
+    base = yaml.safe_load((PROJECT / "conf" / "base" / "parameters_checkpoint_migration.yml").read_text())
+    params = CheckpointMigrationParams.from_mapping(base["checkpoint_migration"], "checkpoint_migration")
     spec = SimpleNamespace(layout=SimpleNamespace(dim=5), symbol="sp500")
-    checkpoints = provide_discrete_checkpoints({"sp500.zip": _legacy_zip()}, spec, {}, seed=0)
+    checkpoints = provide_discrete_checkpoints({"sp500.zip": _legacy_zip()}, spec, params, seed=0)
     catalog = _discrete_catalog(tmp_path)
     catalog.save("discrete_checkpoints", checkpoints)
     stored = [p for p in (tmp_path / "data" / "discrete").rglob("*") if p.is_file()]
