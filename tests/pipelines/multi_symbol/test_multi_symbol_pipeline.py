@@ -26,6 +26,7 @@ SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",
     "resume_dir": "unused",
+    "progress_bar": False,
     "agent": {
         "sac": {"learning_starts": 30, "batch_size": 16, "buffer_size": 500},
         "policy": {"net_arch": [16]},
