@@ -32,7 +32,7 @@ def _agent_params(params: dict, icm: bool) -> dict:
 def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> dict:
     import torch
 
-    from trading_rl.agents import build_agent, train_agent
+    from trading_rl.agents import AgentParams, build_agent, train_agent
     from trading_rl.evaluation.final import model_digest
     from trading_rl.evaluation.report import evaluate_policy
     from trading_rl.evaluation.rollout import policy_from_sb3
@@ -40,10 +40,19 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
     torch.set_num_threads(1)
     agent_params = _agent_params(params, icm)
     started = time.perf_counter()
-    model = build_agent(spec.make_env("train", seed=seed), agent_params, seed=seed, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=seed),
+        AgentParams.from_mapping(agent_params, "sac_icm.agent"),
+        seed=seed,
+        device="cpu",
+    )
     with tempfile.TemporaryDirectory() as work_dir:
         outcome = train_agent(
-            model, partial(spec.make_env, "validation"), agent_params, work_dir, spec.periods_per_year
+            model,
+            partial(spec.make_env, "validation"),
+            AgentParams.from_mapping(agent_params, "sac_icm.agent"),
+            work_dir,
+            spec.periods_per_year,
         )
 
     def evaluate_on(split: str):
@@ -98,10 +107,14 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "ab_sac_icm.json")
     spec, params, _ = load_inputs(args)
-    from trading_rl.agents.sac_icm import AgentParams, resolve_params
+    from trading_rl.agents.sac_icm import AgentParams
 
     configurations = {  # the parameters as they act: run-time keys and switched-off sections left out
-        name: {"agent_params": AgentParams.identity_view(resolve_params(_agent_params(params, icm)))}
+        name: {
+            "agent_params": AgentParams.identity_view(
+                AgentParams.from_mapping(_agent_params(params, icm), "sac_icm.agent").to_dict()
+            )
+        }
         for name, icm in VARIANTS.items()
     }
     repeat = check_test_unspent(args, "ab_sac_icm", spec, configurations) if args.final else False

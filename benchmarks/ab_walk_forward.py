@@ -36,6 +36,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_curve import load_parameters  # noqa: E402
 
+from trading_rl.runtime import Executor  # noqa: E402
+
 MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
 BASELINES = ("buy_and_hold", "random", "sma_crossover")
 # The low-level SAC keys the options_her phase accepts (its networks come from the source model).
@@ -60,7 +62,7 @@ def _single_threaded_call(fn, kwargs):
     return fn(**kwargs)
 
 
-class ProcessExecutor:
+class ProcessExecutor(Executor):
     """``run_walk_forward``'s executor over local processes (one torch thread each), for machines
     without Ray."""
 
@@ -82,17 +84,17 @@ def agent_parameters(params: dict) -> dict:
     """``agent_params`` for ``run_walk_forward``: the sac_icm agent section, and the hierarchical and
     shaped agents' ``{"source", "phase"}`` sections built from it and the options_her and
     reward_shaper phases."""
+    from trading_rl.agents import AgentParams
     from trading_rl.phases.walk_forward import agent_section
 
-    source = agent_section(
-        "sac_icm", {"sac_icm": params["sac_icm"]["agent"]}, params["walk_forward"].get("agent_overrides") or {}
-    )
+    agent = AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")
+    source = agent_section("sac_icm", {"sac_icm": agent}, params["walk_forward"].get("agent_overrides") or {})
     phase = {key: value for key, value in params["options_her"].items() if key not in ("device",)}
-    phase["sac"] = {key: value for key, value in source["sac"].items() if key in LOW_LEVEL_SAC_KEYS}
+    phase["sac"] = {key: value for key, value in source.sac.to_dict().items() if key in LOW_LEVEL_SAC_KEYS}
     phase["sac"]["learning_starts"] = max(int(phase["sac"].get("learning_starts", 0)), HER_LEARNING_STARTS)
     shaper = {key: value for key, value in params["reward_shaper"].items() if key not in ("device", "resume_dir")}
     return {
-        "sac_icm": params["sac_icm"]["agent"],
+        "sac_icm": agent,
         "options": {"source": source, "phase": phase},
         "shaped": {"source": source, "phase": shaper},
     }
@@ -206,7 +208,8 @@ def main() -> None:
         Path(args.out).write_text(json.dumps({"sources": args.from_json, "summary": summary}, indent=1, default=str))
         return
 
-    from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
+    from trading_rl.envs import EnvConfig
+    from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
 
     params = load_parameters(args.env)
     wf = {**params["walk_forward"], "agents": args.agents, "seeds": args.seeds}
@@ -228,17 +231,17 @@ def main() -> None:
     agent_params = agent_parameters(params)
     env_config = params["env_construction"]["env"]
     periods_per_year = {symbol: 252.0 for symbol in args.symbols}
-    started = time.perf_counter()
-    result = run_walk_forward(
-        prices,
-        wf,
+    job = WalkForwardJob(
         params["feature_extraction"],
         env_config,
+        EnvConfig.from_mapping(env_config),
         periods_per_year,
         agent_params,
         params["seed"],
-        executor=ProcessExecutor(args.jobs),
     )
+    section = WalkForwardParams.from_mapping(wf, "walk_forward")
+    started = time.perf_counter()
+    result = run_walk_forward(prices, section, job, executor=ProcessExecutor(args.jobs))
     seconds = time.perf_counter() - started
     summary = summarise(result.folds, pairs)
     print_summary(summary)
@@ -262,16 +265,7 @@ def main() -> None:
         from trading_rl.evaluation.ledger import append_rows
         from trading_rl.provenance import git_commit
 
-        rows = trial_rows(
-            result.returns,
-            wf,
-            params["feature_extraction"],
-            env_config,
-            periods_per_year,
-            agent_params,
-            params["seed"],
-            run={"git_commit": args.commit or git_commit()},
-        )
+        rows = trial_rows(result.returns, section, job, run={"git_commit": args.commit or git_commit()})
         print(f"trial ledger: {len(rows)} row(s) appended as {append_rows(args.ledger, rows.to_dict('records'))}")
 
 

@@ -226,7 +226,7 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     from trading_rl.evaluation.attribution import env_cost_rate, return_attribution, rollout_exposure
     from trading_rl.evaluation.baselines import MARKET
     from trading_rl.evaluation.folds import development_prices
-    from trading_rl.phases.walk_forward import folds_of, prepare_fold, resolve_walk_forward_params
+    from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, folds_of, prepare_fold
 
     policies = ("random", "sma_crossover", "buy_and_hold", ORACLE_FOR_LONG_ONLY)
     cost_rate = env_cost_rate(EnvConfig.from_mapping(env_config))
@@ -235,11 +235,14 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
         entry = market_entry("null:0", n_bars, market_seed, {})
         params = {**feature_params, "symbols": [entry]}
         prices = development_prices(by_symbol(load_validated_prices([entry], {}, 250))[entry["name"]], "all", params)
-        config = resolve_walk_forward_params({**wf, "data_end": "all"}, params)
+        config = WalkForwardParams.from_mapping({**wf, "data_end": "all"}, "walk_forward").with_gap(params)
         folds = folds_of(prices, config, params)
+        job = WalkForwardJob(
+            params, env_config, EnvConfig.from_mapping(env_config), {entry["name"]: 252.0}, {}, market_seed
+        )
         series: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in policies}
         for fold in folds:
-            _, rollouts = prepare_fold(entry["name"], prices, fold, params, env_config, 252.0, market_seed)
+            _, rollouts = prepare_fold(entry["name"], prices, fold, job)
             market = rollouts[MARKET]["return"].to_numpy()
             for name in policies:
                 rollout = rollouts[name]
@@ -366,8 +369,10 @@ def main() -> None:
         plot(summary, out.with_suffix(".png"))
         return
 
+    from trading_rl.agents import AgentParams
+    from trading_rl.envs import EnvConfig
     from trading_rl.phases.population_walk_forward import PopulationExecutor
-    from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
+    from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
     from trading_rl.runtime.engine import SequentialExecutor
 
     params = load_parameters(args.env)
@@ -411,14 +416,22 @@ def main() -> None:
             "sequential": SequentialExecutor,
         }[args.engine]()
         started = time.perf_counter()
-        protocol = (arm_wf, feature_params, env_config, periods_per_year, {"sac_icm": params["sac_icm"]["agent"]})
-        result = run_walk_forward(prices, *protocol, params["seed"], executor)
+        section = WalkForwardParams.from_mapping(arm_wf, "walk_forward")
+        job = WalkForwardJob(
+            feature_params,
+            env_config,
+            EnvConfig.from_mapping(env_config),
+            periods_per_year,
+            {"sac_icm": AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")},
+            params["seed"],
+        )
+        result = run_walk_forward(prices, section, job, executor)
         timings[arm] = time.perf_counter() - started
         print(f"arm {arm}: {timings[arm]:.0f} s", flush=True)
         rows += market_rows(result, arm, env_config, 252.0)
         returns_parts.append(result.returns.assign(arm=arm))
         if not args.no_ledger:
-            ledger_rows += trial_rows(result.returns, *protocol, params["seed"], source="controls").to_dict("records")
+            ledger_rows += trial_rows(result.returns, section, job, source="controls").to_dict("records")
     table = pd.DataFrame(rows)
     summary = summarise(table, [arm for arm, _ in arms])
     print_summary(summary)

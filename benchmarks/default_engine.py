@@ -31,10 +31,16 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
 from learning_curve import load_parameters  # noqa: E402
 
+from trading_rl.agents import AgentParams  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
+from trading_rl.envs import EnvConfig  # noqa: E402
 from trading_rl.phases.population_walk_forward import make_executor  # noqa: E402
-from trading_rl.phases.walk_forward import run_walk_forward  # noqa: E402
-from trading_rl.runtime import connect_ray  # noqa: E402
+from trading_rl.phases.walk_forward import (  # noqa: E402
+    WalkForwardJob,
+    WalkForwardParams,
+    run_walk_forward,  # noqa: E402
+)
+from trading_rl.runtime import RuntimeParams, connect_ray  # noqa: E402
 
 ENGINES = ("sequential", "ray", "population")
 SYMBOLS = ("sp500", "nasdaq")
@@ -49,14 +55,18 @@ def main() -> None:
     params = load_parameters("base")
     walk_forward = {**params["walk_forward"], "timesteps": args.timesteps, "finetune_timesteps": args.timesteps // 10}
     prices = {symbol: load_prices(symbol) for symbol in SYMBOLS}
+    env_config = params["env_construction"]["env"]
     arguments = (
         prices,
-        walk_forward,
-        params["feature_extraction"],
-        params["env_construction"]["env"],
-        dict.fromkeys(SYMBOLS, 252.0),
-        {"sac_icm": params["sac_icm"]["agent"]},
-        params["seed"],
+        WalkForwardParams.from_mapping(walk_forward, "walk_forward"),
+        WalkForwardJob(
+            params["feature_extraction"],
+            env_config,
+            EnvConfig.from_mapping(env_config),
+            dict.fromkeys(SYMBOLS, 252.0),
+            {"sac_icm": AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")},
+            params["seed"],
+        ),
     )
     print(
         f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
@@ -72,7 +82,7 @@ def main() -> None:
             start = time.perf_counter()
             connect_ray()
             ray_start = time.perf_counter() - start
-        executor = make_executor({"engine": engine})
+        executor = make_executor(RuntimeParams.from_mapping({"engine": engine}, "runtime"))
         wall, cpu = time.perf_counter(), time.process_time()
         tables[engine] = run_walk_forward(*arguments, executor=executor).folds
         walls[engine] = time.perf_counter() - wall

@@ -36,6 +36,7 @@ from kedro.io import DataCatalog
 from kedro.io.core import Version
 from kedro.runner import SequentialRunner
 
+from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.data import load_prices
 from trading_rl.envs import symbol_env_spec
 from trading_rl.envs.continuous import EnvConfig
@@ -45,10 +46,10 @@ from trading_rl.evaluation.metrics import return_moments, sharpe_ratio
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import make_splits, max_lookback
 from trading_rl.integration.datasets import SB3ModelDataset
-from trading_rl.phases.walk_forward import identity_params, run_walk_forward
+from trading_rl.phases.sac_icm import train_sac_icm
+from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, identity_params, run_walk_forward
 from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.forward import create_pipeline
-from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 from trading_rl.provenance import git_commit
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -95,7 +96,7 @@ def spend_configuration(timesteps: int, seed: int) -> dict:
     return identified(
         {
             "agent": "sac_icm",
-            "agent_params": identity_params("sac_icm", deployed_agent(timesteps)),
+            "agent_params": identity_params("sac_icm", AgentParams.from_mapping(deployed_agent(timesteps))),
             "symbol": SYMBOL,
             "env": EnvConfig.identity_view(_base("env_construction")["env"]),
             "deployed_through": str(DEPLOYED_END.date()),
@@ -153,7 +154,10 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
         "resume_dir": str(root / "resume"),
     }
     version = "2015-12-31T23.00.00.000Z"
-    model, _, _ = train_sac_icm(spec, params, seed, {"save_version": version, "seed": seed}, fitted)
+    outcome = train_sac_icm(
+        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, fitted
+    )
+    model = outcome.model
     SB3ModelDataset(
         str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, version)
     ).save(model)
@@ -167,7 +171,16 @@ def walk_forward_folds(
     """The walk-forward of the same configuration on the bars the deployment had (its reference):
     conf/base's folds and retraining, with ``budget`` (timesteps, finetune_timesteps, seeds)."""
     params = {**_base("walk_forward"), "data_end": "all", "device": "cpu", "agents": ["sac_icm"], **budget}
-    result = run_walk_forward({SYMBOL: prices}, params, feature_params, env_params["env"], {SYMBOL: 252.0}, agent, seed)
+    env_config = env_params["env"]
+    job = WalkForwardJob(
+        feature_params,
+        env_config,
+        EnvConfig.from_mapping(env_config),
+        {SYMBOL: 252.0},
+        {"sac_icm": AgentParams.from_mapping(agent["sac_icm"], "sac_icm.agent")},
+        seed,
+    )
+    result = run_walk_forward({SYMBOL: prices}, WalkForwardParams.from_mapping(params), job)
     return result.folds
 
 

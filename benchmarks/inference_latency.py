@@ -23,7 +23,7 @@ import platform
 import numpy as np
 import torch
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
 from trading_rl.export import DeterministicActor, SignalEngine, export_actor, inference_session, latency_percentiles
@@ -41,7 +41,12 @@ def _setup():
     features = compute_features(prices, feature_params).dropna(how="any")
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     spec = build_env_spec("sp500", prices, apply_scaler(features, scaler), splits, {}, 252.0)
-    model = build_agent(spec.make_env("train", seed=0), {"policy": {"net_arch": [256, 256, 128]}}, seed=0, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=0),
+        AgentParams.from_mapping({"policy": {"net_arch": [256, 256, 128]}}, "sac_icm.agent"),
+        seed=0,
+        device="cpu",
+    )
     return prices, feature_params, scaler, spec, model
 
 

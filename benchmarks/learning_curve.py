@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from trading_rl.agents import AgentParams
+
 PROJECT = Path(__file__).resolve().parents[1]
 MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
 BASELINES = ("buy_and_hold", "random", "sma_crossover")
@@ -72,9 +74,8 @@ def agent_params(params: dict, overrides: dict) -> dict:
     """The walk-forward's agent parameters (sac_icm.agent + agent_overrides) with ``overrides``."""
     from trading_rl.phases.walk_forward import agent_section
 
-    merged = agent_section(
-        "sac_icm", {"sac_icm": params["sac_icm"]["agent"]}, params["walk_forward"].get("agent_overrides") or {}
-    )
+    agent = AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")
+    merged = agent_section("sac_icm", {"sac_icm": agent}, params["walk_forward"].get("agent_overrides") or {}).to_dict()
     for dotted, value in overrides.items():
         section, key = dotted.split(".", 1)
         merged.setdefault(section, {})[key] = value
@@ -108,7 +109,9 @@ def run_one(
     spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
     seed = trial_seed(settings["seed"], SeedRole.WALK_FORWARD_AGENT, 0, seed_index)
     set_random_seed(seed)
-    model = build_agent(spec.make_env("train", seed=seed), params, seed=seed, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=seed), AgentParams.from_mapping(params, "sac_icm.agent"), seed=seed, device="cpu"
+    )
     rows, trained, started = [], 0, time.perf_counter()
     for budget in sorted(budgets):
         model.learn(total_timesteps=budget - trained, reset_num_timesteps=trained == 0)
@@ -144,12 +147,20 @@ def run_one(
 
 def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> list[dict]:
     """Metrics of the baselines on the fold's test window (same env and costs as the agents)."""
+    from trading_rl.envs import EnvConfig
     from trading_rl.evaluation.metrics import compute_metrics
-    from trading_rl.phases.walk_forward import prepare_fold
+    from trading_rl.phases.walk_forward import WalkForwardJob, prepare_fold
 
-    _, rollouts = prepare_fold(
-        symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"], settings["seed"]
+    env_config = settings["env_config"]
+    job = WalkForwardJob(
+        settings["feature_params"],
+        env_config,
+        EnvConfig.from_mapping(env_config),
+        {symbol: settings["ppy"]},
+        {},
+        settings["seed"],
     )
+    _, rollouts = prepare_fold(symbol, prices, fold, job)
     rows = []
     for name in BASELINES:
         metrics = compute_metrics(rollouts[name], settings["ppy"], settings["hold_threshold"])
@@ -305,7 +316,9 @@ def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str)
     rows = []
     for (variant, budget, symbol), group in runs.groupby(["variant", "budget", "symbol"]):
         configuration = {
-            "agent": identity_params("sac_icm", agent_params(params, variants[variant])),
+            "agent": identity_params(
+                "sac_icm", AgentParams.from_mapping(agent_params(params, variants[variant]), "sac_icm.agent")
+            ),
             "timesteps": int(budget),
             "symbol": symbol,
             "env": EnvConfig.identity_view(params["env_construction"]["env"]),
@@ -451,11 +464,11 @@ def main() -> None:
 
     from trading_rl.envs import EnvConfig
     from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
-    from trading_rl.phases.walk_forward import resolve_walk_forward_params
+    from trading_rl.phases.walk_forward import WalkForwardParams
 
     params = load_parameters(args.env)
     feature_params = params["feature_extraction"]
-    wf = resolve_walk_forward_params(params["walk_forward"], feature_params)
+    wf = WalkForwardParams.from_mapping(params["walk_forward"], "walk_forward").with_gap(feature_params).to_dict()
     env_config = params["env_construction"]["env"]
     variants = [parse_variant(text) for text in (args.variant or ["base"])]
     caps = {name: int(cap) for name, cap in (item.split("=") for item in args.variant_budgets)}

@@ -33,10 +33,12 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.agents import AgentParams
 from trading_rl.data import load_prices
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.ledger import FILE_SUFFIX, STREAMS, current_configuration, validate_rows
 from trading_rl.phases.walk_forward import identity_params
+from trading_rl.phases.walk_forward.trainers import AGENT_PARAMS_SOURCE, OVERRIDDEN_AGENT_PARAMS
 from trading_rl.provenance import identity_hash
 
 LEGACY_ALGORITHM_VERSION = "0+{commit}"
@@ -56,6 +58,13 @@ def _streams(configuration: dict[str, Any], agent_stream: int | None) -> dict[st
     return streams
 
 
+def _identity(agent: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``identity_params`` of a recorded section (the SAC family's as ``AgentParams``)."""
+    if AGENT_PARAMS_SOURCE.get(agent, agent) in OVERRIDDEN_AGENT_PARAMS:
+        return identity_params(agent, AgentParams.from_mapping(params, "sac_icm.agent"))
+    return identity_params(agent, params)
+
+
 def migrated_configuration(
     configuration: dict[str, Any], source: str, agent_stream: int | None, commit: str | None
 ) -> dict[str, Any]:
@@ -64,9 +73,9 @@ def migrated_configuration(
     streams = _streams(configuration, agent_stream)
     agent = str(configuration.get("agent", ""))
     if isinstance(configuration.get("agent_params"), dict):
-        configuration["agent_params"] = identity_params(agent or "sac_icm", configuration["agent_params"])
+        configuration["agent_params"] = _identity(agent or "sac_icm", configuration["agent_params"])
     if source == "learning_curve" and isinstance(configuration.get("agent"), dict):
-        configuration["agent"] = identity_params("sac_icm", configuration["agent"])
+        configuration["agent"] = _identity("sac_icm", configuration["agent"])
     if isinstance(configuration.get("env"), dict):
         configuration["env"] = EnvConfig.identity_view(configuration["env"])
     version = LEGACY_ALGORITHM_VERSION.format(commit=(commit or "unknown")[:7])

@@ -39,6 +39,7 @@ from stable_baselines3 import SAC
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
+from trading_rl.agents import AgentParams
 from trading_rl.algorithms.population_sac import PopulationSAC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
@@ -156,7 +157,10 @@ def measure_end_to_end(n: int, steps: int, icm: bool, device: str = "cpu") -> tu
     make_env, _ = make_env_factory()
     params = {section: dict(values) for section, values in WalkForwardParams().agent_overrides.items()}
     params["icm"] = {**params.get("icm", {}), "enabled": icm}
-    members = [build_agent(make_env(), params, seed=seed, device=device) for seed in range(n)]
+    members = [
+        build_agent(make_env(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=seed, device=device)
+        for seed in range(n)
+    ]
     learning_starts = members[0].learning_starts
     for member in members:
         member.learn(learning_starts + 20)

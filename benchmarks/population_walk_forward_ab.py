@@ -35,10 +35,12 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_curve import load_parameters  # noqa: E402
 
+from trading_rl.agents import AgentParams  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
+from trading_rl.envs import EnvConfig  # noqa: E402
 from trading_rl.monitoring.collapse import trading_flags  # noqa: E402
 from trading_rl.phases.population_walk_forward import PopulationExecutor  # noqa: E402
-from trading_rl.phases.walk_forward import run_walk_forward  # noqa: E402
+from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward  # noqa: E402
 from trading_rl.runtime import SequentialExecutor  # noqa: E402
 
 METRICS = ("sharpe", "total_return", "hold_share", "action_entropy", "fill_rate")
@@ -68,14 +70,18 @@ def main() -> None:
         "train_length": args.train_length,
         "device": "cpu",
     }
+    env_config = params["env_construction"]["env"]
     arguments = (
         {args.symbol: load_prices(args.symbol)},
-        walk_forward,
-        params["feature_extraction"],
-        params["env_construction"]["env"],
-        {args.symbol: 252.0},
-        {"sac_icm": params["sac_icm"]["agent"]},
-        params["seed"],
+        WalkForwardParams.from_mapping(walk_forward, "walk_forward"),
+        WalkForwardJob(
+            params["feature_extraction"],
+            env_config,
+            EnvConfig.from_mapping(env_config),
+            {args.symbol: 252.0},
+            {"sac_icm": AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")},
+            params["seed"],
+        ),
     )
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {os.cpu_count()} cores, load average "

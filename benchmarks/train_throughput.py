@@ -24,7 +24,7 @@ import time
 import torch
 from stable_baselines3 import SAC
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 from trading_rl.agents.sac_icm import sac_kwargs
 
 
@@ -74,8 +74,16 @@ def main() -> None:
     make_env, description = make_env_factory()
     params = {"sac": {"learning_starts": args.learning_starts}}
     builders = {
-        "sac": lambda seed: SAC("MlpPolicy", make_env(), **sac_kwargs(params), seed=seed, device="cpu"),
-        "sac_icm": lambda seed: build_agent(make_env(), params, seed=seed, device="cpu"),
+        "sac": lambda seed: SAC(
+            "MlpPolicy",
+            make_env(),
+            **sac_kwargs(AgentParams.from_mapping(params, "sac_icm.agent")),
+            seed=seed,
+            device="cpu",
+        ),
+        "sac_icm": lambda seed: build_agent(
+            make_env(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=seed, device="cpu"
+        ),
     }
     cpu_rates: dict[str, list[float]] = {name: [] for name in builders}
     wall_rates: dict[str, list[float]] = {name: [] for name in builders}

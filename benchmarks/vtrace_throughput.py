@@ -27,7 +27,7 @@ import numpy as np
 import ray
 import torch
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 from trading_rl.algorithms.actor_learner import (
     RolloutWorker,
     VTraceLearner,
@@ -88,7 +88,9 @@ def component_costs(spec, params: dict, repeats: int = 20) -> tuple[float, float
 
 def sac_rate(spec, steps: int, warmup: int) -> float:
     params = {"icm": {"enabled": False}, "sac": {"learning_starts": 100}}
-    model = build_agent(spec.make_env("train", seed=0), params, seed=0, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=0), AgentParams.from_mapping(params, "sac_icm.agent"), seed=0, device="cpu"
+    )
     model.learn(warmup)
     started = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)

@@ -21,9 +21,11 @@ import time
 
 import pandas as pd
 
+from trading_rl.agents import AgentParams
 from trading_rl.data import load_prices
-from trading_rl.phases.walk_forward import run_walk_forward
-from trading_rl.runtime import RayExecutor, SequentialExecutor, connect_ray
+from trading_rl.envs import EnvConfig
+from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward
+from trading_rl.runtime import Executor, RayExecutor, SequentialExecutor, connect_ray
 
 AGENT = {
     "sac": {"learning_starts": 200, "batch_size": 64, "buffer_size": 20_000},
@@ -34,14 +36,14 @@ FEATURES = {"features": {}, "scaler": {"method": "robust", "clip": 5.0}}
 ENV = {"window_size": 10, "episode_length": 250}
 
 
-def cpu_timed(task, **kwargs):
-    """``task(**kwargs)`` and the CPU seconds it took in its process."""
+def cpu_timed(timed_fn, **kwargs):
+    """``timed_fn(**kwargs)`` and the CPU seconds it took in its process."""
     start = time.process_time()
-    result = task(**kwargs)
+    result = timed_fn(**kwargs)
     return result, time.process_time() - start
 
 
-class TimedExecutor:
+class TimedExecutor(Executor):
     """Delegates to ``executor``; records each ``map`` (one per wave): task count, wall seconds and
     the tasks' CPU seconds (CPU / wall = the cores the wave actually got)."""
 
@@ -54,7 +56,7 @@ class TimedExecutor:
 
     def map(self, fn, kwargs_list, on_result=None):
         start = time.perf_counter()
-        timed = self.executor.map(cpu_timed, [{"task": fn, **kwargs} for kwargs in kwargs_list])
+        timed = self.executor.map(cpu_timed, [{"timed_fn": fn, **kwargs} for kwargs in kwargs_list])
         self.waves.append((len(kwargs_list), time.perf_counter() - start, sum(cpu for _, cpu in timed)))
         results = [result for result, _ in timed]
         for index, result in enumerate(results if on_result is not None else []):
@@ -79,7 +81,10 @@ def run(executor, args) -> tuple[object, float, list[tuple[int, float]]]:
     prices = load_prices("sp500").loc["2008":]
     timed = TimedExecutor(executor)
     start = time.perf_counter()
-    result = run_walk_forward({"sp500": prices}, params, FEATURES, ENV, {"sp500": 252.0}, {"sac_icm": AGENT}, 42, timed)
+    job = WalkForwardJob(
+        FEATURES, ENV, EnvConfig.from_mapping(ENV), {"sp500": 252.0}, {"sac_icm": AgentParams.from_mapping(AGENT)}, 42
+    )
+    result = run_walk_forward({"sp500": prices}, WalkForwardParams.from_mapping(params), job, timed)
     return result, time.perf_counter() - start, timed.waves
 
 

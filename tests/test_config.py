@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 from trading_rl.config import ConfigError, Section, section_from_defaults, setting
 from trading_rl.integration.parameter_sections import SECTIONS, validate_parameters
 
@@ -70,7 +70,7 @@ def test_code_defaults_equal_conf_base():
 
 def test_an_empty_agent_config_gets_the_default_runs_reward_scale():
     scale = load_parameters("base")["sac_icm"]["agent"]["reward_scale"]
-    model = build_agent(gym.make("Pendulum-v1"), {}, seed=0, device="cpu")
+    model = build_agent(gym.make("Pendulum-v1"), AgentParams.from_mapping({}, "sac_icm.agent"), seed=0, device="cpu")
     assert scale == 100.0 and model.reward_scale == scale
 
 

@@ -179,18 +179,30 @@ class Section:
     def validate(self, prefix: str) -> None:
         """Checks across fields (``min <= max`` ...); raise :class:`ConfigError` naming the key."""
 
+    def overlay(self: S, mapping: Mapping[str, Any] | None, prefix: str) -> S:
+        """This section with ``mapping`` laid over it (nested sections key by key, lists and free
+        mappings whole), checked like :meth:`from_mapping`: how overrides of a resolved section
+        (``walk_forward.agent_overrides`` over ``sac_icm.agent``) apply."""
+        return type(self).from_mapping(mapping, prefix, base=self)
+
+    def replaced(self: S, mapping: Mapping[str, Any], prefix: str) -> S:
+        """This section with each key of ``mapping`` replacing its value whole (a nested section
+        too), checked like :meth:`from_mapping` (``tuning.walk_forward`` over ``walk_forward``)."""
+        return type(self).from_mapping({**self.to_dict(), **mapping}, prefix)
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (nested sections as dicts): what the domain functions take."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.init}
+        """Plain data (nested sections as dicts)."""
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.init}
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` as plain data: sections as dicts, inside mappings and lists too."""
     if isinstance(value, Section):
         return value.to_dict()
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [plain(item) for item in value]
     return value
 
 

@@ -12,7 +12,7 @@ import torch as th
 from arch.data import sp500
 from stable_baselines3.common.torch_layers import FlattenExtractor
 
-from trading_rl.agents import SACWithICM, build_agent, wrap_training_env
+from trading_rl.agents import AgentParams, SACWithICM, build_agent, wrap_training_env
 from trading_rl.agents.auxiliary import (
     HEADS,
     TARGETS_INFO_KEY,
@@ -134,7 +134,12 @@ def test_each_head_loss_falls_on_training_data(spec):
 
 
 def test_agent_trains_logs_per_head_losses_and_reloads_with_its_heads(spec):
-    model = build_agent(spec.make_env("train", seed=0), {**SMALL, "auxiliary": ON}, seed=0, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=0),
+        AgentParams.from_mapping({**SMALL, "auxiliary": ON}, "sac_icm.agent"),
+        seed=0,
+        device="cpu",
+    )
     assert isinstance(model.policy.actor.features_extractor, MarketEncoder)
     assert model.policy.critic.features_extractor is model.policy.actor.features_extractor
     model.learn(total_timesteps=96)
@@ -156,7 +161,7 @@ def test_agent_trains_logs_per_head_losses_and_reloads_with_its_heads(spec):
 
 def test_switched_off_the_agent_is_unchanged(spec):
     env = spec.make_env("train", seed=0)
-    model = build_agent(env, SMALL, seed=0, device="cpu")
+    model = build_agent(env, AgentParams.from_mapping(SMALL, "sac_icm.agent"), seed=0, device="cpu")
     assert model.auxiliary is None and isinstance(model.policy.actor.features_extractor, FlattenExtractor)
     assert wrap_training_env(env, {"auxiliary": {"enabled": False}, "curriculum": {"enabled": False}}) is env
 
@@ -164,7 +169,7 @@ def test_switched_off_the_agent_is_unchanged(spec):
 def test_a_walk_forward_fine_tune_keeps_labelling_transitions(spec):
     from trading_rl.phases.walk_forward import train_sac
 
-    params = {**SMALL, "auxiliary": ON, "curriculum": {"enabled": True, "episode_length": 30}}
+    params = AgentParams.from_mapping({**SMALL, "auxiliary": ON, "curriculum": {"enabled": True, "episode_length": 30}})
     model = train_sac(spec, params, seed=0, timesteps=70, device="cpu")
     model = train_sac(spec, params, seed=0, timesteps=40, model=model, device="cpu")
     vec = model.get_env()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from arch.data import sp500
 
-from trading_rl.agents import build_agent, train_agent
+from trading_rl.agents import AgentParams, build_agent, train_agent
 from trading_rl.envs import build_env_spec
 
 PARAMS = {
@@ -19,7 +19,7 @@ PARAMS = {
 }
 
 
-IDENTITY = {"phase": "sac_icm", "symbol": "sp500"}  # the resume checkpoint's run identity
+IDENTITY = {"phase": "sac_icm", "symbol": "sp500", "periods_per_year": 252.0}  # the resume checkpoint's run identity
 
 
 class _Stop(Exception):
@@ -40,20 +40,30 @@ def test_resume_restores_the_curriculum_stage(tmp_path):
     def stop_after_first_evaluation(metrics, step):
         raise _Stop
 
-    model = build_agent(spec.make_env("train", seed=0), PARAMS, seed=0, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=0), AgentParams.from_mapping(PARAMS, "sac_icm.agent"), seed=0, device="cpu"
+    )
     with pytest.raises(_Stop):
         train_agent(
             model,
             lambda: spec.make_env("validation"),
-            PARAMS,
+            AgentParams.from_mapping(PARAMS, "sac_icm.agent"),
             tmp_path,
             metrics_callback=stop_after_first_evaluation,
             **IDENTITY,
         )
     assert model.get_env().get_attr("stage")[0] >= 3  # success_rate 0: one stage per finished episode
 
-    fresh = build_agent(spec.make_env("train", seed=0), PARAMS, seed=0, device="cpu")
-    outcome = train_agent(fresh, lambda: spec.make_env("validation"), PARAMS, tmp_path, **IDENTITY)
+    fresh = build_agent(
+        spec.make_env("train", seed=0), AgentParams.from_mapping(PARAMS, "sac_icm.agent"), seed=0, device="cpu"
+    )
+    outcome = train_agent(
+        fresh,
+        lambda: spec.make_env("validation"),
+        AgentParams.from_mapping(PARAMS, "sac_icm.agent"),
+        tmp_path,
+        **IDENTITY,
+    )
     assert outcome.resumed_from == 50
     # The curriculum counts on from the checkpoint (a fresh one would have seen 110 steps) and
     # reports each stage change once, in order.

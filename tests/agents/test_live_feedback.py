@@ -8,7 +8,7 @@ import math
 import pytest
 from helpers.sac_icm_toy import ToyTradingEnv, toy_agent
 
-from trading_rl.agents import train_agent
+from trading_rl.agents import AgentParams, train_agent
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
@@ -31,7 +31,15 @@ def test_progress_bar_auto_follows_the_terminal(monkeypatch):
 def test_every_evaluation_logs_one_info_line(tmp_path, caplog):
     model, params = toy_agent(seed=1, total_timesteps=200)
     with caplog.at_level(logging.INFO, logger="trading_rl.agents.training"):
-        outcome = train_agent(model, ToyTradingEnv, params, tmp_path, phase="toy", symbol="TOY")
+        outcome = train_agent(
+            model,
+            ToyTradingEnv,
+            AgentParams.from_mapping(params, "sac_icm.agent"),
+            tmp_path,
+            periods_per_year=252.0,
+            phase="toy",
+            symbol="TOY",
+        )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("evaluation at step")]
     assert [line.split(":")[0] for line in lines] == ["evaluation at step 100/200", "evaluation at step 200/200"]
     final = outcome.history[-1]
@@ -61,9 +69,10 @@ def test_training_metrics_reach_mlflow_with_their_steps(tmp_path):
             train_agent(
                 model,
                 ToyTradingEnv,
-                params,
+                AgentParams.from_mapping(params, "sac_icm.agent"),
                 tmp_path / "work",
                 metrics_callback=stream_to_mlflow("sac_icm"),
+                periods_per_year=252.0,
                 phase="toy",
                 symbol="TOY",
             )

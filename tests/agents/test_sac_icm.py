@@ -7,7 +7,7 @@ import torch as th
 from helpers.sac_icm_toy import ToyTradingEnv, run_training, toy_agent, toy_params
 from stable_baselines3 import SAC
 
-from trading_rl.agents import SACWithICM, TrainingDivergedError, build_agent, resolve_params
+from trading_rl.agents import AgentParams, SACWithICM, TrainingDivergedError, build_agent
 from trading_rl.agents.sac_icm import sac_kwargs
 from trading_rl.config import ConfigError
 
@@ -31,9 +31,7 @@ def _sample(model, seed: int, batch_size: int = 32):
 )
 def test_unknown_or_invalid_parameters_are_rejected_by_name(params, named):
     with pytest.raises(ValueError, match=named.replace(".", r"\.")):
-        resolve_params(params)
-    with pytest.raises(ValueError, match=named.replace(".", r"\.")):
-        build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
+        AgentParams.from_mapping(params, "sac_icm.agent")
 
 
 def test_build_agent_applies_the_parameters():
@@ -94,7 +92,7 @@ def test_rewards_are_untouched_before_warmup_and_mixed_after_it():
 def test_icm_train_freq_updates_every_kth_batch():
     params = toy_params()
     params["icm"]["train_freq"] = 2
-    model = build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
+    model = build_agent(ToyTradingEnv(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=0, device="cpu")
     model.learn(40)
     changed = []
     for seed in range(4):
@@ -108,8 +106,16 @@ def test_icm_train_freq_updates_every_kth_batch():
 def test_icm_off_trains_exactly_like_plain_sb3_sac():
     params = toy_params(icm=False)  # reward scale 1: the learner sees the env's reward as it is
     # Build and train one after the other: SB3 seeds the global RNGs at construction.
-    ours = build_agent(ToyTradingEnv(), params, seed=5, device="cpu").learn(100)
-    plain = SAC("MlpPolicy", ToyTradingEnv(), **sac_kwargs(params), seed=5, device="cpu").learn(100)
+    ours = build_agent(ToyTradingEnv(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=5, device="cpu").learn(
+        100
+    )
+    plain = SAC(
+        "MlpPolicy",
+        ToyTradingEnv(),
+        **sac_kwargs(AgentParams.from_mapping(params, "sac_icm.agent")),
+        seed=5,
+        device="cpu",
+    ).learn(100)
     np.testing.assert_array_equal(
         ours.predict(PROBE_OBS, deterministic=True)[0], plain.predict(PROBE_OBS, deterministic=True)[0]
     )
@@ -160,7 +166,7 @@ def test_nan_in_icm_raises_training_diverged_naming_the_icm_loss():
 def test_reward_scale_multiplies_what_the_learner_sees_only():
     params = toy_params(icm=False)
     params["reward_scale"] = 50.0
-    model = build_agent(ToyTradingEnv(), params, seed=0, device="cpu")
+    model = build_agent(ToyTradingEnv(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=0, device="cpu")
     assert model.reward_scale == 50.0
     model.learn(80)
     stored = _sample(model, seed=3)
@@ -168,9 +174,19 @@ def test_reward_scale_multiplies_what_the_learner_sees_only():
     np.testing.assert_allclose(seen.rewards.numpy(), 50.0 * stored.rewards.numpy(), rtol=1e-6)
     assert th.equal(seen.observations, stored.observations)
     with pytest.raises(ConfigError, match=r"sac_icm\.agent\.reward_scale"):
-        build_agent(ToyTradingEnv(), {**params, "reward_scale": 0.0}, seed=0, device="cpu")
+        build_agent(
+            ToyTradingEnv(),
+            AgentParams.from_mapping({**params, "reward_scale": 0.0}, "sac_icm.agent"),
+            seed=0,
+            device="cpu",
+        )
     with pytest.raises(ConfigError, match=r"'sac_icm\.agent\.reward' was renamed to 'sac_icm\.agent\.reward_scale'"):
-        build_agent(ToyTradingEnv(), {**params, "reward": {"scale": 50.0}}, seed=0, device="cpu")
+        build_agent(
+            ToyTradingEnv(),
+            AgentParams.from_mapping({**params, "reward": {"scale": 50.0}}, "sac_icm.agent"),
+            seed=0,
+            device="cpu",
+        )
     with pytest.raises(ValueError, match=r"sac_icm\.agent\.reward_scale' must be > 0"):
         saved = io.BytesIO()
         model.save(saved)
@@ -181,7 +197,7 @@ def test_reward_scale_multiplies_what_the_learner_sees_only():
 def test_reward_scale_applies_before_curiosity_mixing():
     scaled_params = toy_params()
     scaled_params["reward_scale"] = 10.0
-    model = build_agent(ToyTradingEnv(), scaled_params, seed=0, device="cpu")
+    model = build_agent(ToyTradingEnv(), AgentParams.from_mapping(scaled_params, "sac_icm.agent"), seed=0, device="cpu")
     model.learn(80)
     model.num_timesteps = model.icm_warmup_steps
     reference = copy.deepcopy(model)
@@ -220,4 +236,4 @@ def test_training_history_records_the_effective_share(tmp_path):
 def test_the_collapse_hold_threshold_is_refused_in_favour_of_the_envs():
     refused = r"sac_icm\.agent\.collapse\.hold_threshold.*env_construction\.env\.hold_threshold"
     with pytest.raises(ConfigError, match=refused):
-        resolve_params({"collapse": {"hold_threshold": 0.2}})
+        AgentParams.from_mapping({"collapse": {"hold_threshold": 0.2}}, "sac_icm.agent")

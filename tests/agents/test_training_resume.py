@@ -11,7 +11,7 @@ import pytest
 import torch as th
 from helpers.sac_icm_toy import ToyTradingEnv, run_training, toy_agent
 
-from trading_rl.agents import SACWithICM, TrainingDivergedError, train_agent
+from trading_rl.agents import AgentParams, SACWithICM, TrainingDivergedError, train_agent
 from trading_rl.agents.resume import read_checkpoint
 from trading_rl.envs import EnvConfig
 from trading_rl.evaluation.metrics import compute_metrics
@@ -19,14 +19,19 @@ from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 
 PROBE_OBS = np.random.default_rng(11).normal(size=(16, 4)).astype(np.float32)
 TOY_SCRIPT = Path(__file__).resolve().parents[1] / "helpers" / "sac_icm_toy.py"
-TOY = {"phase": "toy", "symbol": "TOY"}
+TOY = {"phase": "toy", "symbol": "TOY", "periods_per_year": 252.0}
 
 
 def test_training_evaluates_keeps_the_best_model_and_cleans_up(tmp_path):
     model, params = toy_agent(seed=2, total_timesteps=300)
     calls = []
     outcome = train_agent(
-        model, ToyTradingEnv, params, tmp_path, metrics_callback=lambda m, s: calls.append((s, m)), **TOY
+        model,
+        ToyTradingEnv,
+        AgentParams.from_mapping(params, "sac_icm.agent"),
+        tmp_path,
+        metrics_callback=lambda m, s: calls.append((s, m)),
+        **TOY,
     )
 
     assert [entry["timestep"] for entry in outcome.history] == [100, 200, 300]
@@ -67,7 +72,7 @@ def test_same_seed_gives_the_same_numbers(tmp_path):
 def test_divergence_keeps_the_last_good_resume_checkpoint(tmp_path):
     model, params = toy_agent(nan_reward_after=120, total_timesteps=300)
     with pytest.raises(TrainingDivergedError, match=r"non-finite .*critic_loss=nan.*resume checkpoint .* is kept"):
-        train_agent(model, ToyTradingEnv, params, tmp_path, **TOY)
+        train_agent(model, ToyTradingEnv, AgentParams.from_mapping(params, "sac_icm.agent"), tmp_path, **TOY)
     (path,) = tmp_path.glob("*.ckpt")
     checkpoint = read_checkpoint(path)
     assert checkpoint.run_state["checkpoint_step"] in (50, 100)
@@ -109,14 +114,28 @@ def test_killed_run_resumes_from_its_checkpoint_and_finishes_the_budget(tmp_path
 def test_bad_training_parameters_fail_by_name(tmp_path):
     model, params = toy_agent(total_timesteps=100)
     with pytest.raises(ValueError, match=r"sac_icm\.agent\.training\.total_timestep'"):
-        train_agent(model, ToyTradingEnv, {**params, "training": {"total_timestep": 100}}, tmp_path, **TOY)
+        train_agent(
+            model,
+            ToyTradingEnv,
+            AgentParams.from_mapping({**params, "training": {"total_timestep": 100}}, "sac_icm.agent"),
+            tmp_path,
+            **TOY,
+        )
     with pytest.raises(ValueError, match=r"sac_icm\.agent\.training\.eval_freq' must be in \[1, inf\)"):
-        train_agent(model, ToyTradingEnv, {**params, "training": {"eval_freq": 0}}, tmp_path, **TOY)
+        train_agent(
+            model,
+            ToyTradingEnv,
+            AgentParams.from_mapping({**params, "training": {"eval_freq": 0}}, "sac_icm.agent"),
+            tmp_path,
+            **TOY,
+        )
     with pytest.raises(ValueError, match=r"best_metric' is 'sharp'"):
         train_agent(
             model,
             ToyTradingEnv,
-            {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}},
+            AgentParams.from_mapping(
+                {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, "sac_icm.agent"
+            ),
             tmp_path,
             **TOY,
         )
@@ -127,7 +146,7 @@ def test_the_collapse_monitor_and_evaluations_count_holds_by_the_envs_threshold(
         config = EnvConfig(hold_threshold=0.0)  # only an exact 0 holds (0.1 would count ~10% of random actions)
 
     model, params = toy_agent(seed=2, total_timesteps=100)
-    outcome = train_agent(model, NoHoldEnv, params, tmp_path, **TOY)
+    outcome = train_agent(model, NoHoldEnv, AgentParams.from_mapping(params, "sac_icm.agent"), tmp_path, **TOY)
     last = outcome.history[-1]
     assert last["collapse_det/hold_share"] == 0.0 and last["collapse_stoch/hold_share"] == 0.0
     assert last["eval/hold_share"] == 0.0

@@ -8,7 +8,7 @@ import pytest
 from arch.data import sp500
 from learning_curve import agent_params, load_parameters, parse_variant
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
 from trading_rl.agents.curriculum import Curriculum
 from trading_rl.envs import build_env_spec
@@ -35,7 +35,12 @@ def test_the_four_phase_e_variants_build_the_agents_they_name():
     built = {}
     for text in VARIANTS.values():
         variant, overrides = parse_variant(text)
-        model = build_agent(spec.make_env("train", seed=0), agent_params(params, overrides), seed=0, device="cpu")
+        model = build_agent(
+            spec.make_env("train", seed=0),
+            AgentParams.from_mapping(agent_params(params, overrides), "sac_icm.agent"),
+            seed=0,
+            device="cpu",
+        )
         env = model.get_env()
         built[variant] = (
             isinstance(model.policy.actor.features_extractor, MarketEncoder),

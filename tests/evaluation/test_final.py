@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from trading_rl.agents import AgentParams
 from trading_rl.agents.identity import sac_icm_configuration
 from trading_rl.evaluation import ledger
 from trading_rl.evaluation.final import (
@@ -33,8 +34,8 @@ FEATURES = {"features": {"sma": [20]}, "scaler": {"kind": "standard"}, "splits":
 SEED = 42
 
 
-def _sac_icm(**agent) -> dict:
-    return {"device": "cpu", "agent": agent}
+def _sac_icm(**agent) -> AgentParams:
+    return AgentParams.from_mapping(agent, "sac_icm.agent")
 
 
 def _model(configuration: dict, weights: float = 1.0) -> SimpleNamespace:

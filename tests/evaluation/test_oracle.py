@@ -98,12 +98,15 @@ def test_market_model_survives_the_spec_archive_and_leaves_real_specs_unchanged(
 
 
 def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
+    from helpers.walk_forward_calls import job, section
+
     from trading_rl.data.frames import by_symbol
     from trading_rl.data.selection import load_validated_prices
     from trading_rl.phases import walk_forward as wf
+    from trading_rl.phases.walk_forward import PolicyAgent
 
     def trainer(spec, params, seed, timesteps, model=None, device="auto"):
-        return model or _Holder()
+        return model or PolicyAgent(_Holder())
 
     entry = {"name": "F", "source": "synthetic", "market": {"family": "fast", "strength": 0.3, "n_bars": 700}}
     feature_params = {"symbols": [entry], "features": {"garch": None}}
@@ -112,22 +115,20 @@ def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
     try:
         result = wf.run_walk_forward(
             prices,
-            {
-                "train_length": 250,
-                "test_length": 100,
-                "step": 100,
-                "max_folds": 2,
-                "seeds": 1,
-                "agents": ["constant"],
-                "timesteps": 1,
-                "finetune_timesteps": 0,
-                "data_end": "all",
-            },
-            feature_params,
-            {"window_size": 5},
-            {"F": 252.0},
-            {"constant": {}},
-            0,
+            section(
+                {
+                    "train_length": 250,
+                    "test_length": 100,
+                    "step": 100,
+                    "max_folds": 2,
+                    "seeds": 1,
+                    "agents": ["constant"],
+                    "timesteps": 1,
+                    "finetune_timesteps": 0,
+                    "data_end": "all",
+                }
+            ),
+            job(feature_params, {"window_size": 5}, {"F": 252.0}, {"constant": {}}, 0),
         )
     finally:
         del wf.AGENT_TRAINERS["constant"]

@@ -381,7 +381,7 @@ def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
         .rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
     )
     feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-    gap = wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
+    gap = wf.WalkForwardParams().with_gap(feature_params).gap_bars
     index = windows.tradable_index(prices, feature_params)
     fold = windows.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
     spec = windows.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)

@@ -25,7 +25,7 @@ from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 from kedro.io import DataCatalog, DatasetError
 from stable_baselines3 import PPO, SAC
 
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,9 @@ def test_a_hostile_env_spec_is_refused_without_running_it(tmp_path, marker, cata
 
 @pytest.fixture(scope="module")
 def sac_model():
-    return build_agent(ToyTradingEnv(), toy_params(icm=False), seed=0, device="cpu")
+    return build_agent(
+        ToyTradingEnv(), AgentParams.from_mapping(toy_params(icm=False), "sac_icm.agent"), seed=0, device="cpu"
+    )
 
 
 def _model_dataset(tmp_path: Path, dataset_type: str = "trading_rl.integration.datasets.SB3ModelDataset"):
@@ -234,10 +236,13 @@ def _discrete_catalog(tmp_path: Path) -> DataCatalog:
 
 
 def test_a_legacy_zip_that_passes_inspection_is_stored_as_extracted_data(tmp_path):
-    from trading_rl.pipelines.checkpoint_migration.nodes import provide_discrete_checkpoints
+    from trading_rl.migration.params import CheckpointMigrationParams
+    from trading_rl.phases.checkpoint_migration import provide_discrete_checkpoints
 
+    base = yaml.safe_load((PROJECT / "conf" / "base" / "parameters_checkpoint_migration.yml").read_text())
+    params = CheckpointMigrationParams.from_mapping(base["checkpoint_migration"], "checkpoint_migration")
     spec = SimpleNamespace(layout=SimpleNamespace(dim=5), symbol="sp500")
-    checkpoints = provide_discrete_checkpoints({"sp500.zip": _legacy_zip()}, spec, {}, seed=0)
+    checkpoints = provide_discrete_checkpoints({"sp500.zip": _legacy_zip()}, spec, params, seed=0)
     catalog = _discrete_catalog(tmp_path)
     catalog.save("discrete_checkpoints", checkpoints)
     stored = [p for p in (tmp_path / "data" / "discrete").rglob("*") if p.is_file()]

@@ -21,7 +21,7 @@ import torch as th
 from helpers.hostile_files import hostile_pickle, tree_digest
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 
-from trading_rl.agents import build_agent, train_agent
+from trading_rl.agents import AgentParams, build_agent, train_agent
 from trading_rl.agents.resume import SET_ASIDE_DIR, _FileLock, _lock_path
 
 TOTAL = 90
@@ -45,13 +45,22 @@ def _params(**changes) -> dict:
 
 
 def _run(work_dir: Path, params: dict, seed: int = 0, symbol: str = "TOY", phase: str = "toy", interrupt: bool = False):
-    model = build_agent(ToyTradingEnv(), params, seed=seed, device="cpu")
+    model = build_agent(ToyTradingEnv(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=seed, device="cpu")
 
     def stop(_metrics, step):
         if interrupt and step > CHECKPOINT_STEP:
             raise Interrupted(step)
 
-    return train_agent(model, ToyTradingEnv, params, work_dir, metrics_callback=stop, phase=phase, symbol=symbol)
+    return train_agent(
+        model,
+        ToyTradingEnv,
+        AgentParams.from_mapping(params, "sac_icm.agent"),
+        work_dir,
+        metrics_callback=stop,
+        periods_per_year=252.0,
+        phase=phase,
+        symbol=symbol,
+    )
 
 
 @pytest.fixture(scope="module")

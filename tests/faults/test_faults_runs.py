@@ -25,9 +25,10 @@ from helpers.manifest_faults_setup import (
 )
 from stable_baselines3 import PPO
 
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data.bad_bars import BadBarError
 from trading_rl.features.garch import GarchFitError
-from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
+from trading_rl.phases.sac_icm import train_sac_icm
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +110,8 @@ def foreign_models(good_project, tmp_path_factory):
     models = {}
     for name, variant in SPEC_VARIANTS.items():
         params = {**TINY_SAC_ICM, "resume_dir": str(work / name)}
-        model, *_ = train_sac_icm(variant(spec), params, 0, {"seed": 0, "save_version": "earlier-run"})
+        params = SacIcmParams.from_mapping(params, "sac_icm")
+        model = train_sac_icm(variant(spec), params, 0, {"seed": 0, "save_version": "earlier-run"}).model
         models[name] = model
     return models
 
@@ -264,7 +266,9 @@ def test_export_refuses_feature_params_of_other_symbols(project):
     KeyError 'GOOD' before; now the dataset, the symbols it holds and the fix."""
     spec = load(project, "env_spec")
     params = {**TINY_SAC_ICM, "resume_dir": str(project / "resume")}
-    model, *_ = train_sac_icm(spec, params, 0, {"seed": 0, "save_version": "earlier-run"})
+    model = train_sac_icm(
+        spec, SacIcmParams.from_mapping(params, "sac_icm"), 0, {"seed": 0, "save_version": "earlier-run"}
+    ).model
     commit(project, "sac_icm_model", model)
     commit(project, "feature_params", {"FWD": load(project, "feature_params")["GOOD"]})
     _refused_before_writing(

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from helpers.tiny import tiny_agent
-from trading_rl.agents import build_agent
+from trading_rl.agents import AgentParams, build_agent
 from trading_rl.envs import build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler
 from trading_rl.features.indicators import resolve_feature_params
@@ -38,6 +38,8 @@ def build() -> SimpleNamespace:
     features = compute_features(prices, feature_params).dropna(how="any")
     scaler = fit_scaler(features.loc[:TRAIN_END])
     spec = build_env_spec("sp500", prices, apply_scaler(features, scaler), SPLITS, ENV_CONFIG, 252.0)
-    model = build_agent(spec.make_env("train", seed=0), AGENT_PARAMS, seed=0, device="cpu")
+    model = build_agent(
+        spec.make_env("train", seed=0), AgentParams.from_mapping(AGENT_PARAMS, "sac_icm.agent"), seed=0, device="cpu"
+    )
     model.learn(50)
     return SimpleNamespace(prices=prices, feature_params=feature_params, scaler=scaler, spec=spec, model=model)

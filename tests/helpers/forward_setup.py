@@ -13,11 +13,12 @@ from kedro.io.core import Version
 
 from helpers.synthetic_prices import ohlcv_frame
 from helpers.tiny import tiny_agent
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data import load_prices
 from trading_rl.envs import symbol_env_spec
 from trading_rl.integration.datasets import SB3ModelDataset
+from trading_rl.phases.sac_icm import train_sac_icm
 from trading_rl.pipelines.feature_extraction import nodes as fe
-from trading_rl.pipelines.sac_icm.nodes import train_sac_icm
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,7 +76,9 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
         "resume_dir": str(root / "resume"),
         "progress_bar": False,
     }
-    model, _, _ = train_sac_icm(spec, params, 3, {"save_version": save_version, "seed": 3}, feature_params)
+    model = train_sac_icm(
+        spec, SacIcmParams.from_mapping(params, "sac_icm"), 3, {"save_version": save_version, "seed": 3}, feature_params
+    ).model
     SB3ModelDataset(
         str(root / MODEL_DATASET["filepath"]),
         MODEL_DATASET["model_class"],

@@ -34,6 +34,7 @@ env_construction:
 TINY_SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",
+    "progress_bar": False,
     "agent": tiny_agent(
         sac={"buffer_size": 200, "learning_starts": 20},
         icm={"enabled": True, "warmup_steps": 10, "feature_dim": 4, "hidden_dim": 8},

@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
@@ -38,7 +39,9 @@ def small_spec(n_bars: int = 900, episode_length: int = 60):
 
 def small_source_model(spec, seed: int = 0):
     """An untrained SAC+ICM model on the spec's training env (weights are random but fixed)."""
-    return build_agent(spec.make_env("train", seed=seed), SMALL_SAC, seed=seed, device="cpu")
+    return build_agent(
+        spec.make_env("train", seed=seed), AgentParams.from_mapping(SMALL_SAC, "sac_icm.agent"), seed=seed, device="cpu"
+    )
 
 
 def random_observations(spec, n: int, seed: int = 0) -> np.ndarray:

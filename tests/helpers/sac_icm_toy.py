@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from trading_rl.agents import build_agent, train_agent
+from trading_rl.agents import AgentParams, build_agent, train_agent
 from trading_rl.envs import EnvConfig
 
 # Tiny nets gain nothing from threads, and on a busy 2-core machine extra threads make SAC ~30x slower.
@@ -100,12 +100,25 @@ def toy_params(icm: bool = True, **training) -> dict:
 
 def toy_agent(seed: int = 0, icm: bool = True, nan_reward_after: int | None = None, **training):
     params = toy_params(icm=icm, **training)
-    return build_agent(ToyTradingEnv(nan_reward_after=nan_reward_after), params, seed=seed, device="cpu"), params
+    return build_agent(
+        ToyTradingEnv(nan_reward_after=nan_reward_after),
+        AgentParams.from_mapping(params, "sac_icm.agent"),
+        seed=seed,
+        device="cpu",
+    ), params
 
 
 def run_training(work_dir: str, total_timesteps: int, seed: int = 0):
     model, params = toy_agent(seed=seed, total_timesteps=total_timesteps)
-    return train_agent(model, ToyTradingEnv, params, work_dir, phase="toy", symbol="TOY")
+    return train_agent(
+        model,
+        ToyTradingEnv,
+        AgentParams.from_mapping(params, "sac_icm.agent"),
+        work_dir,
+        periods_per_year=252.0,
+        phase="toy",
+        symbol="TOY",
+    )
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from helpers.synthetic_prices import random_walk_prices
+from helpers.walk_forward_calls import job, section
 
 from trading_rl.algorithms import population_sac
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.population_walk_forward import PopulationExecutor, make_executor
-from trading_rl.runtime import SequentialExecutor
+from trading_rl.runtime import RuntimeParams, SequentialExecutor
 
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
 # Three folds retraining every second one: chains [0, 1] and [2] per agent x seed.
@@ -28,6 +29,7 @@ PARAMS = {
     "finetune_timesteps": 20,
     "device": "cpu",
 }
+POPULATION = RuntimeParams.from_mapping({"engine": "population"}, "runtime")
 AGENT = {
     "sac_icm": {
         "sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
@@ -57,8 +59,12 @@ def test_population_engine_trains_sac_chains_stage_by_stage_and_keeps_every_row(
         return result
 
     monkeypatch.setattr(population_sac.PopulationSAC, "learn", recording_learn)
-    arguments = ({"X": random_walk_prices(520, 4)}, PARAMS, FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3)
-    executor = make_executor({"engine": "population"})
+    arguments = (
+        {"X": random_walk_prices(520, 4)},
+        section(PARAMS),
+        job(FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3),
+    )
+    executor = make_executor(POPULATION)
     assert isinstance(executor, PopulationExecutor)
     population = wf.run_walk_forward(*arguments, executor)
     sequential = wf.run_walk_forward(*arguments, SequentialExecutor())
@@ -90,18 +96,14 @@ def test_variants_join_one_population_where_they_can_and_split_by_batch_size(mon
     monkeypatch.setattr(population_sac.PopulationSAC, "__init__", recording_init)
     params = {**PARAMS, "agents": ["sac"], "max_folds": 1, "seeds": 1, "timesteps": 30}
     variants = [
-        {**params, "agent_overrides": {"sac": {"batch_size": batch_size, "learning_rate": rate}}}
+        section({**params, "agent_overrides": {"sac": {"batch_size": batch_size, "learning_rate": rate}}})
         for batch_size, rate in ((16, 1e-3), (32, 1e-3), (16, 3e-4))
     ]
     results = wf.run_walk_forward_variants(
         {"X": random_walk_prices(400, 4)},
         variants,
-        FEATURES,
-        {"window_size": 5},
-        {"X": 252.0},
-        AGENT,
-        3,
-        make_executor({"engine": "population"}),
+        job(FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3),
+        make_executor(POPULATION),
     )
     # One batched step takes one batch size: the two batch-16 variants train together, batch 32 alone.
     assert populations == [[(16, 3e-4), (16, 1e-3)], [(32, 1e-3)]]
@@ -113,12 +115,14 @@ def test_variants_join_one_population_where_they_can_and_split_by_batch_size(mon
 def test_population_engine_refuses_auxiliary_heads_by_parameter():
     arguments = (
         {"X": random_walk_prices(520, 4)},
-        {**PARAMS, "agents": ["sac"], "max_folds": 1, "seeds": 1},
-        FEATURES,
-        {"window_size": 5},
-        {"X": 252.0},
-        {"sac_icm": {**AGENT["sac_icm"], "auxiliary": {"enabled": True}}},
-        3,
+        section({**PARAMS, "agents": ["sac"], "max_folds": 1, "seeds": 1}),
+        job(
+            FEATURES,
+            {"window_size": 5},
+            {"X": 252.0},
+            {"sac_icm": {**AGENT["sac_icm"], "auxiliary": {"enabled": True}}},
+            3,
+        ),
     )
     with pytest.raises(population_sac.PopulationError, match="auxiliary.enabled"):
-        wf.run_walk_forward(*arguments, make_executor({"engine": "population"}))
+        wf.run_walk_forward(*arguments, make_executor(POPULATION))

@@ -7,12 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.synthetic_prices import random_walk_prices
+from helpers.walk_forward_calls import job, section
 
 from trading_rl.config import ConfigError
 from trading_rl.evaluation.ledger import Period, trial_row, trials_for
 from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
 from trading_rl.phases import tuning
 from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.walk_forward import PolicyAgent
 from trading_rl.runtime import SequentialExecutor
 
 TRAIN_END = "2012-06-29"
@@ -58,9 +60,9 @@ def trainer(monkeypatch):
     refused = {"batch": None}
 
     def train(spec, params, seed, timesteps, model=None, device="auto"):
-        if params["sac"]["batch_size"] == refused["batch"]:
+        if params.sac.batch_size == refused["batch"]:
             raise FloatingPointError("the critic loss diverged")
-        return ConstantModel(0.2 + params["sac"]["learning_rate"] * 500.0)  # long 0.25 to 0.7
+        return PolicyAgent(ConstantModel(0.2 + params.sac.learning_rate * 500.0))  # long 0.25 to 0.7
 
     monkeypatch.setitem(wf.AGENT_TRAINERS, "sac_icm", train)
     return refused
@@ -76,13 +78,9 @@ def run(data, n_trials=4, sampler="random", seed=3, per_population=4, walk_forwa
     }
     return tuning.run_tuning(
         {"X": data},
-        params,
-        walk_forward or WALK_FORWARD,
-        FEATURES,
-        {"window_size": 5},
-        {"X": 252.0},
-        {"sac": {"buffer_size": 1000}},
-        seed,
+        tuning.TuningParams.from_mapping(params, "tuning"),
+        section(walk_forward or WALK_FORWARD),
+        job(FEATURES, {"window_size": 5}, {"X": 252.0}, {"sac_icm": {"sac": {"buffer_size": 1000}}}, seed),
         executor,
         run={"save_version": "v1"},
     )
@@ -229,17 +227,16 @@ def test_when_every_trial_fails_nothing_is_chosen(trainer):
     with pytest.raises(RuntimeError, match="all 2 tuning trials failed; the first: FloatingPointError"):
         tuning.run_tuning(
             {"X": prices()},
-            {
-                "n_trials": 2,
-                "storage": None,
-                "search_space": {"sac.batch_size": {"kind": "categorical", "choices": [16]}},
-            },
-            WALK_FORWARD,
-            FEATURES,
-            {"window_size": 5},
-            {"X": 252.0},
-            {},
-            0,
+            tuning.TuningParams.from_mapping(
+                {
+                    "n_trials": 2,
+                    "storage": None,
+                    "search_space": {"sac.batch_size": {"kind": "categorical", "choices": [16]}},
+                },
+                "tuning",
+            ),
+            section(WALK_FORWARD),
+            job(FEATURES, {"window_size": 5}, {"X": 252.0}, {}, 0),
         )
 
 
@@ -362,7 +359,7 @@ def test_a_bound_the_agent_refuses_with_the_run_parameters_is_refused_before_the
     with pytest.raises(
         ConfigError,
         match=r"'tuning\.search_space\.sac\.batch_size': the trials' agent refuses 4096 "
-        r"\(parameter 'sac_icm\.agent\.sac\.batch_size' \(4096\) must be <=",
+        r"\(parameter 'walk_forward\.agent_overrides\.sac\.batch_size' \(4096\) must be <=",
     ):
         tuning.check_tuning_parameters(parameters)
     parameters["tuning"]["search_space"]["sac.batch_size"]["choices"] = [64, 2000]

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.walk_forward_calls import job, section
 
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
@@ -15,8 +16,9 @@ from trading_rl.evaluation.attribution import return_attribution
 from trading_rl.evaluation.ledger import Trials, trial_key
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.phases import walk_forward as wf
-from trading_rl.phases.chains import chain_histories
+from trading_rl.phases.walk_forward import PolicyAgent, chain_histories
 from trading_rl.provenance import config_hash
+from trading_rl.runtime import SequentialExecutor
 
 NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
 
@@ -64,13 +66,13 @@ def test_no_fold_fits_is_an_error_that_says_what_is_needed():
 def test_gap_smaller_than_the_feature_lookback_is_rejected_by_key():
     lookback = max_lookback(NO_GARCH["features"])
     with pytest.raises(ValueError, match=r"walk_forward\.gap_bars"):
-        wf.resolve_walk_forward_params({"gap_bars": lookback - 1}, NO_GARCH)
-    assert wf.resolve_walk_forward_params({"gap_bars": None}, NO_GARCH)["gap_bars"] == lookback
-    assert wf.resolve_walk_forward_params({"max_folds": "all"}, NO_GARCH)["max_folds"] is None
+        section({"gap_bars": lookback - 1}).with_gap(NO_GARCH)
+    assert section({"gap_bars": None}).with_gap(NO_GARCH).gap_bars == lookback
+    assert section({"max_folds": "all"}).max_folds is None
     with pytest.raises(ValueError, match=r"walk_forward\.agents"):
-        wf.resolve_walk_forward_params({"agents": ["nope"]}, NO_GARCH)
+        section({"agents": ["nope"]})
     with pytest.raises(ValueError, match=r"walk_forward\.trian_length"):
-        wf.resolve_walk_forward_params({"trian_length": 10}, NO_GARCH)
+        section({"trian_length": 10})
 
 
 @pytest.mark.parametrize("feature_params", [NO_GARCH, {"features": {}, "scaler": {"method": "standard"}}])
@@ -79,9 +81,7 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     and the scaler must be the one fitted on the training window alone."""
     prices = synthetic_prices(900, seed=1)
     index = windows.tradable_index(prices, feature_params)
-    fold = windows.make_folds(
-        len(index), 400, 100, 100, wf.resolve_walk_forward_params({}, feature_params)["gap_bars"]
-    )[0]
+    fold = windows.make_folds(len(index), 400, 100, 100, section().with_gap(feature_params).gap_bars)[0]
     config = {"window_size": 5}
     spec = windows.fold_env_spec("X", prices, fold, feature_params, config, 252.0)
 
@@ -129,8 +129,8 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     def trainer(spec, params, seed, timesteps, model=None, device="auto"):
         calls.append((spec.splits["train"]["end"], seed, timesteps, model is not None))
         if model is None:
-            return ConstantModel(0.5 if params["tag"]["marker"] == "A" else -0.5, [timesteps])
-        model.history.append(timesteps)
+            return PolicyAgent(ConstantModel(0.5 if params["tag"]["marker"] == "A" else -0.5, [timesteps]))
+        model.model.history.append(timesteps)
         return model
 
     monkeypatch.setitem(wf.AGENT_TRAINERS, "fake", trainer)
@@ -148,7 +148,9 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
         "data_end": "all",
     }
     result = wf.run_walk_forward(
-        prices, params, NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"fake": {"tag": {"marker": "A"}}}, 0
+        prices,
+        section(params),
+        job(NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"fake": {"tag": {"marker": "A"}}}, 0),
     )
 
     folds = result.folds
@@ -208,7 +210,7 @@ def test_run_covers_every_fold_seed_agent_and_fine_tunes_between_retrains(monkey
     assert histories["Y_fake_seed1_folds0-1"][1]["test/sharpe"] == sharpe[("Y", 1, 1)]
 
 
-class CountingExecutor(wf.SequentialExecutor):
+class CountingExecutor(SequentialExecutor):
     """The sequential executor, recording each ``map`` call's function and task count."""
 
     def __init__(self) -> None:
@@ -221,7 +223,7 @@ class CountingExecutor(wf.SequentialExecutor):
 
 def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):
     def trainer(spec, params, seed, timesteps, model=None, device="auto"):
-        return model or ConstantModel(params["sac"]["learning_rate"] * 1000.0 - 0.5, [timesteps])
+        return model or PolicyAgent(ConstantModel(params.sac.learning_rate * 1000.0 - 0.5, [timesteps]))
 
     monkeypatch.setitem(wf.AGENT_TRAINERS, "sac_icm", trainer)
     params = {
@@ -235,16 +237,16 @@ def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):
         "finetune_timesteps": 3,
         "data_end": "all",
     }
-    variants = [{**params, "agent_overrides": {"sac": {"learning_rate": rate}}} for rate in (1e-4, 5e-4, 9e-4)]
-    arguments = (NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"sac_icm": {}}, 0)
+    variants = [section({**params, "agent_overrides": {"sac": {"learning_rate": rate}}}) for rate in (1e-4, 5e-4, 9e-4)]
+    arguments = job(NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"sac_icm": {}}, 0)
     prices = {"X": synthetic_prices(800, seed=2), "Y": synthetic_prices(700, seed=3)}
     executor = CountingExecutor()
-    together = wf.run_walk_forward_variants(prices, variants, *arguments, executor)
+    together = wf.run_walk_forward_variants(prices, variants, arguments, executor)
 
     # The folds are prepared once; all 3 variants x 2 symbols x 2 seeds x 2 retrain groups in one call.
     assert executor.calls == [("prepare_fold", 6), ("run_retrain_group", 24)]
     for variant, result in zip(variants, together):
-        alone = wf.run_walk_forward(prices, variant, *arguments)
+        alone = wf.run_walk_forward(prices, variant, arguments)
         pd.testing.assert_frame_equal(result.folds, alone.folds, check_exact=True)
         pd.testing.assert_frame_equal(result.returns, alone.returns, check_exact=True)
         assert [(c.symbol, c.seed, c.folds) for c in result.chains] == [
@@ -255,7 +257,7 @@ def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):
     assert actions == [[-0.4], [0.0], [0.4]]
 
     with pytest.raises(ValueError, match=r"variant 1 differs from variant 0 in \['walk_forward\.seeds'\]"):
-        wf.run_walk_forward_variants(prices, [params, {**params, "seeds": 1}], *arguments)
+        wf.run_walk_forward_variants(prices, [section(params), section({**params, "seeds": 1})], arguments)
 
 
 def test_stitching_keeps_each_step_once_and_compounds():
@@ -460,12 +462,8 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     agent_params = {"sac_icm": {"sac": {"batch_size": 64}}}
     rows = wf.trial_rows(
         steps.replace({"a": "sac_icm", "b": "sac"}),
-        params,
-        NO_GARCH,
-        {"window_size": 5},
-        {"X": 252.0},
-        agent_params,
-        7,
+        section(params),
+        job(NO_GARCH, {"window_size": 5}, {"X": 252.0}, agent_params, 7),
         {"save_version": "v1", "git_commit": "abc"},
     )
     assert list(rows["agent"]) == ["sac_icm", "sac"]
@@ -491,12 +489,8 @@ def test_trial_rows_pool_each_configuration_over_folds_and_seeds_and_skip_baseli
     def hash_of(params=params, agent_params=agent_params):
         return wf.trial_rows(
             steps.replace({"a": "sac_icm", "b": "sac"}),
-            params,
-            NO_GARCH,
-            {"window_size": 5},
-            {"X": 252.0},
-            agent_params,
-            7,
+            section(params),
+            job(NO_GARCH, {"window_size": 5}, {"X": 252.0}, agent_params, 7),
         ).iloc[0]["config_hash"]
 
     assert hash_of({**params, "agents": ["sac_icm"], "device": "cpu"}) == rows.iloc[0]["config_hash"]
@@ -513,7 +507,9 @@ def test_identity_leaves_out_run_time_keys_and_keeps_random_streams_apart():
 
     def rows(params=params, agent_params=None, seed=7):
         agent_params = agent_params or {"sac_icm": {"sac": {"batch_size": 64}}}
-        return wf.trial_rows(steps, params, NO_GARCH, {"window_size": 5}, {"X": 252.0}, agent_params, seed)
+        return wf.trial_rows(
+            steps, section(params), job(NO_GARCH, {"window_size": 5}, {"X": 252.0}, agent_params, seed)
+        )
 
     base = rows()
     run_time = {"training": {"log_interval": 1, "resume": "force"}, "collapse": {"check_freq": 7}}
@@ -545,7 +541,7 @@ def test_every_agent_trains_on_the_same_streams_whatever_the_agent_list(monkeypa
     def recording(name):
         def trainer(spec, params, seed, timesteps, model=None, device="auto"):
             seen.setdefault(name, []).append(seed)
-            return ConstantModel(0.5, [])
+            return PolicyAgent(ConstantModel(0.5, []))
 
         return trainer
 
@@ -557,7 +553,9 @@ def test_every_agent_trains_on_the_same_streams_whatever_the_agent_list(monkeypa
 
     def seeds_of_b(agents):
         seen.clear()
-        wf.run_walk_forward(prices, {**params, "agents": agents}, NO_GARCH, {"window_size": 5}, {"X": 252.0}, {}, 0)
+        wf.run_walk_forward(
+            prices, section({**params, "agents": agents}), job(NO_GARCH, {"window_size": 5}, {"X": 252.0}, {}, 0)
+        )
         return list(seen["b"]), list(seen.get("a", []))
 
     alone, _ = seeds_of_b(["fake_b"])
@@ -571,7 +569,7 @@ def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
     monkeypatch.setitem(
         wf.AGENT_TRAINERS,
         "fake",
-        lambda spec, params, seed, timesteps, model=None, device="auto": ConstantModel(0.5, []),
+        lambda spec, params, seed, timesteps, model=None, device="auto": PolicyAgent(ConstantModel(0.5, [])),
     )
     feature_params = {**NO_GARCH, "splits": {"train_end": "2012-06-29", "validation_end": "2013-03-29"}}
     params = {
@@ -594,7 +592,7 @@ def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
 
     def run(prices):
         return wf.run_walk_forward(
-            {"X": prices}, params, feature_params, {"window_size": 5}, {"X": 252.0}, {"fake": {}}, 0
+            {"X": prices}, section(params), job(feature_params, {"window_size": 5}, {"X": 252.0}, {"fake": {}}, 0)
         )
 
     first, second = run(clean), run(scrambled)
@@ -625,15 +623,15 @@ def test_summary_trading_share_reads_verdicts_as_saved_to_csv():
 
 
 def test_vtrace_and_es_train_with_their_walk_forward_sections():
-    config = wf.resolve_walk_forward_params({"vtrace": {"unroll_length": 8}, "es": {"generations": 3}}, NO_GARCH)
-    agent_params = wf.with_walk_forward_agents({"sac_icm": {"sac": {"batch_size": 64}}}, config)
-    assert wf.agent_section("vtrace", agent_params, config["agent_overrides"])["unroll_length"] == 8
-    assert wf.agent_section("es", agent_params, config["agent_overrides"])["generations"] == 3
-    assert wf.agent_section("sac_icm", agent_params, {})["sac"] == {"batch_size": 64}
+    config = section({"vtrace": {"unroll_length": 8}, "es": {"generations": 3}})
+    agent_params = job(NO_GARCH, {}, {}, {"sac_icm": {"sac": {"batch_size": 64}}}, 0).with_walk_forward_agents(config)
+    assert wf.agent_section("vtrace", agent_params, config.agent_overrides).unroll_length == 8
+    assert wf.agent_section("es", agent_params, config.agent_overrides).generations == 3
+    assert wf.agent_section("sac_icm", agent_params, {}).sac.batch_size == 64
     with pytest.raises(
         ValueError, match=r"'walk_forward\.vtrace\.total_timesteps' is not accepted: .*walk_forward\.timesteps"
     ):
-        wf.resolve_walk_forward_params({"vtrace": {"total_timesteps": 100}}, NO_GARCH)
+        section({"vtrace": {"total_timesteps": 100}})
 
 
 @pytest.mark.slow
@@ -674,7 +672,9 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
     wf.AGENT_TRAINERS["options_her"] = recording
     try:
         result = wf.run_walk_forward(
-            {"X": prices}, params, NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, seed=1
+            {"X": prices},
+            section(params),
+            job(NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, 1),
         )
     finally:
         wf.AGENT_TRAINERS["options_her"] = original
@@ -729,17 +729,19 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
     try:
         result = wf.run_walk_forward(
             {"X": prices},
-            params,
-            NO_GARCH,
-            {},
-            {"X": 252.0},
-            {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}},
-            seed=2,
+            section(params),
+            job(
+                NO_GARCH,
+                {},
+                {"X": 252.0},
+                {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}},
+                2,
+            ),
         )
     finally:
         wf.AGENT_TRAINERS["shaped"] = original
-    model = models[0]
-    assert models[1] is model and model.num_timesteps == 120 + 60
+    model = models[0].model
+    assert models[1].model is model and model.num_timesteps == 120 + 60
     assert model.reward_scale == 1.0  # shaped rewards are O(1): not the P&L reward's x100
     assert model.icm is not None and isinstance(model.get_env().envs[0].env, ShapedRewardWrapper)
     assert (result.folds["agent"] == "shaped").sum() == 2

@@ -11,7 +11,11 @@ import ray
 import torch
 from threadpoolctl import threadpool_info
 
-from trading_rl.runtime import RayExecutor, SequentialExecutor, make_runtime_executor, resolve_runtime_params
+from trading_rl.runtime import RayExecutor, RuntimeParams, SequentialExecutor, make_runtime_executor
+
+
+def runtime(params):
+    return RuntimeParams.from_mapping(params, "runtime")
 
 
 @pytest.mark.parametrize(
@@ -28,21 +32,21 @@ from trading_rl.runtime import RayExecutor, SequentialExecutor, make_runtime_exe
 )
 def test_bad_runtime_parameters_are_rejected_by_key(params, key):
     with pytest.raises(ValueError, match=key):
-        resolve_runtime_params(params)
+        runtime(params)
 
 
 def test_defaults_and_accepted_gpu_shares():
-    assert resolve_runtime_params(None) == {
+    assert runtime(None).to_dict() == {
         "engine": "ray",
         "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0},
     }
-    assert resolve_runtime_params({"ray": {"num_gpus_per_task": 0.25}})["ray"]["num_gpus_per_task"] == 0.25
-    assert resolve_runtime_params({"ray": {"num_gpus_per_task": 2}})["ray"]["num_gpus_per_task"] == 2.0
-    assert isinstance(make_runtime_executor({"engine": "sequential"}), SequentialExecutor)
+    assert runtime({"ray": {"num_gpus_per_task": 0.25}}).ray.num_gpus_per_task == 0.25
+    assert runtime({"ray": {"num_gpus_per_task": 2}}).ray.num_gpus_per_task == 2.0
+    assert isinstance(make_runtime_executor(runtime({"engine": "sequential"})), SequentialExecutor)
 
 
 def test_ray_tasks_return_in_input_order_with_shared_inputs_resolved(ray_session):
-    executor = make_runtime_executor({"engine": "ray", "ray": {"num_cpus": 2}})
+    executor = make_runtime_executor(runtime({"engine": "ray", "ray": {"num_cpus": 2}}))
     assert isinstance(executor, RayExecutor)
     big = np.arange(100_000, dtype=np.float64)
     shared = executor.share(big)
@@ -76,4 +80,4 @@ def test_every_task_runs_single_threaded_on_both_engines(ray_session):
         torch.set_num_threads(1)
     # Ray's workers cannot import this test module: send its functions by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    assert make_runtime_executor({"engine": "ray"}).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]
+    assert make_runtime_executor(runtime({"engine": "ray"})).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]

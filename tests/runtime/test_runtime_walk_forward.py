@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 import torch
 from helpers.synthetic_prices import random_walk_prices
+from helpers.walk_forward_calls import job, section
 from kedro.config import OmegaConfigLoader
 
 from trading_rl.data import load_prices
 from trading_rl.evaluation import folds as windows
 from trading_rl.phases import walk_forward as wf
 from trading_rl.pipelines.walk_forward.nodes import walk_forward
-from trading_rl.runtime import SequentialExecutor, make_runtime_executor
+from trading_rl.runtime import RuntimeParams, SequentialExecutor, make_runtime_executor
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,13 +83,19 @@ def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session
         "vtrace": {"unroll_length": 10, "net_arch": [8]},
         "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]},
     }
-    arguments = ({"X": random_walk_prices(520, 4)}, params, features, {"window_size": 5}, {"X": 252.0}, agent, 3)
+    arguments = (
+        {"X": random_walk_prices(520, 4)},
+        section(params),
+        job(features, {"window_size": 5}, {"X": 252.0}, agent, 3),
+    )
     assert [
         [fold.index for fold in group]
         for group in windows.retrain_groups(windows.make_folds(500, 200, 40, 40, 20, 2, 3))
     ] == [[0, 1], [2]]
     sequential = wf.run_walk_forward(*arguments, SequentialExecutor())
-    on_ray = wf.run_walk_forward(*arguments, make_runtime_executor({"engine": "ray"}))
+    on_ray = wf.run_walk_forward(
+        *arguments, make_runtime_executor(RuntimeParams.from_mapping({"engine": "ray"}, "runtime"))
+    )
     pd.testing.assert_frame_equal(on_ray.folds, sequential.folds, check_exact=True)
     pd.testing.assert_frame_equal(on_ray.returns, sequential.returns, check_exact=True)
     agents = sequential.folds[sequential.folds["kind"] == "agent"]

@@ -3,17 +3,16 @@
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
 from trading_rl.agents.sac_icm import (
-    DEFAULT_PARAMS,
+    AgentParams,
     SACWithICM,
     TrainingDivergedError,
     build_agent,
-    resolve_params,
 )
 from trading_rl.agents.training import TrainingOutcome, train_agent
 from trading_rl.agents.training_env import wrap_training_env
 
 __all__ = [
-    "DEFAULT_PARAMS",
+    "AgentParams",
     "ICMConfig",
     "IntrinsicCuriosityModule",
     "MovingAverage",
@@ -22,7 +21,6 @@ __all__ = [
     "TrainingOutcome",
     "build_agent",
     "resolve_device",
-    "resolve_params",
     "train_agent",
     "wrap_training_env",
 ]

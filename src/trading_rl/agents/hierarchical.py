@@ -33,8 +33,7 @@ from trading_rl.agents.controller import ControllerConfig, OptionLearner
 from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs
 from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv, observation_columns
 from trading_rl.agents.options import OPTION_NAMES, TradingOptions
-from trading_rl.agents.sac_icm import DEFAULT_PARAMS as SAC_ICM_DEFAULT_PARAMS
-from trading_rl.agents.sac_icm import SACWithICM
+from trading_rl.agents.sac_icm import SacParams, SACWithICM
 from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
@@ -42,7 +41,7 @@ from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.rollout import StepReturns
 
 # The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
-DEFAULT_SAC_PARAMS: dict[str, Any] = dict(SAC_ICM_DEFAULT_PARAMS["sac"])
+DEFAULT_SAC_PARAMS: dict[str, Any] = SacParams().to_dict()
 
 
 @dataclass
@@ -88,6 +87,14 @@ class HierarchicalAgent:
             self, lambda: env_spec.make_env(split, evaluation=True, **self.env_overrides), seed, desired_goal=goal
         )
         return rows
+
+    def save(self) -> bytes:
+        """Its saved form (``to_bytes``): what a walk-forward chain keeps of it."""
+        return self.to_bytes()
+
+    def episode_rewards(self) -> list[float]:
+        """Rewards of the low-level SAC's last (up to 100) finished training episodes."""
+        return [info["r"] for info in self.low_level.ep_info_buffer or [] if "r" in info]
 
     def to_bytes(self) -> bytes:
         """One zip: the SB3 SAC zip, the controller state (torch) and the settings (JSON)."""

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trading_rl.agents.sac_icm import AgentParams, resolve_params
+from trading_rl.agents.sac_icm import AgentParams
 from trading_rl.evaluation.final import trained_configuration
 
 
 def sac_icm_configuration(
-    sac_icm_params: Mapping[str, Any], env_params: Mapping[str, Any], feature_params: Mapping[str, Any], seed: int
+    agent_params: AgentParams, env_params: Mapping[str, Any], feature_params: Mapping[str, Any], seed: int
 ) -> dict[str, Any]:
-    """``trained_configuration`` of the sac_icm phase's agent: ``sac_icm.agent`` over its defaults
-    without its run-time keys and switched-off sections (``AgentParams.identity_view``)."""
-    agent = AgentParams.identity_view(resolve_params(dict(sac_icm_params["agent"])))
+    """``trained_configuration`` of the sac_icm phase's agent: ``sac_icm.agent`` without its
+    run-time keys and switched-off sections (``AgentParams.identity_view``)."""
+    agent = AgentParams.identity_view(agent_params.to_dict())
     return trained_configuration("sac_icm", agent, env_params, feature_params, seed)

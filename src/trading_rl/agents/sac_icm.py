@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import torch as th
@@ -212,8 +212,6 @@ class SacIcmParams(Section):
     agent: AgentParams = setting(AgentParams())
 
 
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = AgentParams().to_dict()
-
 # Losses SB3's SAC.train records (means over the gradient steps of one call).
 _SAC_LOSS_KEYS = ("actor_loss", "critic_loss", "ent_coef_loss", "ent_coef")
 _ICM_LOSS_KEYS = ("forward_loss", "inverse_loss", "total_loss")
@@ -227,12 +225,6 @@ def copy_sections(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """A copy of an agent parameter dict that a caller may change section by section (each section
     copied; scalar keys such as ``reward_scale`` as they are)."""
     return {key: dict(value) if isinstance(value, Mapping) else value for key, value in dict(params or {}).items()}
-
-
-def resolve_params(params: dict | None) -> dict[str, Any]:
-    """``sac_icm.agent`` over its defaults as plain data; a bad key or value raises ``ConfigError``
-    naming its dotted key."""
-    return AgentParams.from_mapping(params, f"{PARAMS_PREFIX}.agent").to_dict()
 
 
 def mix_curiosity(
@@ -426,44 +418,41 @@ class SACWithICM(SAC):
             self._accumulate(aux_losses)
 
 
-def sac_kwargs(params: dict | None) -> dict[str, Any]:
-    """Keyword arguments for SB3's ``SAC`` (hyper-parameters and policy nets) from phase parameters;
-    shared by ``build_agent`` and the plain-SAC baseline of the throughput benchmark."""
-    resolved = resolve_params(params)
-    policy = resolved["policy"]
+def sac_kwargs(params: AgentParams) -> dict[str, Any]:
+    """Keyword arguments for SB3's ``SAC`` (hyper-parameters and policy nets) from the agent
+    section; shared by ``build_agent`` and the plain-SAC baseline of the throughput benchmark."""
     return {
-        **resolved["sac"],
-        "policy_kwargs": {"net_arch": list(policy["net_arch"]), "activation_fn": ACTIVATIONS[policy["activation"]]},
+        **params.sac.to_dict(),
+        "policy_kwargs": {
+            "net_arch": list(params.policy.net_arch),
+            "activation_fn": ACTIVATIONS[params.policy.activation],
+        },
     }
 
 
-def build_agent(env, params: dict | None, seed: int, device: str = "auto") -> SACWithICM:
-    """SAC (+ICM unless ``icm.enabled`` is false) for ``env`` from a phase parameter dict.
+def build_agent(env, params: AgentParams, seed: int, device: str = "auto") -> SACWithICM:
+    """SAC (+ICM unless ``icm.enabled`` is false) for ``env`` from the ``sac_icm.agent`` section.
 
     The result is always a ``SACWithICM`` so one class loads every sac_icm checkpoint; with the ICM
     off it trains exactly like SB3's ``SAC`` with the same seed. ``auxiliary.enabled`` adds the
     shared market encoder and its heads, and ``env`` is wrapped as ``wrap_training_env`` says
     (auxiliary targets, curriculum).
     """
-    resolved = resolve_params(params)
+    resolved = params.to_dict()
     auxiliary = AuxiliaryConfig.from_params(resolved["auxiliary"])
     env = wrap_training_env(env, resolved)
     kwargs = sac_kwargs(params)
     if auxiliary is not None:
         kwargs = auxiliary_agent_kwargs(env, auxiliary, kwargs)
-    icm_params = dict(resolved["icm"])
-    enabled = bool(icm_params.pop("enabled"))
-    mixing = {
-        "extrinsic_weight": icm_params.pop("extrinsic_weight"),
-        "intrinsic_weight": icm_params.pop("intrinsic_weight"),
-        "icm_warmup_steps": icm_params.pop("warmup_steps"),
-        "reward_scale": resolved["reward_scale"],
-    }
+    icm = params.icm
     return SACWithICM(
         "MlpPolicy",
         env,
-        icm=ICMConfig(**icm_params) if enabled else None,
-        **mixing,
+        icm=ICMConfig(**{f.name: getattr(icm, f.name) for f in fields(ICMConfig)}) if icm.enabled else None,
+        extrinsic_weight=icm.extrinsic_weight,
+        intrinsic_weight=icm.intrinsic_weight,
+        icm_warmup_steps=icm.warmup_steps,
+        reward_scale=params.reward_scale,
         **kwargs,
         auxiliary=auxiliary,
         seed=seed,

@@ -18,11 +18,6 @@ if TYPE_CHECKING:
 HIERARCHICAL_MEMBERS = {"settings.json", "low_level_sac.zip"}
 
 
-def has_saved_form(agent: Any) -> bool:
-    """Whether ``agent_bytes`` can save ``agent`` (V-trace and ES policies have no saved form)."""
-    return hasattr(agent, "to_bytes") or hasattr(agent, "save")
-
-
 def sb3_zip_bytes(model: Any) -> bytes:
     """The SB3 zip of ``model``, built in memory (SB3 rejects fsspec file objects); also how a trained
     agent leaves a worker process (the model holds loggers and envs that do not pickle reliably)."""

@@ -25,7 +25,7 @@ import torch as th
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from trading_rl.agents.sac_icm import build_agent
+from trading_rl.agents.sac_icm import AgentParams, build_agent
 from trading_rl.envs import EnvSpec
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -132,7 +132,7 @@ class FrozenEncoderExtractor(BaseFeaturesExtractor):
 
 
 def build_agent_with_encoder(
-    env: gym.Env, agent_params: Mapping[str, Any], seed: int, device: str, encoder: SharedEncoder | None
+    env: gym.Env, agent_params: AgentParams, seed: int, device: str, encoder: SharedEncoder | None
 ):
     """``trading_rl.agents.build_agent``, with ``encoder`` (when given) as the features extractor.
 
@@ -140,7 +140,7 @@ def build_agent_with_encoder(
     are built again with the extractor; SB3's ``_setup_model`` re-seeds with the agent's seed first,
     so the result is as reproducible as a direct build.
     """
-    model = build_agent(env, dict(agent_params), seed=seed, device=device)
+    model = build_agent(env, agent_params, seed=seed, device=device)
     if encoder is not None:
         model.policy_kwargs = {
             **model.policy_kwargs,

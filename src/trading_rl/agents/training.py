@@ -29,7 +29,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from trading_rl.agents.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.agents.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
-from trading_rl.agents.sac_icm import TrainingDivergedError, copy_sections, resolve_params
+from trading_rl.agents.sac_icm import AgentParams, TrainingDivergedError, copy_sections
 from trading_rl.agents.streaming import MetricsCallback
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
@@ -288,9 +288,9 @@ def _identity_parameters(resolved: dict, model: BaseAlgorithm, run_parameters: M
 def train_agent(
     model: BaseAlgorithm,
     make_eval_env: Callable[[], Any],
-    params: dict,
+    params: AgentParams,
     work_dir: str | os.PathLike,
-    periods_per_year: float = 252,
+    periods_per_year: float,
     metrics_callback: MetricsCallback | None = None,
     progress_bar: bool | str | None = "auto",
     *,
@@ -312,7 +312,7 @@ def train_agent(
     resumed run lacks that one transition and starts a fresh episode. A diverged loss raises
     ``TrainingDivergedError``; the last resume checkpoint (written before the divergence) is kept.
     """
-    resolved = resolve_params(params)
+    resolved = params.to_dict()
     training = resolved["training"]
     identity = RunIdentity(phase, str(symbol), _identity_parameters(resolved, model, run_parameters or {}))
     slot = ResumeSlot(Path(work_dir), identity, training["resume"])

@@ -24,10 +24,10 @@ from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.phases.forward import ForwardParams
 from trading_rl.phases.multi_symbol import MultiSymbolParams
-from trading_rl.phases.options_her_params import OptionsHerParams
+from trading_rl.phases.options_her import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_tuning_parameters
-from trading_rl.phases.walk_forward import WalkForwardParams, agent_section, resolve_walk_forward_params
+from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.runtime.engine import RuntimeParams
 
 # Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
@@ -67,12 +67,11 @@ def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
 
 
 def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
-    config = resolve_walk_forward_params(parameters.get("walk_forward"), parameters.get("feature_extraction"))
+    config = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
+    config.with_gap(parameters.get("feature_extraction"))
     # What the walk-forward's SAC+ICM agents train with: sac_icm.agent under the overrides.
-    agent_params = {"sac_icm": dict((parameters.get("sac_icm") or {}).get("agent") or {})}
-    AgentParams.from_mapping(
-        agent_section("sac_icm", agent_params, config["agent_overrides"]), "walk_forward.agent_overrides"
-    )
+    agent = AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")
+    agent_section("sac_icm", {"sac_icm": agent}, config.agent_overrides)
 
 
 # Checks that read more than their own section.

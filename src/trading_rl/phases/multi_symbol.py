@@ -13,6 +13,7 @@ from typing import Any
 from stable_baselines3.common.utils import set_random_seed
 
 from trading_rl.agents import train_agent
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.saved import sb3_zip_bytes
 from trading_rl.agents.shared_encoder import SharedEncoder, build_agent_with_encoder
 from trading_rl.config import Section, setting
@@ -60,7 +61,7 @@ def resolve_multi_symbol_params(params: Mapping[str, Any] | None) -> dict[str, A
 
 def train_symbol_agent(
     spec: EnvSpec,
-    sac_icm_params: Mapping[str, Any],
+    sac_icm: SacIcmParams,
     seed: int,
     work_dir: str,
     encoder: SharedEncoder | None = None,
@@ -69,21 +70,18 @@ def train_symbol_agent(
     and final models, resume checkpoint in ``work_dir``), with ``encoder`` as its frozen features
     extractor when given. Returns the two models as SB3 zip bytes, the history and the best step."""
     set_random_seed(seed)
-    agent_params = sac_icm_params["agent"]
-    model = build_agent_with_encoder(
-        spec.make_env("train", seed=seed), agent_params, seed, sac_icm_params["device"], encoder
-    )
+    model = build_agent_with_encoder(spec.make_env("train", seed=seed), sac_icm.agent, seed, sac_icm.device, encoder)
     outcome = train_agent(
         model,
-        partial(spec.make_env, sac_icm_params["evaluation_split"]),
-        agent_params,
+        partial(spec.make_env, sac_icm.evaluation_split),
+        sac_icm.agent,
         work_dir=work_dir,
         periods_per_year=spec.periods_per_year,
         phase="multi_symbol",
         symbol=spec.symbol,
         run_parameters={
             "seed": seed,
-            "evaluation_split": sac_icm_params["evaluation_split"],
+            "evaluation_split": sac_icm.evaluation_split,
             "env_spec": spec.digest(),
             "shared_encoder": encoder is not None,
         },

@@ -1,16 +1,21 @@
-"""The options_her phase: parameters, training and evaluation of the hierarchical agent from an env
-spec, and the option-collapse gates."""
+"""The options_her phase: its parameter section, training and evaluation of the hierarchical agent
+from an env spec, the option-collapse gates and the phase's reports.
+
+The section's HER and option sub-sections are ``agents.her.HerParams`` and
+``agents.options.OptionParams``."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from stable_baselines3 import SAC
 
-from trading_rl.agents.her import FastHerReplayBuffer, goal_achievement_against_control
+from trading_rl.agents.controller import ControllerConfig
+from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_achievement_against_control, relabelled_fraction
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
     build_hierarchical_agent,
@@ -18,8 +23,11 @@ from trading_rl.agents.hierarchical import (
     train_hierarchical_agent,
 )
 from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
-from trading_rl.agents.options import OPTION_NAMES
+from trading_rl.agents.options import OPTION_NAMES, OptionParams
+from trading_rl.agents.sac_icm import CurriculumParams, SacParams
 from trading_rl.agents.training_env import wrap_training_env
+from trading_rl.config import section_from_defaults, setting
+from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics import json_ready, return_moments
 from trading_rl.evaluation.report import attributed_metrics
@@ -46,11 +54,49 @@ DEFAULT_PHASE_PARAMS: dict[str, Any] = {
 }
 
 
+PARAMS_PREFIX = "options_her"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionsSectionParams(OptionParams):
+    """``options_her.options``: the option rules, or ``enabled: false`` for a flat low-level SAC."""
+
+    enabled: bool = True
+
+
+_PhaseDefaults = section_from_defaults(
+    "OptionsHerDefaults",
+    {key: value for key, value in DEFAULT_PHASE_PARAMS.items() if key in ("device", "training", "evaluation", "gates")},
+    ranges={
+        "training.total_timesteps": {"interval": "[1, inf)"},
+        "training.log_freq": {"interval": "[1, inf)"},
+        "evaluation.split": {"choices": ("train", "validation", "test")},
+        "evaluation.goal_episodes": {"interval": "[1, inf)"},
+    },
+    module=__name__,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionsHerParams(_PhaseDefaults):  # type: ignore[valid-type,misc]  # a base made at run time by section_from_defaults
+    """The ``options_her`` section. ``env_overrides`` are env config keys (checked as such);
+    ``sac`` is the low-level SAC (the keys and ranges of ``sac_icm.agent.sac``)."""
+
+    env_overrides: dict[str, Any] = setting(DEFAULT_PHASE_PARAMS["env_overrides"])
+    options: OptionsSectionParams = setting(OptionsSectionParams())
+    controller: ControllerConfig = setting(ControllerConfig())
+    her: HerParams = setting(HerParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    sac: SacParams = setting(SacParams())
+    # The training env's curriculum, as sac_icm.agent.curriculum (the same keys, stages and rule).
+    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+
+    def validate(self, prefix: str) -> None:
+        EnvConfig.from_mapping(self.env_overrides, f"{prefix}.env_overrides")
+
+
 def resolve_phase_params(params: dict | None) -> dict[str, Any]:
     """Phase defaults overlaid with ``params``; a bad key or value raises ``ConfigError`` naming it."""
-    from trading_rl.phases.options_her_params import OptionsHerParams
-
-    return OptionsHerParams.from_mapping(params, "options_her").to_dict()
+    return OptionsHerParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
@@ -181,6 +227,62 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
         "option_share": option_share,
         "option_stats": eval_stats,
     }
+
+
+def evaluate_and_report(
+    agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict | None, seed: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The phase's reports: option usage (training and evaluation, with the option gates of
+    docs/options_her.md), HER (its settings and goal achievement) and the validation evaluation next
+    to the baselines. ``training``: ``{"history", "option_stats"}`` of the training run.
+    ``gates.fail_on_gate`` fails the run on a gate."""
+    resolved = resolve_phase_params(params)
+    evaluation = evaluate_from_spec(agent, env_spec, params, seed)
+    gates = resolved["gates"]
+    usage_report: dict[str, Any] = {"options_enabled": agent.uses_options}
+    if agent.uses_options:
+        training_gates = option_gates(training["option_stats"], gates)
+        usage_report.update(
+            training=training["option_stats"],
+            training_gates=training_gates,
+            passed=all(row["passed"] for row in training_gates),
+            evaluation=evaluation["option_stats"],
+            evaluation_option_share=evaluation["option_share"],
+            final_controller={
+                key: value
+                for key, value in (training["history"][-1] if training["history"] else {}).items()
+                if key.startswith("controller_") or key == "temperature"
+            },
+        )
+        if gates["fail_on_gate"] and not usage_report["passed"]:
+            failed = [row["gate"] for row in training_gates if not row["passed"]]
+            raise ValueError(
+                f"option gates failed: {failed} (set options_her.gates.fail_on_gate: false to report only)"
+            )
+    her = resolved["her"]
+    her_report = {
+        "enabled": agent.her is not None,
+        "replay_buffer": (
+            f"{FastHerReplayBuffer.__module__}.{FastHerReplayBuffer.__qualname__} (SB3 HerReplayBuffer)"
+            if agent.her is not None
+            else "SB3 ReplayBuffer"
+        ),
+        "goal_selection_strategy": her["goal_selection_strategy"],
+        "n_sampled_goal": her["n_sampled_goal"],
+        "relabelled_fraction": relabelled_fraction(her["n_sampled_goal"]),
+        "goal_range": [her["goal_low"], her["goal_high"]],
+        "tolerance": her["tolerance"],
+        "reward_distance": her["reward_distance"],
+        "goal_unit": her["goal_unit"],
+        "reward": f"{her['pnl_weight']} x P&L x reward_scale {agent.reward_scale} + {her['goal_weight']} x goal reward",
+        **evaluation["goals"],
+    }
+    evaluation_report = {
+        "split": evaluation["split"],
+        "agent": evaluation["metrics"],
+        "baselines": evaluation["baselines"],
+    }
+    return usage_report, her_report, evaluation_report
 
 
 def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> list[dict[str, Any]]:

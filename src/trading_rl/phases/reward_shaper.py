@@ -9,6 +9,7 @@ continue from. The flat SAC sees the env's own observation, so the wrapper appli
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from dataclasses import dataclass
 from functools import partial
@@ -20,7 +21,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from trading_rl.agents import build_agent
-from trading_rl.agents.sac_icm import copy_sections
+from trading_rl.agents.sac_icm import AgentParams, TrainingParams
 from trading_rl.agents.training import train_agent
 from trading_rl.config import ConfigError, Section, section_from_defaults, setting
 from trading_rl.evaluation.report import evaluate_policy
@@ -271,17 +272,17 @@ def continue_agent(
     return train_agent(
         agent,
         partial(env_spec.make_env, resolved["evaluation_split"]),
-        {
-            "training": {
-                "total_timesteps": agent.num_timesteps + int(training["continue_timesteps"]),
-                "eval_freq": int(training["eval_freq"]),
-                "eval_episodes": 1,
-                "resume_every": int(training["eval_freq"]),
-                "log_interval": int(training["log_interval"]),
-                "best_metric": "sharpe",
-                "resume": training["resume"],
-            }
-        },
+        AgentParams(
+            training=TrainingParams(
+                total_timesteps=agent.num_timesteps + int(training["continue_timesteps"]),
+                eval_freq=int(training["eval_freq"]),
+                eval_episodes=1,
+                resume_every=int(training["eval_freq"]),
+                log_interval=int(training["log_interval"]),
+                best_metric="sharpe",
+                resume=training["resume"],
+            )
+        ),
         work_dir,
         env_spec.periods_per_year,
         metrics_callback=metrics_callback,
@@ -374,7 +375,7 @@ def shaping_report(
 
 
 def train_shaped(
-    env_spec, agent_params: dict, params: dict | None, seed: int, timesteps: int, model=None, device: str = "cpu"
+    env_spec, agent_params: AgentParams, params: dict | None, seed: int, timesteps: int, model=None, device: str = "cpu"
 ):
     """SAC+ICM trained on the shaped reward with the phase's *prior* objective weights, for the
     walk-forward A/B of shaped against P&L reward; with ``model`` given, fine-tuned on
@@ -388,7 +389,7 @@ def train_shaped(
     resolved = resolve_phase_params(params)
     env = env_spec.make_env("train", seed=seed)
     if model is None:
-        learner = {**copy_sections(agent_params), "reward_scale": float(resolved["training"]["shaped_reward_scale"])}
+        learner = dataclasses.replace(agent_params, reward_scale=float(resolved["training"]["shaped_reward_scale"]))
         model = build_agent(env, learner, seed=seed, device=device)
         model.set_env(ShapedRewardWrapper(env, make_shaper(env, resolved, model)))
         model.learn(total_timesteps=int(timesteps))

@@ -19,6 +19,7 @@ as a parameters file in a config env.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -37,15 +38,13 @@ from trading_rl.config import ConfigError, Section, setting
 from trading_rl.evaluation.ledger import Period, deflated_sharpe, trial_row, trials_for
 from trading_rl.evaluation.metrics import MOMENT_KEYS, json_ready, psr_from_moments, return_moments
 from trading_rl.phases.walk_forward import (
+    WalkForwardJob,
     WalkForwardParams,
     WalkForwardResult,
     agent_section,
-    resolve_walk_forward_params,
     run_walk_forward_variants,
     trial_configuration,
     trial_rows,
-    with_overrides,
-    with_walk_forward_agents,
 )
 from trading_rl.runtime.engine import Executor
 
@@ -168,15 +167,14 @@ def check_tuning_parameters(parameters: Mapping[str, Any]) -> None:
     section under ``tuning.walk_forward``, and ``sac_icm.agent`` under the overrides and each
     dimension's extreme values (``batch_size <= buffer_size`` ...)."""
     tuning = TuningParams.from_mapping(parameters.get(PARAMS_PREFIX), PARAMS_PREFIX)
-    config = resolve_walk_forward_params(
-        trial_protocol(parameters.get("walk_forward"), tuning.walk_forward), parameters.get("feature_extraction")
-    )
-    agent_params = {AGENT: dict((parameters.get("sac_icm") or {}).get("agent") or {})}
+    walk_forward = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
+    config = trial_protocol(walk_forward, tuning).with_gap(parameters.get("feature_extraction"))
+    agent_params = {AGENT: AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")}
     for name, dimension in tuning.dimensions().items():
         for value in dimension.extremes():
-            overrides = with_overrides(config["agent_overrides"], nested({name: value}))
+            overrides = merge_sections(config.agent_overrides, nested({name: value}))
             try:
-                AgentParams.from_mapping(agent_section(AGENT, agent_params, overrides), "sac_icm.agent")
+                agent_section(AGENT, agent_params, overrides)
             except ConfigError as error:
                 raise ConfigError(
                     f"parameter '{PARAMS_PREFIX}.search_space.{name}': the trials' agent refuses {value!r} ({error})"
@@ -195,10 +193,22 @@ def nested(values: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def trial_protocol(walk_forward_params: Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def merge_sections(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` (``walk_forward.agent_overrides`` style: sections of ``sac_icm.agent``) over
+    ``base``, section by section."""
+    merged = {key: dict(value) if isinstance(value, Mapping) else value for key, value in base.items()}
+    for key, value in overrides.items():
+        merged[key] = {**merged.get(key, {}), **value} if isinstance(value, Mapping) else value
+    return merged
+
+
+def trial_protocol(walk_forward: WalkForwardParams, tuning: TuningParams) -> WalkForwardParams:
     """The walk_forward parameters every trial runs with: ``tuning.walk_forward`` over the
-    walk_forward section, the tuned agent alone, windows ending at the training split's end."""
-    return {**dict(walk_forward_params or {}), **dict(overrides), "agents": [AGENT], "data_end": DATA_END}
+    walk_forward section (each key replacing its value whole), the tuned agent alone, windows
+    ending at the training split's end."""
+    return walk_forward.replaced(
+        {**tuning.walk_forward, "agents": [AGENT], "data_end": DATA_END}, f"{PARAMS_PREFIX}.walk_forward"
+    )
 
 
 def study_storage(path: str | None) -> str | None:
@@ -263,7 +273,7 @@ class PendingTrial(NamedTuple):
 
     trial: optuna.Trial
     values: dict[str, Any]
-    walk_forward_params: dict[str, Any]
+    walk_forward_params: WalkForwardParams
 
 
 class TrialOutcome(NamedTuple):
@@ -274,7 +284,7 @@ class TrialOutcome(NamedTuple):
 
     number: int
     values: dict[str, Any]
-    walk_forward_params: dict[str, Any]
+    walk_forward_params: WalkForwardParams
     result: WalkForwardResult | None
     error: Exception | None
     duration_s: float
@@ -295,18 +305,14 @@ class TuningResult:
 
 def run_tuning(
     prices: Mapping[str, pd.DataFrame],
-    params: Mapping[str, Any] | None,
-    walk_forward_params: Mapping[str, Any] | None,
-    feature_params: Mapping[str, Any] | None,
-    env_config: Mapping[str, Any],
-    periods_per_year: Mapping[str, float],
-    agent_params: Mapping[str, Any],
-    seed: int,
+    section: TuningParams,
+    walk_forward: WalkForwardParams,
+    job: WalkForwardJob,
     executor: Executor | None = None,
     run: Mapping[str, Any] | None = None,
 ) -> TuningResult:
-    """``tuning.n_trials`` Optuna trials, each a walk-forward of ``agent_params`` (``sac_icm.agent``)
-    with the trial's values over the walk-forward's ``agent_overrides``, on ``executor``.
+    """``tuning.n_trials`` Optuna trials, each a walk-forward of the job's ``sac_icm`` agent
+    parameters with the trial's values over the walk-forward's ``agent_overrides``, on ``executor``.
 
     Trials are asked ``tuning.trials_per_population`` at a time and evaluated as variants of one
     walk-forward execution (``run_walk_forward_variants``); each is then told to Optuna. If that
@@ -319,12 +325,10 @@ def run_tuning(
     windows the other trials were scored on; when every trial fails, there is nothing to choose and
     the first error is raised.
     """
-    section = TuningParams.from_mapping(params, PARAMS_PREFIX)
     search_space = {name: dimension.to_dict() for name, dimension in section.dimensions().items()}
-    protocol = trial_protocol(walk_forward_params, section.walk_forward)
-    config = resolve_walk_forward_params(protocol, feature_params)
-    base_agents = {AGENT: dict(agent_params or {})}
-    sampler_seed = seed if section.sampler_seed is None else section.sampler_seed
+    protocol = trial_protocol(walk_forward, section)
+    config = protocol.with_gap(job.feature_params)
+    sampler_seed = job.seed if section.sampler_seed is None else section.sampler_seed
     batched = section.trials_per_population > 1
     study = optuna.create_study(
         direction="maximize",
@@ -333,18 +337,8 @@ def run_tuning(
         study_name=f"tuning {(run or {}).get('save_version') or 'outside kedro'}",
     )
 
-    def ledger_rows(returns: pd.DataFrame, trial_params: Mapping[str, Any]) -> pd.DataFrame:
-        return trial_rows(
-            returns,
-            trial_params,
-            feature_params,
-            env_config,
-            periods_per_year,
-            base_agents,
-            seed,
-            run,
-            source=TUNING_LEDGER_SOURCE,
-        )
+    def ledger_rows(returns: pd.DataFrame, trial_params: WalkForwardParams) -> pd.DataFrame:
+        return trial_rows(returns, trial_params, job, run, source=TUNING_LEDGER_SOURCE)
 
     def evaluate(pending: list[PendingTrial], population: int) -> list[TrialOutcome]:
         """The trials' walk-forwards as one execution; a trial whose walk-forward raises (a diverged
@@ -352,16 +346,7 @@ def run_tuning(
         started = time.perf_counter()
         try:
             results: list[WalkForwardResult | None] = list(
-                run_walk_forward_variants(
-                    prices,
-                    [entry.walk_forward_params for entry in pending],
-                    feature_params,
-                    env_config,
-                    periods_per_year,
-                    base_agents,
-                    seed,
-                    executor,
-                )
+                run_walk_forward_variants(prices, [entry.walk_forward_params for entry in pending], job, executor)
             )
             error = None
         except Exception as raised:  # a failed trial is a result: recorded, not fatal
@@ -397,8 +382,8 @@ def run_tuning(
         for _ in range(min(section.trials_per_population, section.n_trials - asked)):
             trial = study.ask()
             values = suggest(trial, search_space)
-            overrides = with_overrides(config["agent_overrides"], nested(values))
-            pending.append(PendingTrial(trial, values, {**protocol, "agent_overrides": overrides}))
+            overrides = merge_sections(config.agent_overrides, nested(values))
+            pending.append(PendingTrial(trial, values, dataclasses.replace(protocol, agent_overrides=overrides)))
         for entry, outcome in zip(pending, evaluate(pending, population)):
             if outcome.result is None:
                 study.tell(entry.trial, state=optuna.trial.TrialState.FAIL)
@@ -425,16 +410,7 @@ def run_tuning(
     trial_tables, ledger_parts = [], []
     for outcome in outcomes:
         if outcome.result is None:
-            rows = failed_trial_rows(
-                outcome.walk_forward_params,
-                feature_params,
-                env_config,
-                periods_per_year,
-                base_agents,
-                seed,
-                periods,
-                run,
-            )
+            rows = failed_trial_rows(outcome.walk_forward_params, job, periods, run)
             state = {
                 "state": "fail",
                 "objective": math.nan,
@@ -484,20 +460,15 @@ def run_tuning(
 
 
 def failed_trial_rows(
-    trial_params: Mapping[str, Any],
-    feature_params: Mapping[str, Any] | None,
-    env_config: Mapping[str, Any],
-    periods_per_year: Mapping[str, float],
-    agent_params: Mapping[str, Mapping[str, Any]],
-    seed: int,
+    trial_params: WalkForwardParams,
+    job: WalkForwardJob,
     periods: Mapping[str, tuple[str, str]],
     run: Mapping[str, Any] | None,
 ) -> pd.DataFrame:
     """Ledger rows of a trial that produced no returns: the configuration hash a successful run of
     it would have (``walk_forward.trial_configuration``), no moments (its Sharpe is undefined), no
     runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
-    config = resolve_walk_forward_params(trial_params, feature_params)
-    agent_params = with_walk_forward_agents(agent_params, config)
+    config = trial_params.with_gap(job.feature_params)
     return pd.DataFrame(
         [
             trial_row(
@@ -507,12 +478,10 @@ def failed_trial_rows(
                 period_start=start,
                 period_end=end,
                 agent=AGENT,
-                configuration=trial_configuration(
-                    AGENT, config, feature_params, env_config, agent_params, seed, symbol
-                ),
+                configuration=trial_configuration(AGENT, config, job, symbol),
                 moments=return_moments([]),
                 n_runs=0,
-                periods_per_year=periods_per_year[symbol],
+                periods_per_year=job.periods_per_year[symbol],
                 run=run,
             )
             for symbol, (start, end) in periods.items()

@@ -15,6 +15,7 @@ cores) would drift apart in the last bits, and the drift grows through training.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -48,15 +49,13 @@ class RuntimeParams(Section):
     ray: RayParams = setting(RayParams())
 
 
-DEFAULT_RUNTIME_PARAMS: dict[str, Any] = RuntimeParams().to_dict()
-
-
 # Called with (task index, result) as each task finishes, so a long map can say what it has done.
 OnResult = Callable[[int, Any], None]
 
 
 class Executor(Protocol):
-    """``share`` a large input once, then ``map`` a function over keyword-argument dicts."""
+    """``share`` a large input once, then ``map`` a function over keyword-argument dicts;
+    ``run_retrain_groups`` runs the walk-forward's chains (an engine may train them together)."""
 
     def share(self, value: Any) -> Any: ...
 
@@ -64,10 +63,12 @@ class Executor(Protocol):
         self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
     ) -> list[Any]: ...
 
-
-def resolve_runtime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``, validated; errors name the offending key."""
-    return RuntimeParams.from_mapping(params, PARAMS_PREFIX).to_dict()
+    def run_retrain_groups(
+        self, run_group: Callable[[Any], Any], tasks: Sequence[Any], on_result: OnResult | None = None
+    ) -> list[Any]:
+        """``run_group(task)`` for every walk-forward retrain task, results in input order; by default
+        one ``map`` task per chain (the population engine trains chains stage by stage instead)."""
+        return self.map(run_group, [{"task": task} for task in tasks], on_result)
 
 
 @contextlib.contextmanager
@@ -85,7 +86,7 @@ def single_threaded() -> Iterator[None]:
         torch.set_num_threads(torch_threads)
 
 
-class SequentialExecutor:
+class SequentialExecutor(Executor):
     """The tasks one after another in this process."""
 
     def share(self, value: Any) -> Any:
@@ -127,11 +128,18 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None) -> None
 
 def _resolve_shared(value: Any) -> Any:
     """Fetch object-store references: Ray resolves a reference given directly as an argument, not
-    one inside a list, and a task often needs a list of shared inputs (e.g. a chain's fold specs)."""
+    one inside a list, and a task often needs a list of shared inputs (e.g. a chain's fold specs),
+    also as a field of a task dataclass."""
     import ray
 
     if isinstance(value, list) and value and all(isinstance(item, ray.ObjectRef) for item in value):
         return ray.get(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fetched = {
+            field.name: _resolve_shared(getattr(value, field.name)) for field in dataclasses.fields(value) if field.init
+        }
+        changed = {name: item for name, item in fetched.items() if item is not getattr(value, name)}
+        return dataclasses.replace(value, **changed) if changed else value
     return value
 
 
@@ -140,7 +148,7 @@ def _run_in_worker(fn: Callable[..., Any], **kwargs: Any) -> Any:
         return fn(**{key: _resolve_shared(value) for key, value in kwargs.items()})
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     """Every task a Ray task with one CPU and ``num_gpus_per_task`` of a GPU; results in input order."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, num_gpus_per_task: float = 0.0) -> None:
@@ -172,15 +180,14 @@ class RayExecutor:
         return results
 
 
-def make_runtime_executor(runtime_params: Mapping[str, Any] | None) -> SequentialExecutor | RayExecutor:
-    """The executor ``runtime.engine`` names (``ray``, as in conf/base, when it is not given).
-    ``population`` trains walk-forward chains, phase work: ``phases.population_walk_forward.make_executor``
-    builds it (and every other engine through this function)."""
-    config = resolve_runtime_params(runtime_params)
-    if config["engine"] == "sequential":
+def make_runtime_executor(runtime: RuntimeParams) -> SequentialExecutor | RayExecutor:
+    """The executor ``runtime.engine`` names. ``population`` trains walk-forward chains, phase work:
+    ``phases.population_walk_forward.make_executor`` builds it (and every other engine through this
+    function)."""
+    if runtime.engine == "sequential":
         return SequentialExecutor()
-    if config["engine"] == "population":
+    if runtime.engine == "population":
         raise ValueError(
             "runtime.engine 'population' is built by trading_rl.phases.population_walk_forward.make_executor"
         )
-    return RayExecutor(**config["ray"])
+    return RayExecutor(runtime.ray.address, runtime.ray.num_cpus, runtime.ray.num_gpus_per_task)

@@ -27,6 +27,7 @@ SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",
     "resume_dir": "unused",
+    "progress_bar": False,
     "agent": tiny_agent(
         sac={"buffer_size": 500},
         policy={"net_arch": [16]},

@@ -12,6 +12,7 @@ from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
+from trading_rl.agents import AgentParams
 from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
@@ -57,7 +58,12 @@ def _spec_and_scaler():
 @pytest.mark.slow
 def test_pipeline_trains_and_reports(tmp_path):
     spec, scaler = _spec_and_scaler()
-    source = build_agent(spec.make_env("train"), {"policy": {"net_arch": [16, 16]}}, seed=0, device="cpu")
+    source = build_agent(
+        spec.make_env("train"),
+        AgentParams.from_mapping({"policy": {"net_arch": [16, 16]}}, "sac_icm.agent"),
+        seed=0,
+        device="cpu",
+    )
     catalog = DataCatalog(
         {
             "env_spec": MemoryDataset(spec),

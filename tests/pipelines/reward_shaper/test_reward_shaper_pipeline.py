@@ -7,6 +7,7 @@ from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
+from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
@@ -48,7 +49,10 @@ def test_pipeline_shapes_and_reports(tmp_path):
     spec = _spec()
     source = build_agent(
         spec.make_env("train"),
-        {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0, "icm": {"feature_dim": 8, "hidden_dim": 16}},
+        AgentParams.from_mapping(
+            {"policy": {"net_arch": [16, 16]}, "reward_scale": 100.0, "icm": {"feature_dim": 8, "hidden_dim": 16}},
+            "sac_icm.agent",
+        ),
         seed=0,
         device="cpu",
     )

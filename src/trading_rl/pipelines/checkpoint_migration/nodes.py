@@ -1,150 +1,57 @@
-"""Thin nodes around ``trading_rl.migration``.
-
-Node order makes the guarantees: every legacy checkpoint is checked (without unpickling) before the
-first output exists, the backup is the first output written, and migration reads the backup, so a
-bad file stops the run with nothing written and the user's folder is only ever read. What the later
-nodes share is the inspected checkpoint (tensors and metadata), not the zip: no loadable pickle is
-stored beside the project's models.
-"""
+"""Thin nodes around ``trading_rl.phases.checkpoint_migration`` (its docstring: why the nodes come in
+this order)."""
 
 from __future__ import annotations
 
-import logging
 from functools import partial
-from pathlib import PurePosixPath
 from typing import Any
 
-from trading_rl.agents.device import resolve_device
-from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.envs import EnvSpec
-from trading_rl.envs.compatibility import model_signature, set_model_metadata
-from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.tearsheet import env_section
-from trading_rl.migration import (
-    build_migrated_sac,
-    compare_checkpoint,
-    discrete_policy_from_checkpoint,
-    fine_tune_migrated,
-    inspect_discrete_checkpoint,
-    sb3_zip_bytes,
-    train_discrete_baseline,
-    validate_migrated_model,
-)
-from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
-from trading_rl.migration.comparison import comparison_row
+from trading_rl.migration.checkpoints import DiscreteCheckpoint
+from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.phases import checkpoint_migration as phase
 from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
-logger = logging.getLogger(__name__)
+
+def _section(params: dict[str, Any]) -> CheckpointMigrationParams:
+    return CheckpointMigrationParams.from_mapping(params, "checkpoint_migration")
 
 
-class MigrationValidationError(RuntimeError):
-    """A migrated model failed a hard check; nothing of the migration is saved."""
-
-
-def _inspect(raw: bytes, name: str, env_spec: EnvSpec, params: dict[str, Any], check_hidden_sizes: bool):
-    return inspect_discrete_checkpoint(
-        raw,
-        source_name=name,
-        expected_observation_dim=env_spec.layout.dim,
-        expected_hidden_sizes=params.get("expected_hidden_sizes") if check_hidden_sizes else None,
-    )
-
-
-def check_and_back_up_legacy_checkpoints(
+def check_and_back_up_legacy_checkpoints_node(
     legacy_checkpoints: dict[str, bytes], env_spec: EnvSpec, params: dict[str, Any]
 ) -> dict[str, bytes]:
-    """Check every legacy zip first (one bad file fails the run before anything is written), then
-    hand the unchanged bytes to the backup dataset."""
-    for name, raw in legacy_checkpoints.items():
-        _inspect(raw, name, env_spec, params, check_hidden_sizes=True)
-    logger.info("backing up %d legacy checkpoint(s): %s", len(legacy_checkpoints), sorted(legacy_checkpoints))
-    return dict(legacy_checkpoints)
+    return phase.check_and_back_up_legacy_checkpoints(legacy_checkpoints, env_spec, _section(params))
 
 
-def provide_discrete_checkpoints(
+def provide_discrete_checkpoints_node(
     legacy_checkpoint_backups: dict[str, bytes], env_spec: EnvSpec, params: dict[str, Any], seed: int
 ) -> dict[str, DiscreteCheckpoint]:
-    """The backed-up legacy checkpoints, or — when there are none — a PPO baseline trained here,
-    inspected (read without unpickling) into tensors and metadata."""
-    if legacy_checkpoint_backups:
-        return {
-            name: _inspect(raw, name, env_spec, params, check_hidden_sizes=False)
-            for name, raw in legacy_checkpoint_backups.items()
-        }
-    baseline = params["discrete_baseline"]
-    logger.info("no legacy checkpoint: training the discrete PPO baseline on %s", env_spec.symbol)
-    model = train_discrete_baseline(
-        env_spec.make_env("train", kind="discrete", seed=seed),
-        hidden_sizes=baseline["hidden_sizes"],
-        total_timesteps=int(baseline["total_timesteps"]),
-        seed=seed,
-        device=resolve_device(params.get("device", "auto")),
-        ppo_kwargs=baseline.get("ppo"),
-    )
-    name = f"{env_spec.symbol}.zip"
-    return {name: _inspect(sb3_zip_bytes(model), name, env_spec, params, check_hidden_sizes=False)}
+    return phase.provide_discrete_checkpoints(legacy_checkpoint_backups, env_spec, _section(params), seed)
 
 
-def migrate_checkpoints(
+def migrate_checkpoints_node(
     discrete_checkpoints: dict[str, DiscreteCheckpoint],
     env_spec: EnvSpec,
     params: dict[str, Any],
     seed: int,
     run_metadata: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One validated SAC per checkpoint, plus the migration report (metadata and checks per file)."""
-    migration = params["migration"]
-    device = resolve_device(params.get("device", "auto"))
-    models, report = {}, {}
-    metadata = {**run_metadata, **model_signature(env_spec)}
-    for name, checkpoint in discrete_checkpoints.items():
-        checkpoint.check_observation_dim(env_spec.layout.dim)
-        model = build_migrated_sac(
-            checkpoint,
-            env_spec.make_env("train", kind="continuous", seed=seed),
-            critic_hidden_sizes=migration["critic_hidden_sizes"],
-            head_gain=float(migration["head_gain"]),
-            log_std_init=float(migration["log_std_init"]),
-            seed=seed,
-            device=device,
-            sac_kwargs=migration.get("sac"),
-            run_metadata=metadata,
-        )
-        set_model_metadata(model, metadata)
-        checks = validate_migrated_model(
-            checkpoint, model, n_observations=int(migration["validation_observations"]), seed=seed
-        )
-        if not checks["passed"]:
-            raise MigrationValidationError(f"migration of checkpoint '{name}' failed its checks: {checks}")
-        models[name] = model
-        report[name] = {"metadata": migration_metadata(model), "validation": checks}
-    return models, {"symbol": env_spec.symbol, "checkpoints": report}
+    return phase.migrate_checkpoints(discrete_checkpoints, env_spec, _section(params), seed, run_metadata)
 
 
-def fine_tune_models(
+def fine_tune_models_node(
     migrated_models: dict[str, Any], env_spec: EnvSpec, params: dict[str, Any], seed: int
 ) -> dict[str, Any]:
-    """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off.
-    Every finished training episode's reward reaches MLflow while they train
-    (``checkpoint_migration/<checkpoint>/train/*``, ``stream_to_mlflow``)."""
-    timesteps = int(params["fine_tune"]["total_timesteps"])
-    if timesteps == 0:
-        return {}
-    device = resolve_device(params.get("device", "auto"))
-    return {
-        name: fine_tune_migrated(
-            model,
-            env_spec.make_env("train", kind="continuous", seed=seed),
-            timesteps,
-            device,
-            callback=with_episode_rewards(None, stream_to_mlflow(f"checkpoint_migration/{PurePosixPath(name).stem}")),
-        )
-        for name, model in migrated_models.items()
-    }
+    """Every finished training episode's reward reaches MLflow while they train
+    (``checkpoint_migration/<checkpoint>/train/*``)."""
+    return phase.fine_tune_models(
+        migrated_models, env_spec, _section(params), seed, lambda stem: stream_to_mlflow(f"checkpoint_migration/{stem}")
+    )
 
 
-def compare_discrete_and_continuous(
+def compare_discrete_and_continuous_node(
     discrete_checkpoints: dict[str, DiscreteCheckpoint],
     migrated_models: dict[str, Any],
     fine_tuned_models: dict[str, Any],
@@ -152,46 +59,9 @@ def compare_discrete_and_continuous(
     params: dict[str, Any],
     seed: int,
 ) -> dict[str, Any]:
-    """Discrete vs migrated (vs fine-tuned) agents and the baselines on the evaluation split.
-
-    The discrete agent is rebuilt from its tensors (no unpickling), so legacy files are never loaded.
-    """
-    comparison = params["comparison"]
-    split = comparison["split"]
-    hold_threshold = env_spec.env_config().hold_threshold
-
-    def make_env(kind: str):
-        return env_spec.make_env(split, kind=kind, evaluation=True)
-
-    per_checkpoint = {}
-    for name, checkpoint in discrete_checkpoints.items():
-        continuous = {"migrated": migrated_models[name]}
-        if name in fine_tuned_models:
-            continuous["fine_tuned"] = fine_tuned_models[name]
-        per_checkpoint[name] = compare_checkpoint(
-            make_env,
-            discrete_policy_from_checkpoint(checkpoint, make_env("discrete"), device="cpu"),
-            continuous,
-            env_spec.periods_per_year,
-            hold_threshold=hold_threshold,
-            min_improvement=float(comparison["min_diversity_improvement"]),
-            seed=seed,
-        )
-        gate = per_checkpoint[name]["gate"]
-        log = logger.info if gate["passed"] else logger.warning
-        log("diversity gate for %s (%s vs discrete): %s", name, gate["continuous_agent"], gate)
-    baselines = evaluate_baselines(
-        partial(env_spec.make_env, split, kind="continuous", evaluation=True), env_spec.periods_per_year, seed=seed
+    return phase.compare_discrete_and_continuous(
+        discrete_checkpoints, migrated_models, fine_tuned_models, env_spec, _section(params), seed
     )
-    return {
-        "symbol": env_spec.symbol,
-        "split": split,
-        "diversity": "entropy (nats) of the 5-bucket action histogram of the traded signal (max ln 5)",
-        "fine_tune_timesteps": int(params["fine_tune"]["total_timesteps"]),
-        "checkpoints": per_checkpoint,
-        "all_gates_passed": all(entry["gate"]["passed"] for entry in per_checkpoint.values()),
-        "baselines": {name: comparison_row(metrics) for name, metrics in baselines.items()},
-    }
 
 
 def checkpoint_migration_tearsheet(

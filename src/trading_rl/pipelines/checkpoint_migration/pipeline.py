@@ -8,21 +8,21 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             Node(
-                nodes.check_and_back_up_legacy_checkpoints,
+                nodes.check_and_back_up_legacy_checkpoints_node,
                 inputs=["legacy_checkpoints", "env_spec", "params:checkpoint_migration"],
                 outputs="legacy_checkpoint_backups",
                 name="check_and_back_up_legacy_checkpoints",
                 tags=["data"],
             ),
             Node(
-                nodes.provide_discrete_checkpoints,
+                nodes.provide_discrete_checkpoints_node,
                 inputs=["legacy_checkpoint_backups", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="discrete_checkpoints",
                 name="provide_discrete_checkpoints",
                 tags=["train"],
             ),
             Node(
-                nodes.migrate_checkpoints,
+                nodes.migrate_checkpoints_node,
                 inputs=[
                     "discrete_checkpoints",
                     "env_spec",
@@ -35,14 +35,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["train"],
             ),
             Node(
-                nodes.fine_tune_models,
+                nodes.fine_tune_models_node,
                 inputs=["migrated_models", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="fine_tuned_models",
                 name="fine_tune_migrated_models",
                 tags=["train"],
             ),
             Node(
-                nodes.compare_discrete_and_continuous,
+                nodes.compare_discrete_and_continuous_node,
                 inputs=[
                     "discrete_checkpoints",
                     "migrated_models",

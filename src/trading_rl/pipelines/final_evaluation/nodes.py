@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.agents import AgentParams
 from trading_rl.agents.identity import sac_icm_configuration
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.evaluation.final import (
@@ -36,7 +37,8 @@ def check_final_evaluation(
     ``final_evaluation.allow_repeat`` is false."""
     resolved = resolve_final_params(params)
     check_model_fits_spec(model, env_spec, model_dataset="sac_icm_model", pipeline="final_evaluation")
-    run_configuration = sac_icm_configuration(sac_icm_params, env_params, feature_params, seed)
+    agent = AgentParams.from_mapping(sac_icm_params["agent"], "sac_icm.agent")
+    run_configuration = sac_icm_configuration(agent, env_params, feature_params, seed)
     configuration = evaluated_configuration(model, run_configuration, "sac_icm_model")
     return check_test_split(prior_trial_ledger, configuration, resolved["allow_repeat"])
 

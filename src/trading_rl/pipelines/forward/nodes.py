@@ -7,6 +7,8 @@ validation`` then writes an unchanged record and reports "not checked" with the 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +46,25 @@ class NotDeployed:
 Inputs = ForwardData | NotDeployed
 
 
+def unless_deployed(outcome: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A node that runs on a deployed model's ``data`` (``ForwardData``); given ``NotDeployed`` it
+    returns ``outcome(**the node's arguments)`` instead: the one place the nodes tell the two apart."""
+
+    def decorate(node: Callable[..., Any]) -> Callable[..., Any]:
+        names = list(inspect.signature(node).parameters)
+
+        @functools.wraps(node)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            arguments = {**dict(zip(names, args)), **kwargs}
+            if isinstance(arguments["data"], NotDeployed):
+                return outcome(**arguments)
+            return node(*args, **kwargs)
+
+        return run
+
+    return decorate
+
+
 def prepare_forward_data(
     deployed_model: Any,
     registry_deployment: dict[str, Any],
@@ -78,17 +99,16 @@ def prepare_forward_data(
     return data
 
 
+@unless_deployed(lambda previous_record, **_: empty_record() if previous_record is None else previous_record)
 def score_forward_bars(
     deployed_model: Any,
-    data: Inputs,
+    data: ForwardData,
     previous_record: pd.DataFrame | None,
     run_metadata: dict[str, Any],
     params: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
     """The previous record plus every forward bar it lacks (``extend_record``); with
     ``forward.supersede_record`` the replay replaces it."""
-    if isinstance(data, NotDeployed):
-        return empty_record() if previous_record is None else previous_record
     replayed = replay(deployed_model, data) if data.has_new_bars else empty_record()
     record, new_bars = extend_record(
         previous_record,
@@ -110,23 +130,25 @@ def score_forward_bars(
     return record
 
 
+@unless_deployed(
+    lambda data, deployment, **_: {"status": "not checked", "reason": data.reason, "deployment": deployment}
+)
 def report_forward(
-    record: pd.DataFrame, data: Inputs, deployment: dict[str, Any], run_metadata: dict[str, Any], seed: int
+    record: pd.DataFrame, data: ForwardData, deployment: dict[str, Any], run_metadata: dict[str, Any], seed: int
 ) -> dict[str, Any]:
     """The record's metrics next to the baselines on the same bars and costs, and which registry
     version is deployed and why (or why nothing is)."""
-    if isinstance(data, NotDeployed):
-        return {"status": "not checked", "reason": data.reason, "deployment": deployment}
     scored_now = int((record["scored_in"] == str(run_metadata["save_version"])).sum()) if len(record) else 0
     return {**forward_report(record, data, scored_now, seed), "deployment": deployment}
 
 
+@unless_deployed(
+    lambda data, **_: {"status": data.reason, "features": [], "drifted_features": [], "actions": None, "window": None}
+)
 def measure_forward_drift(
-    deployed_model: Any, data: Inputs, record: pd.DataFrame, params: dict[str, Any]
+    deployed_model: Any, data: ForwardData, record: pd.DataFrame, params: dict[str, Any]
 ) -> dict[str, Any]:
     """Feature drift of the newest forward bars against the training split; the agent's action drift."""
-    if isinstance(data, NotDeployed):
-        return {"status": data.reason, "features": [], "drifted_features": [], "actions": None, "window": None}
     return forward_drift(deployed_model, data, record, (params or {}).get("drift"))
 
 
@@ -169,15 +191,13 @@ def forward_metrics(report: dict[str, Any], alerts: dict[str, Any]) -> dict[str,
     return {key: {"value": value, "step": step} for key, value in values.items()}
 
 
+@unless_deployed(lambda data, **_: TearsheetInput(f"forward: not checked: {data.reason}", 0.1, []))
 def forward_tearsheet(
-    record: pd.DataFrame, data: Inputs, drift: dict[str, Any], seed: int, regime_params: dict[str, Any]
+    record: pd.DataFrame, data: ForwardData, drift: dict[str, Any], seed: int, regime_params: dict[str, Any]
 ) -> TearsheetInput:
     """Equity since deployment against the baselines on the forward bars, and the drift table."""
-    if isinstance(data, NotDeployed) or not data.has_new_bars:
-        status = (
-            data.reason if isinstance(data, NotDeployed) else f"no bars after {data.deployment.data_end.date()} yet"
-        )
-        return TearsheetInput(f"forward: not checked: {status}", 0.1, [])
+    if not data.has_new_bars:
+        return TearsheetInput(f"forward: not checked: no bars after {data.deployment.data_end.date()} yet", 0.1, [])
     tearsheet = env_tearsheet(
         "forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed, regime_params
     )

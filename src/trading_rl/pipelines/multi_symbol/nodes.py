@@ -10,12 +10,14 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.agents import SACWithICM
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.shared_encoder import SharedEncoder, collect_observations, fit_shared_encoder
 from trading_rl.envs import EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import resolve_multi_symbol_params, train_symbol_agent
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
+from trading_rl.runtime import RuntimeParams
 
 
 def _check_wiring(params: dict[str, Any], wired_symbols: list[str]) -> dict[str, Any]:
@@ -88,13 +90,13 @@ def train_symbol(
     MLflow (``multi_symbol/<symbol>/<key>`` at each evaluation's timestep) when the task returns:
     a worker process has no MLflow run to stream to (docs/tearsheets.md, "Live training feedback")."""
     work_dir = Path(sac_icm_params["resume_dir"]).resolve() / "multi_symbol" / env_spec.symbol
-    executor = make_executor(runtime_params)
+    executor = make_executor(RuntimeParams.from_mapping(runtime_params, "runtime"))
     (result,) = executor.map(
         train_symbol_agent,
         [
             {
                 "spec": env_spec,
-                "sac_icm_params": sac_icm_params,
+                "sac_icm": SacIcmParams.from_mapping(sac_icm_params, "sac_icm"),
                 "seed": seed,
                 "work_dir": str(work_dir),
                 "encoder": shared_encoder,

@@ -6,10 +6,9 @@ from functools import partial
 from typing import Any
 
 from trading_rl.agents.device import resolve_device
-from trading_rl.agents.her import relabelled_fraction
 from trading_rl.agents.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.phases.options_her import evaluate_from_spec, option_gates, resolve_phase_params, train_from_spec
+from trading_rl.phases.options_her import evaluate_and_report, resolve_phase_params, train_from_spec
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
@@ -36,55 +35,8 @@ def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int
 def evaluate_options_her(
     agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Option-usage report (training and evaluation, with the option gates of docs/options_her.md), HER report and the
-    validation evaluation next to the baselines. ``gates.fail_on_gate`` fails the run on a gate."""
-    resolved = resolve_phase_params(params)
-    evaluation = evaluate_from_spec(agent, env_spec, params, seed)
-    gates = resolved["gates"]
-    usage_report: dict[str, Any] = {"options_enabled": agent.uses_options}
-    if agent.uses_options:
-        training_gates = option_gates(training["option_stats"], gates)
-        usage_report.update(
-            training=training["option_stats"],
-            training_gates=training_gates,
-            passed=all(row["passed"] for row in training_gates),
-            evaluation=evaluation["option_stats"],
-            evaluation_option_share=evaluation["option_share"],
-            final_controller={
-                key: value
-                for key, value in (training["history"][-1] if training["history"] else {}).items()
-                if key.startswith("controller_") or key == "temperature"
-            },
-        )
-        if gates["fail_on_gate"] and not usage_report["passed"]:
-            failed = [row["gate"] for row in training_gates if not row["passed"]]
-            raise ValueError(
-                f"option gates failed: {failed} (set options_her.gates.fail_on_gate: false to report only)"
-            )
-    her = resolved["her"]
-    her_report = {
-        "enabled": agent.her is not None,
-        "replay_buffer": (
-            "trading_rl.agents.her.FastHerReplayBuffer (SB3 HerReplayBuffer)"
-            if agent.her is not None
-            else "SB3 ReplayBuffer"
-        ),
-        "goal_selection_strategy": her["goal_selection_strategy"],
-        "n_sampled_goal": her["n_sampled_goal"],
-        "relabelled_fraction": relabelled_fraction(her["n_sampled_goal"]),
-        "goal_range": [her["goal_low"], her["goal_high"]],
-        "tolerance": her["tolerance"],
-        "reward_distance": her["reward_distance"],
-        "goal_unit": her["goal_unit"],
-        "reward": f"{her['pnl_weight']} x P&L x reward_scale {agent.reward_scale} + {her['goal_weight']} x goal reward",
-        **evaluation["goals"],
-    }
-    evaluation_report = {
-        "split": evaluation["split"],
-        "agent": evaluation["metrics"],
-        "baselines": evaluation["baselines"],
-    }
-    return usage_report, her_report, evaluation_report
+    """``phases.options_her.evaluate_and_report``: option-usage, HER and evaluation reports."""
+    return evaluate_and_report(agent, env_spec, training, params, seed)
 
 
 def options_her_tearsheet(

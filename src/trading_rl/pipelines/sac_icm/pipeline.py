@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             Node(
-                nodes.train_sac_icm,
+                nodes.train_sac_icm_node,
                 inputs=[
                     "env_spec",
                     "params:sac_icm",
@@ -27,7 +27,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["train"],
             ),
             Node(
-                nodes.evaluate_sac_icm,
+                nodes.evaluate_sac_icm_node,
                 inputs=["sac_icm_model", "env_spec", "params:sac_icm", "params:seed"],
                 outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_eval_metrics"],
                 name="evaluate_sac_icm",

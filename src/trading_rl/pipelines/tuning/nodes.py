@@ -8,9 +8,11 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.data import by_symbol
-from trading_rl.envs import periods_per_year_by_symbol
 from trading_rl.phases.population_walk_forward import make_executor
-from trading_rl.phases.tuning import run_tuning, tuning_report
+from trading_rl.phases.tuning import TuningParams, run_tuning, tuning_report
+from trading_rl.phases.walk_forward import WalkForwardParams
+from trading_rl.pipelines.walk_forward_job import walk_forward_job
+from trading_rl.runtime import RuntimeParams
 
 logger = logging.getLogger(__name__)
 
@@ -32,14 +34,10 @@ def tune(
     frames = by_symbol(prices)
     result = run_tuning(
         frames,
-        params,
-        walk_forward_params,
-        feature_params,
-        dict(env_params.get("env") or {}),
-        periods_per_year_by_symbol(env_params, frames),
-        sac_icm_agent_params,
-        seed,
-        make_executor(runtime_params),
+        TuningParams.from_mapping(params, "tuning"),
+        WalkForwardParams.from_mapping(walk_forward_params, "walk_forward"),
+        walk_forward_job(frames, feature_params, env_params, sac_icm_agent_params, seed),
+        make_executor(RuntimeParams.from_mapping(runtime_params, "runtime")),
         run_metadata,
     )
     return result.trials, result.ledger_rows, result.parameters

@@ -18,11 +18,12 @@ from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import TearsheetSection
-from trading_rl.phases.chains import chain_histories
 from trading_rl.phases.population_walk_forward import make_executor
-from trading_rl.phases.walk_forward import run_walk_forward, trial_rows
+from trading_rl.phases.walk_forward import WalkForwardParams, chain_histories, run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.pipelines.tracking import log_history
+from trading_rl.pipelines.walk_forward_job import walk_forward_job
+from trading_rl.runtime import RuntimeParams
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +39,15 @@ def walk_forward(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Per-fold metrics table, every test step, for every symbol × fold × agent × seed, run on the
     ``runtime.engine`` executor (same numbers either way), and each chain's final agent
-    (``phases.chains``). Each chain's record (training episode reward and test metrics per
+    (``phases.walk_forward.chains``). Each chain's record (training episode reward and test metrics per
     fold, at the env steps trained so far) goes to MLflow as ``walk_forward/<chain>/...`` once the
     chains return: they ran in worker processes, which have no MLflow run to stream to."""
     frames = by_symbol(prices)
     result = run_walk_forward(
         frames,
-        params,
-        feature_params,
-        dict(env_params.get("env") or {}),
-        periods_per_year_by_symbol(env_params, frames),
-        {"sac_icm": sac_icm_agent_params},
-        seed,
-        make_executor(runtime_params),
+        WalkForwardParams.from_mapping(params, "walk_forward"),
+        walk_forward_job(frames, feature_params, env_params, sac_icm_agent_params, seed),
+        make_executor(RuntimeParams.from_mapping(runtime_params, "runtime")),
     )
     for name, history in chain_histories(result.chains, result.folds).items():
         log_history(f"walk_forward/{name}", history)
@@ -76,12 +73,8 @@ def record_walk_forward_trials(
     """The trial-ledger rows of this run: one per symbol × agent configuration evaluated."""
     return trial_rows(
         returns,
-        params,
-        feature_params,
-        dict(env_params.get("env") or {}),
-        periods_per_year_by_symbol(env_params, by_symbol(prices)),
-        {"sac_icm": sac_icm_agent_params},
-        seed,
+        WalkForwardParams.from_mapping(params, "walk_forward"),
+        walk_forward_job(by_symbol(prices), feature_params, env_params, sac_icm_agent_params, seed),
         run_metadata,
     )
 

@@ -1,0 +1,197 @@
+"""The checkpoint_migration phase: legacy discrete checkpoints checked (without unpickling) and backed
+up, migrated to continuous SAC agents that must pass their checks, optionally fine-tuned, and
+compared with the discrete agents and the baselines (the diversity gate).
+
+The pipeline's node order makes the guarantees: every legacy checkpoint is checked before the first
+output exists, the backup is the first output written, and migration reads the backup, so a bad file
+stops the run with nothing written and the user's folder is only ever read. What the later steps
+share is the inspected checkpoint (tensors and metadata), not the zip: no loadable pickle is stored
+beside the project's models.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import PurePosixPath
+from typing import Any
+
+from trading_rl.agents.device import resolve_device
+from trading_rl.agents.streaming import MetricsCallback, with_episode_rewards
+from trading_rl.envs import EnvSpec
+from trading_rl.envs.compatibility import model_signature, set_model_metadata
+from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.migration import (
+    build_migrated_sac,
+    compare_checkpoint,
+    discrete_policy_from_checkpoint,
+    fine_tune_migrated,
+    inspect_discrete_checkpoint,
+    sb3_zip_bytes,
+    train_discrete_baseline,
+    validate_migrated_model,
+)
+from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
+from trading_rl.migration.comparison import comparison_row
+from trading_rl.migration.params import CheckpointMigrationParams
+
+logger = logging.getLogger(__name__)
+
+
+class MigrationValidationError(RuntimeError):
+    """A migrated model failed a hard check; nothing of the migration is saved."""
+
+
+def _inspect(raw: bytes, name: str, env_spec: EnvSpec, params: CheckpointMigrationParams, check_hidden_sizes: bool):
+    return inspect_discrete_checkpoint(
+        raw,
+        source_name=name,
+        expected_observation_dim=env_spec.layout.dim,
+        expected_hidden_sizes=params.expected_hidden_sizes if check_hidden_sizes else None,
+    )
+
+
+def check_and_back_up_legacy_checkpoints(
+    legacy_checkpoints: dict[str, bytes], env_spec: EnvSpec, params: CheckpointMigrationParams
+) -> dict[str, bytes]:
+    """Check every legacy zip first (one bad file fails the run before anything is written), then
+    hand the unchanged bytes to the backup dataset."""
+    for name, raw in legacy_checkpoints.items():
+        _inspect(raw, name, env_spec, params, check_hidden_sizes=True)
+    logger.info("backing up %d legacy checkpoint(s): %s", len(legacy_checkpoints), sorted(legacy_checkpoints))
+    return dict(legacy_checkpoints)
+
+
+def provide_discrete_checkpoints(
+    legacy_checkpoint_backups: dict[str, bytes], env_spec: EnvSpec, params: CheckpointMigrationParams, seed: int
+) -> dict[str, DiscreteCheckpoint]:
+    """The backed-up legacy checkpoints, or — when there are none — a PPO baseline trained here,
+    inspected (read without unpickling) into tensors and metadata."""
+    if legacy_checkpoint_backups:
+        return {
+            name: _inspect(raw, name, env_spec, params, check_hidden_sizes=False)
+            for name, raw in legacy_checkpoint_backups.items()
+        }
+    baseline = params.discrete_baseline
+    logger.info("no legacy checkpoint: training the discrete PPO baseline on %s", env_spec.symbol)
+    model = train_discrete_baseline(
+        env_spec.make_env("train", kind="discrete", seed=seed),
+        hidden_sizes=baseline.hidden_sizes,
+        total_timesteps=baseline.total_timesteps,
+        seed=seed,
+        device=resolve_device(params.device),
+        ppo_kwargs=baseline.ppo.to_dict(),
+    )
+    name = f"{env_spec.symbol}.zip"
+    return {name: _inspect(sb3_zip_bytes(model), name, env_spec, params, check_hidden_sizes=False)}
+
+
+def migrate_checkpoints(
+    discrete_checkpoints: dict[str, DiscreteCheckpoint],
+    env_spec: EnvSpec,
+    params: CheckpointMigrationParams,
+    seed: int,
+    run_metadata: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One validated SAC per checkpoint, plus the migration report (metadata and checks per file)."""
+    migration = params.migration
+    device = resolve_device(params.device)
+    models, report = {}, {}
+    metadata = {**run_metadata, **model_signature(env_spec)}
+    for name, checkpoint in discrete_checkpoints.items():
+        checkpoint.check_observation_dim(env_spec.layout.dim)
+        model = build_migrated_sac(
+            checkpoint,
+            env_spec.make_env("train", kind="continuous", seed=seed),
+            critic_hidden_sizes=migration.critic_hidden_sizes,
+            head_gain=migration.head_gain,
+            log_std_init=migration.log_std_init,
+            seed=seed,
+            device=device,
+            sac_kwargs=migration.sac.to_dict(),
+            run_metadata=metadata,
+        )
+        set_model_metadata(model, metadata)
+        checks = validate_migrated_model(checkpoint, model, n_observations=migration.validation_observations, seed=seed)
+        if not checks["passed"]:
+            raise MigrationValidationError(f"migration of checkpoint '{name}' failed its checks: {checks}")
+        models[name] = model
+        report[name] = {"metadata": migration_metadata(model), "validation": checks}
+    return models, {"symbol": env_spec.symbol, "checkpoints": report}
+
+
+def fine_tune_models(
+    migrated_models: dict[str, Any],
+    env_spec: EnvSpec,
+    params: CheckpointMigrationParams,
+    seed: int,
+    stream: Callable[[str], MetricsCallback | None] = lambda name: None,
+) -> dict[str, Any]:
+    """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off.
+    Every finished training episode's reward goes to ``stream(<checkpoint file stem>)`` while they
+    train."""
+    timesteps = params.fine_tune.total_timesteps
+    if timesteps == 0:
+        return {}
+    device = resolve_device(params.device)
+    return {
+        name: fine_tune_migrated(
+            model,
+            env_spec.make_env("train", kind="continuous", seed=seed),
+            timesteps,
+            device,
+            callback=with_episode_rewards(None, stream(PurePosixPath(name).stem)),
+        )
+        for name, model in migrated_models.items()
+    }
+
+
+def compare_discrete_and_continuous(
+    discrete_checkpoints: dict[str, DiscreteCheckpoint],
+    migrated_models: dict[str, Any],
+    fine_tuned_models: dict[str, Any],
+    env_spec: EnvSpec,
+    params: CheckpointMigrationParams,
+    seed: int,
+) -> dict[str, Any]:
+    """Discrete vs migrated (vs fine-tuned) agents and the baselines on the evaluation split.
+
+    The discrete agent is rebuilt from its tensors (no unpickling), so legacy files are never loaded.
+    """
+    comparison = params.comparison
+    split = comparison.split
+    hold_threshold = env_spec.env_config().hold_threshold
+
+    def make_env(kind: str):
+        return env_spec.make_env(split, kind=kind, evaluation=True)
+
+    per_checkpoint = {}
+    for name, checkpoint in discrete_checkpoints.items():
+        continuous = {"migrated": migrated_models[name]}
+        if name in fine_tuned_models:
+            continuous["fine_tuned"] = fine_tuned_models[name]
+        per_checkpoint[name] = compare_checkpoint(
+            make_env,
+            discrete_policy_from_checkpoint(checkpoint, make_env("discrete"), device="cpu"),
+            continuous,
+            env_spec.periods_per_year,
+            hold_threshold=hold_threshold,
+            min_improvement=comparison.min_diversity_improvement,
+            seed=seed,
+        )
+        gate = per_checkpoint[name]["gate"]
+        log = logger.info if gate["passed"] else logger.warning
+        log("diversity gate for %s (%s vs discrete): %s", name, gate["continuous_agent"], gate)
+    baselines = evaluate_baselines(
+        partial(env_spec.make_env, split, kind="continuous", evaluation=True), env_spec.periods_per_year, seed=seed
+    )
+    return {
+        "symbol": env_spec.symbol,
+        "split": split,
+        "diversity": "entropy (nats) of the 5-bucket action histogram of the traded signal (max ln 5)",
+        "fine_tune_timesteps": params.fine_tune.total_timesteps,
+        "checkpoints": per_checkpoint,
+        "all_gates_passed": all(entry["gate"]["passed"] for entry in per_checkpoint.values()),
+        "baselines": {name: comparison_row(metrics) for name, metrics in baselines.items()},
+    }

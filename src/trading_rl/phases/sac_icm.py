@@ -1,0 +1,87 @@
+"""The sac_icm phase: SAC+ICM trained on an env spec's training split and evaluated next to the
+baselines on its evaluation split, with what later phases read stored in the models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from trading_rl.agents import build_agent, train_agent
+from trading_rl.agents.identity import sac_icm_configuration
+from trading_rl.agents.sac_icm import SacIcmParams
+from trading_rl.agents.training import TrainingOutcome
+from trading_rl.envs import EnvSpec
+from trading_rl.envs.compatibility import model_metadata, model_signature, set_model_metadata
+from trading_rl.evaluation.final import CONFIGURATION_METADATA
+from trading_rl.evaluation.report import evaluate_policy, flat_metrics
+from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.monitoring.collapse import enforce
+from trading_rl.phases.forward import deployment_metadata
+
+
+def train_sac_icm(
+    env_spec: EnvSpec,
+    params: SacIcmParams,
+    seed: int,
+    run_metadata: Mapping[str, Any],
+    feature_params: Mapping[str, Any] | None = None,
+    env_params: Mapping[str, Any] | None = None,
+    feature_extraction: Mapping[str, Any] | None = None,
+    metrics_callback: Callable[[dict[str, float], int], None] | None = None,
+) -> TrainingOutcome:
+    """Train on random episodes of the training split, evaluating on ``evaluation_split`` (each
+    evaluation's metrics to ``metrics_callback``). With ``feature_params`` (by symbol), the models
+    carry what a forward rerun rebuilds their observations from (``phases.forward.
+    deployment_metadata``); with ``env_params`` and ``feature_extraction``, the configuration they
+    were trained with (``agents.identity.sac_icm_configuration``), which final_evaluation spends
+    the test split on."""
+    agent_params = params.agent
+    eval_split = params.evaluation_split
+    model = build_agent(env_spec.make_env("train", seed=seed), agent_params, seed=seed, device=params.device)
+    outcome = train_agent(
+        model,
+        partial(env_spec.make_env, eval_split),
+        agent_params,
+        work_dir=f"{params.resume_dir}/{env_spec.symbol}",
+        periods_per_year=env_spec.periods_per_year,
+        metrics_callback=metrics_callback,
+        progress_bar=params.progress_bar,
+        phase="sac_icm",
+        symbol=env_spec.symbol,
+        run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
+    )
+    metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
+    if env_params is not None and feature_extraction is not None:
+        metadata[CONFIGURATION_METADATA] = sac_icm_configuration(agent_params, env_params, feature_extraction, seed)
+    if feature_params is not None:
+        metadata["deployment"] = deployment_metadata(env_spec, feature_params[env_spec.symbol])
+    for trained in (outcome.model, outcome.best_model):
+        set_model_metadata(trained, metadata)
+    return outcome
+
+
+def evaluate_sac_icm(
+    model: Any, env_spec: EnvSpec, params: SacIcmParams, seed: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict]]:
+    """The final model next to the baselines on the evaluation split, its collapse summary and its
+    metrics (MLflow's ``{"value", "step"}`` form); fails on collapse when ``collapse.fail_on_collapse``."""
+    collapse = params.agent.collapse
+    evaluation, collapse_summary = evaluate_policy(
+        "sac_icm",
+        policy_from_sb3(model, deterministic=True),
+        policy_from_sb3(model, deterministic=False),
+        partial(env_spec.make_env, params.evaluation_split),
+        env_spec.periods_per_year,
+        seed=seed,
+        thresholds={
+            "dominance_max": collapse.dominance_max,
+            "entropy_min": collapse.entropy_min,
+            "trade_rate_min": collapse.trade_rate_min,
+        },
+    )
+    evaluation["split"] = params.evaluation_split
+    evaluation["model_metadata"] = model_metadata(model)
+    enforce(collapse_summary["deterministic"], collapse.fail_on_collapse)
+    metrics = {key: {"value": value, "step": 0} for key, value in flat_metrics(evaluation).items()}
+    return evaluation, collapse_summary, metrics

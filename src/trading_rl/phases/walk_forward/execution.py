@@ -1,0 +1,317 @@
+"""One walk-forward execution: fold preparation, the chains on the executor, and each window scored
+into a row of the fold table with its test steps."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.envs import EnvSpec
+from trading_rl.evaluation.attribution import (
+    attribution_metrics,
+    env_cost_rate,
+    return_attribution,
+    rollout_exposure,
+)
+from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
+from trading_rl.evaluation.folds import (
+    Fold,
+    development_prices,
+    fold_env_spec,
+    make_folds,
+    retrain_groups,
+    tradable_index,
+)
+from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
+from trading_rl.monitoring.collapse import trading_verdict
+from trading_rl.phases.walk_forward.chains import RetrainTask, TrainedChain, run_retrain_group
+from trading_rl.phases.walk_forward.ledger import agent_seed
+from trading_rl.phases.walk_forward.params import PARAMS_PREFIX, WalkForwardJob, WalkForwardParams
+from trading_rl.phases.walk_forward.trainers import AGENT_TRAINERS, agent_section
+from trading_rl.runtime.engine import Executor, SequentialExecutor
+from trading_rl.seeding import SeedRole, trial_seed
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class WalkForwardResult:
+    """``folds``: one row per symbol × fold × (agent, seed) or baseline, window bounds + metrics.
+    ``returns``: every test step of every row of ``folds`` (timestamp, return, raw action, traded
+    value, exposure and the market line's return on the step; the market line's raw action and
+    traded value are NaN, its exposure 1). ``chains``: each trained agent's
+    training record and final model (``walk_forward.chains``)."""
+
+    folds: pd.DataFrame
+    returns: pd.DataFrame
+    chains: list[TrainedChain] = field(default_factory=list)
+
+
+def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any], exposure: np.ndarray, market: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            **labels,
+            "timestamp": pd.to_datetime(rollout["timestamp"]).to_numpy(),
+            "return": rollout["return"].to_numpy(dtype=np.float64),
+            # for the return attribution of stitched series and regimes (evaluation.attribution)
+            "exposure": exposure,
+            "market": market,
+            "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
+            "trade_value": rollout["trade_value"].to_numpy(dtype=np.float64),
+            # for the tearsheet's position-and-trades panel
+            "position": rollout["position"].to_numpy(dtype=np.float64),
+            "fill_price": rollout["fill_price"].to_numpy(dtype=np.float64),
+        }
+    )
+
+
+def _market_rows(spec: EnvSpec, seed: int, rollout: pd.DataFrame) -> pd.DataFrame:
+    """The market line (fully invested, no cap, no costs) on the same steps as ``rollout``."""
+    returns = market_returns(spec.make_env("test", evaluation=True), seed)
+    return rollout.assign(
+        **{"return": returns, "action_raw": np.nan, "trade_value": np.nan, "position": np.nan, "fill_price": np.nan}
+    )
+
+
+def prepare_fold(
+    symbol: str, prices: pd.DataFrame, fold: Fold, job: WalkForwardJob
+) -> tuple[EnvSpec, dict[str, pd.DataFrame]]:
+    """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
+    spec = fold_env_spec(symbol, prices, fold, job.feature_params, job.env_config, job.periods_per_year[symbol])
+    fold_seed = trial_seed(job.seed, SeedRole.WALK_FORWARD_FOLD, fold.index)
+    rollouts = run_baselines(partial(spec.make_env, "test", evaluation=True), seed=fold_seed)
+    rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])
+    return spec, rollouts
+
+
+@dataclass(frozen=True)
+class ChainKey:
+    """Where a retrain task's chain belongs: its variant, symbol, agent, seed index and folds."""
+
+    variant: int
+    symbol: str
+    agent: str
+    seed_index: int
+    group: list[Fold]
+
+
+def _chain_progress(keys: Sequence[ChainKey]) -> Callable[[int, Any], None]:
+    """One INFO line per finished chain (the walk-forward's silent minutes were its chains)."""
+    started, done = time.perf_counter(), [0]
+
+    def log(index: int, result: Any) -> None:
+        done[0] += 1
+        key = keys[index]
+        logger.info(
+            "walk_forward: chain %d/%d done after %.0f s: %s %s seed %d, folds %d-%d",
+            done[0],
+            len(keys),
+            time.perf_counter() - started,
+            key.symbol,
+            key.agent,
+            key.seed_index,
+            key.group[0].index,
+            key.group[-1].index,
+        )
+
+    return log
+
+
+def shared_protocol(variants: Sequence[WalkForwardParams], feature_params: Mapping[str, Any] | None) -> list:
+    """Each variant with its gap checked, checked to share everything but ``agent_overrides``
+    (the windows, folds and baselines that one execution computes once for all of them)."""
+    if not variants:
+        raise ValueError("run_walk_forward_variants needs at least one walk_forward parameter variant")
+    configs = [variant.with_gap(feature_params) for variant in variants]
+    first = configs[0].to_dict()
+    for index, config in enumerate(configs[1:], start=1):
+        values = config.to_dict()
+        differing = sorted(key for key in values if key != "agent_overrides" and values[key] != first[key])
+        if differing:
+            raise ValueError(
+                f"walk-forward variants may differ only in '{PARAMS_PREFIX}.agent_overrides'; "
+                f"variant {index} differs from variant 0 in {[f'{PARAMS_PREFIX}.{key}' for key in differing]}"
+            )
+    return configs
+
+
+def folds_of(prices: pd.DataFrame, config: WalkForwardParams, feature_params: Mapping[str, Any] | None) -> list[Fold]:
+    """The windows of one symbol's development ``prices`` under ``config`` (its gap checked,
+    ``WalkForwardParams.with_gap``)."""
+    assert config.gap_bars is not None, "the gap is checked first (WalkForwardParams.with_gap)"
+    return make_folds(
+        len(tradable_index(prices, feature_params)),
+        config.train_length,
+        config.test_length,
+        config.step,
+        config.gap_bars,
+        config.retrain_frequency,
+        config.max_folds,
+    )
+
+
+@dataclass(frozen=True)
+class _Scorer:
+    """Scores a window's test rollout: its row of the fold table (window bounds, metrics and, but for
+    the market line, the return attribution against it) and its test steps."""
+
+    job: WalkForwardJob
+    specs: Mapping[tuple[str, int], EnvSpec]
+    market: Mapping[tuple[str, int], np.ndarray]
+
+    def __call__(
+        self, symbol: str, fold: Fold, labels: dict[str, Any], rollout: pd.DataFrame
+    ) -> tuple[dict, pd.DataFrame]:
+        spec = self.specs[(symbol, fold.index)]
+        ppy = self.job.periods_per_year[symbol]
+        market = self.market[(symbol, fold.index)]
+        window = {
+            "symbol": symbol,
+            "fold": fold.index,
+            "train_start": spec.splits["train"]["start"],
+            "train_end": spec.splits["train"]["end"],
+            "test_start": spec.splits["test"]["start"],
+            "test_end": spec.splits["test"]["end"],
+            "retrained": fold.retrain,
+        }
+        if labels["agent"] == MARKET:
+            exposure = np.ones(len(rollout))
+            metrics = json_ready(return_metrics(rollout["return"].to_numpy(), ppy))
+        else:
+            hold_threshold = self.job.env.hold_threshold
+            exposure = rollout_exposure(rollout)
+            verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], hold_threshold)
+            attribution = return_attribution(
+                rollout["return"].to_numpy(dtype=np.float64),
+                exposure,
+                market,
+                periods_per_year=ppy,
+                cost_rate=env_cost_rate(self.job.env),
+            )
+            metrics = {**compute_metrics(rollout, ppy, hold_threshold), **verdict, **attribution_metrics(attribution)}
+        steps = _test_rows(rollout, {"symbol": symbol, "fold": fold.index, **labels}, exposure, market)
+        return {**window, **labels, **metrics}, steps
+
+
+def run_walk_forward_variants(
+    prices: Mapping[str, pd.DataFrame],
+    variants: Sequence[WalkForwardParams],
+    job: WalkForwardJob,
+    executor: Executor | None = None,
+) -> list[WalkForwardResult]:
+    """``run_walk_forward`` of each of ``variants`` (walk_forward parameters that differ only in
+    ``agent_overrides``), as one execution: the folds and baselines once, shared, and every
+    variant's chains in one ``executor.run_retrain_groups`` call.
+
+    A task seeds itself from its arguments, so on the sequential and Ray engines each result equals
+    ``run_walk_forward`` of its variant alone; on the population engine the variants' SAC chains
+    train as members of the same populations (more members per batched step).
+    """
+    executor = executor or SequentialExecutor()
+    configs = shared_protocol(variants, job.feature_params)
+    config = configs[0]
+    agent_params = job.with_walk_forward_agents(config)
+    symbols = config.symbols or list(prices)
+    missing = [symbol for symbol in symbols if symbol not in prices]
+    if missing:
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
+
+    prices = {symbol: development_prices(prices[symbol], config.data_end, job.feature_params) for symbol in symbols}
+    symbol_folds = {symbol: folds_of(prices[symbol], config, job.feature_params) for symbol in symbols}
+    fold_keys = [(symbol, fold) for symbol in symbols for fold in symbol_folds[symbol]]
+    shared_prices = {symbol: executor.share(prices[symbol]) for symbol in symbols}
+    prepared = executor.map(
+        prepare_fold,
+        [{"symbol": symbol, "prices": shared_prices[symbol], "fold": fold, "job": job} for symbol, fold in fold_keys],
+    )
+    specs = {(symbol, fold.index): spec for (symbol, fold), (spec, _) in zip(fold_keys, prepared)}
+    shared_specs = {key: executor.share(spec) for key, spec in specs.items()}
+
+    keys, tasks = [], []
+    for variant, variant_config in enumerate(configs):
+        for symbol in symbols:
+            for agent in config.agents:
+                section = agent_section(agent, agent_params, variant_config.agent_overrides)
+                for seed_index in range(config.seeds):
+                    for group in retrain_groups(symbol_folds[symbol]):
+                        keys.append(ChainKey(variant, symbol, agent, seed_index, group))
+                        tasks.append(
+                            RetrainTask(
+                                agent=agent,
+                                trainer=AGENT_TRAINERS[agent],
+                                specs=[shared_specs[(symbol, fold.index)] for fold in group],
+                                retrains=[fold.retrain for fold in group],
+                                params=section,
+                                seed=agent_seed(job.seed, seed_index),
+                                timesteps=config.timesteps,
+                                finetune_timesteps=config.finetune_timesteps,
+                                device=config.device,
+                            )
+                        )
+    chain_results = executor.run_retrain_groups(run_retrain_group, tasks, on_result=_chain_progress(keys))
+
+    market = {
+        (symbol, fold.index): rollouts[MARKET]["return"].to_numpy(dtype=np.float64)
+        for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared)
+    }
+    scored = _Scorer(job, specs, market)
+    baselines: dict[str, list[tuple[dict, pd.DataFrame]]] = {symbol: [] for symbol in symbols}
+    for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
+        baselines[symbol] += [
+            scored(symbol, fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
+            for name, rollout in rollouts.items()
+        ]
+    agent_windows: list[dict[str, list[tuple[dict, pd.DataFrame]]]] = [
+        {symbol: [] for symbol in symbols} for _ in configs
+    ]
+    chains: list[list[TrainedChain]] = [[] for _ in configs]
+    for key, result in zip(keys, chain_results):
+        agent_windows[key.variant][key.symbol] += [
+            scored(key.symbol, fold, {"kind": "agent", "agent": key.agent, "seed": key.seed_index}, rollout)
+            for fold, rollout in zip(key.group, result.rollouts)
+        ]
+        chains[key.variant].append(
+            TrainedChain(
+                key.symbol, key.agent, key.seed_index, [fold.index for fold in key.group], result.training, result.agent
+            )
+        )
+    results = []
+    for variant in range(len(configs)):
+        windows = [window for symbol in symbols for window in baselines[symbol] + agent_windows[variant][symbol]]
+        results.append(
+            WalkForwardResult(
+                folds=pd.DataFrame([row for row, _ in windows]),
+                returns=pd.concat([steps for _, steps in windows], ignore_index=True),
+                chains=chains[variant],
+            )
+        )
+    return results
+
+
+def run_walk_forward(
+    prices: Mapping[str, pd.DataFrame],
+    params: WalkForwardParams,
+    job: WalkForwardJob,
+    executor: Executor | None = None,
+) -> WalkForwardResult:
+    """Every symbol × fold × agent × seed, plus the baselines per fold, scored on the test window.
+
+    ``prices``: ``{symbol: OHLCV frame}``. Baselines (``evaluation.baselines``) run through the same
+    test env, with the same costs, as the agents; ``buy_and_hold_full`` is the uncapped, cost-free
+    market line (return metrics only).
+
+    Work runs on ``executor`` (default: in this process) in two waves of independent tasks: one
+    ``prepare_fold`` per symbol × fold, then one chain per symbol × agent × seed × retrain group
+    (``executor.run_retrain_groups``). Rows come out in the same order, with the same numbers,
+    whatever the executor (but ``population``, docs/scale_out.md). The one-variant case of
+    ``run_walk_forward_variants``.
+    """
+    [result] = run_walk_forward_variants(prices, [params], job, executor)
+    return result

@@ -1,0 +1,99 @@
+"""The ``walk_forward`` section and the job that one walk-forward execution runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trading_rl.agents.sac_icm import AgentParams
+from trading_rl.algorithms.actor_learner import VTraceLearnerParams
+from trading_rl.algorithms.es import EsParams
+from trading_rl.config import ConfigError, Section, setting
+from trading_rl.envs import EnvConfig
+from trading_rl.features import max_lookback
+from trading_rl.phases.walk_forward.trainers import AGENT_TRAINERS
+
+PARAMS_PREFIX = "walk_forward"
+
+
+def _agents_problem(agents: list[str]) -> str | None:
+    unknown = [name for name in agents if name not in AGENT_TRAINERS]
+    if not agents or unknown or len(set(agents)) != len(agents):
+        return f"a non-empty list of distinct agents among {sorted(AGENT_TRAINERS)}"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WalkForwardParams(Section):
+    """The ``walk_forward`` section (conf/base states the same defaults; tests/test_config.py
+    checks it). ``vtrace`` and ``es`` configure those agents when ``agents`` lists them."""
+
+    symbols: list[str] | None = None
+    data_end: str | None = "validation"
+    train_length: int = setting(1000, interval="[1, inf)")
+    test_length: int = setting(250, interval="[1, inf)")
+    step: int = setting(250, interval="[1, inf)")
+    gap_bars: int | None = setting(None, interval="[0, inf)")
+    max_folds: int | None = setting(3, interval="[1, inf)")
+    retrain_frequency: int = setting(3, interval="[1, inf)")
+    seeds: int = setting(2, interval="[1, inf)")
+    agents: list[str] = setting(["sac_icm"], check=_agents_problem)
+    timesteps: int = setting(20_000, interval="[1, inf)")
+    finetune_timesteps: int = setting(2000, interval="[0, inf)")
+    agent_overrides: dict[str, Any] = setting(
+        {
+            "sac": {"learning_starts": 300, "buffer_size": 20_000, "batch_size": 64},
+            "policy": {"net_arch": [64, 64]},
+            "icm": {"warmup_steps": 300},
+        }
+    )
+    device: str = setting("auto", runtime=True)
+    vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
+    es: EsParams = setting(EsParams())
+
+    @classmethod
+    def from_mapping(cls, config: Any = None, prefix: str = PARAMS_PREFIX, base: Any = None) -> WalkForwardParams:
+        """``max_folds: all`` is the documented spelling of ``null`` (every window that fits)."""
+        if isinstance(config, Mapping) and config.get("max_folds") == "all":
+            config = {**config, "max_folds": None}
+        return super().from_mapping(config, prefix, base)
+
+    def validate(self, prefix: str) -> None:
+        # Keys and values of the overrides are those of sac_icm.agent.
+        AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
+
+    def with_gap(self, feature_params: Mapping[str, Any] | None) -> WalkForwardParams:
+        """These parameters with ``gap_bars`` checked against the features' longest look-back:
+        ``null`` becomes that look-back; a smaller explicit gap is a ``ConfigError`` because test
+        features would then reach back into training bars."""
+        lookback = max_lookback(dict(feature_params.get("features") or {}) if feature_params else None)
+        if self.gap_bars is None:
+            return dataclasses.replace(self, gap_bars=lookback)
+        if self.gap_bars < lookback:
+            raise ConfigError(
+                f"parameter '{PARAMS_PREFIX}.gap_bars' is {self.gap_bars}, smaller than the longest feature "
+                f"look-back ({lookback} bars): test features would reach back into training bars"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class WalkForwardJob:
+    """What every task of one walk-forward execution shares besides the windows: the feature and
+    env parameters the fold specs are built from (``env_config`` as configured, which the ledger's
+    identity hashes; ``env`` the same resolved), periods per year by symbol, each agent's
+    parameters by agent name (``sac_icm``: an ``AgentParams``; ``options`` / ``shaped``:
+    ``{"source": AgentParams, "phase": that phase's section}``) and the run's seed."""
+
+    feature_params: Mapping[str, Any] | None
+    env_config: Mapping[str, Any]
+    env: EnvConfig
+    periods_per_year: Mapping[str, float]
+    agent_params: Mapping[str, Any]
+    seed: int
+
+    def with_walk_forward_agents(self, config: WalkForwardParams) -> dict[str, Any]:
+        """``agent_params`` plus the agents configured inside ``walk_forward`` (``vtrace``, ``es``)."""
+        return {"vtrace": config.vtrace, "es": config.es, **self.agent_params}

@@ -1,0 +1,31 @@
+"""The ``WalkForwardJob`` of the nodes that run walk-forwards (``walk_forward``, ``tuning``): their
+sections resolved once from the node inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from trading_rl.agents import AgentParams
+from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
+from trading_rl.phases.walk_forward import WalkForwardJob
+
+
+def walk_forward_job(
+    frames: dict[str, pd.DataFrame],
+    feature_params: dict[str, Any],
+    env_params: dict[str, Any],
+    sac_icm_agent_params: dict[str, Any],
+    seed: int,
+) -> WalkForwardJob:
+    """``frames``: prices by symbol (their periods per year); ``env_params``: the
+    ``env_construction`` section; ``sac_icm_agent_params``: ``sac_icm.agent``."""
+    return WalkForwardJob(
+        feature_params=feature_params,
+        env_config=dict(env_params.get("env") or {}),
+        env=EnvConfig.from_mapping(env_params.get("env"), "env_construction.env"),
+        periods_per_year=periods_per_year_by_symbol(env_params, frames),
+        agent_params={"sac_icm": AgentParams.from_mapping(sac_icm_agent_params, "sac_icm.agent")},
+        seed=seed,
+    )
