@@ -11,7 +11,7 @@ import pytest
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "trading_rl"
 
 # Modules every layer may use: they import no other part of the project.
-FOUNDATION = ("archives", "config", "provenance", "seeding")
+FOUNDATION = ("archives", "config", "file_lock", "provenance", "seeding")
 
 # The domain packages, lowest first. A package imports only from the packages before it (and the
 # foundation); packages on one rank import none of each other.

@@ -14,6 +14,7 @@ from trading_rl.integration.hooks import (  # noqa: E402
 )
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks  # noqa: E402
 from trading_rl.integration.phase_inputs import PhaseInputHooks  # noqa: E402
+from trading_rl.integration.run_lock import RunLockHooks  # noqa: E402
 from trading_rl.integration.run_manifest import RunManifestHooks  # noqa: E402
 from trading_rl.integration.run_states import RunStateHooks  # noqa: E402
 
@@ -27,6 +28,7 @@ HOOKS = (
     PhaseInputHooks(),
     RunStateHooks(),
     ProgressHooks(),
+    RunLockHooks(),  # registered last: its tryfirst before_pipeline_run runs before every other hook's
 )
 
 # Catalog paths under data/ move to the env's globals.yml data_root (ci: data/ci), so quick runs

@@ -22,7 +22,8 @@ from helpers.hostile_files import hostile_pickle, tree_digest
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 
 from trading_rl.agents import AgentParams, build_agent, train_agent
-from trading_rl.agents.resume import SET_ASIDE_DIR, _FileLock, _lock_path
+from trading_rl.agents.resume import SET_ASIDE_DIR, _lock_path
+from trading_rl.file_lock import FileLock
 
 TOTAL = 90
 CHECKPOINT_STEP = 30
@@ -267,7 +268,7 @@ def test_an_old_pickle_checkpoint_is_never_unpickled(work_dir, marker, caplog):
 def test_a_concurrent_run_with_the_same_settings_neither_takes_nor_deletes_the_checkpoint(work_dir, caplog):
     checkpoint = _checkpoint(work_dir)
     raw = checkpoint.read_bytes()
-    other_run = _FileLock(_lock_path(checkpoint))
+    other_run = FileLock(_lock_path(checkpoint))
     assert other_run.acquire()  # the first run is still training and holds its checkpoint
     try:
         with caplog.at_level(logging.WARNING):
@@ -286,7 +287,7 @@ def test_a_concurrent_run_with_other_settings_leaves_a_held_damaged_checkpoint_a
     """A file another live run holds is never moved, even when this run cannot read it."""
     checkpoint = _checkpoint(work_dir)
     checkpoint.write_bytes(b"being written")
-    other_run = _FileLock(_lock_path(checkpoint))
+    other_run = FileLock(_lock_path(checkpoint))
     assert other_run.acquire()
     try:
         outcome = _run(work_dir, _params(**{"sac.learning_rate": 1e-2}))
@@ -318,7 +319,7 @@ def test_lock_files_do_not_accumulate_and_a_held_one_is_left_alone(work_dir):
     orphan = work_dir / "resume-toy-0123456789abcdef.ckpt.lock"
     orphan.touch()  # its checkpoint was set aside or completed long ago
     live = work_dir / "resume-toy-fedcba9876543210.ckpt.lock"
-    holder = _FileLock(live)
+    holder = FileLock(live)
     assert holder.acquire()  # a live run of other settings, between writing its lock and its checkpoint
     try:
         assert _run(work_dir, _params()).resumed_from == CHECKPOINT_STEP
@@ -334,7 +335,7 @@ def test_a_lock_swept_between_open_and_flock_is_not_trusted(work_dir, monkeypatc
     import fcntl
 
     path = work_dir / "resume-toy-aaaa.ckpt.lock"
-    sweeper = _FileLock(path)
+    sweeper = FileLock(path)
     assert sweeper.acquire()
     real_flock, swept = fcntl.flock, []
 
@@ -346,8 +347,8 @@ def test_a_lock_swept_between_open_and_flock_is_not_trusted(work_dir, monkeypatc
         return real_flock(fd, operation)
 
     monkeypatch.setattr(fcntl, "flock", sweep_then_flock)
-    runner = _FileLock(path)
+    runner = FileLock(path)
     assert runner.acquire()
     monkeypatch.setattr(fcntl, "flock", real_flock)
-    assert path.exists() and not _FileLock(path).acquire(), "the runner holds the file the path names"
+    assert path.exists() and not FileLock(path).acquire(), "the runner holds the file the path names"
     runner.release()

@@ -19,8 +19,6 @@ the best model's weights as plain tensors, read with ``torch.load(weights_only=T
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import io
 import json
@@ -41,6 +39,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
 from trading_rl.archives import check_member_sizes
+from trading_rl.file_lock import FileLock
 from trading_rl.provenance import config_hash
 
 logger = logging.getLogger(__name__)
@@ -385,44 +384,6 @@ def read_checkpoint(path: Path) -> Checkpoint:
         raise CheckpointRejected(f"{path}: malformed ({type(exc).__name__}: {exc})") from exc
 
 
-class _FileLock:
-    """An exclusive, non-blocking ``flock`` on ``path`` — released by the kernel when the process dies."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self) -> bool:
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    return False
-                raise
-            try:
-                current = os.stat(self.path).st_ino
-            except FileNotFoundError:
-                current = None
-            if current == os.fstat(fd).st_ino:
-                self._fd = fd
-                return True
-            os.close(fd)  # the file was swept (unlinked) between open and flock: lock the new one
-
-    def unlink_held(self) -> None:
-        """Remove the lock file while holding it (a run that opened it meanwhile retries on a new file)."""
-        if self._fd is not None:
-            self.path.unlink(missing_ok=True)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
 def _lock_path(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".lock")
 
@@ -431,7 +392,7 @@ def sweep_orphan_locks(work_dir: Path) -> None:
     """Remove the empty ``*.lock`` files whose checkpoint is gone (completed, set aside) and that no
     live run holds, so they do not accumulate."""
     for lock_path in work_dir.glob(f"*{CHECKPOINT_SUFFIX}.lock"):
-        lock = _FileLock(lock_path)
+        lock = FileLock(lock_path)
         if lock.acquire():
             if not lock_path.with_name(lock_path.name.removesuffix(".lock")).exists():
                 lock.unlink_held()
@@ -479,8 +440,8 @@ class ResumeSlot:
         self.identity = identity
         self.mode = mode
         self.path = work_dir / f"resume-{identity.phase}-{identity.key}{CHECKPOINT_SUFFIX}"
-        self._lock = _FileLock(_lock_path(self.path))
-        self._held: list[_FileLock] = []
+        self._lock = FileLock(_lock_path(self.path))
+        self._held: list[FileLock] = []
 
     def open(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -490,7 +451,7 @@ class ResumeSlot:
         run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         shared = self.path
         self.path = shared.with_name(f"{shared.stem}-run-{run_id}{CHECKPOINT_SUFFIX}")
-        self._lock = _FileLock(_lock_path(self.path))
+        self._lock = FileLock(_lock_path(self.path))
         self._lock.acquire()
         logger.warning(
             "another run with the same parameters holds %s; this run keeps its own checkpoint %s and starts fresh",
@@ -531,7 +492,7 @@ class ResumeSlot:
                     changes,
                 )
                 continue
-            lock = _FileLock(_lock_path(path))
+            lock = FileLock(_lock_path(path))
             if not lock.acquire():
                 continue
             self._held.append(lock)
@@ -604,7 +565,7 @@ class ResumeSlot:
         for path in sorted(self.work_dir.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True):
             if path == self.path:
                 continue
-            lock = _FileLock(_lock_path(path))
+            lock = FileLock(_lock_path(path))
             if not lock.acquire():
                 logger.info("resume checkpoint %s belongs to a run in progress; leaving it alone", path)
                 continue
