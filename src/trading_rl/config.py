@@ -53,15 +53,24 @@ def setting(
     choices: tuple[Any, ...] | None = None,
     check: Callable[[Any], str | None] | None = None,
     runtime: bool = False,
+    omitted_at_default: bool = False,
 ) -> Any:
     """A dataclass field with a range: ``interval`` like ``"(0, 1]"`` (``inf`` allowed), ``choices``
     the allowed values, ``check(value)`` returns what the value must be, or ``None`` when it is fine.
     ``runtime=True`` declares a key that cannot change what is learned or evaluated (logging, resume,
     check intervals, paths, device): :meth:`Section.identity_view` leaves it out of a configuration's
-    identity. Mutable defaults (lists, dicts, sections) are copied per instance."""
+    identity. ``omitted_at_default=True`` declares a key added after configurations were recorded:
+    at its default it is left out of the identity, so those configurations keep theirs. Mutable
+    defaults (lists, dicts, sections) are copied per instance."""
     if interval is not None:
         _interval_parts(interval)
-    metadata = {"interval": interval, "choices": choices, "check": check, "runtime": runtime}
+    metadata = {
+        "interval": interval,
+        "choices": choices,
+        "check": check,
+        "runtime": runtime,
+        "omitted_at_default": omitted_at_default,
+    }
     if default is MISSING:
         return dataclasses.field(metadata=metadata)
     if isinstance(default, (list, dict, Section)):
@@ -166,7 +175,9 @@ class Section:
         view: dict[str, Any] = {}
         for key, value in mapping.items():
             field = known.get(key)
-            if field is not None and field.metadata.get("runtime"):
+            if field is not None and (
+                field.metadata.get("runtime") or (field.metadata.get("omitted_at_default") and value == field.default)
+            ):
                 continue
             kind = hints.get(key)
             if isinstance(kind, type) and issubclass(kind, Section) and isinstance(value, Mapping):

@@ -68,6 +68,10 @@ class EnvConfig(Section):
     stale_open_policy: Literal["close_fill", "keep"] = "close_fill"
     stale_open_rtol: float = setting(STALE_OPEN_RTOL, interval="[0, 1)")
     periods_per_year: float = setting(252.0, interval="(0, inf)")
+    # Training reward only: g - risk_aversion / 2 x g^2 for the step's log growth g (a per-step
+    # mean-variance utility, for edges in risk rather than in mean); evaluation envs (and 0, the
+    # default) give g itself, so reported P&L never changes.
+    risk_aversion: float = setting(0.0, interval="[0, inf)", omitted_at_default=True)
 
     @classmethod
     def from_mapping(cls, config: Any = None, prefix: str = "env", base: EnvConfig | None = None) -> EnvConfig:
@@ -237,6 +241,7 @@ class TradingEnvBase(gym.Env):
         self._start = self._t = self._end = self.first_tradable_bar
         self._obs: np.ndarray | None = None
         self._target_mode = cfg.action_mode == "target"
+        self._risk_aversion = 0.0 if cfg.evaluation else cfg.risk_aversion
 
     def target_exposure(self, signal: float) -> float:
         """``action_mode: target``: the position (share of equity, signed) a smoothed signal asks for."""
@@ -363,6 +368,8 @@ class TradingEnvBase(gym.Env):
         else:
             reward = math.log(_EQUITY_FLOOR_FRACTION * portfolio.initial_cash / self._equity)
             terminated = True
+        if self._risk_aversion:
+            reward -= 0.5 * self._risk_aversion * reward * reward
 
         if units == 0.0:
             time_in_position = 0
