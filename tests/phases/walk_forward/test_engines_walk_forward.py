@@ -18,7 +18,7 @@ from trading_rl.phases import walk_forward as wf
 from trading_rl.pipelines.walk_forward.nodes import walk_forward
 from trading_rl.runtime import RuntimeParams, SequentialExecutor, make_runtime_executor
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def ci_parameters() -> dict:
