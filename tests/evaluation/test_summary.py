@@ -178,3 +178,43 @@ def test_a_failed_gate_that_does_not_block_is_shown_but_the_report_passes():
     )
     [validation] = gate_results({"validation_report": report})
     assert validation.passed and validation.failed == "not blocking: skill" and validation.details == ""
+
+
+def test_the_walk_forward_skill_gate_reads_the_stitched_attribution_per_agent_and_symbol():
+    def summary(share_sp500, share_nasdaq):
+        def entry(share, low):
+            return {
+                **WALK_FORWARD["sp500"]["agents"]["sac_icm"],
+                "skill_seed_share": share,
+                "stitched_attribution_median": {"alpha_ci90_low": low},
+            }
+
+        return {
+            "sp500": {"agents": {"sac_icm": entry(share_sp500, 0.004), **BASELINE_ENTRY}},
+            "nasdaq": {"agents": {"sac_icm": entry(share_nasdaq, -0.012), **BASELINE_ENTRY}},
+        }
+
+    [gate] = gate_results({"walk_forward_summary": summary(1.0, 0.5)})
+    assert (gate.phase, gate.passed, gate.failed) == ("walk_forward", False, "skill (sac_icm on nasdaq)")
+    assert "sac_icm on sp500: CI above 0 in 100% of seeds, median alpha's 90% lower bound +0.4% a year" in gate.details
+    assert "sac_icm on nasdaq: CI above 0 in 50% of seeds, median alpha's 90% lower bound -1.2% a year" in gate.details
+    [gate] = gate_results({"walk_forward_summary": summary(0.6, 0.8)})
+    assert gate.passed is True and gate.failed == ""
+    [gate] = gate_results({"walk_forward_summary": WALK_FORWARD})  # written before attribution existed
+    assert gate.passed is None
+
+
+BASELINE_ENTRY = {"buy_and_hold": WALK_FORWARD["sp500"]["agents"]["buy_and_hold"]}
+
+
+def test_the_final_evaluation_gate_is_collapse_and_skill_on_the_test_split():
+    def report(collapsed, low):
+        return {"collapse": {"collapsed": collapsed}, "metrics": {"alpha_ci90_low": low}}
+
+    [gate] = gate_results({"final_evaluation_report": report(False, 0.01)})
+    assert (gate.phase, gate.passed, gate.failed) == ("final_evaluation", True, "")
+    [gate] = gate_results({"final_evaluation_report": report(True, -0.02)})
+    assert (gate.passed, gate.failed) == (False, "collapse, skill")
+    assert gate.details == "collapse: COLLAPSED; skill: alpha's 90% lower bound -2.0% a year"
+    [gate] = gate_results({"final_evaluation_report": report(False, None)})  # alpha undefined: no skill shown
+    assert gate.failed == "skill"

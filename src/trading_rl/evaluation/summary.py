@@ -193,9 +193,45 @@ def _same(passed: bool, failed: str) -> tuple[bool, str, str]:
     return passed, failed, failed
 
 
+def _skill_text(low: Any) -> str:
+    return f"alpha's 90% lower bound {_signed_percent(low)} a year"
+
+
+def _walk_forward_skill(report: Report) -> tuple[bool | None, str, str]:
+    """The skill gate per agent and symbol: alpha's 90% CI on the stitched out-of-sample series lies
+    above 0 for most seeds (``skill_seed_share`` > 1/2). Not checked for a summary without
+    attribution (written before it existed)."""
+    failed, details = [], []
+    for symbol, summary in report.items():
+        for agent, entry in summary["agents"].items():
+            share = entry.get("skill_seed_share")
+            if entry["kind"] != "agent" or share is None:
+                continue
+            low = (entry.get("stitched_attribution_median") or {}).get("alpha_ci90_low")
+            if share <= 0.5:
+                failed.append(f"skill ({agent} on {symbol})")
+            details.append(f"{agent} on {symbol}: CI above 0 in {share:.0%} of seeds, median {_skill_text(low)}")
+    if not details:
+        return None, "", "no stitched attribution in the summary"
+    return not failed, ", ".join(failed), "; ".join(details)
+
+
+def _final_gates(report: Report) -> tuple[bool, str, str]:
+    """The test split's verdicts: not collapsed, and skill (alpha's 90% CI above 0)."""
+    collapse = report.get("collapse") or {}
+    low = (report.get("metrics") or {}).get("alpha_ci90_low")
+    checks = {
+        "collapse": (not collapse.get("collapsed", False), _collapse_verdict(collapse)),
+        "skill": (low is not None and low > 0, _skill_text(low)),
+    }
+    failed = ", ".join(name for name, (passed, _) in checks.items() if not passed)
+    details = "; ".join(f"{name}: {text}" for name, (_, text) in checks.items())
+    return not failed, failed, details
+
+
 # report dataset -> (phase, reader of (passed, failed names, details)); validation last: its
 # warning ends the run's log
-GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] = {
+GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool | None, str, str]]]] = {
     "sac_icm_collapse_report": ("sac_icm", _collapse_gates),
     "option_usage_report": (
         "options_her",
@@ -209,6 +245,8 @@ GATE_REPORTS: dict[str, tuple[str, Callable[[Report], tuple[bool, str, str]]]] =
             ", ".join(f"diversity ({name})" for name, e in r["checkpoints"].items() if not e["gate"]["passed"]),
         ),
     ),
+    "walk_forward_summary": ("walk_forward", _walk_forward_skill),
+    "final_evaluation_report": ("final_evaluation", _final_gates),
     "forward_alerts": ("forward", lambda r: (r["passed"], ", ".join(r["alerts"]) or r.get("reason", ""), "")),
     "validation_report": ("validation", _validation_gates),
 }

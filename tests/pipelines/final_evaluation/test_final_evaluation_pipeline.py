@@ -66,9 +66,10 @@ def test_the_test_split_is_spent_once_per_model(foundation_project, kedro_run, t
         agent = rollout[rollout["agent"] == "sac_icm"]
         assert len(agent) == report["n_steps"]
         assert agent["equity_index"].iloc[-1] - 1.0 == pytest.approx(report["metrics"]["total_return"])
-        assert (
-            "final_evaluation: sp500, test split" in (project / TEARSHEET / version / Path(TEARSHEET).name).read_text()
-        )
+        page = (project / TEARSHEET / version / Path(TEARSHEET).name).read_text()
+        assert "final_evaluation: sp500, test split" in page
+        # its banner: collapse and skill on the test split
+        assert 'class="banner"' in page and "<b>final_evaluation_report</b>" in page and "skill: alpha" in page
 
         # second run, same configuration: refused before anything is written
         before = _snapshot(project)

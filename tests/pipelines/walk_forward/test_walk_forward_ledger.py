@@ -13,6 +13,7 @@ from helpers.tiny import TINY_AGENT, TINY_FEATURES, TINY_WALK_FORWARD
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 
+from trading_rl.pipelines.tearsheet import verdicts_of
 from trading_rl.pipelines.walk_forward import create_pipeline
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -57,6 +58,11 @@ def test_each_run_appends_its_configurations_and_the_summary_counts_the_ledger(t
     assert entry["standard_errors"]["sharpe_stitched"] > 0 and entry["min_detectable"]["sharpe_stitched"] > 0
     assert 0.0 <= entry["skill_seed_share"] <= 1.0
     assert "stitched_attribution_median" not in summary["X"]["agents"]["buy_and_hold_full"]
+    # the tearsheet's banner: the skill gate read from this summary
+    [tearsheet] = [n for n in create_pipeline().nodes if n.name == "render_walk_forward_tearsheet"]
+    assert "walk_forward_summary" in tearsheet.inputs
+    [verdict] = verdicts_of({"walk_forward_summary": summary})
+    assert verdict.passed is (entry["skill_seed_share"] > 0.5) and "sac_icm on X: CI above 0 in" in verdict.detail
     files = sorted((tmp_path / "data/08_reporting/trial_ledger").iterdir())
 
     summary, ledger = _run(tmp_path, ["sac_icm", "sac"], "v2")

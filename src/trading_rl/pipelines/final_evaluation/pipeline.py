@@ -41,6 +41,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "final_evaluation",
                 nodes.final_evaluation_tearsheet,
                 ["sac_icm_model", "env_spec", "final_evaluation_claim", "params:seed", "params:regime_validation"],
+                gates=["final_evaluation_report"],
             ),
         ]
     )

@@ -67,6 +67,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 nodes.walk_forward_tearsheet,
                 ["walk_forward_equity", "prices", "params:env_construction", "params:regime_validation"],
                 ledger="trial_ledger",
+                gates=["walk_forward_summary"],
             ),
         ]
     )
