@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 
 SYMBOLS = ("sp500", "nasdaq")  # conf/ci/parameters_feature_extraction.yml
@@ -58,6 +59,16 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
     assert {"models/options_her/total_return"} <= by_name["options_her"]
     for name, keys in by_name.items():
         assert all(key.startswith(f"models/{name}/") for key in keys), (name, keys)
+    # each walk-forward chain's model carries the medians over its own test windows (folds.csv)
+    folds = pd.read_csv(sorted((project / "data/08_reporting/walk_forward/folds.csv").rglob("*.csv"))[-1])
+    for chain in chains:
+        symbol, seed = chain.split("_")[0], int(chain.split("seed")[1][0])
+        rows = folds[(folds["symbol"] == symbol) & (folds["agent"] == "sac_icm") & (folds["seed"] == seed)]
+        keys = by_name[f"walk_forward_{chain}"]
+        assert {"total_return", "max_drawdown", "sharpe", "n_windows"} == {k.rsplit("/", 1)[1] for k in keys}
+        metric = f"models/walk_forward_{chain}/total_return"
+        assert run.data.metrics[metric] == pytest.approx(rows["total_return"].median())
+        assert run.data.metrics[f"models/walk_forward_{chain}/n_windows"] == 2.0
     evaluation = json.loads(
         sorted((project / "data/08_reporting/sac_icm_evaluation_report.json").rglob("*.json"))[-1].read_text()
     )

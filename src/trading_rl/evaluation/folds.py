@@ -306,6 +306,26 @@ def attribution_summary(attributions: Sequence[Attribution], rows: pd.DataFrame)
     }
 
 
+def chain_metrics(folds: pd.DataFrame, chain: str) -> dict[str, float]:
+    """The medians over its test windows of the chain ``chain`` (``<symbol>_<agent>_seed<seed>_folds<a>-<b>``,
+    the walk-forward's model names) of the summary's headline metrics (``sharpe`` by the one Sharpe
+    convention), with ``n_windows``: the model's own evaluation, for its MLflow logged model. Empty
+    when no agent rows of ``folds`` match the name."""
+    agents = folds[folds["kind"] == "agent"]
+    for (symbol, agent, seed), rows in agents.groupby(["symbol", "agent", "seed"], sort=False):
+        prefix = f"{symbol}_{agent}_seed{seed}_folds"
+        first, _, last = chain.removeprefix(prefix).partition("-")
+        if not chain.startswith(prefix) or not (first.isdigit() and last.isdigit()):
+            continue
+        windows = rows[rows["fold"].between(int(first), int(last))]
+        if windows.empty:
+            return {}
+        metrics = {"sharpe": float(np.median(window_sharpes(windows["sharpe"])))}
+        metrics.update({metric: float(windows[metric].median()) for metric in ("total_return", "max_drawdown")})
+        return {**metrics, "n_windows": float(len(windows))}
+    return {}
+
+
 def summarise(
     folds: pd.DataFrame,
     returns: pd.DataFrame,

@@ -20,11 +20,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import mlflow
+import pandas as pd
 from kedro.framework.hooks import hook_impl
 from kedro.io.core import DatasetError
 from mlflow.exceptions import MlflowException
 
 from trading_rl.envs.compatibility import model_metadata
+from trading_rl.evaluation.folds import chain_metrics
 from trading_rl.evaluation.summary import GATE_REPORTS, agent_rows, gate_result_text, gate_results
 from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK
 from trading_rl.integration.mlflow_tracking import (
@@ -88,15 +90,22 @@ class MlflowConventionHooks:
         self._catalog = None
         self._save_version: str | None = None
         self._reports: dict[str, dict] = {}
+        self._tables: dict[str, pd.DataFrame] = {}  # table reports a folder of models reads its metrics from
+        self._table_sources: set[str] = set()
         self._models: list[tuple[str, Any, dict[str, Any]]] = []
 
     @hook_impl
     def after_catalog_created(self, catalog, save_version) -> None:
         self._catalog, self._save_version = catalog, save_version
+        self._table_sources = {
+            str(spec["metrics"])
+            for name in catalog.keys()
+            if "metrics" in (spec := dataset_metadata(catalog, name).get("mlflow") or {})
+        }
 
     @hook_impl(trylast=True)  # after kedro-mlflow has started the run and ReproducibilityHooks set run_metadata
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
-        self._reports, self._models = {}, []
+        self._reports, self._tables, self._models = {}, {}, []
         symbol = (
             (catalog.load("params:env_construction") or {}).get("symbol")
             if "params:env_construction" in catalog
@@ -134,6 +143,8 @@ class MlflowConventionHooks:
         metadata = dataset_metadata(self._catalog, dataset_name)
         if isinstance(data, dict) and layer_of(metadata) == "reporting":
             self._reports[dataset_name] = data
+        if isinstance(data, pd.DataFrame) and dataset_name in self._table_sources:
+            self._tables[dataset_name] = data
         if mlflow.active_run() is None:
             return
         phase = node.namespace or node.name
@@ -171,11 +182,15 @@ class MlflowConventionHooks:
         report's row for the model, as the run summary reads it) as ``models/<name>/<metric>``,
         linked to the model."""
         for _, info, spec in self._models:
-            report = self._reports.get(spec.get("metrics", ""))
-            if report is None:
+            source = spec.get("metrics", "")
+            if source in self._tables:  # a walk-forward chain: the medians over its own test windows
+                metrics = chain_metrics(self._tables[source], info.name.removeprefix(f"{spec['model']}_"))
+            elif source in self._reports:
+                rows = [row for row in agent_rows({source: self._reports[source]}) if row.agent == info.name]
+                metrics = dict(rows[0].metrics) if rows else {}
+            else:
                 continue
-            rows = [row for row in agent_rows({spec["metrics"]: report}) if row.agent == info.name]
-            for metric, value in (rows[0].metrics if rows else {}).items():
+            for metric, value in metrics.items():
                 if is_loggable(value):
                     mlflow.log_metric(f"models/{info.name}/{metric}", float(value), model_id=info.model_id)
 
