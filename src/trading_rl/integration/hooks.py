@@ -194,10 +194,9 @@ class RunSummaryHooks:
         import mlflow
         from mlflow.exceptions import MlflowException
 
-        client = mlflow.MlflowClient()
-        for run_id in self._runs:
+        for run_id in self._runs:  # none when tracking is off: no store is opened
             try:
-                client.set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
+                mlflow.MlflowClient().set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
             except MlflowException as error:  # the summary is in the log already; the run goes on
                 logger.warning("MLflow run %s: summary not set as its description: %s", run_id, error)
 

@@ -2,7 +2,8 @@
 
 Two runs writing into one data folder load each other's outputs: a node that loads the *latest*
 version of a dataset gets the other run's (a walk-forward summary of another configuration's
-returns was recorded that way). The lock is a kernel ``flock`` on ``<data_root>/.run.lock``, taken
+returns was recorded that way). The lock is a kernel ``flock`` on ``.run_locks/<data_root>/run.lock``
+under the project (outside the data root, so a run, refused or not, changes no file there), taken
 before any other hook starts anything (MLflow run, manifest) and released when the run ends; a
 killed run's lock goes with its process. Other commands (``kedro viz``, ``catalog list``, a
 notebook's session) take no lock."""
@@ -21,7 +22,11 @@ from kedro.framework.hooks import hook_impl
 
 from trading_rl.file_lock import FileLock
 
-LOCK_NAME = ".run.lock"
+LOCK_FOLDER, LOCK_NAME = ".run_locks", "run.lock"
+
+
+def lock_path(project_path: Path, data_root: str) -> Path:
+    return project_path / LOCK_FOLDER / data_root / LOCK_NAME
 
 
 class DataRootBusyError(click.ClickException):
@@ -55,7 +60,7 @@ class RunLockHooks:
     @hook_impl
     def after_context_created(self, context) -> None:
         self._data_root = context.config_loader.data_root()
-        self._lock_path = Path(context.project_path) / self._data_root / LOCK_NAME
+        self._lock_path = lock_path(Path(context.project_path), self._data_root)
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self) -> None:
