@@ -340,8 +340,6 @@ STILL_RESOLVING = {
     "agents/her.py": 1,
     "agents/hierarchical.py": 1,
     "agents/options.py": 2,
-    "algorithms/actor_learner.py": 2,
-    "algorithms/es.py": 2,
     "data/selection.py": 1,
     "envs/continuous.py": 1,
     "envs/spec.py": 4,

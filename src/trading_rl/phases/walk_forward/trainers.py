@@ -127,7 +127,7 @@ def _train_vtrace(spec, params, seed, timesteps, previous=None, device="auto") -
     init_model = previous.model.model if previous is not None else None
     policy, _ = train_vtrace(
         spec,
-        {**params.to_dict(), "total_timesteps": timesteps},
+        params.with_budget(timesteps),
         seed,
         backend="local",
         device=resolve_device(device),
@@ -140,7 +140,7 @@ def _train_es(spec, params, seed, timesteps, previous=None, device="auto") -> Ag
     """Evolution strategy; its budget is ``es.generations`` (a population per generation, not env
     steps), for a fresh run and for fine-tuning from the previous window's parameters alike. The
     population is scored in this process (same numbers as a process pool; see ``_train_vtrace``)."""
-    return PolicyAgent(train_es_agent(spec, params.to_dict(), seed, previous and previous.model, num_workers=1))
+    return PolicyAgent(train_es_agent(spec, params, seed, previous and previous.model, num_workers=1))
 
 
 def train_hierarchical(spec, params, seed, timesteps, previous=None, device="auto", her=False) -> Agent:
