@@ -343,7 +343,6 @@ STILL_RESOLVING = {
     "data/selection.py": 1,
     "envs/continuous.py": 1,
     "envs/spec.py": 4,
-    "evaluation/final.py": 1,
     "evaluation/regimes.py": 3,
     "export/inference.py": 2,
     "export/onnx_export.py": 2,

@@ -58,11 +58,6 @@ class SpentTestSplitError(RuntimeError):
     """The artefact or its configuration was already evaluated on the test split."""
 
 
-def resolve_final_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``, validated; errors name the parameter."""
-    return FinalEvaluationParams.from_mapping(params, PARAMS_PREFIX).to_dict()
-
-
 def trained_configuration(
     agent: str,
     agent_params: Mapping[str, Any],
