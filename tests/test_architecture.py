@@ -335,15 +335,9 @@ RESOLVING_MODULES = ("pipelines/", "config.py", "integration/parameter_sections.
 # Modules that still resolve sections they were handed, with their count of calls (issue 28, item 1:
 # the rest of the phases and the domain). The test fails when one gains a call or a module joins.
 STILL_RESOLVING = {
-    "agents/auxiliary.py": 1,
-    "agents/curriculum.py": 2,
-    "agents/her.py": 1,
-    "agents/hierarchical.py": 1,
-    "agents/options.py": 2,
     "data/selection.py": 1,
     "envs/continuous.py": 1,
     "envs/spec.py": 4,
-    "evaluation/regimes.py": 3,
     "export/inference.py": 2,
     "export/onnx_export.py": 2,
     "export/safeguards.py": 1,
@@ -351,7 +345,6 @@ STILL_RESOLVING = {
     "features/params.py": 2,
     "phases/forward.py": 2,
     "phases/multi_symbol.py": 1,
-    "phases/options_her.py": 5,
     "phases/reward_shaper.py": 8,
     "phases/tuning.py": 3,
     "rewards/objectives.py": 2,

@@ -20,6 +20,7 @@ from kedro.pipeline import Node
 
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import Period, trials_for
+from trading_rl.evaluation.regimes import RegimeParams, RegimeValidationParams
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.summary import gate_results
 from trading_rl.evaluation.tearsheet import (
@@ -75,7 +76,7 @@ def env_tearsheet(
         make_env,
         env_spec.closes,
         seed,
-        (regime_params or {}).get("regimes"),
+        regimes_of(regime_params),
     )
     section.facts.update(
         {
@@ -86,6 +87,11 @@ def env_tearsheet(
         }
     )
     return TearsheetInput(title, config.hold_threshold, [section])
+
+
+def regimes_of(regime_params: Mapping[str, Any] | None) -> RegimeParams:
+    """The ``regime_validation.regimes`` section a tearsheet labels its bars with."""
+    return RegimeValidationParams.from_mapping(regime_params, "regime_validation").regimes
 
 
 def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:

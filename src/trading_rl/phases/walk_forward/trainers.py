@@ -25,7 +25,7 @@ from trading_rl.algorithms.es import train_es_agent
 from trading_rl.config import plain
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.phases.options_her import continue_on_spec, train_from_spec
+from trading_rl.phases.options_her import OptionsHerParams, continue_on_spec, train_from_spec
 from trading_rl.phases.reward_shaper import train_shaped
 
 
@@ -107,7 +107,7 @@ def sac_on_fold(spec: EnvSpec, params: AgentParams, seed: int, model: Any, devic
     if model is None:
         params = dataclasses.replace(params, icm=dataclasses.replace(params.icm, enabled=icm))
         return build_agent(env, params, seed=seed, device=device)
-    model.set_env(wrap_training_env(env, params.to_dict()))
+    model.set_env(wrap_training_env(env, params.curriculum, params.auxiliary.config()))
     return model
 
 
@@ -149,8 +149,8 @@ def train_hierarchical(spec, params, seed, timesteps, previous=None, device="aut
     options_her section}``; the source is a fresh SAC+ICM model that gives the networks and the P&L reward scale
     (untrained: the walk-forward compares mechanisms from scratch). With ``previous`` given, it is
     fine-tuned on the new window instead."""
-    phase = {section: values for section, values in dict(params.get("phase") or {}).items()}
-    phase["her"] = {**dict(phase.get("her") or {}), "enabled": her}
+    phase = params.get("phase") or OptionsHerParams()
+    phase = dataclasses.replace(phase, her=dataclasses.replace(phase.her, enabled=her))
     device = resolve_device(device)
     if previous is None:
         source_params = params.get("source") or AgentParams()
