@@ -33,6 +33,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
     from trading_rl.agents.sac_icm import SACWithICM
     from trading_rl.evaluation.report import evaluate_policy
     from trading_rl.evaluation.rollout import policy_from_sb3
+    from trading_rl.monitoring.collapse import CollapseThresholds
     from trading_rl.phases.reward_shaper import (
         collect_rollouts,
         continue_agent,
@@ -63,6 +64,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
         partial(spec.make_env, resolved["evaluation_split"]),
         spec.periods_per_year,
         seed=seed,
+        thresholds=CollapseThresholds(),
     )
     metrics = evaluation["metrics"]
     return {

@@ -34,7 +34,7 @@ from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
 from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.config import Section, layer_widths_problem, require_not_above, setting
-from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
+from trading_rl.monitoring.collapse import CollapseThresholds
 
 PARAMS_PREFIX = "sac_icm"
 
@@ -117,15 +117,14 @@ class TrainingParams(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CollapseParams(Section):
+class CollapseParams(CollapseThresholds):
+    """The collapse gates' thresholds and the training monitor's window."""
+
     REFUSED = {
         "hold_threshold": "the collapse monitor uses the env's own 'env_construction.env.hold_threshold', "
         "as the reports do; set it there",
     }
 
-    dominance_max: float = setting(DEFAULT_THRESHOLDS["dominance_max"], interval="(0, 1]")
-    entropy_min: float = setting(DEFAULT_THRESHOLDS["entropy_min"], interval="[0, inf)")
-    trade_rate_min: float = setting(DEFAULT_THRESHOLDS["trade_rate_min"], interval="[0, 1]")
     window: int = setting(1000, interval="[1, inf)")
     check_freq: int = setting(1000, interval="[1, inf)", runtime=True)
     fail_on_collapse: bool = setting(False, runtime=True)

@@ -32,7 +32,7 @@ from trading_rl.evaluation.metrics import probabilistic_sharpe_ratio
 from trading_rl.evaluation.report import attributed_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import apply_scaler, compute_features
-from trading_rl.monitoring.collapse import action_stats, collapse_report
+from trading_rl.monitoring.collapse import CollapseThresholds, action_stats, collapse_report
 from trading_rl.monitoring.drift import action_drift, feature_drift
 
 FORWARD_SPLIT = "forward"
@@ -325,7 +325,7 @@ def forward_report(record: pd.DataFrame, data: ForwardData, new_bars: int, seed:
         attribution_note=attribution.reason,
         baselines=evaluate_baselines(data.make_env, ppy, seed),
         fill_rate=float(np.count_nonzero(record["trade_value"].to_numpy()) / len(record)),
-        collapse=collapse_report(stats),
+        collapse=collapse_report(stats, CollapseThresholds()),
     )
     return report
 

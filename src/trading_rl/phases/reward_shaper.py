@@ -26,6 +26,7 @@ from trading_rl.agents.training import train_agent
 from trading_rl.config import ConfigError, Section, section_from_defaults, setting
 from trading_rl.evaluation.report import evaluate_policy
 from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.rewards.objectives import OBJECTIVES, ObjectiveParams
 from trading_rl.rewards.potential import DEFAULT_POTENTIAL_TRAINING, discounted_returns, train_potential
 from trading_rl.rewards.shaper import (
@@ -344,6 +345,7 @@ def shaping_report(
             partial(env_spec.make_env, split),
             env_spec.periods_per_year,
             seed=seed,
+            thresholds=CollapseThresholds(),
         )
         evaluations[name] = {
             "metrics": evaluation["metrics"],
