@@ -345,10 +345,7 @@ STILL_RESOLVING = {
     "features/params.py": 2,
     "phases/forward.py": 2,
     "phases/multi_symbol.py": 1,
-    "phases/reward_shaper.py": 8,
     "phases/tuning.py": 3,
-    "rewards/objectives.py": 2,
-    "rewards/shaper.py": 1,
 }
 
 

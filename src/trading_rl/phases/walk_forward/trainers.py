@@ -26,7 +26,7 @@ from trading_rl.config import plain
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.phases.options_her import OptionsHerParams, continue_on_spec, train_from_spec
-from trading_rl.phases.reward_shaper import train_shaped
+from trading_rl.phases.reward_shaper import RewardShaperParams, train_shaped
 
 
 @runtime_checkable
@@ -175,7 +175,7 @@ def _train_shaped(spec, params, seed, timesteps, previous=None, device="auto") -
     model = train_shaped(
         spec,
         params.get("source") or AgentParams(),
-        dict(params.get("phase") or {}),
+        params.get("phase") or RewardShaperParams(),
         seed,
         timesteps,
         previous and previous.model,
