@@ -343,9 +343,6 @@ STILL_RESOLVING = {
     "export/safeguards.py": 1,
     "features/indicators.py": 4,
     "features/params.py": 2,
-    "phases/forward.py": 2,
-    "phases/multi_symbol.py": 1,
-    "phases/tuning.py": 3,
 }
 
 
