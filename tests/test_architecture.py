@@ -290,8 +290,6 @@ def test_a_circle_through_a_function_level_import_is_found():
 
 
 BENCHMARKS = SOURCE.parents[1] / "benchmarks"
-# Node files that a module outside their pipeline still imports (to be given a phase; issue 28).
-NODE_IMPORTS_REMAINING = {("benchmarks.forward_monthly_reruns", "trading_rl.pipelines.feature_extraction.nodes")}
 
 
 def node_file_imports() -> list[tuple[str, str]]:
@@ -322,7 +320,7 @@ def _imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def test_no_node_file_is_imported_outside_its_pipeline():
-    assert set(node_file_imports()) == NODE_IMPORTS_REMAINING
+    assert node_file_imports() == []
 
 
 # Section resolution (``X.from_mapping`` and the ``resolve_*`` wrappers of parameter sections) belongs

@@ -149,6 +149,7 @@ def test_feature_extraction_and_env_construction_carry_a_synthetic_market_to_the
     """The Kedro nodes' path: a `source: synthetic` symbol is generated, validated and featured like
     any other; its env spec carries the market, so the phase reports' baselines include the oracle."""
     from trading_rl.envs import symbol_env_spec
+    from trading_rl.phases.feature_extraction import build_features, scale_features
     from trading_rl.pipelines.feature_extraction import nodes
 
     params = {
@@ -156,12 +157,12 @@ def test_feature_extraction_and_env_construction_carry_a_synthetic_market_to_the
         "splits": {"train_fraction": 0.6, "validation_fraction": 0.2},
         "features": {"garch": None},
     }
-    prices = nodes.load_and_validate_prices({}, params)
-    splits = nodes.define_splits(prices, params)
-    feature_params = nodes.fit_feature_params(prices, splits, params)
-    features = nodes.build_features(prices, feature_params)
-    scalers = nodes.fit_scalers(features, prices, splits, params)
-    scaled = nodes.scale_features(features, scalers)
+    prices = nodes.load_and_validate_prices_node({}, params)
+    splits = nodes.define_splits_node(prices, params)
+    feature_params = nodes.fit_feature_params_node(prices, splits, params)
+    features = build_features(prices, feature_params)
+    scalers = nodes.fit_scalers_node(features, prices, splits, params)
+    scaled = scale_features(features, scalers)
     spec = symbol_env_spec(prices, scaled, splits, {"symbol": "S", "env": {}}, scalers, params)
     assert spec.market_model["family"] == "slow"
     metrics = evaluate_baselines(partial(spec.make_env, "validation", evaluation=True), spec.periods_per_year)
