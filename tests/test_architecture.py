@@ -337,8 +337,6 @@ STILL_RESOLVING = {
     "envs/continuous.py": 1,
     "envs/spec.py": 4,
     "export/inference.py": 2,
-    "export/onnx_export.py": 2,
-    "export/safeguards.py": 1,
     "features/indicators.py": 4,
     "features/params.py": 2,
 }
