@@ -55,6 +55,7 @@ from trading_rl.provenance import git_commit
 
 PROJECT = Path(__file__).resolve().parents[1]
 SYMBOL = "sp500"
+PERIODS_PER_YEAR = 252.0  # daily bars: the record's Sharpe ratios are annualised alike
 DEPLOYED_END = pd.Timestamp("2015-12-31")
 MODEL_FILE = "data/06_models/sac_icm_model.zip"
 RECORD = "data/07_model_output/forward_record.parquet"
@@ -321,11 +322,13 @@ def main() -> None:
         "first_bar": str(record["timestamp"].iloc[0].date()),
         "last_bar": str(record["timestamp"].iloc[-1].date()),
         "new_bars_per_rerun_sum": sum(r["new_bars"] for r in reruns),
-        "record_sharpe": sharpe_ratio(record["return"]),
+        "record_sharpe": sharpe_ratio(record["return"], PERIODS_PER_YEAR),
         "independent_evaluation": "env built by feature_extraction + symbol_env_spec, stepped once over the span",
-        "single_evaluation_sharpe": sharpe_ratio(single["return"]),
+        "single_evaluation_sharpe": sharpe_ratio(single["return"], PERIODS_PER_YEAR),
         "max_return_difference": float((record["return"] - single["return"]).abs().max()),
-        "sharpe_difference": abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])),
+        "sharpe_difference": abs(
+            sharpe_ratio(record["return"], PERIODS_PER_YEAR) - sharpe_ratio(single["return"], PERIODS_PER_YEAR)
+        ),
         "returns_bit_identical": bool((record["return"].to_numpy() == single["return"].to_numpy()).all()),
         "forward_metrics": {k: report["metrics"][k] for k in ("sharpe", "total_return", "max_drawdown", "n_trades")},
         "buy_and_hold_capped": {

@@ -46,7 +46,7 @@ def sp500_spec():
     features = compute_features(prices)
     splits = make_splits(features.index, {"train_fraction": 0.7, "validation_fraction": 0.15})
     scaled = apply_scaler(features, fit_scaler(split_frame(features, splits, "train")))
-    return build_env_spec("sp500", prices, scaled, splits)
+    return build_env_spec("sp500", prices, scaled, splits, None, 252.0)  # daily bars
 
 
 def vtrace_rates(spec, steps: int, workers: int, backend: str, **params) -> dict[str, float]:
