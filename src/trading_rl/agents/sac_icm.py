@@ -231,7 +231,8 @@ class SACWithICM(SAC):
     """SAC whose sampled rewards include ICM curiosity after ``icm_warmup_steps`` env steps.
 
     ``icm=None`` switches curiosity off (plain SAC). Any non-finite actor, critic, entropy or ICM
-    loss raises ``TrainingDivergedError`` naming the loss and the timestep.
+    loss raises ``TrainingDivergedError`` naming the loss and the timestep. The keyword defaults are
+    ``sac_icm.agent``'s (``AgentParams``), so a model built without them learns as the phase's does.
     """
 
     def __init__(
@@ -243,7 +244,7 @@ class SACWithICM(SAC):
         extrinsic_weight: float = 0.9,
         intrinsic_weight: float = 0.1,
         icm_warmup_steps: int = 1000,
-        reward_scale: float = 1.0,
+        reward_scale: float = 100.0,
         auxiliary: AuxiliaryConfig | None = None,
         **kwargs,
     ) -> None:
