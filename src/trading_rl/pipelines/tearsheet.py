@@ -94,10 +94,6 @@ def regimes_of(regime_params: Mapping[str, Any] | None) -> RegimeParams:
     return RegimeValidationParams.from_mapping(regime_params, "regime_validation").regimes
 
 
-def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    return TearsheetParams.from_mapping(params, "tearsheet").to_dict()
-
-
 def verdicts_of(reports: Mapping[str, Any]) -> list[Verdict]:
     """The banner lines of a phase's gate reports (collapse, option usage, shaping, migration
     diversity, forward alerts), read as the run summary reads them."""
@@ -117,7 +113,7 @@ def render_tearsheet(
     """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials. A
     spec without sections (a phase with nothing to show yet, e.g. no forward bars) gives an empty
     table, one figure and a page that say so under the spec's title."""
-    resolved = resolve_tearsheet_params(params)
+    config = TearsheetParams.from_mapping(params, "tearsheet")
     if not spec.sections:
         figure = plt.figure(figsize=(6, 1))
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
@@ -128,7 +124,7 @@ def render_tearsheet(
             f"<body><h1>{title}</h1></body></html>\n"
         )
         return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page
-    options = TearsheetOptions(spec.hold_threshold, resolved["rolling_window"], resolved["dpi"])
+    options = TearsheetOptions(spec.hold_threshold, config.rolling_window, config.dpi)
     header = {k: run_metadata.get(k) for k in ("save_version", "seed", "config_hash", "git_commit")}
     trials = {}
     for section in spec.sections:  # the trials evaluated on the section's own bars (docs/protocol.md)
