@@ -102,6 +102,7 @@ def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
 
     from trading_rl.data.frames import by_symbol
     from trading_rl.data.selection import load_validated_prices
+    from trading_rl.features.params import symbol_entries
     from trading_rl.phases import walk_forward as wf
     from trading_rl.phases.walk_forward import PolicyAgent
 
@@ -110,7 +111,7 @@ def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
 
     entry = {"name": "F", "source": "synthetic", "market": {"family": "fast", "strength": 0.3, "n_bars": 700}}
     feature_params = {"symbols": [entry], "features": {"garch": None}}
-    prices = by_symbol(load_validated_prices([entry], {}, 250))
+    prices = by_symbol(load_validated_prices(symbol_entries([entry]), {}, 250))
     wf.AGENT_TRAINERS["constant"] = trainer
     try:
         result = wf.run_walk_forward(
