@@ -40,15 +40,21 @@ def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> di
     import torch
 
     from trading_rl.agents.sac_icm import SACWithICM
-    from trading_rl.phases.options_her import evaluate_from_spec, option_gates, train_from_spec
+    from trading_rl.phases.options_her import (
+        PARAMS_PREFIX,
+        OptionsHerParams,
+        evaluate_from_spec,
+        option_gates,
+        train_from_spec,
+    )
 
     torch.set_num_threads(1)
     source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")
-    variant = _variant_params(params["options_her"], **VARIANTS[name])
+    variant = OptionsHerParams.from_mapping(_variant_params(params["options_her"], **VARIANTS[name]), PARAMS_PREFIX)
     agent, _, stats = train_from_spec(spec, source, variant, seed, device="cpu")
     result = evaluate_from_spec(agent, spec, variant, seed)
     share = result["option_share"] or {}
-    gates = option_gates(stats) if stats else []
+    gates = option_gates(stats, variant.gates) if stats else []
     return {
         "variant": name,
         "seed": seed,

@@ -33,19 +33,20 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
     from trading_rl.agents.sac_icm import SACWithICM
     from trading_rl.evaluation.report import evaluate_policy
     from trading_rl.evaluation.rollout import policy_from_sb3
+    from trading_rl.monitoring.collapse import CollapseThresholds
     from trading_rl.phases.reward_shaper import (
+        PARAMS_PREFIX,
+        RewardShaperParams,
         collect_rollouts,
         continue_agent,
         continue_training,
         fit_reward_models,
-        resolve_phase_params,
         training_vec_env,
     )
 
     torch.set_num_threads(1)
     source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")
-    params = params["reward_shaper"]
-    resolved = resolve_phase_params(params)
+    params = RewardShaperParams.from_mapping(params["reward_shaper"], PARAMS_PREFIX)
     started = time.perf_counter()
     gates_passed = None
     with tempfile.TemporaryDirectory() as work_dir:
@@ -60,15 +61,16 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
         "shaped" if shaped else "unshaped",
         policy_from_sb3(outcome.model, deterministic=True),
         policy_from_sb3(outcome.model, deterministic=False),
-        partial(spec.make_env, resolved["evaluation_split"]),
+        partial(spec.make_env, params.evaluation_split),
         spec.periods_per_year,
         seed=seed,
+        thresholds=CollapseThresholds(),
     )
     metrics = evaluation["metrics"]
     return {
         "variant": "shaped" if shaped else "unshaped",
         "seed": seed,
-        "split": resolved["evaluation_split"],
+        "split": params.evaluation_split,
         "action_entropy": metrics["action_entropy"],
         "trade_rate": metrics["n_trades"] / metrics["n_steps"],
         "val_sharpe": metrics["sharpe"],

@@ -36,6 +36,7 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
     from trading_rl.evaluation.final import model_digest
     from trading_rl.evaluation.report import evaluate_policy
     from trading_rl.evaluation.rollout import policy_from_sb3
+    from trading_rl.monitoring.collapse import CollapseThresholds
 
     torch.set_num_threads(1)
     agent_params = _agent_params(params, icm)
@@ -63,6 +64,7 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
             partial(spec.make_env, split),
             spec.periods_per_year,
             seed=seed,
+            thresholds=CollapseThresholds(),
         )
 
     evaluation, collapse = evaluate_on("validation")

@@ -85,6 +85,8 @@ def agent_parameters(params: dict) -> dict:
     shaped agents' ``{"source", "phase"}`` sections built from it and the options_her and
     reward_shaper phases."""
     from trading_rl.agents import AgentParams
+    from trading_rl.phases.options_her import OptionsHerParams
+    from trading_rl.phases.reward_shaper import RewardShaperParams
     from trading_rl.phases.walk_forward import agent_section
 
     agent = AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")
@@ -95,8 +97,8 @@ def agent_parameters(params: dict) -> dict:
     shaper = {key: value for key, value in params["reward_shaper"].items() if key not in ("device", "resume_dir")}
     return {
         "sac_icm": agent,
-        "options": {"source": source, "phase": phase},
-        "shaped": {"source": source, "phase": shaper},
+        "options": {"source": source, "phase": OptionsHerParams.from_mapping(phase, "options_her")},
+        "shaped": {"source": source, "phase": RewardShaperParams.from_mapping(shaper, "reward_shaper")},
     }
 
 

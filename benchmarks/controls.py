@@ -226,6 +226,7 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     from trading_rl.evaluation.attribution import env_cost_rate, return_attribution, rollout_exposure
     from trading_rl.evaluation.baselines import MARKET
     from trading_rl.evaluation.folds import development_prices
+    from trading_rl.features.params import symbol_entries
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, folds_of, prepare_fold
 
     policies = ("random", "sma_crossover", "buy_and_hold", ORACLE_FOR_LONG_ONLY)
@@ -234,7 +235,9 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     for market_seed in range(1, markets + 1):
         entry = market_entry("null:0", n_bars, market_seed, {})
         params = {**feature_params, "symbols": [entry]}
-        prices = development_prices(by_symbol(load_validated_prices([entry], {}, 250))[entry["name"]], "all", params)
+        prices = development_prices(
+            by_symbol(load_validated_prices(symbol_entries([entry]), {}, 250))[entry["name"]], "all", params
+        )
         config = WalkForwardParams.from_mapping({**wf, "data_end": "all"}, "walk_forward").with_gap(params)
         folds = folds_of(prices, config, params)
         job = WalkForwardJob(
@@ -394,8 +397,9 @@ def main() -> None:
 
     from trading_rl.data.frames import by_symbol
     from trading_rl.data.selection import load_validated_prices
+    from trading_rl.features.params import symbol_entries
 
-    prices = by_symbol(load_validated_prices(entries, {}, feature_params.get("min_rows", 250)))
+    prices = by_symbol(load_validated_prices(symbol_entries(entries), {}, feature_params.get("min_rows", 250)))
     periods_per_year = {name: 252.0 for name in prices}
     arms = [] if args.skip_default else [(args.baseline_name, {"env": {}, "agent": {}, "wf": {}})]
     arms += [parse_variant(text) for text in args.variant]

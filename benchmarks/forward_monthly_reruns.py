@@ -45,15 +45,17 @@ from trading_rl.evaluation.ledger import STREAMS, append_rows, identified, read_
 from trading_rl.evaluation.metrics import return_moments, sharpe_ratio
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import make_splits, max_lookback
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import SB3ModelDataset
+from trading_rl.phases import feature_extraction as fe
 from trading_rl.phases.sac_icm import train_sac_icm
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, identity_params, run_walk_forward
-from trading_rl.pipelines.feature_extraction import nodes as fe
 from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.provenance import git_commit
 
 PROJECT = Path(__file__).resolve().parents[1]
 SYMBOL = "sp500"
+PERIODS_PER_YEAR = 252.0  # daily bars: the record's Sharpe ratios are annualised alike
 DEPLOYED_END = pd.Timestamp("2015-12-31")
 MODEL_FILE = "data/06_models/sac_icm_model.zip"
 RECORD = "data/07_model_output/forward_record.parquet"
@@ -134,15 +136,16 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     train and validation dates (the file has no test split yet: it ends with the validation split)."""
     feature_params = {**_base("feature_extraction"), "symbols": [{"name": SYMBOL, "source": "file"}]}
     raw = {SYMBOL: lambda: load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")}
-    frame = fe.load_and_validate_prices(raw, feature_params)
+    section = FeatureExtractionParams.from_mapping(feature_params, "feature_extraction")
+    frame = fe.load_and_validate_prices(raw, section)
     full_index = load_prices(SYMBOL, source="packaged").index
     splits = make_splits(
         full_index, {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
     )
     splits = {SYMBOL: {name: bounds for name, bounds in splits.items() if name != "test"}}
-    fitted = fe.fit_feature_params(frame, splits, feature_params)
+    fitted = fe.fit_feature_params(frame, splits, section)
     features = fe.build_features(frame, fitted)
-    scalers = fe.fit_scalers(features, frame, splits, feature_params)
+    scalers = fe.fit_scalers(features, frame, splits, section)
     env_params = {**_base("env_construction"), "symbol": SYMBOL}
     spec = symbol_env_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
     agent = deployed_agent(timesteps)
@@ -232,7 +235,7 @@ def independent_evaluation(
     (feature_extraction's nodes and ``symbol_env_spec``, the deployment's fitted features and scaler),
     the tracked bars as a split of their own: not the forward pipeline's ``forward_data``/``replay``."""
     raw = {SYMBOL: lambda: prices.rename_axis("timestamp")}
-    frame = fe.load_and_validate_prices(raw, feature_params)
+    frame = fe.load_and_validate_prices(raw, FeatureExtractionParams.from_mapping(feature_params, "feature_extraction"))
     scaled = fe.scale_features(fe.build_features(frame, fitted), scalers)
     tracked = {"start": DEPLOYED_END.isoformat(), "end": prices.index[-1].isoformat()}
     spec = symbol_env_spec(frame, scaled, {SYMBOL: {"tracked": tracked}}, env_params, scalers)
@@ -319,11 +322,13 @@ def main() -> None:
         "first_bar": str(record["timestamp"].iloc[0].date()),
         "last_bar": str(record["timestamp"].iloc[-1].date()),
         "new_bars_per_rerun_sum": sum(r["new_bars"] for r in reruns),
-        "record_sharpe": sharpe_ratio(record["return"]),
+        "record_sharpe": sharpe_ratio(record["return"], PERIODS_PER_YEAR),
         "independent_evaluation": "env built by feature_extraction + symbol_env_spec, stepped once over the span",
-        "single_evaluation_sharpe": sharpe_ratio(single["return"]),
+        "single_evaluation_sharpe": sharpe_ratio(single["return"], PERIODS_PER_YEAR),
         "max_return_difference": float((record["return"] - single["return"]).abs().max()),
-        "sharpe_difference": abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])),
+        "sharpe_difference": abs(
+            sharpe_ratio(record["return"], PERIODS_PER_YEAR) - sharpe_ratio(single["return"], PERIODS_PER_YEAR)
+        ),
         "returns_bit_identical": bool((record["return"].to_numpy() == single["return"].to_numpy()).all()),
         "forward_metrics": {k: report["metrics"][k] for k in ("sharpe", "total_return", "max_drawdown", "n_trades")},
         "buy_and_hold_capped": {

@@ -35,6 +35,7 @@ import pandas as pd
 import yaml
 
 from trading_rl.agents import AgentParams
+from trading_rl.monitoring.collapse import CollapseThresholds
 
 PROJECT = Path(__file__).resolve().parents[1]
 MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
@@ -497,10 +498,12 @@ def main() -> None:
             "ppy": 252.0,
             "seed": params["seed"],
             "hold_threshold": EnvConfig.from_mapping(env_config).hold_threshold,
-            "collapse": {
-                key: params["sac_icm"]["agent"]["collapse"][key]
-                for key in ("dominance_max", "entropy_min", "trade_rate_min")
-            },
+            "collapse": CollapseThresholds(
+                **{
+                    key: params["sac_icm"]["agent"]["collapse"][key]
+                    for key in ("dominance_max", "entropy_min", "trade_rate_min")
+                }
+            ),
         }
         for fold in folds:
             baseline_jobs.append((symbol, prices, fold, settings))

@@ -23,7 +23,7 @@ from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs, resolve_her_params
+from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_view, replay_buffer_kwargs
 from trading_rl.agents.option_env import augmented_space
 from trading_rl.agents.options import OPTION_NAMES
 from trading_rl.data import load_prices
@@ -69,7 +69,7 @@ def main() -> None:
     np.random.seed(0)
     rng = np.random.default_rng(0)
 
-    her = resolve_her_params({})
+    her = HerParams()
     venv = _goal_vec_env(her)
     dict_space = augmented_space(venv.observation_space, len(OPTION_NAMES))
     box_space = dict_space["observation"]

@@ -36,8 +36,9 @@ from trading_rl.agents.icm import IntrinsicCuriosityModule  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import ContinuousTradingEnv, EnvConfig  # noqa: E402
 from trading_rl.features import apply_scaler, compute_features, fit_scaler  # noqa: E402
-from trading_rl.phases.reward_shaper import resolve_phase_params  # noqa: E402
+from trading_rl.phases.reward_shaper import RewardShaperParams  # noqa: E402
 from trading_rl.rewards import (  # noqa: E402
+    ObjectiveParams,
     ObjectiveWeightNetwork,
     PotentialNetwork,
     RewardShaper,
@@ -45,6 +46,7 @@ from trading_rl.rewards import (  # noqa: E402
     ShapedRewardWrapper,
     context_indices,
 )
+from trading_rl.rewards.shaper import ShapingParams  # noqa: E402
 
 
 def make_env(prices, features, seed):
@@ -58,9 +60,18 @@ def make_shaper(layout, n_envs):
     dim = len(context_indices(layout))
     weights, potential = ObjectiveWeightNetwork(dim, 128), PotentialNetwork(dim, 128)
     icm = IntrinsicCuriosityModule(layout.dim, 1)
+    config = EnvConfig()  # the env make_env builds
     return RewardShaper(
-        layout, n_envs, weight_network=weights, potential=potential, icm=icm, hold_threshold=EnvConfig().hold_threshold
-    )  # the env make_env builds
+        layout,
+        n_envs,
+        ObjectiveParams(),
+        weight_network=weights,
+        potential=potential,
+        icm=icm,
+        adaptation=ShapingParams(),
+        periods_per_year=config.periods_per_year,
+        hold_threshold=config.hold_threshold,
+    )
 
 
 def time_env_loop(env, actions) -> float:
@@ -118,7 +129,7 @@ def main() -> None:
     features = apply_scaler(raw, fit_scaler(raw))
     prices = prices.loc[features.index]
     layout = make_env(prices, features, 0).layout
-    phase_n_envs = int(resolve_phase_params({})["training"]["n_envs"])
+    phase_n_envs = RewardShaperParams().training.n_envs
 
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "

@@ -42,7 +42,7 @@ def make_env_factory():
     features = compute_features(prices)
     splits = make_splits(features.index, {"train_fraction": 0.7, "validation_fraction": 0.15})
     scaled = apply_scaler(features, fit_scaler(split_frame(features, splits, "train")))
-    spec = build_env_spec("sp500", prices, scaled, splits)
+    spec = build_env_spec("sp500", prices, scaled, splits, None, 252.0)  # daily bars
     env = spec.make_env("train")
     description = (
         f"ContinuousTradingEnv, S&P 500 daily train split, observation {env.observation_space.shape}, "

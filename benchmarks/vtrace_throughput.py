@@ -29,10 +29,11 @@ import torch
 
 from trading_rl.agents import AgentParams, build_agent
 from trading_rl.algorithms.actor_learner import (
+    PARAMS_PREFIX,
     RolloutWorker,
     VTraceLearner,
+    VTraceParams,
     policy_weights,
-    resolve_vtrace_params,
     train_vtrace,
 )
 from trading_rl.data import load_prices
@@ -45,13 +46,18 @@ def sp500_spec():
     features = compute_features(prices)
     splits = make_splits(features.index, {"train_fraction": 0.7, "validation_fraction": 0.15})
     scaled = apply_scaler(features, fit_scaler(split_frame(features, splits, "train")))
-    return build_env_spec("sp500", prices, scaled, splits)
+    return build_env_spec("sp500", prices, scaled, splits, None, 252.0)  # daily bars
 
 
 def vtrace_rates(spec, steps: int, workers: int, backend: str, **params) -> dict[str, float]:
     """Steady-state steps/s plus median actor (rollout) and learner (update) seconds per update."""
-    params = {"total_timesteps": steps, **params}
-    _, history = train_vtrace(spec, params, seed=0, num_workers=workers, backend=backend)
+    _, history = train_vtrace(
+        spec,
+        VTraceParams.from_mapping({"total_timesteps": steps, **params}, PARAMS_PREFIX),
+        seed=0,
+        num_workers=workers,
+        backend=backend,
+    )
     steady = history[1:]
     seconds = sum(row["update_seconds"] for row in steady)
     steps_done = history[-1]["env_steps"] - history[0]["env_steps"]
@@ -68,7 +74,7 @@ def component_costs(spec, params: dict, repeats: int = 20) -> tuple[float, float
     """(actor seconds per env step, learner fixed seconds per update, learner seconds per batch
     step), timed in this process: rollouts of one actor, and updates on batches of N = 1..16
     trajectories with a least-squares line through the medians."""
-    params = resolve_vtrace_params(params)
+    params = VTraceParams.from_mapping(params, PARAMS_PREFIX)
     worker = RolloutWorker(spec, params, seed=0)
     weights = policy_weights(worker.policy)
     trajectories = [worker.rollout(weights) for _ in range(16)]
@@ -83,7 +89,7 @@ def component_costs(spec, params: dict, repeats: int = 20) -> tuple[float, float
             timings.append(time.perf_counter() - started)
         medians.append(statistics.median(timings))
     per_trajectory, fixed = np.polyfit(sizes, medians, 1)
-    return actor / params["unroll_length"], fixed, per_trajectory / params["unroll_length"]
+    return actor / params.unroll_length, fixed, per_trajectory / params.unroll_length
 
 
 def sac_rate(spec, steps: int, warmup: int) -> float:
@@ -106,7 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     spec = sp500_spec()
-    unroll = resolve_vtrace_params({})["unroll_length"]
+    unroll = VTraceParams().unroll_length
 
     costs = component_costs(spec, {})
     results = {"in-process, 1 actor": vtrace_rates(spec, args.vtrace_steps, 1, "local")}

@@ -290,8 +290,6 @@ def test_a_circle_through_a_function_level_import_is_found():
 
 
 BENCHMARKS = SOURCE.parents[1] / "benchmarks"
-# Node files that a module outside their pipeline still imports (to be given a phase; issue 28).
-NODE_IMPORTS_REMAINING = {("benchmarks.forward_monthly_reruns", "trading_rl.pipelines.feature_extraction.nodes")}
 
 
 def node_file_imports() -> list[tuple[str, str]]:
@@ -322,7 +320,7 @@ def _imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def test_no_node_file_is_imported_outside_its_pipeline():
-    assert set(node_file_imports()) == NODE_IMPORTS_REMAINING
+    assert node_file_imports() == []
 
 
 # Section resolution (``X.from_mapping`` and the ``resolve_*`` wrappers of parameter sections) belongs
@@ -335,30 +333,11 @@ RESOLVING_MODULES = ("pipelines/", "config.py", "integration/parameter_sections.
 # Modules that still resolve sections they were handed, with their count of calls (issue 28, item 1:
 # the rest of the phases and the domain). The test fails when one gains a call or a module joins.
 STILL_RESOLVING = {
-    "agents/auxiliary.py": 1,
-    "agents/curriculum.py": 2,
-    "agents/her.py": 1,
-    "agents/hierarchical.py": 1,
-    "agents/options.py": 2,
-    "algorithms/actor_learner.py": 2,
-    "algorithms/es.py": 2,
-    "data/selection.py": 1,
     "envs/continuous.py": 1,
     "envs/spec.py": 4,
-    "evaluation/final.py": 1,
-    "evaluation/regimes.py": 3,
     "export/inference.py": 2,
-    "export/onnx_export.py": 2,
-    "export/safeguards.py": 1,
     "features/indicators.py": 4,
-    "features/params.py": 2,
-    "phases/forward.py": 2,
-    "phases/multi_symbol.py": 1,
-    "phases/options_her.py": 5,
-    "phases/reward_shaper.py": 8,
-    "phases/tuning.py": 3,
-    "rewards/objectives.py": 2,
-    "rewards/shaper.py": 1,
+    "features/params.py": 1,
 }
 
 

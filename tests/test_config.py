@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 
 from trading_rl.agents import AgentParams, build_agent
-from trading_rl.config import ConfigError, Section, section_from_defaults, setting
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.integration.parameter_sections import SECTIONS, validate_parameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -90,20 +90,3 @@ def test_unknown_top_level_sections_are_refused_with_a_suggestion():
     parameters = load_parameters("ci")
     with pytest.raises(ConfigError, match=r"unknown parameter 'sac_icn' \(did you mean 'sac_icm'\?\)"):
         validate_parameters({**parameters, "sac_icn": {"agent": {}}})
-
-
-def test_sections_read_from_defaults_dicts_type_check_and_nest():
-    schema = section_from_defaults(
-        "Toy", {"rate": 0.5, "steps": 3, "inner": {"on": True}}, ranges={"rate": {"interval": "(0, 1)"}}
-    )
-    assert schema.from_mapping({"inner": {"on": False}}, "toy").to_dict() == {
-        "rate": 0.5,
-        "steps": 3,
-        "inner": {"on": False},
-    }
-    with pytest.raises(ConfigError, match=r"'toy\.inner\.onn' \(did you mean 'toy\.inner\.on'\?\)"):
-        schema.from_mapping({"inner": {"onn": False}}, "toy")
-    with pytest.raises(ConfigError, match=r"'toy\.steps' must be an integer, got 2\.5"):
-        schema.from_mapping({"steps": 2.5}, "toy")
-    with pytest.raises(ConfigError, match=r"'toy\.rate' must be in \(0, 1\), got 1\.0"):
-        schema.from_mapping({"rate": 1.0}, "toy")

@@ -321,54 +321,6 @@ def _check_range(value: Any, field: dataclasses.Field, key: str) -> None:
             raise _fail(key, expected, value)
 
 
-def section_from_defaults(
-    name: str,
-    defaults: Mapping[str, Any],
-    *,
-    ranges: Mapping[str, Mapping[str, Any]] | None = None,
-    kinds: Mapping[str, Any] | None = None,
-    module: str | None = None,
-) -> type[Section]:
-    """A :class:`Section` dataclass whose fields, types and defaults are read from a defaults
-    mapping (nested mappings become nested sections). For modules whose defaults are a dict that
-    other code reads, so the dict stays the one copy of the defaults.
-
-    ``ranges``: ``{key: setting() keywords}``; ``kinds``: annotations for keys whose default does
-    not tell the type (``None``, or an int default that may be given as a float).
-    """
-    ranges = dict(ranges or {})
-    kinds = dict(kinds or {})
-    entries = []
-    for key, default in defaults.items():
-        options = ranges.get(key, {})
-        if key in kinds:
-            kind = kinds[key]
-        elif isinstance(default, Mapping):
-            nested_ranges = {k[len(key) + 1 :]: v for k, v in ranges.items() if k.startswith(f"{key}.")}
-            nested_kinds = {k[len(key) + 1 :]: v for k, v in kinds.items() if k.startswith(f"{key}.")}
-            kind = section_from_defaults(
-                f"{name}_{key}", default, ranges=nested_ranges, kinds=nested_kinds, module=module
-            )
-            default = kind()
-        elif isinstance(default, bool):
-            kind = bool
-        elif isinstance(default, int):
-            kind = int
-        elif isinstance(default, float):
-            kind = float
-        elif isinstance(default, str):
-            kind = str
-        elif isinstance(default, (list, tuple)):
-            kind = list[Any]
-            default = list(default)
-        else:
-            kind = Any
-        entries.append((key, kind, setting(default, **options)))
-    return dataclasses.make_dataclass(
-        name, entries, bases=(Section,), frozen=True, kw_only=True, namespace={"__module__": module or __name__}
-    )
-
-
 def require_not_above(section: Section, prefix: str, key: str, limit: str) -> None:
     """``section.key <= section.limit``, else ``ConfigError`` naming both dotted keys (``batch_size``
     and ``buffer_size``, ...)."""

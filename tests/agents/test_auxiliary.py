@@ -15,13 +15,15 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from trading_rl.agents import AgentParams, SACWithICM, build_agent, wrap_training_env
 from trading_rl.agents.auxiliary import (
     HEADS,
+    PARAMS_PREFIX,
     TARGETS_INFO_KEY,
-    AuxiliaryConfig,
     AuxiliaryHeads,
+    AuxiliaryParams,
     AuxiliaryReplayBuffer,
     AuxiliaryTargets,
     MarketEncoder,
 )
+from trading_rl.agents.curriculum import CurriculumParams
 from trading_rl.envs import build_env_spec
 
 SPLITS = {
@@ -69,7 +71,7 @@ def _observations_and_targets(env, steps: int = 60):
 
 
 def test_no_target_leaks_into_the_observation(prices, spec):
-    config = AuxiliaryConfig.from_params(ON)
+    config = AuxiliaryParams.from_mapping(ON, PARAMS_PREFIX).config()
     wrapped = AuxiliaryTargets(spec.make_env("train"), config)
     plain_obs, _ = _observations_and_targets(spec.make_env("train"))
     wrapped_obs, targets = _observations_and_targets(wrapped)
@@ -96,7 +98,7 @@ def test_no_target_leaks_into_the_observation(prices, spec):
 
 
 def test_targets_come_from_training_bars_only(prices, spec):
-    config = AuxiliaryConfig.from_params(ON)
+    config = AuxiliaryParams.from_mapping(ON, PARAMS_PREFIX).config()
     train_env = spec.make_env("train")
     table = AuxiliaryTargets(train_env, config).table
     assert len(table) == train_env.n_bars
@@ -112,7 +114,7 @@ def test_targets_come_from_training_bars_only(prices, spec):
 def test_each_head_loss_falls_on_training_data(spec):
     th.manual_seed(0)
     np.random.seed(0)
-    config = AuxiliaryConfig.from_params({**ON, "lr": 3e-3})
+    config = AuxiliaryParams.from_mapping({**ON, "lr": 3e-3}, PARAMS_PREFIX).config()
     env = AuxiliaryTargets(spec.make_env("train"), config)
     buffer = AuxiliaryReplayBuffer(1000, env.observation_space, env.action_space, device="cpu")
     obs, _ = env.reset(seed=0)
@@ -163,7 +165,7 @@ def test_switched_off_the_agent_is_unchanged(spec):
     env = spec.make_env("train", seed=0)
     model = build_agent(env, AgentParams.from_mapping(SMALL, "sac_icm.agent"), seed=0, device="cpu")
     assert model.auxiliary is None and isinstance(model.policy.actor.features_extractor, FlattenExtractor)
-    assert wrap_training_env(env, {"auxiliary": {"enabled": False}, "curriculum": {"enabled": False}}) is env
+    assert wrap_training_env(env, CurriculumParams(), None) is env
 
 
 def test_a_walk_forward_fine_tune_keeps_labelling_transitions(spec):
@@ -189,4 +191,4 @@ def test_a_walk_forward_fine_tune_keeps_labelling_transitions(spec):
 )
 def test_bad_parameters_name_the_key(params, match):
     with pytest.raises(ValueError, match=match):
-        AuxiliaryConfig.from_params({"enabled": True, **params})
+        AuxiliaryParams.from_mapping({"enabled": True, **params}, PARAMS_PREFIX)

@@ -10,10 +10,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.curriculum import (
     Curriculum,
+    CurriculumParams,
     curriculum_entry,
     curriculum_states,
     load_curriculum_states,
-    resolve_curriculum_params,
 )
 from trading_rl.envs import build_env_spec
 
@@ -44,7 +44,16 @@ STAGES = [
     },
     {"name": "real", "regimes": "all", "cost_multiplier": 1.0},
 ]
-PARAMS = {"enabled": True, "episode_length": 40, "min_episodes": 3, "window": 2, "success_rate": 0.5, "stages": STAGES}
+SETTINGS = {
+    "enabled": True,
+    "episode_length": 40,
+    "min_episodes": 3,
+    "window": 2,
+    "success_rate": 0.5,
+    "stages": STAGES,
+}
+PREFIX = "sac_icm.agent.curriculum"
+PARAMS = CurriculumParams.from_mapping(SETTINGS, PREFIX)
 
 
 def _frames(prices: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -119,7 +128,9 @@ def test_a_policy_that_never_trades_is_held_back_with_the_threshold_named(spec):
 
 
 def test_the_curriculum_never_steps_on_validation_or_test_bars(market, spec):
-    env = Curriculum(spec.make_env("train"), {**PARAMS, "min_episodes": 1, "window": 1})
+    env = Curriculum(
+        spec.make_env("train"), CurriculumParams.from_mapping({**SETTINGS, "min_episodes": 1, "window": 1}, PREFIX)
+    )
     env.reset(seed=0)
     train_end = pd.Timestamp(SPLITS["train"]["end"])
     seen = [info["timestamp"] for _ in range(30) for info in _run_episode(env, 1.0)]
@@ -138,7 +149,7 @@ def test_the_curriculum_never_steps_on_validation_or_test_bars(market, spec):
 
 def test_observation_noise_touches_the_feature_window_only(spec):
     noisy = [{**STAGES[0], "observation_noise": 0.5}, STAGES[-1]]
-    env = Curriculum(spec.make_env("train"), {**PARAMS, "stages": noisy})
+    env = Curriculum(spec.make_env("train"), CurriculumParams.from_mapping({**SETTINGS, "stages": noisy}, PREFIX))
     obs, _ = env.reset(seed=0)
     clean = env.unwrapped._obs
     window = env.unwrapped.layout["features"]
@@ -175,7 +186,7 @@ def test_state_round_trips_through_a_vec_env_and_reports_history_keys(spec):
 )
 def test_bad_parameters_name_the_key(params, match):
     with pytest.raises(ValueError, match=match):
-        resolve_curriculum_params(params)
+        CurriculumParams.from_mapping(params, PREFIX)
 
 
 def test_env_reset_options_fix_the_start_and_scale_costs(spec):

@@ -9,11 +9,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.her import (
     FastHerReplayBuffer,
+    HerParams,
     goal_achievement,
     goal_achievement_against_control,
     goal_view,
     relabelled_fraction,
-    resolve_her_params,
 )
 from trading_rl.envs.goal import GoalConditionedView, goal_reward
 
@@ -81,7 +81,7 @@ def _filled_buffer(
     """Episodes of the given lengths (the last one left without its ``done`` if ``unfinished_last``);
     ``observation`` carries ``(episode, step)`` and the achieved goal encodes both too."""
     spec = small_spec()
-    venv = DummyVecEnv([lambda: goal_view(spec.make_env("train"), resolve_her_params({}))])
+    venv = DummyVecEnv([lambda: goal_view(spec.make_env("train"), HerParams())])
     space = venv.observation_space
     buffer = buffer_class(size, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy)
     obs_dim = space["observation"].shape[0]
@@ -197,4 +197,4 @@ def test_goal_achievement_against_control_pairs_episodes_and_needs_a_ci_above_ze
     same = goal_achievement_against_control(agnostic, agnostic, desired, tolerance=0.005)
     assert same["achievement_difference_ci"] == [0.0, 0.0] and not same["beats_control"]
     with pytest.raises(ValueError, match="goal_selection_strategy"):
-        resolve_her_params({"goal_selection_strategy": "final_ish"})
+        HerParams.from_mapping({"goal_selection_strategy": "final_ish"}, "options_her.her")

@@ -8,22 +8,24 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.agents.controller import ControllerConfig, OptionLearner
-from trading_rl.agents.her import FastHerReplayBuffer, resolve_her_params
+from trading_rl.agents.her import FastHerReplayBuffer, HerParams
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
     build_hierarchical_agent,
     rollout_agent,
 )
 from trading_rl.agents.option_env import OptionVecEnv
-from trading_rl.agents.options import OPTION_NAMES, TradingOptions
-from trading_rl.agents.sac_icm import SACWithICM
+from trading_rl.agents.options import OPTION_NAMES, OptionParams, TradingOptions
+from trading_rl.agents.sac_icm import SacParams, SACWithICM
 from trading_rl.agents.widening import WidenedLinear
-from trading_rl.phases.options_her import train_from_spec
+from trading_rl.phases.options_her import OptionsHerParams, train_from_spec
 
 torch.set_num_threads(1)
 N_OPTIONS = len(OPTION_NAMES)
 SMALL_CONTROLLER = {"hidden_dim": 16, "warmup_steps": 20, "batch_size": 8, "buffer_size": 500}
 SMALL_SAC = {"learning_starts": 70, "batch_size": 16, "buffer_size": 2000}
+CONTROLLER = ControllerConfig(**SMALL_CONTROLLER)
+SAC = SacParams(**SMALL_SAC)
 
 
 def _one_hot(n, option):
@@ -38,9 +40,9 @@ def test_warm_start_reproduces_the_sac_icm_action(with_her):
     every option and any goals; every source tensor is copied unchanged and the new columns are zero."""
     spec = small_spec()
     source = small_source_model(spec)
-    her = resolve_her_params({}) if with_her else None
+    her = HerParams() if with_her else None
     agent, _ = build_hierarchical_agent(
-        source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1
+        source, lambda: spec.make_env("train"), OptionParams(), CONTROLLER, her, SAC, seed=1
     )
     assert isinstance(agent.low_level.replay_buffer, FastHerReplayBuffer) == with_her
     obs = random_observations(spec, 64)
@@ -91,7 +93,9 @@ def test_warm_start_without_new_inputs_copies_the_source_policy():
     the whole policy is the source's."""
     spec = small_spec()
     source = small_source_model(spec)
-    agent, _ = build_hierarchical_agent(source, lambda: spec.make_env("train"), None, None, None, SMALL_SAC, seed=1)
+    agent, _ = build_hierarchical_agent(
+        source, lambda: spec.make_env("train"), None, ControllerConfig(), None, SAC, seed=1
+    )
     policy = agent.low_level.policy
     assert not any(isinstance(module, WidenedLinear) for module in policy.modules())
     source_state = source.policy.state_dict()
@@ -107,9 +111,9 @@ def test_low_level_learns_pnl_at_the_source_reward_scale_and_goals_unscaled(with
     spec = small_spec()
     source = small_source_model(spec)
     source.reward_scale = 100.0
-    her = resolve_her_params({}) if with_her else None
+    her = HerParams() if with_her else None
     agent, _ = build_hierarchical_agent(
-        source, lambda: spec.make_env("train"), {}, SMALL_CONTROLLER, her, SMALL_SAC, seed=1
+        source, lambda: spec.make_env("train"), OptionParams(), CONTROLLER, her, SAC, seed=1
     )
     low_level = agent.low_level
     # One mechanism: the learner's reward_scale (HER's goal view scales the P&L part itself).
@@ -146,7 +150,7 @@ def test_option_vec_env_keeps_state_per_env_and_enforces_min_duration():
     make = lambda: spec.make_env("train")  # noqa: E731
     venv = DummyVecEnv([make, make, make])
     env = venv.envs[0].unwrapped
-    options = TradingOptions(env.layout, allow_short=True)
+    options = TradingOptions(env.layout, OptionParams(), allow_short=True)
     learner = OptionLearner(env.layout.dim, N_OPTIONS, ControllerConfig(**SMALL_CONTROLLER), seed=0)
     option_env = OptionVecEnv(venv, options, learner, seed=0)
     option_env.seed(0)
@@ -200,7 +204,7 @@ def test_train_save_load_gives_identical_actions():
         "training": {"total_timesteps": 160, "log_freq": 40},
         "env_overrides": {},
     }
-    agent, history, stats = train_from_spec(spec, source, params, seed=0)
+    agent, history, stats = train_from_spec(spec, source, OptionsHerParams.from_mapping(params, "options_her"), seed=0)
     assert [row["step"] for row in history] == [40, 80, 120, 160]
     assert "controller_entropy" in history[-1] and "usage_wait" in history[-1]
     assert stats["episodes"] >= 1
@@ -225,10 +229,11 @@ def test_the_options_her_training_env_runs_inside_the_curriculum_when_it_is_enab
         "training": {"total_timesteps": 120, "log_freq": 40},
         "curriculum": {"enabled": True, "episode_length": 30, "min_start_windows": 2},
     }
-    agent, _, _ = train_from_spec(spec, source, params, seed=0)
+    agent, _, _ = train_from_spec(spec, source, OptionsHerParams.from_mapping(params, "options_her"), seed=0)
     venv = agent.low_level.get_env()
     assert venv.env_is_wrapped(Curriculum)[0]
     report = curriculum_entry(venv)
     assert report["curriculum/episodes"] >= 2 and report["curriculum/stage"] == 0
-    agent, _, _ = train_from_spec(spec, source, {**params, "curriculum": {"enabled": False}}, seed=0)
+    off = OptionsHerParams.from_mapping({**params, "curriculum": {"enabled": False}}, "options_her")
+    agent, _, _ = train_from_spec(spec, source, off, seed=0)
     assert not agent.low_level.get_env().env_is_wrapped(Curriculum)[0]

@@ -14,8 +14,8 @@ from trading_rl.agents.options import (
     SCALP,
     TREND_FOLLOW,
     WAIT,
+    OptionParams,
     TradingOptions,
-    resolve_option_params,
     sigmoid_termination_prob,
 )
 from trading_rl.envs.layout import ObservationLayout
@@ -53,7 +53,7 @@ def test_sigmoid_termination_exact_values():
 
 
 def test_minimum_duration_beats_success_rule(layout):
-    options = TradingOptions(layout, allow_short=True)
+    options = TradingOptions(layout, OptionParams(), allow_short=True)
     at_target = make_obs(layout, position_fraction=0.15)  # OpenLong's success rule fires
     for step in range(5):
         assert options.termination_probs([OPEN_LONG], [step], at_target)[0] == 0.0
@@ -67,21 +67,21 @@ def test_minimum_duration_beats_success_rule(layout):
 
 
 def test_time_caps_and_hard_timeout(layout):
-    options = TradingOptions(layout, allow_short=True)
+    options = TradingOptions(layout, OptionParams(), allow_short=True)
     still_open = make_obs(layout, position_fraction=0.1)
-    p = options.params["close_position"]
-    below = options.termination_probs([CLOSE_POSITION], [p["hard_timeout"] - 1], still_open)[0]
-    assert below == pytest.approx(p["time_cap"])
-    assert options.termination_probs([CLOSE_POSITION], [p["hard_timeout"]], still_open)[0] == 1.0
+    p = options.params.close_position
+    below = options.termination_probs([CLOSE_POSITION], [p.hard_timeout - 1], still_open)[0]
+    assert below == pytest.approx(p.time_cap)
+    assert options.termination_probs([CLOSE_POSITION], [p.hard_timeout], still_open)[0] == 1.0
     trending = make_obs(layout, ret_20=2.0)
-    t = options.params["trend_follow"]
-    assert options.termination_probs([TREND_FOLLOW], [t["max_steps"] + 1], trending)[0] == pytest.approx(t["time_cap"])
+    t = options.params.trend_follow
+    assert options.termination_probs([TREND_FOLLOW], [t.max_steps + 1], trending)[0] == pytest.approx(t.time_cap)
     exhausted = make_obs(layout, ret_20=0.0)
-    assert options.termination_probs([TREND_FOLLOW], [t["min_duration"]], exhausted)[0] == t["exhausted_probability"]
+    assert options.termination_probs([TREND_FOLLOW], [t.min_duration], exhausted)[0] == t.exhausted_probability
 
 
 def test_direction_constraints(layout):
-    options = TradingOptions(layout, allow_short=True)
+    options = TradingOptions(layout, OptionParams(), allow_short=True)
     rng = np.random.default_rng(0)
     n = 400
     obs = make_obs(layout, n)
@@ -112,7 +112,7 @@ def test_direction_constraints(layout):
 
 
 def test_initiation_mask_per_row_and_by_name(layout):
-    options = TradingOptions(layout, allow_short=False)
+    options = TradingOptions(layout, OptionParams(), allow_short=False)
     flat_up = make_obs(layout, ret_20=1.0)
     long_down = make_obs(layout, position_fraction=0.1, ret_20=-0.1)
     batch = np.concatenate([flat_up, long_down])
@@ -121,7 +121,7 @@ def test_initiation_mask_per_row_and_by_name(layout):
     assert np.array_equal(mask[0], options.initiation_mask(flat_up)[0])
     assert mask[0].tolist() == [True, False, False, True, True, True]
     assert mask[1].tolist() == [False, False, True, False, True, True]
-    shorting = TradingOptions(layout, allow_short=True)
+    shorting = TradingOptions(layout, OptionParams(), allow_short=True)
     assert shorting.initiation_mask(make_obs(layout, ret_20=-1.0))[0, OPEN_SHORT]
     assert not shorting.initiation_mask(make_obs(layout, ret_20=1.0))[0, OPEN_SHORT]
 
@@ -140,7 +140,7 @@ def test_fields_are_read_by_name_not_position():
         key = name if name in a else f"feature:{name}"
         obs_a[:, a.index(key)] = column
         obs_b[:, b.index(key)] = column
-    oa, ob = TradingOptions(a, allow_short=True), TradingOptions(b, allow_short=True)
+    oa, ob = TradingOptions(a, OptionParams(), allow_short=True), TradingOptions(b, OptionParams(), allow_short=True)
     assert np.array_equal(oa.initiation_mask(obs_a), ob.initiation_mask(obs_b))
     chosen = rng.integers(0, 6, 50)
     steps = rng.integers(0, 40, 50)
@@ -149,7 +149,7 @@ def test_fields_are_read_by_name_not_position():
 
 def test_real_confidence_column_replaces_the_proxy():
     layout = ObservationLayout(["ret_20", "sentiment"], window_size=2)
-    options = TradingOptions(layout)
+    options = TradingOptions(layout, OptionParams())
     obs = make_obs(layout, 2)
     obs[:, layout.index("feature:ret_20")] = 3.0  # proxy would say bullish
     obs[:, layout.index("feature:sentiment")] = [0.2, 0.9]
@@ -159,11 +159,11 @@ def test_real_confidence_column_replaces_the_proxy():
 
 def test_bad_parameters_are_named():
     with pytest.raises(ValueError, match="open_long.bogus"):
-        resolve_option_params({"open_long": {"bogus": 1}})
+        OptionParams.from_mapping({"open_long": {"bogus": 1}}, "options_her.options")
     with pytest.raises(ValueError, match="wait"):
-        resolve_option_params({"wait": {"min_duration": 50}})
+        OptionParams.from_mapping({"wait": {"min_duration": 50}}, "options_her.options")
     with pytest.raises(ValueError, match="trend_feature"):
-        TradingOptions(ObservationLayout(["ret_1"], 2))
+        TradingOptions(ObservationLayout(["ret_1"], 2), OptionParams())
 
 
 def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
@@ -195,7 +195,7 @@ def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
     def signal_counts(options):
         mask = options.initiation_mask(obs)
         trend = options.trend(obs)
-        threshold = options.params["trend_follow"]["momentum_threshold"]
+        threshold = options.params.trend_follow.momentum_threshold
         return (
             mask[:, OPEN_LONG].sum(),
             mask[:, OPEN_SHORT].sum(),
@@ -203,12 +203,12 @@ def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
             (trend <= -threshold).sum(),
         )
 
-    from_zero = TradingOptions(layout, allow_short=True, trend_zero=scaled_value(scaler, "ret_20", 0.0))
+    from_zero = TradingOptions(layout, OptionParams(), allow_short=True, trend_zero=scaled_value(scaler, "ret_20", 0.0))
     long_open, short_open, up_trend, down_trend = signal_counts(from_zero)
     assert abs(long_open - short_open) <= 0.02 * len(obs)
     assert abs(up_trend - down_trend) <= 0.02 * len(obs) and up_trend > 0
     # Measured from the scaler's centre (the old behaviour) the same bars lean heavily bearish.
-    long_median, short_median, _, _ = signal_counts(TradingOptions(layout, allow_short=True))
+    long_median, short_median, _, _ = signal_counts(TradingOptions(layout, OptionParams(), allow_short=True))
     assert short_median > 1.5 * long_median
 
 

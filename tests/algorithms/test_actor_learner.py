@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from scipy.stats import norm
 from trading_rl.algorithms import actor_learner as al
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 
-SMALL = {"unroll_length": 32, "net_arch": [32, 32], "total_timesteps": 256, "learning_rate": 1e-3}
+SMALL = al.VTraceParams(unroll_length=32, net_arch=[32, 32], total_timesteps=256, learning_rate=1e-3)
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def spec():
 
 @pytest.fixture(scope="module")
 def params():
-    return al.resolve_vtrace_params(SMALL)
+    return SMALL
 
 
 def make_model(spec, params, seed=0):
@@ -115,22 +116,22 @@ def test_a_time_limit_bootstraps_from_the_final_observation(spec, params):
     learner = al.VTraceLearner(model, params)
     rewards = learner.batch([trajectory])["rewards"][:, 0]
     with torch.no_grad():
-        tail = params["gamma"] * model.value(torch.from_numpy(trajectory.truncated_observations[:1])).item()
-    assert rewards[step].item() == pytest.approx(params["reward_scale"] * trajectory.rewards[step] + tail, rel=1e-5)
+        tail = params.gamma * model.value(torch.from_numpy(trajectory.truncated_observations[:1])).item()
+    assert rewards[step].item() == pytest.approx(params.reward_scale * trajectory.rewards[step] + tail, rel=1e-5)
     others = np.setdiff1d(np.arange(len(rewards)), trajectory.truncated_steps)
-    np.testing.assert_allclose(rewards[others].numpy(), params["reward_scale"] * trajectory.rewards[others], rtol=1e-6)
+    np.testing.assert_allclose(rewards[others].numpy(), params.reward_scale * trajectory.rewards[others], rtol=1e-6)
 
 
 def test_parameters_are_validated_by_key():
     with pytest.raises(ValueError, match=r"vtrace\.unrol_length"):
-        al.resolve_vtrace_params({"unrol_length": 10})
+        al.VTraceParams.from_mapping({"unrol_length": 10}, al.PARAMS_PREFIX)
     with pytest.raises(ValueError, match=r"vtrace\.clip_c_threshold"):
-        al.resolve_vtrace_params({"clip_c_threshold": -1})
-    assert al.resolve_vtrace_params({"clip_rho_threshold": None})["clip_rho_threshold"] is None
+        al.VTraceParams.from_mapping({"clip_c_threshold": -1}, al.PARAMS_PREFIX)
+    assert al.VTraceParams.from_mapping({"clip_rho_threshold": None}, al.PARAMS_PREFIX).clip_rho_threshold is None
 
 
 def test_trained_agent_predicts_clipped_actions_through_the_rollout_api(spec):
-    agent = al.train_vtrace_agent(spec, {**SMALL, "total_timesteps": 128}, seed=0, num_workers=1)
+    agent = al.train_vtrace_agent(spec, dataclasses.replace(SMALL, total_timesteps=128), seed=0, num_workers=1)
     rollout = run_episode(spec.make_env("validation", evaluation=True), policy_from_sb3(agent), seed=0)
     assert len(rollout) > 0 and rollout["action_raw"].abs().max() <= 1.0
     obs = np.asarray(spec.make_env("validation").reset(seed=0)[0])
@@ -170,7 +171,7 @@ def test_ray_and_in_process_actors_give_the_same_trajectories_and_training(spec,
     runs = {backend: al.train_vtrace(spec, SMALL, 5, num_workers=2, backend=backend) for backend in ("ray", "local")}
     (ray_model, ray_history), (local_model, local_history) = runs["ray"], runs["local"]
     strip = lambda history: [{k: v for k, v in row.items() if k not in al.TIMING_KEYS} for row in history]  # noqa: E731
-    assert len(ray_history) == 256 // (2 * SMALL["unroll_length"])
+    assert len(ray_history) == 256 // (2 * SMALL.unroll_length)
     np.testing.assert_equal(strip(ray_history), strip(local_history))
     for name, tensor in ray_model.state_dict().items():
         assert torch.equal(tensor, local_model.state_dict()[name]), name

@@ -74,9 +74,9 @@ def test_uninformative_fitness_only_decays_the_weights():
 
 def test_parameters_are_validated_by_key():
     with pytest.raises(ValueError, match=r"es\.population_size"):
-        es.resolve_es_params({"population_size": 7})
+        es.EsParams.from_mapping({"population_size": 7}, es.PARAMS_PREFIX)
     with pytest.raises(ValueError, match=r"es\.sigmaa"):
-        es.resolve_es_params({"sigmaa": 0.1})
+        es.EsParams.from_mapping({"sigmaa": 0.1}, es.PARAMS_PREFIX)
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +84,12 @@ def spec():
     return small_spec(n_bars=700, episode_length=40)
 
 
-SMALL_ES = {"generations": 3, "population_size": 8, "hidden_sizes": [8]}
+SMALL_ES = es.EsParams(generations=3, population_size=8, hidden_sizes=[8])
 
 
 def test_fitness_is_the_log_net_return_of_the_episode(spec):
     policy, history = es.train_es(spec, SMALL_ES, seed=2, num_workers=1)
-    evaluator = es.FitnessEvaluator(spec, SMALL_ES["hidden_sizes"])
+    evaluator = es.FitnessEvaluator(spec, SMALL_ES.hidden_sizes)
     env = spec.make_env("train")
     rollout = run_episode(env, policy_from_sb3(policy), seed=5)
     assert evaluator.episode_return(policy.theta, 5) == pytest.approx(np.log1p(rollout["return"]).sum(), abs=1e-9)

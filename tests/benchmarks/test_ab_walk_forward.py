@@ -71,6 +71,6 @@ def test_hierarchical_agents_share_the_sac_arm_settings_and_networks():
     agent_params = agent_parameters(params)
     source, phase = agent_params["options"]["source"], agent_params["options"]["phase"]
     assert source.policy.net_arch == params["walk_forward"]["agent_overrides"]["policy"]["net_arch"]
-    assert phase["sac"]["batch_size"] == source.sac.batch_size
-    assert phase["sac"]["learning_starts"] >= HER_LEARNING_STARTS > 500  # HER needs a finished episode
-    assert "device" not in phase and phase["options"]["enabled"]
+    assert phase.sac.batch_size == source.sac.batch_size
+    assert phase.sac.learning_starts >= HER_LEARNING_STARTS > 500  # HER needs a finished episode
+    assert phase.device == "auto" and phase.options.enabled

@@ -131,7 +131,7 @@ def test_oracle_target_respects_cost_band_shorting_and_vol_weights():
 
 def test_symbols_config_carries_validated_markets():
     entries = symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "fast", "strength": 0.2}}])
-    assert entries[0]["market"]["family"] == "fast" and entries[0]["market"]["n_bars"] == 5000
+    assert entries[0]["market"].family == "fast" and entries[0]["market"].n_bars == 5000
     params = {"symbols": [{"name": "X", "source": "synthetic", "market": {"family": "slow", "strength": 0.1}}]}
     assert market_model("X", params) == model("slow", 0.1)
     assert market_model("sp500", {"symbols": ["sp500"]}) is None

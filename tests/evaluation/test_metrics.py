@@ -58,7 +58,7 @@ def test_matches_empyrical(name, ppy):
 def test_accepts_series_and_lists_alike():
     r = SERIES["short"]
     as_series = pd.Series(r, index=pd.date_range("2020-01-01", periods=r.size))
-    assert m.sharpe_ratio(as_series) == m.sharpe_ratio(list(r)) == m.sharpe_ratio(r)
+    assert m.sharpe_ratio(as_series, 252) == m.sharpe_ratio(list(r), 252) == m.sharpe_ratio(r, 252)
 
 
 def test_first_period_loss_is_a_drawdown():
@@ -68,19 +68,19 @@ def test_first_period_loss_is_a_drawdown():
 
 def test_undefined_ratios_are_nan():
     zeros = np.zeros(50)
-    assert math.isnan(m.sharpe_ratio(zeros))
+    assert math.isnan(m.sharpe_ratio(zeros, 252))
     assert math.isnan(empyrical.sharpe_ratio(zeros))  # same convention for 0/0
-    assert math.isnan(m.sharpe_ratio(np.full(50, 0.001)))  # constant: std is 0, not ~1e-18
-    assert math.isnan(m.sortino_ratio([0.01, 0.02, 0.0]))  # no downside
-    assert math.isnan(m.calmar_ratio([0.01, 0.02]))  # no drawdown
-    assert math.isnan(m.sharpe_ratio([0.01]))
+    assert math.isnan(m.sharpe_ratio(np.full(50, 0.001), 252))  # constant: std is 0, not ~1e-18
+    assert math.isnan(m.sortino_ratio([0.01, 0.02, 0.0], 252))  # no downside
+    assert math.isnan(m.calmar_ratio([0.01, 0.02], 252))  # no drawdown
+    assert math.isnan(m.sharpe_ratio([0.01], 252))
     assert m.total_return(zeros) == 0.0
     assert m.max_drawdown(zeros) == 0.0
 
 
 def test_rejects_nan_and_two_dimensional_input():
     with pytest.raises(ValueError, match="NaN"):
-        m.sharpe_ratio([0.01, np.nan, 0.02])
+        m.sharpe_ratio([0.01, np.nan, 0.02], 252)
     with pytest.raises(ValueError, match="one-dimensional"):
         m.total_return(np.zeros((3, 2)))
 

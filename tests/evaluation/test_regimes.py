@@ -11,14 +11,16 @@ import pytest
 from trading_rl.evaluation.regimes import (
     REGIMES,
     UNLABELLED,
-    check_regime_validation_params,
+    RegimeParams,
+    RegimeValidationParams,
     label_regimes,
     regime_metrics,
     step_regimes,
     walk_forward_regime_metrics,
 )
 
-SMALL = {"trend_window": 10, "vol_window": 5, "vol_lookback": 30, "vol_quantile": 0.8, "trend_threshold": 0.5}
+SMALL_SETTINGS = {"trend_window": 10, "vol_window": 5, "vol_lookback": 30, "vol_quantile": 0.8, "trend_threshold": 0.5}
+SMALL = RegimeParams(**SMALL_SETTINGS)
 
 
 def regime_walk(seed: int = 0) -> pd.Series:
@@ -78,7 +80,7 @@ def test_labels_do_not_change_when_the_future_changes():
 
 def test_unknown_parameter_is_named():
     with pytest.raises(ValueError, match=r"regime_validation\.regimes\.vol_windw"):
-        label_regimes(regime_walk(), {"vol_windw": 5})
+        RegimeParams.from_mapping({"vol_windw": 5}, "regime_validation.regimes")
 
 
 def _rollout(close: pd.Series, seed: int) -> pd.DataFrame:
@@ -181,6 +183,10 @@ def test_walk_forward_regimes_need_the_traded_value():
         )
 
 
+def check_regime_validation_params(params):
+    RegimeValidationParams.from_mapping(params, "regime_validation")
+
+
 def test_the_test_split_parameter_is_refused_by_name():
     with pytest.raises(ValueError, match=r"regime_validation\.split.*final_evaluation"):
         check_regime_validation_params({"split": "test", "regimes": {}})
@@ -188,7 +194,7 @@ def test_the_test_split_parameter_is_refused_by_name():
         check_regime_validation_params({"regmes": {}})
     with pytest.raises(ValueError, match=r"regime_validation\.regimes\.vol_windw"):
         check_regime_validation_params({"regimes": {"vol_windw": 5}})
-    check_regime_validation_params({"regimes": SMALL})
+    check_regime_validation_params({"regimes": SMALL_SETTINGS})
 
 
 def test_walk_forward_regimes_attribute_each_regime_against_the_market_line():

@@ -17,6 +17,7 @@ from trading_rl.evaluation.attribution import rollout_attribution
 from trading_rl.evaluation.baselines import constant_policy, random_policy
 from trading_rl.evaluation.ledger import Trials
 from trading_rl.evaluation.metrics import compute_metrics
+from trading_rl.evaluation.regimes import RegimeParams
 from trading_rl.evaluation.rollout import run_episode
 from trading_rl.evaluation.tearsheet import (
     PANELS,
@@ -46,7 +47,14 @@ def section():
         "idle agent": run_episode(make_env(), constant_policy(0.0, env.action_space), seed=0),
     }
     return env_section(
-        "sp500 validation", "sp500", 252.0, agents, make_env, spec.closes, 0, {"vol_lookback": 60, "trend_window": 20}
+        "sp500 validation",
+        "sp500",
+        252.0,
+        agents,
+        make_env,
+        spec.closes,
+        0,
+        RegimeParams(vol_lookback=60, trend_window=20),
     )
 
 

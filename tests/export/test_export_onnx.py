@@ -5,7 +5,7 @@ import onnx
 import pytest
 
 from trading_rl.export import check_parity, export_actor, inference_session, latency_percentiles, rollout_observations
-from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
+from trading_rl.export.onnx_export import ExportParams, export_and_verify
 from trading_rl.integration.datasets.export import OnnxModelDataset
 
 
@@ -42,7 +42,7 @@ def test_parity_check_fails_for_a_different_policy(export_setup, onnx_bytes):
 
 
 def test_export_and_verify_report(export_setup):
-    params = {"latency": {"repeats": 50, "warmup": 5}, "parity": {"max_real": 20}}
+    params = ExportParams.from_mapping({"latency": {"repeats": 50, "warmup": 5}, "parity": {"max_real": 20}}, "export")
     onnx_bytes, report = export_and_verify(export_setup.model, export_setup.spec.make_env("validation"), params)
     onnx.checker.check_model(onnx.load_model_from_string(onnx_bytes))
     assert report["parity"]["n_real"] == 20 and report["parity"]["n_random"] == 980
@@ -54,7 +54,7 @@ def test_export_and_verify_report(export_setup):
 
 def test_export_params_reject_unknown_keys():
     with pytest.raises(ValueError, match="parity.n_obs"):
-        resolve_export_params({"parity": {"n_obs": 3}})
+        ExportParams.from_mapping({"parity": {"n_obs": 3}}, "export")
 
 
 def test_latency_percentiles_of_a_known_sequence(monkeypatch):

@@ -22,7 +22,7 @@ def _signal(timestamp, units=10.0, price=100.0, equity=100_000.0, raw=0.5):
 
 
 def _guard(**rules):
-    return Safeguards({**OFF, **rules})
+    return Safeguards(SafeguardConfig(**{**OFF, **rules}))
 
 
 def test_all_rules_off_pass_everything():
@@ -94,7 +94,7 @@ def test_engine_applies_safeguards_to_its_signals(export_setup, onnx_bytes):
     from trading_rl.export import SignalEngine
 
     spec = export_setup.spec
-    guard = Safeguards({**OFF, "max_trades_per_day": 0})  # every trade is blocked
+    guard = Safeguards(SafeguardConfig(**{**OFF, "max_trades_per_day": 0}))  # every trade is blocked
     engine = SignalEngine(
         onnx_bytes,
         export_setup.feature_params,

@@ -16,7 +16,7 @@ from kedro.io import DatasetError
 
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
 from trading_rl.integration.datasets import RawPriceFilesDataset
-from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices
+from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices_node
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_split_dates_out_of_order_are_refused_before_any_file_is_read():
         "splits": {"train_end": "2001-01-01", "validation_end": "2000-06-30"},
     }
     with pytest.raises(ValueError, match=r"train_end='2001-01-01' must be before validation_end='2000-06-30'"):
-        load_and_validate_prices({"GOOD": never_read}, params)
+        load_and_validate_prices_node({"GOOD": never_read}, params)
 
 
 def test_every_symbol_input_of_a_phase_is_checked(spec):

@@ -141,13 +141,13 @@ def test_a_user_symbol_is_chosen_from_the_command_line(tmp_path):
     from kedro.framework.cli.utils import _split_params
 
     from trading_rl.integration.datasets import RawPriceFilesDataset
-    from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices
+    from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices_node
 
     runtime = _split_params(None, None, "feature_extraction.symbols=MYSYM:file sp500,env_construction.symbol=MYSYM")
     parameters = ci_parameters(runtime)
     validate_parameters(parameters)
     _write_csv(tmp_path / "MYSYM.csv")
-    prices = load_and_validate_prices(RawPriceFilesDataset(str(tmp_path)).load(), parameters["feature_extraction"])
+    prices = load_and_validate_prices_node(RawPriceFilesDataset(str(tmp_path)).load(), parameters["feature_extraction"])
     assert list(prices["symbol"].unique()) == ["MYSYM", "sp500"]
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.features import DEFAULT_FEATURE_PARAMS, compute_features, max_lookback
+from trading_rl.features import compute_features, max_lookback
+from trading_rl.features.indicators import FeatureParams
 
 NO_GARCH = {"garch": None}
 
@@ -187,7 +188,7 @@ def test_max_lookback_follows_params():
     assert max_lookback({"sma_windows": [10, 200]}) == 199
     assert max_lookback({"vol_windows": [20], "drawdown_window": 30, "sma_windows": [10]}) == 33
     assert max_lookback({"macd": {"slow": 50, "signal": 20}}) == 49 + 19
-    assert DEFAULT_FEATURE_PARAMS["sma_windows"] == [10, 50], "defaults must not be mutated"
+    assert FeatureParams().sma_windows == [10, 50], "defaults must not be mutated"
 
 
 def test_warm_up_follows_max_lookback(make_prices):

@@ -16,9 +16,10 @@ from helpers.tiny import tiny_agent
 from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data import load_prices
 from trading_rl.envs import symbol_env_spec
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import SB3ModelDataset
+from trading_rl.phases import feature_extraction as fe
 from trading_rl.phases.sac_icm import train_sac_icm
-from trading_rl.pipelines.feature_extraction import nodes as fe
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +32,7 @@ FEATURE_EXTRACTION = {
     "features": {"garch": None, "vol_windows": [20], "sma_windows": [10, 20], "drawdown_window": 20},
     "scaler": {"method": "robust", "clip": 5.0},
 }
+SECTION = FeatureExtractionParams.from_mapping(FEATURE_EXTRACTION, "feature_extraction")
 AGENT = tiny_agent(
     sac={"learning_starts": 50},
     icm={"warmup_steps": 50},
@@ -63,11 +65,11 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
     as ``sac_icm_model`` version ``save_version`` and promote it to ``trading_rl_sac_icm@champion``
     in the MLflow store ``store`` (the root's own by default)."""
     raw = {SYMBOL: lambda: load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")}
-    prices = fe.load_and_validate_prices(raw, FEATURE_EXTRACTION)
-    splits = fe.define_splits(prices, FEATURE_EXTRACTION)
-    feature_params = fe.fit_feature_params(prices, splits, FEATURE_EXTRACTION)
+    prices = fe.load_and_validate_prices(raw, SECTION)
+    splits = fe.define_splits(prices, SECTION)
+    feature_params = fe.fit_feature_params(prices, splits, SECTION)
     features = fe.build_features(prices, feature_params)
-    scalers = fe.fit_scalers(features, prices, splits, FEATURE_EXTRACTION)
+    scalers = fe.fit_scalers(features, prices, splits, SECTION)
     spec = symbol_env_spec(prices, fe.scale_features(features, scalers), splits, ENV, scalers)
     params = {
         "agent": AGENT,

@@ -10,6 +10,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from trading_rl.monitoring.collapse import (
     CollapseError,
     CollapseMonitorCallback,
+    CollapseThresholds,
     action_stats,
     collapse_report,
     enforce,
@@ -24,7 +25,7 @@ def test_constant_small_action_fails_every_gate_and_enforce_names_them():
     stats = action_stats(np.full(500, 0.05), hold_threshold=0.1)
     assert stats["dominance"] == 1.0 and stats["entropy"] == 0.0 and stats["trade_rate"] == 0.0
     assert stats["hold_share"] == 1.0 and stats["longest_run"] == 500
-    report = collapse_report(stats)
+    report = collapse_report(stats, CollapseThresholds())
     assert report["collapsed"]
     assert _gate(report, "dominance") == {
         "gate": "dominance",
@@ -46,7 +47,7 @@ def test_uniform_random_policy_passes_and_matches_hand_entropy():
     assert stats["entropy"] == pytest.approx(by_hand, abs=0.01)
     assert stats["dominance"] == pytest.approx(0.25, abs=0.01)
     assert stats["trade_rate"] == pytest.approx(0.9, abs=0.01)
-    report = collapse_report(stats)
+    report = collapse_report(stats, CollapseThresholds())
     assert not report["collapsed"] and _gate(report, "dominance")["passed"]
 
 
@@ -69,11 +70,11 @@ def test_trade_flags_and_labels_override_the_threshold():
 
 def test_thresholds_come_from_config_and_unknown_ones_are_rejected():
     stats = {"dominance": 0.5, "entropy": 1.0, "trade_rate": 0.2}
-    assert not collapse_report(stats)["collapsed"]
-    assert collapse_report(stats, {"dominance_max": 0.4})["collapsed"]
-    assert collapse_report({**stats, "entropy": math.nan})["collapsed"]
+    assert not collapse_report(stats, CollapseThresholds())["collapsed"]
+    assert collapse_report(stats, CollapseThresholds(dominance_max=0.4))["collapsed"]
+    assert collapse_report({**stats, "entropy": math.nan}, CollapseThresholds())["collapsed"]
     with pytest.raises(ValueError, match="dominance_maximum"):
-        collapse_report(stats, {"dominance_maximum": 0.4})
+        CollapseThresholds.from_mapping({"dominance_maximum": 0.4}, "sac_icm.agent.collapse")
 
 
 class _FlatEnv(gym.Env):
@@ -93,7 +94,7 @@ class _FlatEnv(gym.Env):
 def test_callback_logs_window_statistics_of_the_stochastic_training_actions():
     torch.set_num_threads(1)
     model = SAC("MlpPolicy", _FlatEnv(), learning_starts=10_000, policy_kwargs={"net_arch": [8]}, seed=0)
-    callback = CollapseMonitorCallback(hold_threshold=0.1, window=50, check_freq=40)
+    callback = CollapseMonitorCallback(hold_threshold=0.1, window=50, check_freq=40, thresholds=CollapseThresholds())
     model.learn(120, callback=callback)
 
     assert [entry["timestep"] for entry in callback.history] == [40, 80, 120]
@@ -112,7 +113,7 @@ def test_callback_checks_every_check_freq_transitions_with_several_envs():
     model = SAC(
         "MlpPolicy", DummyVecEnv([_FlatEnv] * 3), learning_starts=10_000, policy_kwargs={"net_arch": [8]}, seed=0
     )
-    callback = CollapseMonitorCallback(hold_threshold=0.1, window=30, check_freq=40)
+    callback = CollapseMonitorCallback(hold_threshold=0.1, window=30, check_freq=40, thresholds=CollapseThresholds())
     model.learn(120, callback=callback)
     # 3 transitions per step: the 40th, 80th and 120th transitions fall in steps 14, 27 and 40
     assert [entry["timestep"] for entry in callback.history] == [42, 81, 120]
@@ -128,13 +129,17 @@ def test_trading_verdict_needs_fills_on_two_percent_of_steps_and_no_collapse():
     rng = np.random.default_rng(0)
     varied = rng.uniform(-1.0, 1.0, 200)
     every_tenth = np.where(np.arange(200) % 10 == 0, 1000.0, 0.0)
-    assert trading_verdict(varied, every_tenth, 0.1) == {"fill_rate": 0.1, "collapsed": False, "trades": True}
+    assert trading_verdict(varied, every_tenth, 0.1, CollapseThresholds()) == {
+        "fill_rate": 0.1,
+        "collapsed": False,
+        "trades": True,
+    }
     # Varied actions but fills on 1.5% of steps (3 of 200): not trading.
     rare = np.zeros(200)
     rare[[5, 50, 150]] = 10.0
-    assert trading_verdict(varied, rare, 0.1)["trades"] is False
+    assert trading_verdict(varied, rare, 0.1, CollapseThresholds())["trades"] is False
     # Plenty of fills from one repeated action: collapsed, so not trading either.
-    constant = trading_verdict(np.full(200, 0.9), every_tenth, 0.1)
+    constant = trading_verdict(np.full(200, 0.9), every_tenth, 0.1, CollapseThresholds())
     assert constant["collapsed"] and not constant["trades"]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from trading_rl.phases.forward import (
     SCORED_COLUMNS,
+    DecayParams,
     Deployment,
     ForwardParams,
     ForwardRecordError,
@@ -82,14 +83,14 @@ CALM_DRIFT = {"drifted_features": [], "actions": {"psi": 0.01, "drifted": False}
 
 def test_decay_alerts_against_the_walk_forward_range():
     record = pd.DataFrame({"return": np.random.default_rng(0).normal(0.001, 0.01, 60)})
-    calm = decay_alerts(_report(60, 0.9, -0.06, 0.2), record, CALM_DRIFT, FOLDS, {})
+    calm = decay_alerts(_report(60, 0.9, -0.06, 0.2), record, CALM_DRIFT, FOLDS, ForwardParams())
     assert calm["passed"] and {c["status"] for c in calm["checks"]} <= {"ok", "alert"}
     broken = decay_alerts(
         _report(60, -2.0, -0.3, 0.9, collapsed=True),
         record,
         {"drifted_features": ["realized_vol_20"], "actions": {"psi": 0.9, "drifted": True}},
         FOLDS,
-        {},
+        ForwardParams(),
     )
     assert set(broken["alerts"]) >= {
         "sharpe_range",
@@ -99,13 +100,15 @@ def test_decay_alerts_against_the_walk_forward_range():
         "feature_drift",
         "action_drift",
     }
-    pending = decay_alerts(_report(5, -2.0, -0.3, 0.9), record.iloc[:5], CALM_DRIFT, FOLDS, {})
+    pending = decay_alerts(_report(5, -2.0, -0.3, 0.9), record.iloc[:5], CALM_DRIFT, FOLDS, ForwardParams())
     assert pending["passed"] and {c["status"] for c in pending["checks"]} == {"pending"}
 
 
 def test_the_psr_check_uses_the_walk_forward_median_sharpe():
     returns = np.random.default_rng(1).normal(-0.002, 0.01, 250)
-    alerts = decay_alerts(_report(250, -3.0, -0.06, 0.2), pd.DataFrame({"return": returns}), CALM_DRIFT, FOLDS, {})
+    alerts = decay_alerts(
+        _report(250, -3.0, -0.06, 0.2), pd.DataFrame({"return": returns}), CALM_DRIFT, FOLDS, ForwardParams()
+    )
     check = next(c for c in alerts["checks"] if c["check"] == "psr")
     assert check["value"] == pytest.approx(psr_against(returns, 0.8, 252.0)) and check["status"] == "alert"
     assert alerts["walk_forward"]["median_sharpe"] == 0.8
@@ -114,7 +117,13 @@ def test_the_psr_check_uses_the_walk_forward_median_sharpe():
 def test_decay_alerts_need_walk_forward_windows_of_the_agent():
     record = pd.DataFrame({"return": np.zeros(30)})
     with pytest.raises(ValueError, match="no window of agent 'es' on 'X'"):
-        decay_alerts(_report(30, 0.5, -0.01, 0.1), record, CALM_DRIFT, FOLDS, {"decay": {"walk_forward_agent": "es"}})
+        decay_alerts(
+            _report(30, 0.5, -0.01, 0.1),
+            record,
+            CALM_DRIFT,
+            FOLDS,
+            ForwardParams(decay=DecayParams(walk_forward_agent="es")),
+        )
 
 
 def test_forward_params_name_a_bad_key():

@@ -1,7 +1,7 @@
 """The options_her phase's option-collapse gates."""
 
 from trading_rl.agents.options import OPTION_NAMES
-from trading_rl.phases.options_her import option_gates
+from trading_rl.phases.options_her import OptionGateParams, option_gates
 
 
 def test_option_gates():
@@ -17,11 +17,11 @@ def test_option_gates():
         }
 
     healthy = {"options": {name: option(1 / 6, 3, 6.0) for name in OPTION_NAMES}}
-    assert all(row["passed"] for row in option_gates(healthy))
+    assert all(row["passed"] for row in option_gates(healthy, OptionGateParams()))
     collapsed = {"options": {name: option(0.0, 0, None) for name in OPTION_NAMES}}
     collapsed["options"]["wait"] = option(1.0, 50, 2.0)
     collapsed["options"]["open_short"] = option(0.0, 0, None, available=0)  # not usable: no gate
-    failed = {row["gate"] for row in option_gates(collapsed) if not row["passed"]}
+    failed = {row["gate"] for row in option_gates(collapsed, OptionGateParams()) if not row["passed"]}
     assert failed == {
         "usage_open_long",
         "usage_close_position",
@@ -50,7 +50,7 @@ def test_failed_usage_gates_name_the_cause():
     stats = {"options": {name: option(0.2, 10, 50, 1.0) for name in OPTION_NAMES}}
     stats["options"]["open_short"] = option(0.01, 1, 4, 0.08)  # the signal rarely allows it
     stats["options"]["trend_follow"] = option(0.01, 1, 40, 0.8)  # allowed, rarely chosen
-    rows = {row["gate"]: row for row in option_gates(stats)}
+    rows = {row["gate"]: row for row in option_gates(stats, OptionGateParams())}
     assert rows["usage_open_short"]["cause"] == "initiation set held at only 8% of option selections"
     assert rows["usage_trend_follow"]["cause"] == "offered at 40 selections, chosen 1 times by the controller"
     assert "cause" not in rows["usage_wait"]

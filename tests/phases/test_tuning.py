@@ -12,6 +12,7 @@ from helpers.walk_forward_calls import job, section
 from trading_rl.config import ConfigError
 from trading_rl.evaluation.ledger import Period, trial_row, trials_for
 from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
+from trading_rl.integration.parameter_sections import validate_parameters
 from trading_rl.phases import tuning
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.walk_forward import PolicyAgent
@@ -361,9 +362,9 @@ def test_a_bound_the_agent_refuses_with_the_run_parameters_is_refused_before_the
         match=r"'tuning\.search_space\.sac\.batch_size': the trials' agent refuses 4096 "
         r"\(parameter 'walk_forward\.agent_overrides\.sac\.batch_size' \(4096\) must be <=",
     ):
-        tuning.check_tuning_parameters(parameters)
+        validate_parameters(parameters, ["tuning"])
     parameters["tuning"]["search_space"]["sac.batch_size"]["choices"] = [64, 2000]
-    tuning.check_tuning_parameters(parameters)
+    validate_parameters(parameters, ["tuning"])
 
 
 def test_null_drops_a_dimension_and_int_ranges_sample_integers():

@@ -11,11 +11,15 @@ from trading_rl.rewards.objectives import (
     PROFIT,
     RISK,
     TIMING,
+    ObjectiveParams,
     ObjectiveTracker,
     Transitions,
     novelty_cells,
-    resolve_objective_params,
 )
+
+
+def objectives(params=None) -> ObjectiveParams:
+    return ObjectiveParams.from_mapping(params, "reward_shaper.objectives")
 
 
 def step(
@@ -47,7 +51,7 @@ def step(
 
 
 def test_closing_trade_realises_its_profit_although_the_position_is_then_zero():
-    tracker = ObjectiveTracker(1)
+    tracker = ObjectiveTracker(1, objectives())
     tracker.reset([0], 10_000.0)
     # buy 10 @ 100 (fee 0.2), marked at 105; then sell all 10 @ 110 (fee 0.22)
     opened = step(tracker, 10_049.8, 10.0, 1_050.0, trade_units=10.0, fill_price=100.0, fees=0.2, action=1.0)
@@ -62,13 +66,13 @@ def test_closing_trade_realises_its_profit_although_the_position_is_then_zero():
 
 
 def test_partial_close_and_short_cover_realise_their_share_after_costs():
-    tracker = ObjectiveTracker(1, {"profit": {"unrealized_weight": 0.0}})
+    tracker = ObjectiveTracker(1, objectives({"profit": {"unrealized_weight": 0.0}}))
     tracker.reset([0], 10_000.0)
     step(tracker, 9_999.0, 10.0, 1_000.0, trade_units=10.0, fill_price=100.0, fees=1.0)
     half = step(tracker, 10_048.0, 5.0, 450.0, trade_units=-5.0, fill_price=90.0, fees=0.5)
     assert half[PROFIT] == pytest.approx(100.0 * (5 * 90.0 - 0.5 - 0.5 * 1_001.0) / 9_999.0)
 
-    short = ObjectiveTracker(1, {"profit": {"unrealized_weight": 0.0}})
+    short = ObjectiveTracker(1, objectives({"profit": {"unrealized_weight": 0.0}}))
     short.reset([0], 10_000.0)
     step(short, 9_999.8, -10.0, -1_000.0, trade_units=-10.0, fill_price=100.0, fees=0.2)
     covered = step(short, 10_099.62, 0.0, 0.0, trade_units=10.0, fill_price=90.0, fees=0.18)
@@ -77,7 +81,7 @@ def test_partial_close_and_short_cover_realise_their_share_after_costs():
 
 def test_risk_penalises_drawdown_volatility_exposure_and_var():
     params = {"risk": {"volatility_window": 3, "drawdown_threshold": 0.05, "var_limit": 0.001}}
-    tracker = ObjectiveTracker(1, params)
+    tracker = ObjectiveTracker(1, objectives(params))
     tracker.reset([0], 100.0)
     first = step(tracker, 110.0, 1.0, 20.0)
     second = step(tracker, 99.0, 1.0, 9.0)
@@ -93,15 +97,15 @@ def test_risk_penalises_drawdown_volatility_exposure_and_var():
     expected2 = -100.0 * ((0.1 - 0.05) + sigma2 + 0.01 * 9.0 / 99.0 + var_excess(sigma2, mean2))
     assert first[RISK] == pytest.approx(expected1)
     assert second[RISK] == pytest.approx(expected2)
-    flat = ObjectiveTracker(1)
+    flat = ObjectiveTracker(1, objectives())
     flat.reset([0], 100.0)
     assert step(flat, 100.0, 0.0, 0.0)[RISK] == 0.0
 
 
 def test_activity_band_passivity_and_overtrading():
     params = {"activity": {"diversity_window": 10, "target_frequency": 0.1}}  # band [0.05, 0.2]
-    p = resolve_objective_params(params)["activity"]
-    churner = ObjectiveTracker(1, params)
+    p = objectives(params).activity
+    churner = ObjectiveTracker(1, objectives(params))
     churner.reset([0], 1.0)
     rate = 0.1
     for t in range(30):
@@ -109,24 +113,24 @@ def test_activity_band_passivity_and_overtrading():
         value = step(churner, 1.0, 0.0, 0.0, trade_units=1.0, fill_price=1.0, action=action)[ACTIVITY]
         rate += 0.1 * (1.0 - rate)
     assert rate > 0.2
-    assert value == pytest.approx(-p["overtrade_penalty"] * (rate - 0.2) / 0.8)
+    assert value == pytest.approx(-p.overtrade_penalty * (rate - 0.2) / 0.8)
 
-    holder = ObjectiveTracker(1, params)
+    holder = ObjectiveTracker(1, objectives(params))
     holder.reset([0], 1.0)
     rate = 0.1
     for _ in range(30):
         value = step(holder, 1.0, 0.0, 0.0)[ACTIVITY]
         rate *= 0.9
-    assert value == pytest.approx(-p["passive_penalty"] * (0.05 - rate) / 0.05)
+    assert value == pytest.approx(-p.passive_penalty * (0.05 - rate) / 0.05)
 
-    in_band = ObjectiveTracker(1, params)
+    in_band = ObjectiveTracker(1, objectives(params))
     in_band.reset([0], 1.0)
     value = step(in_band, 1.0, 0.0, 0.0)[ACTIVITY]  # rate 0.09, actions all zero: no diversity
-    assert value == pytest.approx(p["band_bonus"])
+    assert value == pytest.approx(p.band_bonus)
 
 
 def test_timing_scores_entry_and_exit_against_the_holding_range():
-    tracker = ObjectiveTracker(1)
+    tracker = ObjectiveTracker(1, objectives())
     tracker.reset([0], 10_000.0)
     assert step(tracker, 10_000.0, 10.0, 1_000.0, trade_units=10.0, fill_price=100.0)[TIMING] == 0.0
     assert step(tracker, 10_000.0, 10.0, 950.0)[TIMING] == 0.0  # close 95: the range's low
@@ -138,7 +142,7 @@ def test_timing_scores_entry_and_exit_against_the_holding_range():
     rest = step(tracker, 10_000.0, 0.0, 0.0, trade_units=-5.0, fill_price=95.0)  # sold the rest at the low
     assert rest[TIMING] == pytest.approx(1.0 * (entry_quality - 1.0) / 2)
 
-    short = ObjectiveTracker(1)
+    short = ObjectiveTracker(1, objectives())
     short.reset([0], 10_000.0)
     step(short, 10_000.0, -10.0, -1_000.0, trade_units=-10.0, fill_price=100.0)
     step(short, 10_000.0, -10.0, -1_200.0)
@@ -148,7 +152,7 @@ def test_timing_scores_entry_and_exit_against_the_holding_range():
 
 def test_exploration_adds_icm_reward_and_decaying_novelty():
     params = {"exploration": {"novelty_threshold": 4, "decay_rate": 1.0, "icm_weight": 0.5, "novelty_weight": 0.5}}
-    tracker = ObjectiveTracker(1, params, n_cells=3)
+    tracker = ObjectiveTracker(1, objectives(params), n_cells=3)
     tracker.reset([0], 1.0)
     values = [step(tracker, 1.0, 0.0, 0.0, intrinsic=2.0, cell=1)[EXPLORATION] for _ in range(16)]
     novelty = [min(1.0, math.sqrt(4.0 / n)) for n in range(1, 17)]
@@ -157,7 +161,7 @@ def test_exploration_adds_icm_reward_and_decaying_novelty():
 
 
 def test_rows_are_independent_and_cells_follow_the_grid():
-    tracker = ObjectiveTracker(2)
+    tracker = ObjectiveTracker(2, objectives())
     tracker.reset([0, 1], [100.0, 200.0])
     out = tracker.step(
         Transitions(
@@ -179,4 +183,4 @@ def test_rows_are_independent_and_cells_follow_the_grid():
 
 def test_unknown_objective_parameter_is_named():
     with pytest.raises(ValueError, match="roi_scal"):
-        resolve_objective_params({"profit": {"roi_scal": 1.0}})
+        objectives({"profit": {"roi_scal": 1.0}})

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from trading_rl.rewards import AdaptiveShapingWeight, discounted_returns, potential_shaping, train_potential
+from trading_rl.rewards.potential import PotentialParams
 
 
 @pytest.mark.parametrize("terminal", [False, True])
@@ -73,7 +74,7 @@ def test_potential_regresses_returns():
     x = rng.normal(size=(600, 3))
     returns = 3.0 * x[:, 0] - x[:, 1] + 10.0
     network, history = train_potential(
-        x, returns, {"hidden_dim": 32, "learning_rate": 3e-3, "epochs": 40, "batch_size": 64}
+        x, returns, PotentialParams(hidden_dim=32, learning_rate=3e-3, epochs=40, batch_size=64), seed=0
     )
     assert history[-1]["standardised_mse"] < 0.05 < history[0]["standardised_mse"]
     with torch.no_grad():

@@ -11,6 +11,7 @@ from trading_rl.agents.icm import IntrinsicCuriosityModule
 from trading_rl.envs import ContinuousTradingEnv
 from trading_rl.rewards import (
     OBJECTIVES,
+    ObjectiveParams,
     ObjectiveWeightNetwork,
     PotentialNetwork,
     RewardShaper,
@@ -19,8 +20,17 @@ from trading_rl.rewards import (
     context_indices,
 )
 from trading_rl.rewards.frozen import FrozenMLP
+from trading_rl.rewards.shaper import ShapingParams
 
 FEATURES = ["ret_20", "realized_vol_20", "noise"]
+
+
+# Default shaping, daily bars, the env's hold threshold.
+DAILY = {"adaptation": ShapingParams(), "periods_per_year": 252.0, "hold_threshold": 0.1}
+
+
+def objectives(params) -> ObjectiveParams:
+    return ObjectiveParams.from_mapping(params, "reward_shaper.objectives")
 
 
 def _env(close, seed=0, **config):
@@ -62,12 +72,15 @@ def test_wrapper_reward_is_weighted_objectives_plus_beta_times_potential_term():
     icm = IntrinsicCuriosityModule(env.layout.dim, 1)
     shaper = RewardShaper(
         env.layout,
-        hold_threshold=0.1,
+        1,
+        ObjectiveParams(),
         weight_network=weights,
         potential=potential,
         icm=icm,
         gamma=0.9,
-        adaptation={"initial_weight": 0.4},
+        adaptation=ShapingParams(initial_weight=0.4),
+        periods_per_year=252.0,
+        hold_threshold=0.1,
     )
     wrapped = ShapedRewardWrapper(env, shaper)
     gym.utils.env_checker.check_env(wrapped, skip_render_check=True)
@@ -107,7 +120,7 @@ def test_frozen_icm_term_equals_the_live_icm_reward():
     icm.intrinsic_reward(*map(torch.as_tensor, (obs, actions, next_obs)))
     live = icm.intrinsic_reward(*map(torch.as_tensor, (obs, actions, next_obs)))
     raw = icm.raw_intrinsic_reward(*map(torch.as_tensor, (obs, actions, next_obs))).double().numpy()
-    shaper = RewardShaper(env.layout, icm=icm, hold_threshold=0.1)
+    shaper = RewardShaper(env.layout, 1, ObjectiveParams(), icm=icm, **DAILY)
     frozen = shaper._icm
     ours = frozen.reward(frozen.encoder(obs), actions.astype(np.float64), frozen.encoder(next_obs))
     compressed = np.log1p(raw / np.sort(raw)[(raw.size - 1) // 2])
@@ -118,9 +131,9 @@ def test_frozen_icm_term_equals_the_live_icm_reward():
 def test_batched_shaper_equals_one_shaper_per_env():
     envs = [_env(_random_walk(150, seed), seed=seed, episode_length=50) for seed in range(3)]
     weights, potential = _networks(len(context_indices(envs[0].layout)))
-    params = {"exploration": {"decay_rate": 1.0}}
-    batched = RewardShaper(envs[0].layout, 3, params, weights, potential, hold_threshold=0.1)
-    singles = [RewardShaper(env.layout, 1, params, weights, potential, hold_threshold=0.1) for env in envs]
+    params = objectives({"exploration": {"decay_rate": 1.0}})
+    batched = RewardShaper(envs[0].layout, 3, params, weights, potential, **DAILY)
+    singles = [RewardShaper(env.layout, 1, params, weights, potential, **DAILY) for env in envs]
     first = [env.reset(seed=i) for i, env in enumerate(envs)]
     batched.reset(np.arange(3), np.stack([o for o, _ in first]), [i["equity"] for _, i in first])
     for shaper, (o, i) in zip(singles, first):
@@ -148,12 +161,21 @@ def test_vec_env_shapes_like_one_wrapper_per_env_across_episode_ends():
     layout = _short_episode_env(0).layout
     weights, potential = _networks(len(context_indices(layout)))
     icm = IntrinsicCuriosityModule(layout.dim, 1)
-    params = {"exploration": {"novelty_weight": 0.0}}
-    adaptation = {"initial_weight": 0.4, "adapt_every": 10**9}
+    params = objectives({"exploration": {"novelty_weight": 0.0}})
+    adaptation = ShapingParams(initial_weight=0.4, adapt_every=10**9)
 
     def shaper(n):
         return RewardShaper(
-            layout, n, params, weights, potential, icm=icm, gamma=0.9, adaptation=adaptation, hold_threshold=0.1
+            layout,
+            n,
+            params,
+            weights,
+            potential,
+            icm=icm,
+            gamma=0.9,
+            adaptation=adaptation,
+            periods_per_year=252.0,
+            hold_threshold=0.1,
         )
 
     venv = ShapedRewardVecEnv(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(3)]), shaper(3))
@@ -191,7 +213,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     def shaped(wrap):
         venv = ShapedRewardVecEnv(
             wrap(DummyVecEnv([lambda s=s: _short_episode_env(s) for s in range(2)])),
-            RewardShaper(layout, 2, hold_threshold=0.1),
+            RewardShaper(layout, 2, ObjectiveParams(), **DAILY),
         )
         venv.seed(3)
         venv.reset()
@@ -205,7 +227,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
     with pytest.raises(ValueError, match=r"env\(s\) \[0, 1\] has no 'equity'"):
         ShapedRewardVecEnv(
             DummyVecEnv([lambda s=s: _NoEquityOnReset(_short_episode_env(s)) for s in range(2)]),
-            RewardShaper(layout, 2, hold_threshold=0.1),
+            RewardShaper(layout, 2, ObjectiveParams(), **DAILY),
         ).reset()
 
 
@@ -215,7 +237,7 @@ def test_vec_env_reads_reset_equity_through_vector_env_wrappers():
 
 def _shaped_return(policy, steps=400):
     env = _env(np.full(steps + 3, 100.0), episode_length=steps, random_start=False)
-    wrapped = ShapedRewardWrapper(env, RewardShaper(env.layout, hold_threshold=0.1))
+    wrapped = ShapedRewardWrapper(env, RewardShaper(env.layout, 1, ObjectiveParams(), **DAILY))
     wrapped.reset(seed=0)
     shaped = 0.0
     for t in range(steps):

@@ -8,6 +8,7 @@ import torch
 
 from trading_rl.rewards import ObjectiveWeightNetwork, forward_risk_adjusted_return, train_weight_network, weight_gates
 from trading_rl.rewards.objectives import OBJECTIVES
+from trading_rl.rewards.weights import WeightGateParams, WeightNetworkParams
 
 PRIOR = np.array([0.40, 0.25, 0.15, 0.10, 0.10])
 
@@ -39,17 +40,21 @@ def _problem(seed=0, n=1500):
     return contexts, components, target
 
 
-def _gates(network, contexts, history, gates=None):
+def _gates(network, contexts, history):
     with torch.no_grad():
         weights = network(torch.as_tensor(contexts, dtype=torch.float32)).numpy()
     mean_history = [[row[f"weight_{name}"] for name in OBJECTIVES] for row in history]
-    return {row["gate"]: row for row in weight_gates(weights, mean_history, gates)}, weights
+    return {row["gate"]: row for row in weight_gates(weights, mean_history, WeightGateParams())}, weights
 
 
 def test_trained_weights_favour_the_predictive_objective_and_pass_the_gates():
     contexts, components, target = _problem()
     network, history = train_weight_network(
-        contexts, components, target, {"hidden_dim": 32, "learning_rate": 1e-3, "epochs": 30, "batch_size": 128}
+        contexts,
+        components,
+        target,
+        WeightNetworkParams(hidden_dim=32, learning_rate=1e-3, epochs=30, batch_size=128),
+        seed=0,
     )
     gates, weights = _gates(network, contexts, history)
     assert weights[:, 0].mean() > PRIOR[0] + 0.02, "profit predicts the target: its weight must grow"
@@ -66,7 +71,8 @@ def test_without_the_balance_regulariser_the_gates_catch_a_dominant_weight():
         contexts,
         components,
         target,
-        {"hidden_dim": 32, "learning_rate": 3e-3, "epochs": 30, "batch_size": 128, "balance_coef": 0.0},
+        WeightNetworkParams(hidden_dim=32, learning_rate=3e-3, epochs=30, batch_size=128, balance_coef=0.0),
+        seed=0,
     )
     gates, _ = _gates(network, contexts, history)
     assert not gates["max_weight"]["passed"] and gates["max_weight"]["value"] > 0.6
@@ -75,7 +81,7 @@ def test_without_the_balance_regulariser_the_gates_catch_a_dominant_weight():
 def test_weight_gates_by_hand():
     weights = np.array([[0.5, 0.2, 0.1, 0.1, 0.1], [0.7, 0.1, 0.1, 0.05, 0.05]])
     history = [[0.3, 0.2, 0.2, 0.2, 0.1]] * 3 + [[0.33, 0.2, 0.2, 0.17, 0.1]]
-    gates = {row["gate"]: row for row in weight_gates(weights, history, {"last_updates": 2})}
+    gates = {row["gate"]: row for row in weight_gates(weights, history, WeightGateParams(last_updates=2))}
     assert gates["max_weight"]["value"] == 0.7 and not gates["max_weight"]["passed"]
     entropy = np.mean([-(w * np.log(w)).sum() for w in weights])
     assert gates["weight_entropy"]["value"] == pytest.approx(entropy)

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import gymnasium as gym
@@ -45,9 +44,10 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 from torch.nn import functional as F
 
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs.continuous import trading_env
 from trading_rl.envs.layout import STATE_FIELDS
-from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
+from trading_rl.evaluation.regimes import REGIMES, RegimeParams, bar_regimes
 
 logger = logging.getLogger(__name__)
 
@@ -58,86 +58,72 @@ REGRESSION_HEADS = ("next_return", "volatility")
 HEAD_OUTPUTS = {"next_return": 1, "volatility": 1, "volume": len(VOLUME_CLASSES), "regime": len(REGIMES)}
 TARGETS_INFO_KEY = "aux_targets"
 
-DEFAULT_AUXILIARY_PARAMS: dict[str, Any] = {
-    "enabled": False,
-    "weights": {"next_return": 1.0, "volatility": 1.0, "volume": 0.5, "regime": 0.5},
-    "volatility_horizon": 5,
-    "volume_window": 20,
-    "volume_quantiles": [0.33, 0.67],
-    "latent_dim": 64,
-    "hidden_dim": 128,
-    "lr": 3.0e-4,
-    "grad_clip": 1.0,
-    "regimes": {},  # label_regimes parameters (defaults: regime_validation's)
-}
+
+def _quantiles_problem(quantiles: list[float]) -> str | None:
+    if len(quantiles) == 2 and 0.0 < quantiles[0] < quantiles[1] < 1.0:
+        return None
+    return "two increasing numbers in (0, 1)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuxiliaryParams(Section):
+    """``sac_icm.agent.auxiliary``. ``weights`` left out of the mapping are 0 (the head is not
+    built); ``regimes`` are ``label_regimes`` parameters over regime_validation's defaults, kept as
+    given (``{}``) so recorded configurations and resume identities stay as they were."""
+
+    enabled: bool = False
+    weights: dict[str, float] = setting({"next_return": 1.0, "volatility": 1.0, "volume": 0.5, "regime": 0.5})
+    volatility_horizon: int = setting(5, interval="[2, inf)")
+    volume_window: int = setting(20, interval="[1, inf)")
+    volume_quantiles: list[float] = setting([0.33, 0.67], check=_quantiles_problem)
+    latent_dim: int = setting(64, interval="[1, inf)")
+    hidden_dim: int = setting(128, interval="[1, inf)")
+    lr: float = setting(3.0e-4, interval="(0, inf)")
+    grad_clip: float = setting(1.0, interval="(0, inf)")
+    regimes: dict[str, Any] = setting({})
+
+    def validate(self, prefix: str) -> None:
+        unknown = sorted(set(self.weights) - set(HEADS))
+        if unknown:
+            raise ConfigError(f"unknown parameter '{prefix}.weights.{unknown[0]}'; heads: {list(HEADS)}")
+        for head, weight in self.weights.items():
+            if weight < 0:
+                raise ConfigError(f"parameter '{prefix}.weights.{head}' must be a number >= 0, got {weight!r}")
+        if not any(self.weights.values()):
+            raise ConfigError(f"parameter '{prefix}.weights' gives every head weight 0: switch auxiliary off instead")
+        RegimeParams.from_mapping(self.regimes, f"{prefix}.regimes")
+
+    def config(self) -> AuxiliaryConfig | None:
+        """What the heads and targets read; ``None`` when the heads are switched off."""
+        if not self.enabled:
+            return None
+        return AuxiliaryConfig(
+            weights={head: self.weights.get(head, 0.0) for head in HEADS},
+            volatility_horizon=self.volatility_horizon,
+            volume_window=self.volume_window,
+            volume_quantiles=(self.volume_quantiles[0], self.volume_quantiles[1]),
+            latent_dim=self.latent_dim,
+            hidden_dim=self.hidden_dim,
+            lr=self.lr,
+            grad_clip=self.grad_clip,
+            regimes=RegimeParams(**self.regimes),
+        )
 
 
 @dataclass(frozen=True)
 class AuxiliaryConfig:
-    """Validated auxiliary-task settings (``from_params`` names the offending key)."""
+    """The switched-on heads' settings (``AuxiliaryParams.config``): every head's weight, the
+    regime labels' parameters."""
 
-    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AUXILIARY_PARAMS["weights"]))
-    volatility_horizon: int = 5
-    volume_window: int = 20
-    volume_quantiles: tuple[float, float] = (0.33, 0.67)
-    latent_dim: int = 64
-    hidden_dim: int = 128
-    lr: float = 3e-4
-    grad_clip: float = 1.0
-    regimes: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any] | None) -> AuxiliaryConfig | None:
-        """The config of ``sac_icm.agent.auxiliary``; ``None`` when it is switched off."""
-        params = dict(params or {})
-        unknown = sorted(set(params) - set(DEFAULT_AUXILIARY_PARAMS))
-        if unknown:
-            raise ValueError(
-                f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_AUXILIARY_PARAMS)}"
-            )
-        resolved = {**DEFAULT_AUXILIARY_PARAMS, **params}
-        enabled = resolved.pop("enabled")
-        if not isinstance(enabled, bool):
-            raise ValueError(f"parameter '{PARAMS_PREFIX}.enabled' must be true or false, got {enabled!r}")
-        if not enabled:
-            return None
-        weights = dict(resolved["weights"] or {})
-        bad = sorted(set(weights) - set(HEADS))
-        if bad:
-            raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.weights.{bad[0]}'; heads: {list(HEADS)}")
-        resolved["weights"] = {head: weights.get(head, 0.0) for head in HEADS}
-        resolved["volume_quantiles"] = tuple(resolved["volume_quantiles"])
-        try:
-            resolved["regimes"] = resolve_regime_params(resolved["regimes"])
-        except ValueError as error:
-            raise ValueError(f"{error} (under '{PARAMS_PREFIX}.regimes')") from None
-        return cls(**resolved)
-
-    def __post_init__(self) -> None:
-        for head, weight in self.weights.items():
-            if (
-                isinstance(weight, bool)
-                or not isinstance(weight, (int, float))
-                or not (math.isfinite(weight) and weight >= 0)
-            ):
-                raise ValueError(f"parameter '{PARAMS_PREFIX}.weights.{head}' must be a number >= 0, got {weight!r}")
-        if not any(self.weights.values()):
-            raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.weights' gives every head weight 0: switch auxiliary off instead"
-            )
-        for name, minimum in (("volatility_horizon", 2), ("volume_window", 1), ("latent_dim", 1), ("hidden_dim", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-                raise ValueError(f"parameter '{PARAMS_PREFIX}.{name}' must be an integer >= {minimum}, got {value!r}")
-        quantiles = self.volume_quantiles
-        if len(quantiles) != 2 or not 0.0 < quantiles[0] < quantiles[1] < 1.0:
-            raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.volume_quantiles' must be two increasing numbers in (0, 1), "
-                f"got {list(self.volume_quantiles)}"
-            )
-        for name in ("lr", "grad_clip"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"parameter '{PARAMS_PREFIX}.{name}' must be > 0, got {getattr(self, name)!r}")
+    weights: dict[str, float]
+    volatility_horizon: int
+    volume_window: int
+    volume_quantiles: tuple[float, float]
+    latent_dim: int
+    hidden_dim: int
+    lr: float
+    grad_clip: float
+    regimes: RegimeParams
 
 
 # ---------------------------------------------------------------- targets

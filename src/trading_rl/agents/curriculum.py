@@ -28,6 +28,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -35,155 +36,119 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.vec_env import VecEnv
 
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.metrics import sharpe_ratio, win_rate
-from trading_rl.evaluation.regimes import REGIMES, bar_regimes, resolve_regime_params
+from trading_rl.evaluation.regimes import REGIMES, RegimeParams, bar_regimes
 
 logger = logging.getLogger(__name__)
 
 PARAMS_PREFIX = "sac_icm.agent.curriculum"
 
-# From easy to realistic (docs/algorithms.md): Sharpe 0.3 -> 0.7, win rate 0.5 -> 0.45.
-DEFAULT_STAGES: list[dict[str, Any]] = [
-    {
-        "name": "calm_bull",
-        "regimes": ["bull"],
-        "min_regime_share": 0.5,
-        "max_volatility_quantile": 0.5,
-        "cost_multiplier": 0.1,
-        "observation_noise": 0.0,
-        "min_sharpe": 0.3,
-        "min_win_rate": 0.5,
-    },
-    {
-        "name": "bull_and_sideways",
-        "regimes": ["bull", "sideways"],
-        "min_regime_share": 0.5,
-        "max_volatility_quantile": 0.75,
-        "cost_multiplier": 0.25,
-        "observation_noise": 0.0,
-        "min_sharpe": 0.5,
-        "min_win_rate": 0.45,
-    },
-    {
-        "name": "no_crisis",
-        "regimes": ["bull", "sideways", "bear"],
-        "min_regime_share": 0.5,
-        "max_volatility_quantile": 0.9,
-        "cost_multiplier": 0.5,
-        "observation_noise": 0.05,
-        "min_sharpe": 0.6,
-        "min_win_rate": 0.45,
-    },
-    {
-        "name": "all_regimes",
-        "regimes": "all",
-        "min_regime_share": 0.0,
-        "max_volatility_quantile": 1.0,
-        "cost_multiplier": 0.75,
-        "observation_noise": 0.05,
-        "min_sharpe": 0.7,
-        "min_win_rate": 0.45,
-    },
-    {
-        "name": "realistic",
-        "regimes": "all",
-        "min_regime_share": 0.0,
-        "max_volatility_quantile": 1.0,
-        "cost_multiplier": 1.0,
-        "observation_noise": 0.0,
-        "min_sharpe": None,
-        "min_win_rate": None,
-    },
-]
 
-DEFAULT_CURRICULUM_PARAMS: dict[str, Any] = {
-    "enabled": False,
-    "episode_length": 250,  # steps per curriculum episode; null: the env's episode_length
-    "min_episodes": 5,
-    "window": 5,
-    "success_rate": 0.8,
-    "min_start_windows": 10,  # fewer eligible windows: the stage takes the best-matching ones
-    "regimes": {},  # label_regimes parameters (defaults: regime_validation's)
-    "stages": DEFAULT_STAGES,
-}
-
-STAGE_KEYS = tuple(DEFAULT_STAGES[0])
+def _regimes_problem(regimes: str | list[str]) -> str | None:
+    if regimes == "all" or (not isinstance(regimes, str) and regimes and all(r in REGIMES for r in regimes)):
+        return None
+    return f"'all' or a non-empty list of {list(REGIMES)}"
 
 
-def _number(value: Any, key: str, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be a number, got {value!r}")
-    if not (math.isfinite(float(value)) and low <= float(value) <= high):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must lie in [{low}, {high}], got {value!r}")
-    return float(value)
+@dataclass(frozen=True, kw_only=True)
+class StageParams(Section):
+    """One stage (its defaults: the last, realistic stage). ``min_sharpe`` / ``min_win_rate`` are
+    ``null`` on the last stage only (it has no thresholds)."""
+
+    name: str | None = None  # null: stage_<index>
+    regimes: str | list[str] = setting("all", check=_regimes_problem)
+    min_regime_share: float = setting(0.0, interval="[0, 1]")
+    max_volatility_quantile: float = setting(1.0, interval="[0, 1]")
+    cost_multiplier: float = setting(1.0, interval="[0, inf)")
+    observation_noise: float = setting(0.0, interval="[0, inf)")
+    min_sharpe: float | None = None
+    min_win_rate: float | None = setting(None, interval="[0, inf)")
+
+    def regime_list(self) -> list[str]:
+        """The stage's regimes, ``all`` spelt out."""
+        return list(REGIMES) if self.regimes == "all" else list(self.regimes)
 
 
-def _integer(value: Any, key: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{key}' must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+@dataclass(frozen=True, kw_only=True)
+class CurriculumParams(Section):
+    """``sac_icm.agent.curriculum`` (and ``options_her.curriculum``). ``regimes`` are
+    ``label_regimes`` parameters over regime_validation's defaults, kept as given (``{}``) so recorded
+    configurations and resume identities stay as they were."""
 
-
-def _resolve_stage(stage: Any, index: int, last: bool) -> dict[str, Any]:
-    where = f"stages[{index}]"
-    if not isinstance(stage, Mapping):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.{where}' must be a mapping, got {stage!r}")
-    unknown = sorted(set(stage) - set(STAGE_KEYS))
-    if unknown:
-        raise ValueError(f"unknown parameter '{PARAMS_PREFIX}.{where}.{unknown[0]}'; known: {list(STAGE_KEYS)}")
-    resolved = {**DEFAULT_STAGES[-1], "name": f"stage_{index}", **stage}
-    regimes = resolved["regimes"]
-    if regimes == "all":
-        regimes = list(REGIMES)
-    if isinstance(regimes, str) or not regimes or any(r not in REGIMES for r in regimes):
-        raise ValueError(
-            f"parameter '{PARAMS_PREFIX}.{where}.regimes' must be 'all' or a non-empty list of {list(REGIMES)}, "
-            f"got {resolved['regimes']!r}"
-        )
-    resolved["regimes"] = list(regimes)
-    resolved["min_regime_share"] = _number(resolved["min_regime_share"], f"{where}.min_regime_share", 0.0, 1.0)
-    resolved["max_volatility_quantile"] = _number(
-        resolved["max_volatility_quantile"], f"{where}.max_volatility_quantile", 0.0, 1.0
+    enabled: bool = False
+    episode_length: int | None = setting(250, interval="[2, inf)")  # null: the env's episode_length
+    min_episodes: int = setting(5, interval="[1, inf)")
+    window: int = setting(5, interval="[1, inf)")
+    success_rate: float = setting(0.8, interval="[0, 1]")
+    min_start_windows: int = setting(10, interval="[1, inf)")  # fewer eligible windows: the best-matching ones
+    regimes: dict[str, Any] = setting({})
+    # From easy to realistic (docs/algorithms.md): Sharpe 0.3 -> 0.7, win rate 0.5 -> 0.45.
+    stages: list[StageParams] = setting(
+        [
+            StageParams(
+                name="calm_bull",
+                regimes=["bull"],
+                min_regime_share=0.5,
+                max_volatility_quantile=0.5,
+                cost_multiplier=0.1,
+                observation_noise=0.0,
+                min_sharpe=0.3,
+                min_win_rate=0.5,
+            ),
+            StageParams(
+                name="bull_and_sideways",
+                regimes=["bull", "sideways"],
+                min_regime_share=0.5,
+                max_volatility_quantile=0.75,
+                cost_multiplier=0.25,
+                observation_noise=0.0,
+                min_sharpe=0.5,
+                min_win_rate=0.45,
+            ),
+            StageParams(
+                name="no_crisis",
+                regimes=["bull", "sideways", "bear"],
+                min_regime_share=0.5,
+                max_volatility_quantile=0.9,
+                cost_multiplier=0.5,
+                observation_noise=0.05,
+                min_sharpe=0.6,
+                min_win_rate=0.45,
+            ),
+            StageParams(
+                name="all_regimes",
+                regimes="all",
+                min_regime_share=0.0,
+                max_volatility_quantile=1.0,
+                cost_multiplier=0.75,
+                observation_noise=0.05,
+                min_sharpe=0.7,
+                min_win_rate=0.45,
+            ),
+            StageParams(
+                name="realistic",
+                regimes="all",
+                min_regime_share=0.0,
+                max_volatility_quantile=1.0,
+                cost_multiplier=1.0,
+                observation_noise=0.0,
+                min_sharpe=None,
+                min_win_rate=None,
+            ),
+        ],
+        check=lambda stages: None if stages else "a non-empty list of stages",
     )
-    resolved["cost_multiplier"] = _number(resolved["cost_multiplier"], f"{where}.cost_multiplier", 0.0)
-    resolved["observation_noise"] = _number(resolved["observation_noise"], f"{where}.observation_noise", 0.0)
-    for key in ("min_sharpe", "min_win_rate"):
-        if resolved[key] is None:
-            if not last:
-                raise ValueError(
-                    f"parameter '{PARAMS_PREFIX}.{where}.{key}' is needed: only the last stage has no thresholds"
-                )
-            continue
-        resolved[key] = _number(resolved[key], f"{where}.{key}", -math.inf if key == "min_sharpe" else 0.0)
-    return resolved
 
-
-def resolve_curriculum_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``, validated; errors name the key."""
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULT_CURRICULUM_PARAMS))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter '{PARAMS_PREFIX}.{unknown[0]}'; known: {sorted(DEFAULT_CURRICULUM_PARAMS)}"
-        )
-    resolved = {**copy.deepcopy(DEFAULT_CURRICULUM_PARAMS), **params}
-    if not isinstance(resolved["enabled"], bool):
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.enabled' must be true or false, got {resolved['enabled']!r}")
-    if resolved["episode_length"] is not None:
-        resolved["episode_length"] = _integer(resolved["episode_length"], "episode_length", 2)
-    for key in ("min_episodes", "window", "min_start_windows"):
-        resolved[key] = _integer(resolved[key], key, 1)
-    resolved["success_rate"] = _number(resolved["success_rate"], "success_rate", 0.0, 1.0)
-    try:
-        resolved["regimes"] = resolve_regime_params(resolved["regimes"])
-    except ValueError as error:
-        raise ValueError(f"{error} (under '{PARAMS_PREFIX}.regimes')") from None
-    stages = resolved["stages"]
-    if isinstance(stages, (str, Mapping)) or not stages:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.stages' must be a non-empty list of stages, got {stages!r}")
-    resolved["stages"] = [_resolve_stage(stage, i, i == len(stages) - 1) for i, stage in enumerate(stages)]
-    return resolved
+    def validate(self, prefix: str) -> None:
+        RegimeParams.from_mapping(self.regimes, f"{prefix}.regimes")
+        for index, stage in enumerate(self.stages[:-1]):
+            for key in ("min_sharpe", "min_win_rate"):
+                if getattr(stage, key) is None:
+                    raise ConfigError(
+                        f"parameter '{prefix}.stages[{index}].{key}' is needed: only the last stage has no thresholds"
+                    )
 
 
 def _window_means(values: np.ndarray, length: int) -> np.ndarray:
@@ -198,7 +163,7 @@ def stage_starts(
     first: int,
     last_start: int,
     episode_length: int,
-    stages: list[dict[str, Any]],
+    stages: list[StageParams],
     min_windows: int,
 ) -> list[np.ndarray]:
     """Eligible episode start bars per stage, from per-bar regime labels and realised volatility.
@@ -217,17 +182,17 @@ def stage_starts(
     window_vol = _window_means(filled, episode_length)[starts]
     result = []
     for index, stage in enumerate(stages):
-        in_regime = np.isin(labels, stage["regimes"]).astype(np.float64)
+        in_regime = np.isin(labels, stage.regime_list()).astype(np.float64)
         share = _window_means(in_regime, episode_length)[starts]
-        vol_bar = np.quantile(window_vol, stage["max_volatility_quantile"])
-        eligible = starts[(share >= stage["min_regime_share"]) & (window_vol <= vol_bar)]
+        vol_bar = np.quantile(window_vol, stage.max_volatility_quantile)
+        eligible = starts[(share >= stage.min_regime_share) & (window_vol <= vol_bar)]
         if len(eligible) < min(min_windows, len(starts)):
             best = np.lexsort((window_vol, -share))[: min(min_windows, len(starts))]
             logger.warning(
                 "curriculum stage %d (%s): %d window(s) meet its regime and volatility rules, fewer than "
                 "min_start_windows=%d; using the %d best-matching windows",
                 index,
-                stage["name"],
+                stage_name(stages, index),
                 len(eligible),
                 min_windows,
                 len(best),
@@ -237,38 +202,44 @@ def stage_starts(
     return result
 
 
-def _missed_thresholds(stage: dict[str, Any], sharpe: float, rate: float) -> list[str]:
+def stage_name(stages: list[StageParams], index: int) -> str:
+    """The stage's name, ``stage_<index>`` when it has none."""
+    return stages[index].name or f"stage_{index}"
+
+
+def _missed_thresholds(stage: StageParams, sharpe: float, rate: float) -> list[str]:
     """The thresholds of ``stage`` an episode with ``sharpe`` and win rate ``rate`` missed (NaN misses)."""
+    assert stage.min_sharpe is not None and stage.min_win_rate is not None, "the last stage has no thresholds"
     missed = []
-    if not (sharpe >= stage["min_sharpe"]):
-        missed.append(f"sharpe {sharpe:.3f} < {stage['min_sharpe']}")
-    if not (rate >= stage["min_win_rate"]):
-        missed.append(f"win_rate {rate:.3f} < {stage['min_win_rate']}")
+    if not (sharpe >= stage.min_sharpe):
+        missed.append(f"sharpe {sharpe:.3f} < {stage.min_sharpe}")
+    if not (rate >= stage.min_win_rate):
+        missed.append(f"win_rate {rate:.3f} < {stage.min_win_rate}")
     return missed
 
 
 class Curriculum(gym.Wrapper):
     """Curriculum over a training ``TradingEnvBase`` (see the module docstring)."""
 
-    def __init__(self, env: gym.Env, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, env: gym.Env, params: CurriculumParams) -> None:
         super().__init__(env)
         base = trading_env(env, "the curriculum")
         if base.config.evaluation:
             raise ValueError("the curriculum wraps a training env only: this env runs a whole evaluation split")
-        config = resolve_curriculum_params(params)
-        self.config = config
-        self.stages = config["stages"]
-        self.episode_length = int(config["episode_length"] or base.config.episode_length)
+        self.config = params
+        self.stages = params.stages
+        self.episode_length = int(params.episode_length or base.config.episode_length)
         last_start = base.n_bars - 1 - self.episode_length
         if last_start < base.first_tradable_bar:
             raise ValueError(
                 f"parameter '{PARAMS_PREFIX}.episode_length'={self.episode_length} does not fit the training env's "
                 f"{base.n_bars - base.first_tradable_bar} tradable bars"
             )
-        labels = bar_regimes(base.close_history, base.history_positions, config["regimes"])
+        regimes = RegimeParams(**params.regimes)
+        labels = bar_regimes(base.close_history, base.history_positions, regimes)
         self.labels = np.array([label if label is not None else "" for label in labels], dtype=object)
         log_returns = pd.Series(np.log(base.close_history)).diff()
-        self.volatility = log_returns.rolling(config["regimes"]["vol_window"]).std().to_numpy()[base.history_positions]
+        self.volatility = log_returns.rolling(regimes.vol_window).std().to_numpy()[base.history_positions]
         self.starts = stage_starts(
             self.labels,
             self.volatility,
@@ -276,7 +247,7 @@ class Curriculum(gym.Wrapper):
             last_start,
             self.episode_length,
             self.stages,
-            config["min_start_windows"],
+            params.min_start_windows,
         )
         self.market_slice = base.layout["features"]
         self.periods_per_year = float(base.periods_per_year)
@@ -285,7 +256,7 @@ class Curriculum(gym.Wrapper):
         self.steps = 0
         self.episodes = 0
         self.episodes_in_stage = 0
-        self.recent: deque[bool] = deque(maxlen=config["window"])
+        self.recent: deque[bool] = deque(maxlen=params.window)
         self.events: list[dict[str, Any]] = []
         self._unreported: list[dict[str, Any]] = []
         self.held_back_by = "no episode finished yet"
@@ -295,14 +266,14 @@ class Curriculum(gym.Wrapper):
     # ------------------------------------------------------------ episode
 
     @property
-    def current(self) -> dict[str, Any]:
+    def current(self) -> StageParams:
         return self.stages[self.stage]
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         start = int(self._rng.choice(self.starts[self.stage]))
-        options = {**(options or {}), "start_bar": start, "cost_multiplier": self.current["cost_multiplier"]}
+        options = {**(options or {}), "start_bar": start, "cost_multiplier": self.current.cost_multiplier}
         obs, info = self.env.reset(seed=seed, options=options)
         self._returns, self._episode_steps = [], 0
         return self._noisy(obs), {**info, "curriculum_stage": self.stage}
@@ -319,7 +290,7 @@ class Curriculum(gym.Wrapper):
         return self._noisy(obs), reward, terminated, truncated, info
 
     def _noisy(self, obs: np.ndarray) -> np.ndarray:
-        sigma = self.current["observation_noise"]
+        sigma = self.current.observation_noise
         if sigma > 0.0:
             obs = obs.copy()
             window = obs[self.market_slice]
@@ -344,18 +315,18 @@ class Curriculum(gym.Wrapper):
         last = f"last episode: sharpe {sharpe:.3f}, win_rate {rate:.3f}" + (
             f" (missed {', '.join(missed)})" if missed else ""
         )
-        if self.episodes_in_stage < self.config["min_episodes"]:
+        if self.episodes_in_stage < self.config.min_episodes:
             self.held_back_by = (
-                f"episodes_in_stage {self.episodes_in_stage} < min_episodes {self.config['min_episodes']}; {last}"
+                f"episodes_in_stage {self.episodes_in_stage} < min_episodes {self.config.min_episodes}; {last}"
             )
-        elif len(self.recent) < self.config["window"]:
+        elif len(self.recent) < self.config.window:
             self.held_back_by = (
-                f"{len(self.recent)} episode(s) in the success window < window {self.config['window']}; {last}"
+                f"{len(self.recent)} episode(s) in the success window < window {self.config.window}; {last}"
             )
-        elif success_rate < self.config["success_rate"]:
+        elif success_rate < self.config.success_rate:
             self.held_back_by = (
-                f"recent success rate {success_rate:.2f} < success_rate {self.config['success_rate']} "
-                f"(thresholds sharpe >= {stage['min_sharpe']}, win_rate >= {stage['min_win_rate']}); {last}"
+                f"recent success rate {success_rate:.2f} < success_rate {self.config.success_rate} "
+                f"(thresholds sharpe >= {stage.min_sharpe}, win_rate >= {stage.min_win_rate}); {last}"
             )
         else:
             self._advance(sharpe, rate, success_rate)
@@ -366,7 +337,7 @@ class Curriculum(gym.Wrapper):
             "episode": self.episodes,
             "from_stage": self.stage,
             "to_stage": self.stage + 1,
-            "to_stage_name": self.stages[self.stage + 1]["name"],
+            "to_stage_name": stage_name(self.stages, self.stage + 1),
             "episodes_in_stage": self.episodes_in_stage,
             "recent_success_rate": success_rate,
             "last_sharpe": None if math.isnan(sharpe) else sharpe,
@@ -398,7 +369,7 @@ class Curriculum(gym.Wrapper):
         changes, self._unreported = self._unreported, []
         return {
             "stage": self.stage,
-            "stage_name": self.current["name"],
+            "stage_name": stage_name(self.stages, self.stage),
             "episodes": self.episodes,
             "episodes_in_stage": self.episodes_in_stage,
             "recent_success_rate": (sum(self.recent) / len(self.recent)) if self.recent else None,
@@ -427,7 +398,7 @@ class Curriculum(gym.Wrapper):
             )
         self.stage, self.steps, self.episodes = int(state["stage"]), int(state["steps"]), int(state["episodes"])
         self.episodes_in_stage = int(state["episodes_in_stage"])
-        self.recent = deque(state["recent"], maxlen=self.config["window"])
+        self.recent = deque(state["recent"], maxlen=self.config.window)
         self.events = copy.deepcopy(list(state["events"]))
         self._unreported = copy.deepcopy(list(state["unreported"]))
         self.held_back_by = str(state["held_back_by"])

@@ -17,52 +17,39 @@ of them relabelled).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.type_aliases import DictReplayBufferSamples
 
-from trading_rl.config import section_from_defaults
+from trading_rl.config import Section, setting
 from trading_rl.envs.goal import GoalConditionedView
 
-# tolerance: one day's P&L noise of a position at the 15% cap is ~0.18% (daily index volatility
-# ~1.2% x 0.15), so the earlier 0.1% tolerance made success a coin toss on the last day even for an
-# agent that steered perfectly. 0.5% is ~3 such days: a policy that approaches the target and then
-# reduces its position can land inside it, while the ~4% spread of 500-bar episode returns leaves a
-# goal-agnostic policy a small chance (the control in ``evaluate_from_spec`` measures it).
-DEFAULT_HER_PARAMS: dict[str, Any] = {
-    "enabled": True,
-    "n_sampled_goal": 4,
-    "goal_selection_strategy": "future",
-    "goal_low": 0.0,
-    "goal_high": 0.05,
-    "tolerance": 0.005,
-    "reward_distance": 0.05,
-    "goal_unit": 0.01,
-    "pnl_weight": 1.0,
-    "goal_weight": 0.1,
-}
 GOAL_SELECTION_STRATEGIES = ("future", "episode")
 _GOAL_KEYS = ("goal_low", "goal_high", "tolerance", "reward_distance", "goal_unit", "pnl_weight", "goal_weight")
 
 
-HerParams = section_from_defaults(
-    "HerParams",
-    DEFAULT_HER_PARAMS,
-    ranges={
-        "n_sampled_goal": {"interval": "[1, inf)"},
-        "goal_selection_strategy": {"choices": GOAL_SELECTION_STRATEGIES},
-        "tolerance": {"interval": "[0, inf)"},
-        "reward_distance": {"interval": "(0, inf)"},
-    },
-    module=__name__,
-)
+@dataclass(frozen=True, kw_only=True)
+class HerParams(Section):
+    """``options_her.her``: SB3's relabelling and the goal view's reward."""
 
-
-def resolve_her_params(params: dict | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; bad keys and values raise ``ConfigError`` naming them."""
-    return HerParams.from_mapping(params, "options_her.her").to_dict()
+    enabled: bool = True
+    n_sampled_goal: int = setting(4, interval="[1, inf)")
+    goal_selection_strategy: str = setting("future", choices=GOAL_SELECTION_STRATEGIES)
+    goal_low: float = 0.0
+    goal_high: float = 0.05
+    # One day's P&L noise of a position at the 15% cap is ~0.18% (daily index volatility ~1.2% x
+    # 0.15), so a 0.1% tolerance made success a coin toss on the last day even for an agent that
+    # steered perfectly. 0.5% is ~3 such days: a policy that approaches the target and then reduces
+    # its position can land inside it, while the ~4% spread of 500-bar episode returns leaves a
+    # goal-agnostic policy a small chance (the control in ``evaluate_from_spec`` measures it).
+    tolerance: float = setting(0.005, interval="[0, inf)")
+    reward_distance: float = setting(0.05, interval="(0, inf)")
+    goal_unit: float = 0.01
+    pnl_weight: float = 1.0
+    goal_weight: float = 0.1
 
 
 def relabelled_fraction(n_sampled_goal: int) -> float:
@@ -146,14 +133,14 @@ class FastHerReplayBuffer(HerReplayBuffer):
         )
 
 
-def replay_buffer_kwargs(her: dict[str, Any]) -> dict[str, Any]:
+def replay_buffer_kwargs(her: HerParams) -> dict[str, Any]:
     """``replay_buffer_kwargs`` for an SB3 off-policy model using ``HerReplayBuffer``."""
-    return {"n_sampled_goal": int(her["n_sampled_goal"]), "goal_selection_strategy": her["goal_selection_strategy"]}
+    return {"n_sampled_goal": int(her.n_sampled_goal), "goal_selection_strategy": her.goal_selection_strategy}
 
 
-def goal_view(env, her: dict[str, Any], pnl_scale: float = 1.0) -> GoalConditionedView:
+def goal_view(env, her: HerParams, pnl_scale: float = 1.0) -> GoalConditionedView:
     """``env`` seen through HER's goal view; ``pnl_scale`` is the learner's P&L reward scale."""
-    return GoalConditionedView(env, **{key: her[key] for key in _GOAL_KEYS}, pnl_scale=pnl_scale)
+    return GoalConditionedView(env, **{key: getattr(her, key) for key in _GOAL_KEYS}, pnl_scale=pnl_scale)
 
 
 def goal_achievement(achieved: np.ndarray, desired: np.ndarray, tolerance: float) -> dict[str, float]:

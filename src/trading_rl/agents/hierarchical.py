@@ -30,18 +30,15 @@ from stable_baselines3.common.torch_layers import CombinedExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from trading_rl.agents.controller import ControllerConfig, OptionLearner
-from trading_rl.agents.her import FastHerReplayBuffer, goal_view, replay_buffer_kwargs
+from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_view, replay_buffer_kwargs
 from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv, observation_columns
-from trading_rl.agents.options import OPTION_NAMES, TradingOptions
+from trading_rl.agents.options import OPTION_NAMES, OptionParams, TradingOptions
 from trading_rl.agents.sac_icm import SacParams, SACWithICM
 from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.agents.training import progress_bar_enabled
 from trading_rl.agents.widening import WidenedSACPolicy, warm_start
 from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.rollout import StepReturns
-
-# The low-level SAC takes the same hyper-parameters (and defaults) as the sac_icm phase's SAC.
-DEFAULT_SAC_PARAMS: dict[str, Any] = SacParams().to_dict()
 
 
 @dataclass
@@ -50,8 +47,8 @@ class HierarchicalAgent:
 
     low_level: SAC
     learner: OptionLearner | None
-    option_params: dict[str, Any] | None
-    her: dict[str, Any] | None
+    option_params: OptionParams | None
+    her: HerParams | None
     env_overrides: dict[str, Any] = field(default_factory=dict)
     # The learner's P&L reward scale (the warm-start source's), which HER's reward keeps.
     reward_scale: float = 1.0
@@ -74,6 +71,7 @@ class HierarchicalAgent:
         if self.learner is None:
             return venv
         env = trading_env(venv.envs[0], "the trading options")
+        assert self.option_params is not None, "an agent with a controller has options"
         options = TradingOptions(
             env.layout, self.option_params, allow_short=env.config.allow_short, trend_zero=self.trend_zero
         )
@@ -82,7 +80,7 @@ class HierarchicalAgent:
     def rollout(self, env_spec, split: str, seed: int) -> pd.DataFrame:
         """One deterministic full-split episode with the env settings the agent trained with, aiming
         at the middle of the goal range when HER is on (how the walk-forward scores it)."""
-        goal = 0.5 * (self.her["goal_low"] + self.her["goal_high"]) if self.her is not None else None
+        goal = 0.5 * (self.her.goal_low + self.her.goal_high) if self.her is not None else None
         rows, _ = rollout_agent(
             self, lambda: env_spec.make_env(split, evaluation=True, **self.env_overrides), seed, desired_goal=goal
         )
@@ -101,8 +99,8 @@ class HierarchicalAgent:
         sac_bytes = io.BytesIO()
         self.low_level.save(sac_bytes)
         settings = {
-            "option_params": self.option_params,
-            "her": self.her,
+            "option_params": self.option_params.to_dict() if self.option_params is not None else None,
+            "her": self.her.to_dict() if self.her is not None else None,
             "env_overrides": self.env_overrides,
             "reward_scale": self.reward_scale,
             "trend_zero": self.trend_zero,
@@ -131,11 +129,13 @@ class HierarchicalAgent:
             if "controller.pt" in zipped.namelist():
                 state = th.load(io.BytesIO(zipped.read("controller.pt")), map_location=device, weights_only=True)
                 learner = OptionLearner.from_state(state, device=device)
+        # The settings were checked when the agent was configured; they are read back as written.
+        options, her = settings["option_params"], settings["her"]
         return cls(
             low_level,
             learner,
-            settings["option_params"],
-            settings["her"],
+            OptionParams.from_saved(options) if options is not None else None,
+            HerParams(**her) if her is not None else None,
             settings["env_overrides"],
             # Agents saved before these settings existed used scale 1 for HER and the median reference.
             float(settings.get("reward_scale", 1.0)),
@@ -146,10 +146,10 @@ class HierarchicalAgent:
 def build_hierarchical_agent(
     source: SAC,
     make_train_env: Callable[[], gym.Env],
-    option_params: dict[str, Any] | None,
-    controller_params: dict[str, Any] | None,
-    her: dict[str, Any] | None,
-    sac_params: dict[str, Any] | None,
+    option_params: OptionParams | None,
+    controller: ControllerConfig,
+    her: HerParams | None,
+    sac: SacParams,
     seed: int,
     device: str = "cpu",
     env_overrides: dict[str, Any] | None = None,
@@ -161,22 +161,16 @@ def build_hierarchical_agent(
     ``her=None`` leaves HER out. The network sizes and the P&L reward scale are the source's, with
     or without HER, so the copied critic and entropy coefficient stay calibrated for the P&L part.
     """
-    sac = {**DEFAULT_SAC_PARAMS, **(sac_params or {})}
-    unknown = sorted(set(sac) - set(DEFAULT_SAC_PARAMS))
-    if unknown:
-        raise ValueError(f"unknown low-level sac parameter(s) {unknown}; expected some of {sorted(DEFAULT_SAC_PARAMS)}")
     learner = None
     if option_params is not None:
         probe = trading_env(make_train_env(), "the option learner")
-        learner = OptionLearner(
-            probe.layout.dim, len(OPTION_NAMES), ControllerConfig.from_mapping(controller_params), seed, device
-        )
+        learner = OptionLearner(probe.layout.dim, len(OPTION_NAMES), controller, seed, device)
     reward_scale = float(getattr(source, "reward_scale", 1.0))
     agent = HierarchicalAgent(
         None,  # type: ignore[arg-type]  # the low-level SAC needs this agent's VecEnv, so it is set below
         learner,
-        copy.deepcopy(option_params),
-        copy.deepcopy(her),
+        option_params,
+        her,
         dict(env_overrides or {}),
         reward_scale,
         float(trend_zero),
@@ -208,7 +202,7 @@ def build_hierarchical_agent(
         seed=seed,
         device=device,
         verbose=0,
-        **sac,
+        **sac.to_dict(),
     )
     assert isinstance(low_level.policy, WidenedSACPolicy), "built with WidenedSACPolicy above"
     warm_start(source.policy, low_level.policy)

@@ -42,123 +42,133 @@ instead. Scaled units are about one standard deviation, so the seed's 1.5% 20-ba
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from trading_rl.config import ConfigError, section_from_defaults
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs.layout import ObservationLayout
 
 OPTION_NAMES: tuple[str, ...] = ("open_long", "open_short", "close_position", "trend_follow", "scalp", "wait")
 OPEN_LONG, OPEN_SHORT, CLOSE_POSITION, TREND_FOLLOW, SCALP, WAIT = range(len(OPTION_NAMES))
 
-_COMMON = ("action_scale", "min_duration", "max_steps", "hard_timeout", "steepness")
 
-DEFAULT_OPTION_PARAMS: dict[str, dict[str, Any]] = {
-    "signals": {
-        "trend_feature": "ret_20",
-        "confidence_feature": "sentiment",
-        "flat_tolerance": 0.01,
-    },
-    "open_long": {
-        "action_scale": 0.8,
-        "min_duration": 5,
-        "max_steps": 20,
-        "hard_timeout": 40,
-        "steepness": 0.5,
-        "min_confidence": 0.5,
-        "max_exposure_pct": 0.15,
-        "target_fill": 0.9,
-    },
-    "open_short": {
-        "action_scale": 0.8,
-        "min_duration": 5,
-        "max_steps": 20,
-        "hard_timeout": 40,
-        "steepness": 0.5,
-        "min_confidence": 0.5,
-        "max_exposure_pct": 0.15,
-        "target_fill": 0.9,
-        "exit_confidence": 0.6,
-        "exit_probability": 0.8,
-    },
-    "close_position": {
-        "action_scale": 1.0,
-        "min_duration": 3,
-        "max_steps": 10,
-        "hard_timeout": 20,
-        "steepness": 0.5,
-        "time_cap": 0.02,
-    },
-    "trend_follow": {
-        "action_scale": 0.6,
-        "min_duration": 10,
-        "max_steps": 40,
-        "hard_timeout": 60,
-        "steepness": 0.5,
-        "momentum_threshold": 0.35,
-        "exhausted_fraction": 0.5,
-        "exhausted_probability": 0.85,
-        "time_cap": 0.15,
-        "max_position_size": 0.15,
-    },
-    "scalp": {
-        "action_scale": 1.0,
-        "min_duration": 5,
-        "max_steps": 15,
-        "hard_timeout": 30,
-        "steepness": 0.6,
-        "profit_target": 0.008,
-        "stop_loss": -0.004,
-    },
-    "wait": {
-        "action_scale": 0.0,
-        "min_duration": 5,
-        "max_steps": 30,
-        "hard_timeout": 30,
-        "steepness": 0.5,
-        "time_cap": 0.5,
-        "confidence_low": 0.30,
-        "confidence_high": 0.75,
-        "extreme_probability": 0.85,
-        "strong_trend": 1.0,
-        "strong_trend_probability": 0.75,
-    },
-}
-
-
-_OPTION_RANGES = {
-    f"{name}.{key}": value
-    for name in OPTION_NAMES
-    for key, value in {
-        "action_scale": {"interval": "[0, 1]"},
-        "min_duration": {"interval": "[0, inf)"},
-        "steepness": {"interval": "(0, inf)"},
-    }.items()
-}
+@dataclass(frozen=True, kw_only=True)
+class SignalParams(Section):
+    trend_feature: str = "ret_20"
+    confidence_feature: str = "sentiment"
+    flat_tolerance: float = 0.01
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptionParams(
-    # a base made at run time by section_from_defaults
-    section_from_defaults("OptionDefaults", DEFAULT_OPTION_PARAMS, ranges=_OPTION_RANGES, module=__name__)  # type: ignore[misc]
-):
+class OptionRule(Section):
+    """What every option has: its action scale and time-based termination. Each option's class
+    states its own defaults."""
+
+    action_scale: float = setting(interval="[0, 1]")
+    min_duration: int = setting(interval="[0, inf)")
+    max_steps: int
+    hard_timeout: int
+    steepness: float = setting(0.5, interval="(0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenLongParams(OptionRule):
+    action_scale: float = setting(0.8, interval="[0, 1]")
+    min_duration: int = setting(5, interval="[0, inf)")
+    max_steps: int = 20
+    hard_timeout: int = 40
+    min_confidence: float = 0.5
+    max_exposure_pct: float = 0.15
+    target_fill: float = 0.9
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenShortParams(OpenLongParams):
+    exit_confidence: float = 0.6
+    exit_probability: float = 0.8
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClosePositionParams(OptionRule):
+    action_scale: float = setting(1.0, interval="[0, 1]")
+    min_duration: int = setting(3, interval="[0, inf)")
+    max_steps: int = 10
+    hard_timeout: int = 20
+    time_cap: float = 0.02
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrendFollowParams(OptionRule):
+    action_scale: float = setting(0.6, interval="[0, 1]")
+    min_duration: int = setting(10, interval="[0, inf)")
+    max_steps: int = 40
+    hard_timeout: int = 60
+    momentum_threshold: float = 0.35
+    exhausted_fraction: float = 0.5
+    exhausted_probability: float = 0.85
+    time_cap: float = 0.15
+    max_position_size: float = 0.15
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalpParams(OptionRule):
+    action_scale: float = setting(1.0, interval="[0, 1]")
+    min_duration: int = setting(5, interval="[0, inf)")
+    max_steps: int = 15
+    hard_timeout: int = 30
+    steepness: float = setting(0.6, interval="(0, inf)")
+    profit_target: float = 0.008
+    stop_loss: float = -0.004
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitParams(OptionRule):
+    action_scale: float = setting(0.0, interval="[0, 1]")
+    min_duration: int = setting(5, interval="[0, inf)")
+    max_steps: int = 30
+    hard_timeout: int = 30
+    time_cap: float = 0.5
+    confidence_low: float = 0.30
+    confidence_high: float = 0.75
+    extreme_probability: float = 0.85
+    strong_trend: float = 1.0
+    strong_trend_probability: float = 0.75
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionParams(Section):
     """The option rules (``options_her.options`` without ``enabled``)."""
+
+    signals: SignalParams = setting(SignalParams())
+    open_long: OpenLongParams = setting(OpenLongParams())
+    open_short: OpenShortParams = setting(OpenShortParams())
+    close_position: ClosePositionParams = setting(ClosePositionParams())
+    trend_follow: TrendFollowParams = setting(TrendFollowParams())
+    scalp: ScalpParams = setting(ScalpParams())
+    wait: WaitParams = setting(WaitParams())
 
     def validate(self, prefix: str) -> None:
         for name in OPTION_NAMES:
-            option = getattr(self, name)
+            option = self.rule(name)
             if not option.min_duration <= option.max_steps <= option.hard_timeout:
                 raise ConfigError(
                     f"parameter '{prefix}.{name}.min_duration' ({option.min_duration}) must be <= max_steps "
                     f"({option.max_steps}) <= hard_timeout ({option.hard_timeout})"
                 )
 
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, Mapping[str, Any]]) -> OptionParams:
+        """The rules as ``to_dict`` wrote them into a saved agent (checked when they were configured)."""
+        defaults = cls()
+        return cls(**{name: type(getattr(defaults, name))(**values) for name, values in saved.items()})
 
-def resolve_option_params(params: dict | None) -> dict[str, dict[str, Any]]:
-    """Defaults overlaid with ``params``; a bad section, key or value raises ``ConfigError`` naming it."""
-    return OptionParams.from_mapping(params, "options_her.options").to_dict()
+    def rule(self, name: str) -> OptionRule:
+        """The option called ``name`` (one of ``OPTION_NAMES``)."""
+        rule: OptionRule = getattr(self, name)
+        return rule
 
 
 def sigmoid_termination_prob(step, min_duration: int, max_steps: int, steepness: float = 0.5):
@@ -182,28 +192,29 @@ class TradingOptions:
     def __init__(
         self,
         layout: ObservationLayout,
-        params: dict | None = None,
+        params: OptionParams,
         allow_short: bool = False,
         trend_zero: float = 0.0,
     ):
         self.layout = layout
-        self.params = resolve_option_params(params)
+        self.params = params
         self.allow_short = bool(allow_short)
         self.trend_zero = float(trend_zero)
-        signals = self.params["signals"]
-        trend_name = f"feature:{signals['trend_feature']}"
+        signals = params.signals
+        trend_name = f"feature:{signals.trend_feature}"
         if trend_name not in layout:
             raise ValueError(
-                f"options signal trend_feature {signals['trend_feature']!r} is not an observation feature; "
+                f"options signal trend_feature {signals.trend_feature!r} is not an observation feature; "
                 f"features: {list(layout.feature_columns)}"
             )
         self._trend_field = trend_name
-        confidence_name = f"feature:{signals['confidence_feature']}"
+        confidence_name = f"feature:{signals.confidence_feature}"
         self._confidence_field = confidence_name if confidence_name in layout else None
-        self.action_scales = np.array([self.params[n]["action_scale"] for n in OPTION_NAMES], dtype=np.float64)
-        self.min_durations = np.array([self.params[n]["min_duration"] for n in OPTION_NAMES], dtype=np.int64)
-        self.max_steps = np.array([self.params[n]["max_steps"] for n in OPTION_NAMES], dtype=np.int64)
-        self.hard_timeouts = np.array([self.params[n]["hard_timeout"] for n in OPTION_NAMES], dtype=np.int64)
+        rules = [params.rule(name) for name in OPTION_NAMES]
+        self.action_scales = np.array([rule.action_scale for rule in rules], dtype=np.float64)
+        self.min_durations = np.array([rule.min_duration for rule in rules], dtype=np.int64)
+        self.max_steps = np.array([rule.max_steps for rule in rules], dtype=np.int64)
+        self.hard_timeouts = np.array([rule.hard_timeout for rule in rules], dtype=np.int64)
 
     @property
     def n_options(self) -> int:
@@ -231,21 +242,21 @@ class TradingOptions:
         position = self._position(obs)
         confidence = self.confidence(obs)
         trend = self.trend(obs)
-        flat_tol = p["signals"]["flat_tolerance"]
+        flat_tol = p.signals.flat_tolerance
         mask = np.ones((obs.shape[0], self.n_options), dtype=bool)
         mask[:, OPEN_LONG] = (
             (position > -flat_tol)
-            & (position < p["open_long"]["target_fill"] * p["open_long"]["max_exposure_pct"])
-            & (confidence >= p["open_long"]["min_confidence"])
+            & (position < p.open_long.target_fill * p.open_long.max_exposure_pct)
+            & (confidence >= p.open_long.min_confidence)
         )
         mask[:, OPEN_SHORT] = (
             self.allow_short
             & (position < flat_tol)
-            & (-position < p["open_short"]["target_fill"] * p["open_short"]["max_exposure_pct"])
-            & (1.0 - confidence >= p["open_short"]["min_confidence"])
+            & (-position < p.open_short.target_fill * p.open_short.max_exposure_pct)
+            & (1.0 - confidence >= p.open_short.min_confidence)
         )
         mask[:, CLOSE_POSITION] = np.abs(position) >= flat_tol
-        mask[:, TREND_FOLLOW] = np.abs(trend) >= p["trend_follow"]["momentum_threshold"]
+        mask[:, TREND_FOLLOW] = np.abs(trend) >= p.trend_follow.momentum_threshold
         return mask
 
     # ---- actions -------------------------------------------------------------------------------
@@ -263,8 +274,8 @@ class TradingOptions:
         scaled = raw * self.action_scales[options]
 
         out = scaled.copy()
-        long_room = position < p["open_long"]["max_exposure_pct"]
-        short_room = -position < p["open_short"]["max_exposure_pct"]
+        long_room = position < p.open_long.max_exposure_pct
+        short_room = -position < p.open_short.max_exposure_pct
         out = np.where(options == OPEN_LONG, np.where(long_room, np.maximum(scaled, 0.0), 0.0), out)
         out = np.where(options == OPEN_SHORT, np.where(short_room, np.minimum(scaled, 0.0), 0.0), out)
         # ClosePosition: sell while long, buy back while short, nothing while flat.
@@ -273,7 +284,7 @@ class TradingOptions:
         # TrendFollow: only trades in the trend's direction and stops adding at its size cap.
         with_trend = np.where(np.sign(scaled) == trend_direction, scaled, 0.0)
         adding = np.sign(with_trend) * np.sign(position) >= 0
-        capped = adding & (np.abs(position) >= p["trend_follow"]["max_position_size"])
+        capped = adding & (np.abs(position) >= p.trend_follow.max_position_size)
         out = np.where(options == TREND_FOLLOW, np.where(capped, 0.0, with_trend), out)
         out = np.where(options == WAIT, 0.0, out)
         return out.reshape(np.shape(actions)).astype(np.float32)
@@ -289,43 +300,43 @@ class TradingOptions:
         pnl = np.asarray(self.layout.get(obs, "unrealized_pnl"), dtype=np.float64)
         confidence = self.confidence(obs)
         trend = np.abs(self.trend(obs))
-        flat_tol = p["signals"]["flat_tolerance"]
+        flat_tol = p.signals.flat_tolerance
 
         def time_term(index: int, cap: float = 1.0) -> np.ndarray:
-            name = OPTION_NAMES[index]
-            prob = sigmoid_termination_prob(steps, p[name]["min_duration"], p[name]["max_steps"], p[name]["steepness"])
+            rule = p.rule(OPTION_NAMES[index])
+            prob = sigmoid_termination_prob(steps, rule.min_duration, rule.max_steps, rule.steepness)
             return np.minimum(prob, cap)
 
         n = len(options)
         probs = np.zeros((n, self.n_options))
-        long_target = p["open_long"]["target_fill"] * p["open_long"]["max_exposure_pct"]
+        long_target = p.open_long.target_fill * p.open_long.max_exposure_pct
         probs[:, OPEN_LONG] = np.maximum(np.where(position >= long_target, 1.0, 0.0), time_term(OPEN_LONG))
-        short_target = p["open_short"]["target_fill"] * p["open_short"]["max_exposure_pct"]
+        short_target = p.open_short.target_fill * p.open_short.max_exposure_pct
         short_success = np.where(
             -position >= short_target,
             1.0,
-            np.where(confidence > p["open_short"]["exit_confidence"], p["open_short"]["exit_probability"], 0.0),
+            np.where(confidence > p.open_short.exit_confidence, p.open_short.exit_probability, 0.0),
         )
         probs[:, OPEN_SHORT] = np.maximum(short_success, time_term(OPEN_SHORT))
         probs[:, CLOSE_POSITION] = np.where(
-            np.abs(position) < flat_tol, 1.0, time_term(CLOSE_POSITION, p["close_position"]["time_cap"])
+            np.abs(position) < flat_tol, 1.0, time_term(CLOSE_POSITION, p.close_position.time_cap)
         )
-        trend_p = p["trend_follow"]
-        exhausted = trend < trend_p["exhausted_fraction"] * trend_p["momentum_threshold"]
+        trend_p = p.trend_follow
+        exhausted = trend < trend_p.exhausted_fraction * trend_p.momentum_threshold
         probs[:, TREND_FOLLOW] = np.maximum(
-            np.where(exhausted, trend_p["exhausted_probability"], 0.0), time_term(TREND_FOLLOW, trend_p["time_cap"])
+            np.where(exhausted, trend_p.exhausted_probability, 0.0), time_term(TREND_FOLLOW, trend_p.time_cap)
         )
-        scalp = p["scalp"]
-        hit = (np.abs(position) >= flat_tol) & ((pnl >= scalp["profit_target"]) | (pnl <= scalp["stop_loss"]))
+        scalp = p.scalp
+        hit = (np.abs(position) >= flat_tol) & ((pnl >= scalp.profit_target) | (pnl <= scalp.stop_loss))
         probs[:, SCALP] = np.maximum(np.where(hit, 1.0, 0.0), time_term(SCALP))
-        wait = p["wait"]
-        extreme = (confidence < wait["confidence_low"]) | (confidence > wait["confidence_high"])
+        wait = p.wait
+        extreme = (confidence < wait.confidence_low) | (confidence > wait.confidence_high)
         signal = np.where(
             extreme,
-            wait["extreme_probability"],
-            np.where(trend > wait["strong_trend"], wait["strong_trend_probability"], 0.0),
+            wait.extreme_probability,
+            np.where(trend > wait.strong_trend, wait.strong_trend_probability, 0.0),
         )
-        probs[:, WAIT] = np.maximum(signal, time_term(WAIT, wait["time_cap"]))
+        probs[:, WAIT] = np.maximum(signal, time_term(WAIT, wait.time_cap))
 
         chosen = probs[np.arange(n), options]
         chosen = np.where(steps >= self.hard_timeouts[options], 1.0, chosen)

@@ -22,26 +22,19 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from torch import nn
 
 from trading_rl.agents.auxiliary import (
-    DEFAULT_AUXILIARY_PARAMS,
     AuxiliaryConfig,
     AuxiliaryHeads,
+    AuxiliaryParams,
     AuxiliaryReplayBuffer,
     auxiliary_agent_kwargs,
     policy_encoder,
 )
-from trading_rl.agents.curriculum import DEFAULT_CURRICULUM_PARAMS, resolve_curriculum_params
+from trading_rl.agents.curriculum import CurriculumParams
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
 from trading_rl.agents.training_env import wrap_training_env
-from trading_rl.config import (
-    ConfigError,
-    Section,
-    layer_widths_problem,
-    require_not_above,
-    section_from_defaults,
-    setting,
-)
-from trading_rl.monitoring.collapse import DEFAULT_THRESHOLDS
+from trading_rl.config import Section, layer_widths_problem, require_not_above, setting
+from trading_rl.monitoring.collapse import CollapseThresholds
 
 PARAMS_PREFIX = "sac_icm"
 
@@ -124,55 +117,17 @@ class TrainingParams(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CollapseParams(Section):
+class CollapseParams(CollapseThresholds):
+    """The collapse gates' thresholds and the training monitor's window."""
+
     REFUSED = {
         "hold_threshold": "the collapse monitor uses the env's own 'env_construction.env.hold_threshold', "
         "as the reports do; set it there",
     }
 
-    dominance_max: float = setting(DEFAULT_THRESHOLDS["dominance_max"], interval="(0, 1]")
-    entropy_min: float = setting(DEFAULT_THRESHOLDS["entropy_min"], interval="[0, inf)")
-    trade_rate_min: float = setting(DEFAULT_THRESHOLDS["trade_rate_min"], interval="[0, 1]")
     window: int = setting(1000, interval="[1, inf)")
     check_freq: int = setting(1000, interval="[1, inf)", runtime=True)
     fail_on_collapse: bool = setting(False, runtime=True)
-
-
-def _domain_checked(base: type[Section], check) -> type[Section]:
-    """``base`` whose ``validate`` also runs the domain module's own checks (``check(dict)``)."""
-
-    @dataclass(frozen=True, kw_only=True)
-    class Checked(base):  # type: ignore[misc, valid-type]  # ``base`` is a class made at run time
-        def validate(self, prefix: str) -> None:
-            try:
-                check(self.to_dict())
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from exc
-
-    Checked.__name__ = Checked.__qualname__ = base.__name__
-    return Checked
-
-
-# Phase E, both off by default (docs/algorithms.md): heads on a shared market encoder, and a
-# curriculum over the training bars. Their defaults stay the dicts their modules read.
-AuxiliaryParams = _domain_checked(
-    section_from_defaults(
-        "AuxiliaryParams",
-        DEFAULT_AUXILIARY_PARAMS,
-        module=__name__,
-        kinds={"weights": dict[str, float], "regimes": dict[str, Any], "volume_quantiles": list[float]},
-    ),
-    AuxiliaryConfig.from_params,
-)
-CurriculumParams = _domain_checked(
-    section_from_defaults(
-        "CurriculumParams",
-        DEFAULT_CURRICULUM_PARAMS,
-        module=__name__,
-        kinds={"episode_length": int | None, "regimes": dict[str, Any], "stages": list[dict[str, Any]]},
-    ),
-    resolve_curriculum_params,
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,8 +149,10 @@ class AgentParams(Section):
     icm: IcmParams = setting(IcmParams())
     training: TrainingParams = setting(TrainingParams())
     collapse: CollapseParams = setting(CollapseParams())
-    auxiliary: AuxiliaryParams = setting(AuxiliaryParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
-    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    # Phase E, both off by default (docs/algorithms.md): heads on a shared market encoder, and a
+    # curriculum over the training bars.
+    auxiliary: AuxiliaryParams = setting(AuxiliaryParams())
+    curriculum: CurriculumParams = setting(CurriculumParams())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,7 +231,8 @@ class SACWithICM(SAC):
     """SAC whose sampled rewards include ICM curiosity after ``icm_warmup_steps`` env steps.
 
     ``icm=None`` switches curiosity off (plain SAC). Any non-finite actor, critic, entropy or ICM
-    loss raises ``TrainingDivergedError`` naming the loss and the timestep.
+    loss raises ``TrainingDivergedError`` naming the loss and the timestep. The keyword defaults are
+    ``sac_icm.agent``'s (``AgentParams``), so a model built without them learns as the phase's does.
     """
 
     def __init__(
@@ -286,7 +244,7 @@ class SACWithICM(SAC):
         extrinsic_weight: float = 0.9,
         intrinsic_weight: float = 0.1,
         icm_warmup_steps: int = 1000,
-        reward_scale: float = 1.0,
+        reward_scale: float = 100.0,
         auxiliary: AuxiliaryConfig | None = None,
         **kwargs,
     ) -> None:
@@ -438,9 +396,8 @@ def build_agent(env, params: AgentParams, seed: int, device: str = "auto") -> SA
     shared market encoder and its heads, and ``env`` is wrapped as ``wrap_training_env`` says
     (auxiliary targets, curriculum).
     """
-    resolved = params.to_dict()
-    auxiliary = AuxiliaryConfig.from_params(resolved["auxiliary"])
-    env = wrap_training_env(env, resolved)
+    auxiliary = params.auxiliary.config()
+    env = wrap_training_env(env, params.curriculum, auxiliary)
     kwargs = sac_kwargs(params)
     if auxiliary is not None:
         kwargs = auxiliary_agent_kwargs(env, auxiliary, kwargs)

@@ -33,7 +33,7 @@ from trading_rl.agents.sac_icm import AgentParams, TrainingDivergedError, copy_s
 from trading_rl.agents.streaming import MetricsCallback
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.monitoring.collapse import CollapseMonitorCallback, action_stats, collapse_report
+from trading_rl.monitoring.collapse import CollapseMonitorCallback, CollapseThresholds, action_stats, collapse_report
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,9 @@ class _Trainer:
     ) -> None:
         self.training = params["training"]
         self.collapse = params["collapse"]
-        self.thresholds = {k: self.collapse[k] for k in ("dominance_max", "entropy_min", "trade_rate_min")}
+        self.thresholds = CollapseThresholds(
+            **{k: self.collapse[k] for k in ("dominance_max", "entropy_min", "trade_rate_min")}
+        )
         self.eval_env = make_eval_env()
         # The env's own trade rule: the monitor, the evaluations and the reports count holds alike.
         self.hold_threshold = float(self.eval_env.unwrapped.config.hold_threshold)

@@ -7,26 +7,19 @@ walk-forward fine-tune's ``set_env``), so none of them can forget a wrapper.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import gymnasium as gym
 from stable_baselines3.common.env_util import is_wrapped
 from stable_baselines3.common.vec_env import VecEnv
 
 from trading_rl.agents.auxiliary import AuxiliaryConfig, AuxiliaryTargets
-from trading_rl.agents.curriculum import Curriculum
+from trading_rl.agents.curriculum import Curriculum, CurriculumParams
 
 
-def wrap_training_env(env: gym.Env, agent_params: Mapping[str, Any]) -> gym.Env:
-    """``env`` with ``Curriculum`` (if ``curriculum.enabled``) and ``AuxiliaryTargets`` (if
-    ``auxiliary.enabled``) around it; wrappers already present are not added twice.
-
-    ``agent_params`` are resolved sac_icm agent parameters (``sac_icm.resolve_params``).
-    """
-    auxiliary = AuxiliaryConfig.from_params(agent_params.get("auxiliary"))
-    curriculum = dict(agent_params.get("curriculum") or {})
-    if auxiliary is None and not curriculum.get("enabled", False):
+def wrap_training_env(env: gym.Env, curriculum: CurriculumParams, auxiliary: AuxiliaryConfig | None) -> gym.Env:
+    """``env`` with ``Curriculum`` (if ``curriculum.enabled``) and ``AuxiliaryTargets`` (with
+    ``auxiliary``, the switched-on heads' config) around it; wrappers already present are not added
+    twice."""
+    if auxiliary is None and not curriculum.enabled:
         return env
     if isinstance(env, VecEnv):
         raise ValueError(
@@ -35,6 +28,6 @@ def wrap_training_env(env: gym.Env, agent_params: Mapping[str, Any]) -> gym.Env:
         )
     if auxiliary is not None and not is_wrapped(env, AuxiliaryTargets):
         env = AuxiliaryTargets(env, auxiliary)
-    if curriculum.get("enabled", False) and not is_wrapped(env, Curriculum):
+    if curriculum.enabled and not is_wrapped(env, Curriculum):
         env = Curriculum(env, curriculum)
     return env

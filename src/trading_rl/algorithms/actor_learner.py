@@ -31,7 +31,7 @@ import copy
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,10 @@ class VTraceLearnerParams(Section):
     initial_log_std: float = -0.5
     cpus_per_worker: float = setting(1.0, interval="(0, inf)")  # Ray CPUs reserved per actor
 
+    def with_budget(self, total_timesteps: int) -> VTraceParams:
+        """These settings with the walk-forward's budget: what ``train_vtrace`` takes."""
+        return VTraceParams(**{f.name: getattr(self, f.name) for f in fields(self)}, total_timesteps=total_timesteps)
+
 
 @dataclass(frozen=True, kw_only=True)
 class VTraceParams(VTraceLearnerParams):
@@ -83,14 +87,8 @@ class VTraceParams(VTraceLearnerParams):
     total_timesteps: int = setting(50_000, interval="[1, inf)")  # env steps over all actors
 
 
-VTRACE_DEFAULTS: dict[str, Any] = VTraceParams().to_dict()
 # History keys that measure time rather than learning (they differ between otherwise identical runs).
 TIMING_KEYS = ("collect_seconds", "learner_seconds", "wait_seconds", "update_seconds")
-
-
-def resolve_vtrace_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; an unknown key or a bad value raises ``ConfigError`` naming it."""
-    return VTraceParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
@@ -149,13 +147,11 @@ class GaussianActorCritic(nn.Module):
         return (self.log_std + 0.5 * math.log(2.0 * math.pi * math.e)).sum()
 
 
-def build_actor_critic(obs_dim: int, action_dim: int, params: Mapping[str, Any], seed: int) -> GaussianActorCritic:
+def build_actor_critic(obs_dim: int, action_dim: int, params: VTraceParams, seed: int) -> GaussianActorCritic:
     """The network for resolved ``params``, initialised from ``seed`` without touching torch's global RNG."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return GaussianActorCritic(
-            obs_dim, action_dim, params["net_arch"], params["activation"], params["initial_log_std"]
-        )
+        return GaussianActorCritic(obs_dim, action_dim, params.net_arch, params.activation, params.initial_log_std)
 
 
 def policy_weights(model: nn.Module) -> dict[str, np.ndarray]:
@@ -186,10 +182,10 @@ class RolloutWorker:
     function of the seed and the weights sent, nothing else.
     """
 
-    def __init__(self, spec: EnvSpec, params: Mapping[str, Any], seed: int, torch_threads: int | None = None) -> None:
+    def __init__(self, spec: EnvSpec, params: VTraceParams, seed: int, torch_threads: int | None = None) -> None:
         if torch_threads is not None:
             torch.set_num_threads(torch_threads)
-        self.params = dict(params)
+        self.params = params
         self.env = spec.make_env("train", seed=seed)
         obs_dim = flatdim(self.env.observation_space)
         self.action_dim = flatdim(self.env.action_space)
@@ -201,7 +197,7 @@ class RolloutWorker:
     def rollout(self, weights: Mapping[str, np.ndarray]) -> Trajectory:
         started = time.perf_counter()
         self.policy.load_state_dict({name: torch.from_numpy(array) for name, array in weights.items()})
-        steps, gamma = self.params["unroll_length"], float(self.params["gamma"])
+        steps, gamma = self.params.unroll_length, float(self.params.gamma)
         observations = np.empty((steps + 1, self.observation.shape[0]), dtype=np.float32)
         actions = np.empty((steps, self.action_dim), dtype=np.float32)
         rewards = np.empty(steps)
@@ -249,11 +245,11 @@ class RolloutWorker:
 class VTraceLearner:
     """Adam on ``policy-gradient + value_coef·value − entropy_coef·entropy``, V-trace targets."""
 
-    def __init__(self, model: GaussianActorCritic, params: Mapping[str, Any], device: str = "cpu") -> None:
-        self.params = dict(params)
+    def __init__(self, model: GaussianActorCritic, params: VTraceParams, device: str = "cpu") -> None:
+        self.params = params
         self.device = torch.device(device)
         self.model = model.to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=float(self.params["learning_rate"]))
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=float(self.params.learning_rate))
 
     def batch(self, trajectories: Sequence[Trajectory]) -> dict[str, torch.Tensor]:
         """Time-major tensors ``[T(+1), B, ...]`` with one column per trajectory; rewards scaled."""
@@ -265,7 +261,7 @@ class VTraceLearner:
         batch = {
             "observations": stack("observations"),
             "actions": stack("actions"),
-            "rewards": stack("rewards") * float(self.params["reward_scale"]),
+            "rewards": stack("rewards") * float(self.params.reward_scale),
             "discounts": stack("discounts"),
             "behaviour_log_probs": stack("behaviour_log_probs"),
         }
@@ -277,7 +273,7 @@ class VTraceLearner:
                 np.concatenate([tr.truncated_observations for tr in trajectories]), device=self.device
             )
             with torch.no_grad():
-                tail = float(self.params["gamma"]) * self.model.value(final)
+                tail = float(self.params.gamma) * self.model.value(final)
             batch["rewards"][steps, torch.as_tensor(np.concatenate(columns), device=self.device)] += tail
         return batch
 
@@ -294,14 +290,14 @@ class VTraceLearner:
             batch["rewards"],
             values.detach(),
             bootstrap_value,
-            clip_rho_threshold=self.params["clip_rho_threshold"],
-            clip_pg_rho_threshold=self.params["clip_pg_rho_threshold"],
-            clip_c_threshold=self.params["clip_c_threshold"],
+            clip_rho_threshold=self.params.clip_rho_threshold,
+            clip_pg_rho_threshold=self.params.clip_pg_rho_threshold,
+            clip_c_threshold=self.params.clip_c_threshold,
         )
         policy_loss = -(targets.pg_advantages * target_log_probs).mean()
         value_loss = 0.5 * (targets.vs - values).pow(2).mean()
         entropy = self.model.entropy()
-        total = policy_loss + self.params["value_coef"] * value_loss - self.params["entropy_coef"] * entropy
+        total = policy_loss + self.params.value_coef * value_loss - self.params.entropy_coef * entropy
         return {
             "total": total,
             "policy_loss": policy_loss,
@@ -316,10 +312,10 @@ class VTraceLearner:
         losses = self.losses(self.batch(trajectories))
         self.optimizer.zero_grad(set_to_none=True)
         losses["total"].backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), float(self.params["max_grad_norm"]))
+        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), float(self.params.max_grad_norm))
         self.optimizer.step()
         rhos = losses["log_rhos"].exp()
-        threshold = self.params["clip_rho_threshold"]
+        threshold = self.params.clip_rho_threshold
         return {
             "loss": losses["total"].detach().item(),
             "policy_loss": losses["policy_loss"].detach().item(),
@@ -334,7 +330,7 @@ class VTraceLearner:
 class _LocalWorkers:
     """The actors in this process: a submitted rollout runs at once; its result is the handle."""
 
-    def __init__(self, spec: EnvSpec, params: Mapping[str, Any], seeds: Sequence[int]) -> None:
+    def __init__(self, spec: EnvSpec, params: VTraceParams, seeds: Sequence[int]) -> None:
         self.workers = [RolloutWorker(spec, params, seed) for seed in seeds]
 
     def submit(self, weights: Mapping[str, np.ndarray]) -> list[Trajectory]:
@@ -351,21 +347,21 @@ class _LocalWorkers:
 class _RayWorkers:
     """One Ray actor per worker (one torch thread each); weights go out as one shared object."""
 
-    def __init__(self, spec: EnvSpec, params: Mapping[str, Any], seeds: Sequence[int]) -> None:
+    def __init__(self, spec: EnvSpec, params: VTraceParams, seeds: Sequence[int]) -> None:
         import ray
 
         self.ray = ray
-        needed = len(seeds) * float(params["cpus_per_worker"])
+        needed = len(seeds) * float(params.cpus_per_worker)
         available = ray.cluster_resources().get("CPU", 0.0)
         if needed > available:  # the actors would wait for CPUs forever
             raise ValueError(
-                f"{len(seeds)} actors × {PARAMS_PREFIX}.cpus_per_worker={params['cpus_per_worker']} need {needed:g} "
+                f"{len(seeds)} actors × {PARAMS_PREFIX}.cpus_per_worker={params.cpus_per_worker} need {needed:g} "
                 f"Ray CPUs, the cluster has {available:g}; use fewer workers or a smaller cpus_per_worker"
             )
-        remote_worker = ray.remote(num_cpus=float(params["cpus_per_worker"]))(RolloutWorker)
+        remote_worker = ray.remote(num_cpus=float(params.cpus_per_worker))(RolloutWorker)
         spec_ref = ray.put(spec)
         # Ray's stubs type a handle's methods as the plain methods; their ``.remote`` exists only at run time.
-        self.actors: list[Any] = [remote_worker.remote(spec_ref, dict(params), seed, 1) for seed in seeds]
+        self.actors: list[Any] = [remote_worker.remote(spec_ref, params, seed, 1) for seed in seeds]
 
     def submit(self, weights: Mapping[str, np.ndarray]) -> list:
         weights_ref = self.ray.put(dict(weights))
@@ -392,7 +388,7 @@ def _use_ray(backend: str, ray_address: str | None) -> bool:
 
 def train_vtrace(
     spec: EnvSpec,
-    params: Mapping[str, Any] | None,
+    params: VTraceParams,
     seed: int,
     num_workers: int = 2,
     ray_address: str | None = None,
@@ -412,7 +408,6 @@ def train_vtrace(
     actor's rollout; ``wait_seconds``: learner blocked on the actors; ``learner_seconds``: the update;
     ``update_seconds``: the whole iteration, in-process rollouts included).
     """
-    params = resolve_vtrace_params(params)
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
     probe = spec.make_env("train")
@@ -423,8 +418,8 @@ def train_vtrace(
     else:
         model = build_actor_critic(obs_dim, action_dim, params, seed)
     learner = VTraceLearner(model, params, resolve_device(device))
-    steps_per_update = params["unroll_length"] * num_workers
-    n_updates = max(1, math.ceil(params["total_timesteps"] / steps_per_update))
+    steps_per_update = params.unroll_length * num_workers
+    n_updates = max(1, math.ceil(params.total_timesteps / steps_per_update))
     seeds = role_seeds(seed, SeedRole.VTRACE_ACTORS, num_workers)
     history: list[dict[str, float]] = []
 
@@ -484,14 +479,14 @@ class VTraceAgent:
 
 def train_vtrace_agent(
     spec: EnvSpec,
-    params: Mapping[str, Any] | None,
+    params: VTraceParams,
     seed: int,
     model: VTraceAgent | None = None,
     num_workers: int = 2,
     device: str = "cpu",
 ) -> VTraceAgent:
     """The ``vtrace`` agent type: ``train_vtrace`` with the automatic back-end (Ray when it runs,
-    in-process otherwise; same result), fine-tuning ``model`` when given. ``params["total_timesteps"]``
+    in-process otherwise; same result), fine-tuning ``model`` when given. ``params.total_timesteps``
     is the budget."""
     policy, _ = train_vtrace(
         spec, params, seed, num_workers, device=device, init_model=model.model if model is not None else None

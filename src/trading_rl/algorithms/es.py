@@ -19,10 +19,9 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from gymnasium.spaces import flatdim
@@ -52,14 +51,6 @@ class EsParams(Section):
     hidden_sizes: list[int] = setting(
         [16], check=lambda sizes: None if all(n >= 1 for n in sizes) else "a list of positive layer widths"
     )
-
-
-ES_DEFAULTS: dict[str, Any] = EsParams().to_dict()
-
-
-def resolve_es_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; an unknown key or a bad value raises ``ConfigError`` naming it."""
-    return EsParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 class MLPPolicy:
@@ -250,7 +241,7 @@ class ESPolicy:
 
 def train_es(
     spec: EnvSpec,
-    params: Mapping[str, Any] | None,
+    params: EsParams,
     seed: int,
     num_workers: int = 2,
     init_theta: np.ndarray | None = None,
@@ -261,10 +252,9 @@ def train_es(
     (same numbers). ``init_theta`` continues from existing parameters (fine-tuning). One ``history``
     row per generation, with the unperturbed θ's fitness on the same episodes as ``center_fitness``.
     """
-    params = resolve_es_params(params)
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
-    evaluator = FitnessEvaluator(spec, params["hidden_sizes"])
+    evaluator = FitnessEvaluator(spec, params.hidden_sizes)
     init_seed, noise_seed, episode_seed = seed_sequence(seed, SeedRole.EVOLUTION_STRATEGY).spawn(3)
     theta = (
         np.array(init_theta, dtype=np.float64)
@@ -272,7 +262,7 @@ def train_es(
         else evaluator.policy.initial_parameters(np.random.default_rng(init_seed))
     )
     strategy = EvolutionStrategy(
-        theta, params["population_size"], params["sigma"], params["learning_rate"], params["weight_decay"], noise_seed
+        theta, params.population_size, params.sigma, params.learning_rate, params.weight_decay, noise_seed
     )
     episode_rng = np.random.default_rng(episode_seed)
     history: list[dict[str, float]] = []
@@ -282,19 +272,19 @@ def train_es(
             num_workers,
             mp_context=_worker_context(),
             initializer=_start_worker,
-            initargs=(spec, params["hidden_sizes"]),
+            initargs=(spec, params.hidden_sizes),
         )
     try:
-        for generation in range(params["generations"]):
+        for generation in range(params.generations):
             started = time.perf_counter()
-            episode_seeds = episode_rng.integers(0, 2**31 - 1, params["episodes_per_generation"]).tolist()
+            episode_seeds = episode_rng.integers(0, 2**31 - 1, params.episodes_per_generation).tolist()
             candidates = np.vstack([strategy.ask(), strategy.theta[None]])
             fitness = evaluate_population(candidates, episode_seeds, evaluator, pool, num_workers)
             stats = strategy.tell(fitness[:-1])
             history.append(
                 {
                     "generation": generation,
-                    "env_steps": (generation + 1) * len(candidates) * params["episodes_per_generation"],
+                    "env_steps": (generation + 1) * len(candidates) * params.episodes_per_generation,
                     "center_fitness": float(fitness[-1]),
                     **stats,
                     "seconds": time.perf_counter() - started,
@@ -307,7 +297,7 @@ def train_es(
 
 
 def train_es_agent(
-    spec: EnvSpec, params: Mapping[str, Any] | None, seed: int, model: ESPolicy | None = None, num_workers: int = 2
+    spec: EnvSpec, params: EsParams, seed: int, model: ESPolicy | None = None, num_workers: int = 2
 ) -> ESPolicy:
     """The ``es`` agent type: ``train_es``'s policy, fine-tuned from ``model``'s parameters when given."""
     policy, _ = train_es(spec, params, seed, num_workers, init_theta=model.theta if model is not None else None)

@@ -12,17 +12,17 @@ from trading_rl.data.bad_bars import check_bad_bars
 from trading_rl.data.frames import long_frame
 from trading_rl.data.schemas import validate_prices
 from trading_rl.data.sources import load_prices
-from trading_rl.data.synthetic import MarketModel, synthetic_prices
+from trading_rl.data.synthetic import synthetic_prices
 
 
 def load_validated_prices(
     entries: Sequence[Mapping[str, Any]], raw_price_files: Mapping[str, Callable[[], pd.DataFrame]], min_rows: int
 ) -> pd.DataFrame:
-    """Every entry's (``{"name", "source"[, "market"]}``) prices as one long frame, all validated
-    before anything is returned: nothing is written unless every symbol passes the schema and the
-    bad-bar rule (``data.bad_bars``, every bar of every split and every new bar of a forward rerun),
-    so a bad file never leaves half a run behind. ``raw_price_files``: the loaders of
-    ``data/01_raw/prices/`` by symbol."""
+    """Every entry's (``{"name", "source"[, "market"]}``, ``market`` a ``MarketModel``) prices as one
+    long frame, all validated before anything is returned: nothing is written unless every symbol
+    passes the schema and the bad-bar rule (``data.bad_bars``, every bar of every split and every new
+    bar of a forward rerun), so a bad file never leaves half a run behind. ``raw_price_files``: the
+    loaders of ``data/01_raw/prices/`` by symbol."""
     validated: dict[str, pd.DataFrame] = {}
     for entry in entries:
         name = entry["name"]
@@ -35,7 +35,7 @@ def load_validated_prices(
             raw = raw_price_files[name]()
             source_name = f"data/01_raw/prices/{name}"
         elif entry["source"] == "synthetic":
-            raw = synthetic_prices(MarketModel.from_mapping(entry["market"], f"symbol {name!r} market"))
+            raw = synthetic_prices(entry["market"])
             source_name = f"synthetic:{name}"
         else:
             raw = load_prices(name, source="packaged")

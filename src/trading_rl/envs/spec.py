@@ -220,8 +220,8 @@ def build_env_spec(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,
     splits: Mapping[str, Any],
-    config: Mapping[str, Any] | None = None,
-    periods_per_year: float = 252.0,
+    config: Mapping[str, Any] | None,
+    periods_per_year: float,
     feature_scaler: Mapping[str, Any] | None = None,
     market_model: MarketModel | None = None,
 ) -> EnvSpec:

@@ -38,6 +38,7 @@ from trading_rl.evaluation.ledger import STREAMS, Period, Trials, deflated_sharp
 from trading_rl.evaluation.metrics import json_ready
 from trading_rl.evaluation.report import evaluate_policy
 from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.provenance import canonical, identity_hash
 
 PARAMS_PREFIX = "final_evaluation"
@@ -56,11 +57,6 @@ class FinalEvaluationParams(Section):
 
 class SpentTestSplitError(RuntimeError):
     """The artefact or its configuration was already evaluated on the test split."""
-
-
-def resolve_final_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``, validated; errors name the parameter."""
-    return FinalEvaluationParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def trained_configuration(
@@ -256,6 +252,7 @@ def evaluate_on_test(
         partial(env_spec.make_env, SPLIT),
         env_spec.periods_per_year,
         seed=seed,
+        thresholds=CollapseThresholds(),
     )
     trials: Trials = trials_for(ledger, symbol, Period.of(evaluation["start"], evaluation["end"]))
     row = trial_row(

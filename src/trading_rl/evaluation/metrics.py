@@ -49,7 +49,7 @@ def total_return(returns) -> float:
     return float(np.prod(1.0 + r) - 1.0) if r.size else math.nan
 
 
-def annualized_return(returns, periods_per_year: float = 252) -> float:
+def annualized_return(returns, periods_per_year: float) -> float:
     """Geometric (compound) annual growth rate; -1 when the equity is wiped out."""
     r = _as_returns(returns)
     if not r.size:
@@ -58,13 +58,13 @@ def annualized_return(returns, periods_per_year: float = 252) -> float:
     return float(growth ** (periods_per_year / r.size) - 1.0) if growth > 0 else -1.0
 
 
-def annualized_volatility(returns, periods_per_year: float = 252) -> float:
+def annualized_volatility(returns, periods_per_year: float) -> float:
     """Sample standard deviation (``ddof=1``) scaled by ``sqrt(periods_per_year)``."""
     r = _as_returns(returns)
     return float(r.std(ddof=1) * math.sqrt(periods_per_year)) if r.size >= 2 else math.nan
 
 
-def sharpe_ratio(returns, periods_per_year: float = 252, risk_free: float = 0.0) -> float:
+def sharpe_ratio(returns, periods_per_year: float, risk_free: float = 0.0) -> float:
     """Annualised Sharpe ratio; ``risk_free`` is a per-period rate. ``periods_per_year=1`` gives the
     per-period Sharpe used by PSR/DSR. Constant returns give ``nan``."""
     excess = _as_returns(returns) - risk_free
@@ -74,7 +74,7 @@ def sharpe_ratio(returns, periods_per_year: float = 252, risk_free: float = 0.0)
     return float(excess.mean() / excess.std(ddof=1) * math.sqrt(periods_per_year))
 
 
-def sortino_ratio(returns, periods_per_year: float = 252, required_return: float = 0.0) -> float:
+def sortino_ratio(returns, periods_per_year: float, required_return: float = 0.0) -> float:
     """Annualised mean excess return over annualised downside deviation (empyrical's definition)."""
     excess = _as_returns(returns) - required_return
     if excess.size < 2:
@@ -98,7 +98,7 @@ def max_drawdown(returns) -> float:
     return float(drawdown_series(r).min()) if r.size else math.nan
 
 
-def calmar_ratio(returns, periods_per_year: float = 252) -> float:
+def calmar_ratio(returns, periods_per_year: float) -> float:
     """Annualised return over ``|max drawdown|``; ``nan`` without a drawdown."""
     r = _as_returns(returns)
     if not r.size:

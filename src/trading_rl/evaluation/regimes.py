@@ -63,27 +63,16 @@ class RegimeValidationParams(Section):
     regimes: RegimeParams = setting(RegimeParams())
 
 
-def resolve_regime_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; unknown or out-of-range keys raise ``ConfigError`` naming them."""
-    return RegimeParams.from_mapping(params, PARAMS_PREFIX).to_dict()
-
-
-def check_regime_validation_params(params: Mapping[str, Any] | None) -> None:
-    """The whole ``regime_validation`` section, checked."""
-    RegimeValidationParams.from_mapping(params, "regime_validation")
-
-
 _NO_REGIME = np.array(None, dtype=object)  # the label during warm-up
 
 
-def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> pd.Series:
+def label_regimes(close: pd.Series, params: RegimeParams) -> pd.Series:
     """Regime label per bar (``REGIMES`` or ``None`` during warm-up), from closes up to each bar."""
-    p = resolve_regime_params(params)
     log_close = np.log(close.astype(np.float64))
-    volatility = log_close.diff().rolling(p["vol_window"]).std()
-    volatility_bar = volatility.rolling(p["vol_lookback"]).quantile(float(p["vol_quantile"]))
-    trend = log_close.diff(p["trend_window"]) / (volatility * math.sqrt(p["trend_window"]))
-    threshold = float(p["trend_threshold"])
+    volatility = log_close.diff().rolling(params.vol_window).std()
+    volatility_bar = volatility.rolling(params.vol_lookback).quantile(float(params.vol_quantile))
+    trend = log_close.diff(params.trend_window) / (volatility * math.sqrt(params.trend_window))
+    threshold = float(params.trend_threshold)
     labels = np.select(
         [volatility > volatility_bar, trend > threshold, trend < -threshold, trend.notna()],
         ["high_volatility", "bull", "bear", "sideways"],
@@ -93,7 +82,7 @@ def label_regimes(close: pd.Series, params: Mapping[str, Any] | None = None) -> 
     return pd.Series(np.where(defined, labels, _NO_REGIME), index=close.index, name="regime", dtype=object)
 
 
-def bar_regimes(close_history, positions, params: Mapping[str, Any] | None = None) -> np.ndarray:
+def bar_regimes(close_history, positions, params: RegimeParams) -> np.ndarray:
     """Causal label (``REGIMES`` or ``None``) of the bars at ``positions`` of ``close_history``: a
     trading env's ``close_history`` and ``history_positions`` give its own bars' labels."""
     labels = label_regimes(pd.Series(np.asarray(close_history, dtype=np.float64)), params)

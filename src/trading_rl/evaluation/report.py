@@ -23,7 +23,7 @@ from trading_rl.evaluation.attribution import (
 from trading_rl.evaluation.baselines import evaluate_baselines, market_returns
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_moments
 from trading_rl.evaluation.rollout import Policy, run_episode
-from trading_rl.monitoring.collapse import action_stats, collapse_report
+from trading_rl.monitoring.collapse import CollapseThresholds, action_stats, collapse_report
 
 
 def attributed_metrics(
@@ -48,7 +48,7 @@ def evaluate_policy(
     make_env: Callable[[], gym.Env],
     periods_per_year: float,
     seed: int,
-    thresholds: dict[str, float] | None = None,
+    thresholds: CollapseThresholds,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return ``(evaluation_report, collapse_report)`` for one agent on ``make_env``'s split."""
     deterministic_env = make_env()

@@ -52,7 +52,7 @@ from trading_rl.evaluation.metrics import (
     return_moments,
 )
 from trading_rl.evaluation.plots import REFERENCE_LABELS, shade_regimes
-from trading_rl.evaluation.regimes import label_regimes
+from trading_rl.evaluation.regimes import RegimeParams, label_regimes
 from trading_rl.evaluation.tearsheet_statistics import (
     STATISTICS_BLOCKS,
     Verdict,
@@ -167,7 +167,7 @@ def env_section(
     make_env: Callable[[], gym.Env],
     closes: pd.Series,
     seed: int,
-    regime_params: Mapping | None = None,
+    regime_params: RegimeParams,
 ) -> TearsheetSection:
     """A section for agents evaluated on ``make_env``'s episode: the baselines run through the same
     env, seed and costs, the market line on the same bars, regimes labelled causally on ``closes``

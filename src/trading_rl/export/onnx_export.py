@@ -240,24 +240,16 @@ class ExportParams(Section):
     safeguards: SafeguardConfig = setting(SafeguardConfig())
 
 
-def resolve_export_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``export`` section over its defaults, checked; errors name the dotted key."""
-    return ExportParams.from_mapping(params, "export").to_dict()
-
-
-def export_and_verify(
-    model: Any, parity_env, params: dict[str, Any] | None = None, seed: int = 0
-) -> tuple[bytes, dict[str, Any]]:
+def export_and_verify(model: Any, parity_env, params: ExportParams, seed: int = 0) -> tuple[bytes, dict[str, Any]]:
     """Export ``model``'s actor, check parity on observations of ``parity_env`` (driven by the
     model) plus random ones, and time one inference; returns the ONNX bytes and the report."""
-    resolved = resolve_export_params(params)
-    parity, latency = resolved["parity"], resolved["latency"]
-    onnx_bytes = export_actor(model, resolved["opset"])
-    session = inference_session(onnx_bytes, latency["intra_op_threads"])
-    real = rollout_observations(model, parity_env, parity["max_real"])
+    parity, latency = params.parity, params.latency
+    onnx_bytes = export_actor(model, params.opset)
+    session = inference_session(onnx_bytes, latency.intra_op_threads)
+    real = rollout_observations(model, parity_env, parity.max_real)
     report = {
         "exporter": "torch.onnx.export(dynamo=True)",
-        "opset": resolved["opset"],
+        "opset": params.opset,
         "input": {"name": INPUT_NAME, "shape": ["batch", observation_dim(model)], "dtype": "float32"},
         "output": {
             "name": OUTPUT_NAME,
@@ -265,10 +257,10 @@ def export_and_verify(
             "dtype": "float32",
         },
         "onnx_bytes": len(onnx_bytes),
-        "parity": check_parity(model, session, real, parity["n_observations"], parity["tolerance"], seed),
+        "parity": check_parity(model, session, real, parity.n_observations, parity.tolerance, seed),
         "latency": {
-            **measure_latency(model, session, real[0], latency["repeats"], latency["warmup"]),
-            "intra_op_threads": latency["intra_op_threads"],
+            **measure_latency(model, session, real[0], latency.repeats, latency.warmup),
+            "intra_op_threads": latency.intra_op_threads,
         },
         "versions": export_versions(),
     }

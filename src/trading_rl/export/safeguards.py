@@ -58,8 +58,8 @@ class SafeguardConfig(Section):
 class Safeguards:
     """Stateful rule checker for one account: call :meth:`apply` on every signal, in time order."""
 
-    def __init__(self, config: SafeguardConfig | Mapping[str, Any] | None = None):
-        self.config = config if isinstance(config, SafeguardConfig) else SafeguardConfig.from_mapping(config)
+    def __init__(self, config: SafeguardConfig):
+        self.config = config
         self.blocked: list[dict[str, Any]] = []
         self._day = None
         self._day_start_equity = 0.0

@@ -2,7 +2,6 @@
 
 from trading_rl.features.garch import fit_garch, garch_volatility
 from trading_rl.features.indicators import (
-    DEFAULT_FEATURE_PARAMS,
     compute_features,
     max_lookback,
     without_masked_entries,
@@ -11,7 +10,6 @@ from trading_rl.features.scaling import apply_scaler, fit_scaler
 from trading_rl.features.splits import make_splits, split_frame
 
 __all__ = [
-    "DEFAULT_FEATURE_PARAMS",
     "apply_scaler",
     "compute_features",
     "fit_garch",

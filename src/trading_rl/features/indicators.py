@@ -9,7 +9,7 @@ The *look-back* of a feature is the number of bars before ``t`` it reaches (EMA 
 are counted by their window). A feature is NaN on its first look-back rows; every feature is
 defined from row ``max_lookback(params)`` on, which is also the purge gap between splits.
 
-``params`` (all keys optional; defaults in ``DEFAULT_FEATURE_PARAMS``; unknown keys are errors):
+``params`` (all keys optional; defaults: ``FeatureParams``' fields; unknown keys are errors):
 
 - ``return_horizons`` [1, 5, 20]: ``ret_h`` simple and ``logret_h`` log return over ``h`` bars.
 - ``sma_windows`` [10, 50]: ``sma_ratio_n`` = close / SMA(n) - 1.
@@ -119,9 +119,6 @@ class FeatureParams(Section):
     garch: GarchParams | None = setting(GarchParams())  # null leaves the feature out
     calendar: bool = True
     stale_opens: StaleOpenParams = setting(StaleOpenParams())
-
-
-DEFAULT_FEATURE_PARAMS: dict = FeatureParams().to_dict()
 
 
 def resolve_feature_params(params: dict | None) -> dict:

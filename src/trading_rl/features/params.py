@@ -27,7 +27,7 @@ DEFAULT_MIN_ROWS = 250
 
 def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[dict[str, Any]]:
     """``[{"name", "source"}, ...]`` from any accepted form; errors name ``key`` and the entry.
-    A ``synthetic`` entry also carries ``market``: its validated ``MarketModel`` settings."""
+    A ``synthetic`` entry also carries ``market``: its validated ``MarketModel``."""
     if isinstance(symbols, str):
         symbols = symbols.split()
     if not isinstance(symbols, (list, tuple)) or not symbols:
@@ -56,7 +56,7 @@ def symbol_entries(symbols: Any, key: str = f"{PARAMS_PREFIX}.symbols") -> list[
                 "(family, strength, n_bars, seed, ...: see docs/controls.md)"
             )
         if source == "synthetic":
-            market = MarketModel.from_mapping(entry["market"], f"{where}.market").to_dict()
+            market = MarketModel.from_mapping(entry["market"], f"{where}.market")
             entries.append({"name": name, "source": source, "market": market})
         else:
             entries.append({"name": name, "source": source})
@@ -129,5 +129,5 @@ def market_model(symbol: str, feature_params: Any) -> MarketModel | None:
         return None
     for entry in symbol_entries(symbols):
         if entry["name"] == symbol and entry["source"] == "synthetic":
-            return MarketModel.from_mapping(entry["market"], f"{PARAMS_PREFIX}.symbols")
+            return entry["market"]
     return None

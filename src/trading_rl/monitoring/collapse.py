@@ -9,13 +9,23 @@ dominance at most 0.6, entropy at least 0.3 nats, trades on at least 5% of steps
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
+from trading_rl.config import Section, setting
 from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, bucketize, histogram_entropy, longest_run
 
-DEFAULT_THRESHOLDS: dict[str, float] = {"dominance_max": 0.6, "entropy_min": 0.3, "trade_rate_min": 0.05}
+
+@dataclass(frozen=True, kw_only=True)
+class CollapseThresholds(Section):
+    """The collapse gates' thresholds (``sac_icm.agent.collapse`` adds the monitor's settings)."""
+
+    dominance_max: float = setting(0.6, interval="(0, 1]")
+    entropy_min: float = setting(0.3, interval="[0, inf)")
+    trade_rate_min: float = setting(0.05, interval="[0, 1]")
+
 
 # gate name -> (statistic, threshold key, comparison that passes)
 _GATES: dict[str, tuple[str, str, str]] = {
@@ -68,24 +78,13 @@ def action_stats(actions, action_types=None, *, hold_threshold: float) -> dict[s
     return stats
 
 
-def merge_thresholds(thresholds: dict | None) -> dict[str, float]:
-    """Defaults overlaid with ``thresholds``; an unknown key raises ``ValueError`` naming it."""
-    merged = dict(DEFAULT_THRESHOLDS)
-    for key, value in (thresholds or {}).items():
-        if key not in DEFAULT_THRESHOLDS:
-            raise ValueError(f"unknown collapse threshold '{key}'; expected one of {sorted(DEFAULT_THRESHOLDS)}")
-        merged[key] = float(value)
-    return merged
-
-
-def collapse_report(stats: dict, thresholds: dict | None = None) -> dict:
+def collapse_report(stats: dict, thresholds: CollapseThresholds) -> dict:
     """Each gate with its value, threshold, passing comparison and verdict, plus ``collapsed``
-    (any gate failed). A NaN value fails its gate. Unknown threshold keys raise ``ValueError``."""
-    merged = merge_thresholds(thresholds)
+    (any gate failed). A NaN value fails its gate."""
     gates = []
     for gate, (stat, threshold_key, comparison) in _GATES.items():
         value = float(stats[stat])
-        threshold = merged[threshold_key]
+        threshold = float(getattr(thresholds, threshold_key))
         passed = math.isfinite(value) and (value <= threshold if comparison == "<=" else value >= threshold)
         gates.append(
             {"gate": gate, "value": value, "threshold": threshold, "comparison": comparison, "passed": bool(passed)}
@@ -117,9 +116,9 @@ class CollapseMonitorCallback(BaseCallback):
     def __init__(
         self,
         hold_threshold: float,
-        window: int = 1000,
-        check_freq: int = 1000,
-        thresholds: dict | None = None,
+        window: int,
+        check_freq: int,
+        thresholds: CollapseThresholds,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -128,7 +127,7 @@ class CollapseMonitorCallback(BaseCallback):
         self.window = int(window)
         self.check_freq = int(check_freq)
         self.hold_threshold = float(hold_threshold)
-        self.thresholds = merge_thresholds(thresholds)
+        self.thresholds = thresholds
         self.history: list[dict] = []
         self._actions = np.zeros(self.window, dtype=np.float64)
         self._trades = np.zeros(self.window, dtype=bool)
@@ -173,7 +172,7 @@ class CollapseMonitorCallback(BaseCallback):
 MIN_FILL_RATE = 0.02
 
 
-def trading_verdict(actions, trade_values, hold_threshold: float, thresholds: dict | None = None) -> dict:
+def trading_verdict(actions, trade_values, hold_threshold: float, thresholds: CollapseThresholds) -> dict:
     """``fill_rate`` (steps with a fill), ``collapsed`` (deterministic collapse gates on the raw
     actions) and ``trades`` (fill rate >= ``MIN_FILL_RATE`` and not collapsed) of one rollout."""
     fills = np.asarray(trade_values, dtype=np.float64).reshape(-1)

@@ -32,7 +32,7 @@ from trading_rl.evaluation.metrics import probabilistic_sharpe_ratio
 from trading_rl.evaluation.report import attributed_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import apply_scaler, compute_features
-from trading_rl.monitoring.collapse import action_stats, collapse_report
+from trading_rl.monitoring.collapse import CollapseThresholds, action_stats, collapse_report
 from trading_rl.monitoring.drift import action_drift, feature_drift
 
 FORWARD_SPLIT = "forward"
@@ -325,19 +325,16 @@ def forward_report(record: pd.DataFrame, data: ForwardData, new_bars: int, seed:
         attribution_note=attribution.reason,
         baselines=evaluate_baselines(data.make_env, ppy, seed),
         fill_rate=float(np.count_nonzero(record["trade_value"].to_numpy()) / len(record)),
-        collapse=collapse_report(stats),
+        collapse=collapse_report(stats, CollapseThresholds()),
     )
     return report
 
 
-def forward_drift(
-    model: Any, data: ForwardData, record: pd.DataFrame, params: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def forward_drift(model: Any, data: ForwardData, record: pd.DataFrame, drift: DriftParams) -> dict[str, Any]:
     """Feature drift of the newest forward bars against the training split, and the agent's action
     drift against its own validation-split actions."""
     if not len(record):
         return {"features": [], "drifted_features": [], "actions": None, "window": None}
-    drift = DriftParams.from_mapping(params, "forward.drift")
     window = record if drift.window_bars is None else record.iloc[-drift.window_bars :]
     train = data.deployment.splits["train"]
     reference = data.features.loc[pd.Timestamp(train["start"]) : pd.Timestamp(train["end"])]
@@ -383,12 +380,11 @@ def decay_alerts(
     record: pd.DataFrame,
     drift: Mapping[str, Any],
     folds: pd.DataFrame,
-    params: Mapping[str, Any],
+    config: ForwardParams,
 ) -> dict[str, Any]:
     """The forward record against what the walk-forward predicted (its windows' range of Sharpe,
     drawdown and fill rate, PSR against its median Sharpe), collapse on the forward bars, and drift.
     Checks wait (``pending``) until the record holds ``decay.min_bars`` bars."""
-    config = ForwardParams.from_mapping(params, "forward")
     decay = config.decay
     result: dict[str, Any] = {key: report.get(key) for key in ("status", "model_version", "symbol", "n_bars")}
     if report.get("status") != "tracked":  # nothing promoted, or no bar after the deployed model's data yet

@@ -5,7 +5,6 @@ one symbol's agent trained as the ``sac_icm`` phase trains it, with the shared e
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -51,12 +50,6 @@ class MultiSymbolParams(Section):
 
     symbols: list[str] = setting(check=_symbols_problem)
     shared_encoder: SharedEncoderParams = setting(SharedEncoderParams())
-
-
-def resolve_multi_symbol_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``{"symbols": [...], "shared_encoder": {...}}`` with encoder defaults, validated; errors name
-    the key."""
-    return MultiSymbolParams.from_mapping(params, PARAMS_PREFIX).to_dict()
 
 
 def train_symbol_agent(

@@ -7,7 +7,7 @@ The section's HER and option sub-sections are ``agents.her.HerParams`` and
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import gymnasium as gym
@@ -15,6 +15,7 @@ import numpy as np
 from stable_baselines3 import SAC
 
 from trading_rl.agents.controller import ControllerConfig
+from trading_rl.agents.curriculum import CurriculumParams
 from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_achievement_against_control, relabelled_fraction
 from trading_rl.agents.hierarchical import (
     HierarchicalAgent,
@@ -24,35 +25,14 @@ from trading_rl.agents.hierarchical import (
 )
 from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
 from trading_rl.agents.options import OPTION_NAMES, OptionParams
-from trading_rl.agents.sac_icm import CurriculumParams, SacParams
+from trading_rl.agents.sac_icm import SacParams
 from trading_rl.agents.training_env import wrap_training_env
-from trading_rl.config import section_from_defaults, setting
+from trading_rl.config import Section, setting
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics import json_ready, return_moments
 from trading_rl.evaluation.report import attributed_metrics
 from trading_rl.seeding import SeedRole, trial_seed
-
-DEFAULT_GATES: dict[str, Any] = {
-    "min_usage": 0.10,
-    "max_usage": 0.40,
-    "min_avg_duration": 5.0,
-    "instant_fraction": 0.5,
-    "fail_on_gate": False,
-}
-DEFAULT_PHASE_PARAMS: dict[str, Any] = {
-    "device": "auto",
-    "env_overrides": {"allow_short": True, "smoothing_window": 1},
-    "options": {"enabled": True},
-    "controller": {},
-    "her": {},
-    "sac": {},
-    "training": {"total_timesteps": 5000, "log_freq": 1000},
-    # 50 goal episodes: success rates move in steps of 0.02, not 0.2.
-    "evaluation": {"split": "validation", "goal_episodes": 50},
-    "gates": DEFAULT_GATES,
-}
-
 
 PARAMS_PREFIX = "options_her"
 
@@ -63,58 +43,71 @@ class OptionsSectionParams(OptionParams):
 
     enabled: bool = True
 
-
-_PhaseDefaults = section_from_defaults(
-    "OptionsHerDefaults",
-    {key: value for key, value in DEFAULT_PHASE_PARAMS.items() if key in ("device", "training", "evaluation", "gates")},
-    ranges={
-        "training.total_timesteps": {"interval": "[1, inf)"},
-        "training.log_freq": {"interval": "[1, inf)"},
-        "evaluation.split": {"choices": ("train", "validation", "test")},
-        "evaluation.goal_episodes": {"interval": "[1, inf)"},
-    },
-    module=__name__,
-)
+    def rules(self) -> OptionParams | None:
+        """The option rules the agent runs, ``None`` when the options are off."""
+        if not self.enabled:
+            return None
+        return OptionParams(**{f.name: getattr(self, f.name) for f in fields(OptionParams)})
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptionsHerParams(_PhaseDefaults):  # type: ignore[valid-type,misc]  # a base made at run time by section_from_defaults
+class OptionsHerTrainingParams(Section):
+    total_timesteps: int = setting(5000, interval="[1, inf)")
+    log_freq: int = setting(1000, interval="[1, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionsHerEvaluationParams(Section):
+    split: str = setting("validation", choices=("train", "validation", "test"))
+    # 50 goal episodes: success rates move in steps of 0.02, not 0.2.
+    goal_episodes: int = setting(50, interval="[1, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionGateParams(Section):
+    """The option-collapse gates (docs/options_her.md, "Gates")."""
+
+    min_usage: float = 0.10
+    max_usage: float = 0.40
+    min_avg_duration: float = 5.0
+    instant_fraction: float = 0.5
+    fail_on_gate: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionsHerParams(Section):
     """The ``options_her`` section. ``env_overrides`` are env config keys (checked as such);
     ``sac`` is the low-level SAC (the keys and ranges of ``sac_icm.agent.sac``)."""
 
-    env_overrides: dict[str, Any] = setting(DEFAULT_PHASE_PARAMS["env_overrides"])
+    device: str = "auto"
+    training: OptionsHerTrainingParams = setting(OptionsHerTrainingParams())
+    evaluation: OptionsHerEvaluationParams = setting(OptionsHerEvaluationParams())
+    gates: OptionGateParams = setting(OptionGateParams())
+    env_overrides: dict[str, Any] = setting({"allow_short": True, "smoothing_window": 1})
     options: OptionsSectionParams = setting(OptionsSectionParams())
     controller: ControllerConfig = setting(ControllerConfig())
-    her: HerParams = setting(HerParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    her: HerParams = setting(HerParams())
     sac: SacParams = setting(SacParams())
     # The training env's curriculum, as sac_icm.agent.curriculum (the same keys, stages and rule).
-    curriculum: CurriculumParams = setting(CurriculumParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    curriculum: CurriculumParams = setting(CurriculumParams())
 
     def validate(self, prefix: str) -> None:
         EnvConfig.from_mapping(self.env_overrides, f"{prefix}.env_overrides")
 
-
-def resolve_phase_params(params: dict | None) -> dict[str, Any]:
-    """Phase defaults overlaid with ``params``; a bad key or value raises ``ConfigError`` naming it."""
-    return OptionsHerParams.from_mapping(params, PARAMS_PREFIX).to_dict()
-
-
-def _option_params(resolved: dict[str, Any]) -> dict[str, Any] | None:
-    options = dict(resolved["options"])
-    return options if options.pop("enabled") else None
+    def goal_middle(self) -> float:
+        """The middle of HER's goal range: the target of the phase's deterministic runs."""
+        return 0.5 * (self.her.goal_low + self.her.goal_high)
 
 
-def _training_env(env_spec, resolved: dict[str, Any]) -> gym.Env:
+def _training_env(env_spec, params: OptionsHerParams) -> gym.Env:
     """The training split's env, inside the curriculum when ``curriculum.enabled``."""
-    return wrap_training_env(
-        env_spec.make_env("train", **resolved["env_overrides"]), {"curriculum": resolved["curriculum"]}
-    )
+    return wrap_training_env(env_spec.make_env("train", **params.env_overrides), params.curriculum, None)
 
 
 def train_from_spec(
     env_spec,
     source: SAC,
-    params: dict | None,
+    params: OptionsHerParams,
     seed: int,
     device: str = "cpu",
     timesteps: int | None = None,
@@ -126,51 +119,48 @@ def train_from_spec(
     The options measure their trend from a zero return, placed by the spec's feature scaler.
     Returns ``(agent, history, training_option_stats)``; the last is ``None`` without options.
     """
-    resolved = resolve_phase_params(params)
-    overrides = resolved["env_overrides"]
-    her = resolved["her"] if resolved["her"]["enabled"] else None
-    option_params = _option_params(resolved)
-    trend_zero = env_spec.scaled_zero(option_params["signals"]["trend_feature"]) if option_params else 0.0
+    her = params.her if params.her.enabled else None
+    option_params = params.options.rules()
+    trend_zero = env_spec.scaled_zero(option_params.signals.trend_feature) if option_params else 0.0
 
     def make_train_env() -> gym.Env:
-        return _training_env(env_spec, resolved)
+        return _training_env(env_spec, params)
 
     agent, venv = build_hierarchical_agent(
         source,
         make_train_env,
         option_params,
-        resolved["controller"],
+        params.controller,
         her,
-        resolved["sac"],
+        params.sac,
         seed,
         device,
-        overrides,
+        params.env_overrides,
         trend_zero,
     )
-    training = resolved["training"]
-    total = training["total_timesteps"] if timesteps is None else timesteps
-    history = train_hierarchical_agent(agent, venv, total, training["log_freq"], metrics_callback)
+    training = params.training
+    total = training.total_timesteps if timesteps is None else timesteps
+    history = train_hierarchical_agent(agent, venv, total, training.log_freq, metrics_callback)
     stats = venv.stats() if isinstance(venv, OptionVecEnv) else None
     return agent, history, stats
 
 
-def continue_on_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int, timesteps: int) -> None:
+def continue_on_spec(agent: HierarchicalAgent, env_spec, params: OptionsHerParams, seed: int, timesteps: int) -> None:
     """Fine-tune ``agent`` on another spec's training split (the walk-forward's next fold): the
     controller, the SAC and its replay buffer carry over. HER's unfinished episode is closed first,
     so no relabelled goal spans the two windows."""
-    resolved = resolve_phase_params(params)
     low_level = agent.low_level
     if isinstance(low_level.replay_buffer, FastHerReplayBuffer):
         with warnings.catch_warnings():  # SB3 warns that this is what it does: intended here
             warnings.simplefilter("ignore", UserWarning)
             low_level.replay_buffer.truncate_last_trajectory()
-    venv = agent.make_vec_env(lambda: _training_env(env_spec, resolved), deterministic=False, collect=True, seed=seed)
+    venv = agent.make_vec_env(lambda: _training_env(env_spec, params), deterministic=False, collect=True, seed=seed)
     low_level.set_env(venv)
     callback = OptionsCallback(venv.learner, venv) if isinstance(venv, OptionVecEnv) else None
     low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 
-def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, seed: int) -> dict[str, Any]:
+def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: OptionsHerParams, seed: int) -> dict[str, Any]:
     """Validation metrics next to the baselines, option usage and goal achievement.
 
     The full-split run aims at the middle of the goal range when HER is on. Goal achievement uses
@@ -180,10 +170,9 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
     shuffled) — the goal-agnostic control, scored against the true target. Without HER the agent
     sees no target, and both runs coincide.
     """
-    resolved = resolve_phase_params(params)
-    overrides = resolved["env_overrides"]
-    her = resolved["her"]
-    split = resolved["evaluation"]["split"]
+    overrides = params.env_overrides
+    her = params.her
+    split = params.evaluation.split
 
     def make_eval_env() -> gym.Env:
         return env_spec.make_env(split, evaluation=True, **overrides)
@@ -191,13 +180,12 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
     def make_episode_env() -> gym.Env:
         return env_spec.make_env(split, evaluation=False, **overrides)
 
-    middle_goal = 0.5 * (her["goal_low"] + her["goal_high"])
-    rollout, eval_stats = rollout_agent(agent, make_eval_env, seed, desired_goal=middle_goal)
+    rollout, eval_stats = rollout_agent(agent, make_eval_env, seed, desired_goal=params.goal_middle())
     metrics, _ = attributed_metrics(rollout, make_eval_env, env_spec.periods_per_year, seed)
     baselines = evaluate_baselines(make_eval_env, env_spec.periods_per_year, seed)
 
     rng = np.random.default_rng(seed)
-    targets = rng.uniform(her["goal_low"], her["goal_high"], size=int(resolved["evaluation"]["goal_episodes"]))
+    targets = rng.uniform(her.goal_low, her.goal_high, size=int(params.evaluation.goal_episodes))
     shown_to_control = rng.permutation(targets)
 
     def final_return(episode: int, shown_target: float) -> float:
@@ -212,7 +200,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
         controls = np.array([final_return(episode, float(shown)) for episode, shown in enumerate(shown_to_control)])
     else:
         controls = finals
-    goals = goal_achievement_against_control(finals, controls, targets, her["tolerance"])
+    goals = goal_achievement_against_control(finals, controls, targets, her.tolerance)
     option_share = (
         rollout["option"].value_counts(normalize=True).reindex(OPTION_NAMES, fill_value=0.0).to_dict()
         if "option" in rollout
@@ -230,15 +218,14 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: dict | None, 
 
 
 def evaluate_and_report(
-    agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict | None, seed: int
+    agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: OptionsHerParams, seed: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The phase's reports: option usage (training and evaluation, with the option gates of
     docs/options_her.md), HER (its settings and goal achievement) and the validation evaluation next
     to the baselines. ``training``: ``{"history", "option_stats"}`` of the training run.
     ``gates.fail_on_gate`` fails the run on a gate."""
-    resolved = resolve_phase_params(params)
     evaluation = evaluate_from_spec(agent, env_spec, params, seed)
-    gates = resolved["gates"]
+    gates = params.gates
     usage_report: dict[str, Any] = {"options_enabled": agent.uses_options}
     if agent.uses_options:
         training_gates = option_gates(training["option_stats"], gates)
@@ -254,12 +241,12 @@ def evaluate_and_report(
                 if key.startswith("controller_") or key == "temperature"
             },
         )
-        if gates["fail_on_gate"] and not usage_report["passed"]:
+        if gates.fail_on_gate and not usage_report["passed"]:
             failed = [row["gate"] for row in training_gates if not row["passed"]]
             raise ValueError(
                 f"option gates failed: {failed} (set options_her.gates.fail_on_gate: false to report only)"
             )
-    her = resolved["her"]
+    her = params.her
     her_report = {
         "enabled": agent.her is not None,
         "replay_buffer": (
@@ -267,14 +254,14 @@ def evaluate_and_report(
             if agent.her is not None
             else "SB3 ReplayBuffer"
         ),
-        "goal_selection_strategy": her["goal_selection_strategy"],
-        "n_sampled_goal": her["n_sampled_goal"],
-        "relabelled_fraction": relabelled_fraction(her["n_sampled_goal"]),
-        "goal_range": [her["goal_low"], her["goal_high"]],
-        "tolerance": her["tolerance"],
-        "reward_distance": her["reward_distance"],
-        "goal_unit": her["goal_unit"],
-        "reward": f"{her['pnl_weight']} x P&L x reward_scale {agent.reward_scale} + {her['goal_weight']} x goal reward",
+        "goal_selection_strategy": her.goal_selection_strategy,
+        "n_sampled_goal": her.n_sampled_goal,
+        "relabelled_fraction": relabelled_fraction(her.n_sampled_goal),
+        "goal_range": [her.goal_low, her.goal_high],
+        "tolerance": her.tolerance,
+        "reward_distance": her.reward_distance,
+        "goal_unit": her.goal_unit,
+        "reward": f"{her.pnl_weight} x P&L x reward_scale {agent.reward_scale} + {her.goal_weight} x goal reward",
         **evaluation["goals"],
     }
     evaluation_report = {
@@ -285,7 +272,7 @@ def evaluate_and_report(
     return usage_report, her_report, evaluation_report
 
 
-def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def option_gates(stats: dict[str, Any], gates: OptionGateParams) -> list[dict[str, Any]]:
     """The option-collapse gates (docs/options_her.md, "Gates") on usage statistics (``OptionVecEnv.stats``).
 
     Usable options (offered at least once by their initiation set) must each exceed ``min_usage``;
@@ -293,16 +280,16 @@ def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> 
     ``min_avg_duration``; an option whose average duration is below ``instant_fraction`` × its
     minimum duration is an instant-termination alarm.
     """
-    g = {**DEFAULT_GATES, **(gates or {})}
+    g = gates
     options = stats["options"]
     rows: list[dict[str, Any]] = []
     for name, option in options.items():
         if option["available_at_selection"] > 0:
-            passed = option["usage"] > g["min_usage"]
+            passed = option["usage"] > g.min_usage
             row = {
                 "gate": f"usage_{name}",
                 "value": option["usage"],
-                "threshold": f"> {g['min_usage']}",
+                "threshold": f"> {g.min_usage}",
                 "passed": passed,
             }
             if not passed:
@@ -314,8 +301,8 @@ def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> 
         {
             "gate": "max_usage",
             "value": max_usage,
-            "threshold": f"<= {g['max_usage']}",
-            "passed": max_usage <= g["max_usage"],
+            "threshold": f"<= {g.max_usage}",
+            "passed": max_usage <= g.max_usage,
             "option": busiest,
         }
     )
@@ -326,13 +313,13 @@ def option_gates(stats: dict[str, Any], gates: dict[str, Any] | None = None) -> 
         {
             "gate": "avg_duration",
             "value": avg,
-            "threshold": f"> {g['min_avg_duration']}",
-            "passed": avg > g["min_avg_duration"],
+            "threshold": f"> {g.min_avg_duration}",
+            "passed": avg > g.min_avg_duration,
         }
     )
     for name, option in options.items():
         if option["avg_duration"] is not None:
-            limit = g["instant_fraction"] * option["min_duration_config"]
+            limit = g.instant_fraction * option["min_duration_config"]
             rows.append(
                 {
                     "gate": f"no_instant_termination_{name}",

@@ -23,27 +23,28 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from trading_rl.agents import build_agent
 from trading_rl.agents.sac_icm import AgentParams, TrainingParams
 from trading_rl.agents.training import train_agent
-from trading_rl.config import ConfigError, Section, section_from_defaults, setting
+from trading_rl.config import Section, setting
 from trading_rl.evaluation.report import evaluate_policy
 from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.rewards.objectives import OBJECTIVES, ObjectiveParams
-from trading_rl.rewards.potential import DEFAULT_POTENTIAL_TRAINING, discounted_returns, train_potential
+from trading_rl.rewards.potential import PotentialParams, discounted_returns, train_potential
 from trading_rl.rewards.shaper import (
-    DEFAULT_ADAPTATION,
     RewardShaper,
     ShapedRewardVecEnv,
     ShapedRewardWrapper,
+    ShapingParams,
     context_indices,
 )
 from trading_rl.rewards.weights import (
-    DEFAULT_INITIAL_WEIGHTS,
-    DEFAULT_WEIGHT_GATES,
-    DEFAULT_WEIGHT_TRAINING,
+    WeightGateParams,
+    WeightNetworkParams,
     forward_risk_adjusted_return,
-    initial_weight_vector,
     train_weight_network,
     weight_gates,
 )
+
+PARAMS_PREFIX = "reward_shaper"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,34 +72,6 @@ class ShapedTrainingParams(Section):
     resume: str = setting("auto", choices=("auto", "force"))  # as sac_icm.agent.training.resume
 
 
-_POSITIVE_TRAINING = {
-    "hidden_dim": {"interval": "[1, inf)"},
-    "learning_rate": {"interval": "(0, inf)"},
-    "epochs": {"interval": "[1, inf)"},
-    "batch_size": {"interval": "[1, inf)"},
-}
-# Sections whose defaults live with the code that uses them (weights.py, potential.py, shaper.py).
-WeightNetworkParams = section_from_defaults(
-    "WeightNetworkParams",
-    {"initial_weights": DEFAULT_INITIAL_WEIGHTS, **DEFAULT_WEIGHT_TRAINING},
-    kinds={"initial_weights": dict[str, float]},
-    ranges={**_POSITIVE_TRAINING, "horizon": {"interval": "[1, inf)"}, "balance_coef": {"interval": "[0, inf)"}},
-    module=__name__,
-)
-PotentialParams = section_from_defaults(
-    "PotentialParams", DEFAULT_POTENTIAL_TRAINING, ranges=_POSITIVE_TRAINING, module=__name__
-)
-ShapingParams = section_from_defaults(
-    "ShapingParams",
-    DEFAULT_ADAPTATION,
-    ranges={"adapt_every": {"interval": "[1, inf)"}, "window": {"interval": "[1, inf)"}},
-    module=__name__,
-)
-GateParams = section_from_defaults(
-    "GateParams", {**DEFAULT_WEIGHT_GATES, "fail_on_gate": False}, kinds={"last_updates": int}, module=__name__
-)
-
-
 @dataclass(frozen=True, kw_only=True)
 class RewardShaperParams(Section):
     """The ``reward_shaper`` section (conf/base states the same defaults)."""
@@ -107,54 +80,43 @@ class RewardShaperParams(Section):
     evaluation_split: Literal["train", "validation", "test"] = "validation"
     resume_dir: str = "data/06_models/resume/reward_shaper"
     rollouts: RolloutParams = setting(RolloutParams())
-    objectives: ObjectiveParams = setting(ObjectiveParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
-    weight_network: WeightNetworkParams = setting(WeightNetworkParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
-    potential: PotentialParams = setting(PotentialParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
-    shaping: ShapingParams = setting(ShapingParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
+    objectives: ObjectiveParams = setting(ObjectiveParams())
+    weight_network: WeightNetworkParams = setting(WeightNetworkParams())
+    potential: PotentialParams = setting(PotentialParams())
+    shaping: ShapingParams = setting(ShapingParams())
     training: ShapedTrainingParams = setting(ShapedTrainingParams())
-    gates: GateParams = setting(GateParams())  # type: ignore[valid-type]  # a Section made at run time by section_from_defaults
-
-    def validate(self, prefix: str) -> None:
-        try:
-            # The field's type is a run-time Section (see above), so mypy cannot know its attributes.
-            initial_weight_vector(self.weight_network.initial_weights)  # type: ignore[attr-defined]
-        except ValueError as error:
-            raise ConfigError(f"parameter '{prefix}.weight_network.initial_weights': {error}") from error
+    gates: WeightGateParams = setting(WeightGateParams())
 
 
-def resolve_phase_params(params: dict | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; an unknown section or key raises ``ConfigError`` naming it."""
-    return RewardShaperParams.from_mapping(params, "reward_shaper").to_dict()
-
-
-def make_shaper(env, resolved: dict, model, weight_network=None, potential=None, n_envs: int = 1) -> RewardShaper:
+def make_shaper(
+    env, params: RewardShaperParams, model, weight_network=None, potential=None, n_envs: int = 1
+) -> RewardShaper:
     """A shaper for ``n_envs`` envs like ``env``, with the phase's settings and a frozen copy of
     ``model``'s ICM."""
     return RewardShaper(
         env.unwrapped.layout,
         n_envs,
-        resolved["objectives"],
+        params.objectives,
         weight_network,
         potential,
         icm=getattr(model, "icm", None),
         gamma=float(model.gamma),
-        adaptation=resolved["shaping"],
+        initial_weights=params.weight_network.initial_weights,
+        adaptation=params.shaping,
         periods_per_year=env.unwrapped.config.periods_per_year,
-        initial_weights=resolved["weight_network"]["initial_weights"],
         hold_threshold=env.unwrapped.config.hold_threshold,
     )
 
 
-def collect_rollouts(model, env_spec, params: dict | None, seed: int) -> dict[str, np.ndarray]:
+def collect_rollouts(model, env_spec, params: RewardShaperParams, seed: int) -> dict[str, np.ndarray]:
     """Run ``model``'s policy on random training episodes through the prior shaper and keep per step:
     the networks' context of the state, the raw objectives, the env reward, terminal and
     episode-end flags and the episode id."""
-    resolved = resolve_phase_params(params)
     base_env = env_spec.make_env("train")
-    env = ShapedRewardWrapper(base_env, make_shaper(base_env, resolved, model))
+    env = ShapedRewardWrapper(base_env, make_shaper(base_env, params, model))
     index = context_indices(base_env.layout)
-    deterministic = bool(resolved["rollouts"]["deterministic"])
-    steps = int(resolved["rollouts"]["steps"])
+    deterministic = bool(params.rollouts.deterministic)
+    steps = int(params.rollouts.steps)
     model.set_random_seed(seed)
     columns: dict[str, list] = {
         key: [] for key in ("context", "components", "base_reward", "terminated", "episode_end", "episode")
@@ -178,16 +140,15 @@ def collect_rollouts(model, env_spec, params: dict | None, seed: int) -> dict[st
     return {key: np.asarray(values) for key, values in columns.items()}
 
 
-def fit_reward_models(rollouts: dict[str, np.ndarray], params: dict | None, gamma: float, seed: int):
+def fit_reward_models(rollouts: dict[str, np.ndarray], params: RewardShaperParams, gamma: float, seed: int):
     """Weight network on forward risk-adjusted returns, then Φ on Monte Carlo returns of the weighted
     objectives under it. Returns ``(weight_network, potential, fit_report)``."""
-    resolved = resolve_phase_params(params)
-    weight_params = dict(resolved["weight_network"])
-    initial_weights = weight_params.pop("initial_weights")
     contexts = rollouts["context"].astype(np.float64)
-    target = forward_risk_adjusted_return(rollouts["base_reward"], rollouts["episode"], int(weight_params["horizon"]))
+    target = forward_risk_adjusted_return(
+        rollouts["base_reward"], rollouts["episode"], int(params.weight_network.horizon)
+    )
     weight_network, weight_history = train_weight_network(
-        contexts, rollouts["components"], target, weight_params, initial_weights, seed
+        contexts, rollouts["components"], target, params.weight_network, seed
     )
     with th.no_grad():
         weights = weight_network(th.as_tensor(contexts, dtype=th.float32)).double().numpy()
@@ -195,9 +156,9 @@ def fit_reward_models(rollouts: dict[str, np.ndarray], params: dict | None, gamm
     weighted = weights * rollouts["components"] / scale
     objective_reward = weighted.sum(axis=1)
     returns = discounted_returns(objective_reward, rollouts["episode_end"], gamma)
-    potential, potential_history = train_potential(contexts, returns, resolved["potential"], seed)
+    potential, potential_history = train_potential(contexts, returns, params.potential, seed)
     mean_history = [[row[f"weight_{name}"] for name in OBJECTIVES] for row in weight_history]
-    gates = weight_gates(weights, mean_history, resolved["gates"])
+    gates = weight_gates(weights, mean_history, params.gates)
     abs_weighted = np.abs(weighted).mean(axis=0)
     report = {
         "rollout_steps": int(len(contexts)),
@@ -225,12 +186,10 @@ def _monitored_train_env(env_spec, seed: int):
     return Monitor(env_spec.make_env("train", seed=seed))
 
 
-def training_vec_env(env_spec, params: dict | None, seed: int) -> DummyVecEnv:
+def training_vec_env(env_spec, params: RewardShaperParams, seed: int) -> DummyVecEnv:
     """``training.n_envs`` training-split envs (env ``i`` seeded ``seed + i``), each under SB3's
     ``Monitor`` (episode statistics of the env's own reward), in one ``DummyVecEnv``."""
-    n_envs = int(resolve_phase_params(params)["training"]["n_envs"])
-    if n_envs < 1:
-        raise ValueError(f"parameter 'reward_shaper.training.n_envs' must be >= 1, got {n_envs}")
+    n_envs = int(params.training.n_envs)
     return DummyVecEnv([partial(_monitored_train_env, env_spec, seed + i) for i in range(n_envs)])
 
 
@@ -238,7 +197,7 @@ def continue_agent(
     model,
     env_spec,
     train_env: VecEnv,
-    params: dict | None,
+    params: RewardShaperParams,
     seed: int,
     work_dir: str,
     metrics_callback=None,
@@ -254,7 +213,6 @@ def continue_agent(
     reward. Evaluation and collapse monitoring run on the unshaped evaluation split
     (``train_agent``). ``reward_scale`` (when given) is the copy's learner reward scale.
     """
-    resolved = resolve_phase_params(params)
     buffer = io.BytesIO()
     model.save(buffer)
     buffer.seek(0)
@@ -267,20 +225,20 @@ def continue_agent(
     if agent.gradient_steps > 0:
         agent.gradient_steps = int(model.gradient_steps) * train_env.num_envs
     agent.set_random_seed(seed)
-    training = resolved["training"]
-    agent.learning_starts = agent.num_timesteps + int(training["learning_starts"])
+    training = params.training
+    agent.learning_starts = agent.num_timesteps + int(training.learning_starts)
     return train_agent(
         agent,
-        partial(env_spec.make_env, resolved["evaluation_split"]),
+        partial(env_spec.make_env, params.evaluation_split),
         AgentParams(
             training=TrainingParams(
-                total_timesteps=agent.num_timesteps + int(training["continue_timesteps"]),
-                eval_freq=int(training["eval_freq"]),
+                total_timesteps=agent.num_timesteps + int(training.continue_timesteps),
+                eval_freq=int(training.eval_freq),
                 eval_episodes=1,
-                resume_every=int(training["eval_freq"]),
-                log_interval=int(training["log_interval"]),
+                resume_every=int(training.eval_freq),
+                log_interval=int(training.log_interval),
                 best_metric="sharpe",
-                resume=training["resume"],
+                resume=training.resume,
             )
         ),
         work_dir,
@@ -291,7 +249,10 @@ def continue_agent(
         run_parameters={
             "seed": seed,
             "env_spec": env_spec.digest(),
-            "reward_shaper": {**resolved, "training": {k: v for k, v in training.items() if k != "resume"}},
+            "reward_shaper": {
+                **params.to_dict(),
+                "training": {k: v for k, v in training.to_dict().items() if k != "resume"},
+            },
             "reward_scale": reward_scale,
             "shaped": isinstance(train_env, ShapedRewardVecEnv),
         },
@@ -299,14 +260,20 @@ def continue_agent(
 
 
 def continue_training(
-    model, env_spec, weight_network, potential, params: dict | None, seed: int, work_dir: str, metrics_callback=None
+    model,
+    env_spec,
+    weight_network,
+    potential,
+    params: RewardShaperParams,
+    seed: int,
+    work_dir: str,
+    metrics_callback=None,
 ):
     """``continue_agent`` on ``training.n_envs`` training envs under one ``ShapedRewardVecEnv``.
     Returns ``(outcome, reward_history, adaptation_history)``; the shaper's statistics are taken at
     every evaluation and go, with the evaluation's metrics, to ``metrics_callback(metrics, step)``."""
-    resolved = resolve_phase_params(params)
     venv = training_vec_env(env_spec, params, seed)
-    shaper = make_shaper(venv.envs[0], resolved, model, weight_network, potential, n_envs=venv.num_envs)
+    shaper = make_shaper(venv.envs[0], params, model, weight_network, potential, n_envs=venv.num_envs)
     reward_history: list[dict[str, float]] = []
 
     def record(metrics: dict, step: int) -> None:
@@ -323,18 +290,17 @@ def continue_training(
         seed,
         work_dir,
         record,
-        reward_scale=float(resolved["training"]["shaped_reward_scale"]),
+        reward_scale=float(params.training.shaped_reward_scale),
     )
     return outcome, reward_history, shaper.adaptation_history
 
 
 def shaping_report(
-    shaped_model, source_model, env_spec, fit_report: dict, training: dict, params: dict | None, seed: int
+    shaped_model, source_model, env_spec, fit_report: dict, training: dict, params: RewardShaperParams, seed: int
 ) -> dict[str, Any]:
     """Validation metrics of the shaped and the source agent next to the baselines, the shaper's
     statistics (components, shares, weights, shaping term, β) and the weight gates."""
-    resolved = resolve_phase_params(params)
-    split = resolved["evaluation_split"]
+    split = params.evaluation_split
     evaluations = {}
     for name, model in (("shaped", shaped_model), ("source", source_model)):
         evaluation, collapse = evaluate_policy(
@@ -344,6 +310,7 @@ def shaping_report(
             partial(env_spec.make_env, split),
             env_spec.periods_per_year,
             seed=seed,
+            thresholds=CollapseThresholds(),
         )
         evaluations[name] = {
             "metrics": evaluation["metrics"],
@@ -356,17 +323,17 @@ def shaping_report(
         "shaped_agent": {k: v for k, v in evaluations["shaped"].items() if k != "baselines"},
         "source_agent": {k: v for k, v in evaluations["source"].items() if k != "baselines"},
         "baselines": evaluations["shaped"]["baselines"],
-        "objectives": resolved["objectives"],
+        "objectives": params.objectives.to_dict(),
         **fit_report,
         "training_reward": training["reward_history"],
         "shaping_weight": {
-            "initial": float(resolved["shaping"]["initial_weight"]),
+            "initial": float(params.shaping.initial_weight),
             "history": training["adaptation_history"],
         },
         "training_evaluations": training["history"],
         "passed": fit_report["weight_gates_passed"],
     }
-    if resolved["gates"]["fail_on_gate"] and not report["passed"]:
+    if params.gates.fail_on_gate and not report["passed"]:
         failed = [row["gate"] for row in fit_report["weight_gates"] if not row["passed"]]
         raise ValueError(
             f"reward shaper weight gates failed: {failed} (set reward_shaper.gates.fail_on_gate: false to report only)"
@@ -375,7 +342,13 @@ def shaping_report(
 
 
 def train_shaped(
-    env_spec, agent_params: AgentParams, params: dict | None, seed: int, timesteps: int, model=None, device: str = "cpu"
+    env_spec,
+    agent_params: AgentParams,
+    params: RewardShaperParams,
+    seed: int,
+    timesteps: int,
+    model=None,
+    device: str = "cpu",
 ):
     """SAC+ICM trained on the shaped reward with the phase's *prior* objective weights, for the
     walk-forward A/B of shaped against P&L reward; with ``model`` given, fine-tuned on
@@ -386,14 +359,13 @@ def train_shaped(
     point (``weight_network.initial_weights``, no potential term), at ``training.shaped_reward_scale``.
     The exploration objective reads the agent's ICM as it was when the window's training began.
     """
-    resolved = resolve_phase_params(params)
     env = env_spec.make_env("train", seed=seed)
     if model is None:
-        learner = dataclasses.replace(agent_params, reward_scale=float(resolved["training"]["shaped_reward_scale"]))
+        learner = dataclasses.replace(agent_params, reward_scale=float(params.training.shaped_reward_scale))
         model = build_agent(env, learner, seed=seed, device=device)
-        model.set_env(ShapedRewardWrapper(env, make_shaper(env, resolved, model)))
+        model.set_env(ShapedRewardWrapper(env, make_shaper(env, params, model)))
         model.learn(total_timesteps=int(timesteps))
     else:
-        model.set_env(ShapedRewardWrapper(env, make_shaper(env, resolved, model)))
+        model.set_env(ShapedRewardWrapper(env, make_shaper(env, params, model)))
         model.learn(total_timesteps=int(timesteps), reset_num_timesteps=False)
     return model

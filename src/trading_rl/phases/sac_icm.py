@@ -74,11 +74,7 @@ def evaluate_sac_icm(
         partial(env_spec.make_env, params.evaluation_split),
         env_spec.periods_per_year,
         seed=seed,
-        thresholds={
-            "dominance_max": collapse.dominance_max,
-            "entropy_min": collapse.entropy_min,
-            "trade_rate_min": collapse.trade_rate_min,
-        },
+        thresholds=collapse,
     )
     evaluation["split"] = params.evaluation_split
     evaluation["model_metadata"] = model_metadata(model)

@@ -117,14 +117,6 @@ def _non_empty(space: dict) -> str | None:
     return None if tuned else "a mapping of dotted sac_icm.agent keys to search dimensions, at least one not null"
 
 
-DEFAULT_SEARCH_SPACE = {
-    "sac.learning_rate": SearchDimension(kind="float", low=1.0e-4, high=1.0e-3, log=True),
-    "sac.batch_size": SearchDimension(kind="categorical", choices=[32, 64, 128]),
-    "reward_scale": SearchDimension(kind="float", low=10.0, high=1000.0, log=True),
-    "icm.intrinsic_weight": SearchDimension(kind="float", low=0.0, high=0.3),
-}
-
-
 @dataclass(frozen=True, kw_only=True)
 class TuningParams(Section):
     """The ``tuning`` section (conf/base states the same defaults; tests/test_config.py checks it).
@@ -143,7 +135,15 @@ class TuningParams(Section):
     sampler: Literal["tpe", "random"] = "tpe"
     sampler_seed: int | None = None  # null: the run's seed
     walk_forward: dict[str, Any] = setting({})
-    search_space: dict[str, SearchDimension | None] = setting(DEFAULT_SEARCH_SPACE, check=_non_empty)
+    search_space: dict[str, SearchDimension | None] = setting(
+        {
+            "sac.learning_rate": SearchDimension(kind="float", low=1.0e-4, high=1.0e-3, log=True),
+            "sac.batch_size": SearchDimension(kind="categorical", choices=[32, 64, 128]),
+            "reward_scale": SearchDimension(kind="float", low=10.0, high=1000.0, log=True),
+            "icm.intrinsic_weight": SearchDimension(kind="float", low=0.0, high=0.3),
+        },
+        check=_non_empty,
+    )
     # The Optuna study's storage: a SQLite file (one study per run, named after its save version)
     # that `optuna-dashboard sqlite:///<file>` opens; null keeps the study in memory.
     storage: str | None = "data/07_model_output/optuna/tuning.db"
@@ -162,17 +162,13 @@ class TuningParams(Section):
                 AgentParams.from_mapping(nested({name: value}), f"{prefix}.search_space")
 
 
-def check_tuning_parameters(parameters: Mapping[str, Any]) -> None:
-    """What the trials run with is valid at every bound of the search space: the walk_forward
-    section under ``tuning.walk_forward``, and ``sac_icm.agent`` under the overrides and each
-    dimension's extreme values (``batch_size <= buffer_size`` ...)."""
-    tuning = TuningParams.from_mapping(parameters.get(PARAMS_PREFIX), PARAMS_PREFIX)
-    walk_forward = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
-    config = trial_protocol(walk_forward, tuning).with_gap(parameters.get("feature_extraction"))
-    agent_params = {AGENT: AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")}
+def check_search_space(tuning: TuningParams, protocol: WalkForwardParams, agent: AgentParams) -> None:
+    """``agent`` (``sac_icm.agent``) is valid under the trials' ``protocol`` (``trial_protocol``) at
+    each dimension's extreme values (``batch_size <= buffer_size`` ...)."""
+    agent_params = {AGENT: agent}
     for name, dimension in tuning.dimensions().items():
         for value in dimension.extremes():
-            overrides = merge_sections(config.agent_overrides, nested({name: value}))
+            overrides = merge_sections(protocol.agent_overrides, nested({name: value}))
             try:
                 agent_section(AGENT, agent_params, overrides)
             except ConfigError as error:

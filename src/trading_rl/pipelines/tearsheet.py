@@ -20,6 +20,7 @@ from kedro.pipeline import Node
 
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import Period, trials_for
+from trading_rl.evaluation.regimes import RegimeParams, RegimeValidationParams
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.summary import gate_results
 from trading_rl.evaluation.tearsheet import (
@@ -75,7 +76,7 @@ def env_tearsheet(
         make_env,
         env_spec.closes,
         seed,
-        (regime_params or {}).get("regimes"),
+        regimes_of(regime_params),
     )
     section.facts.update(
         {
@@ -88,8 +89,9 @@ def env_tearsheet(
     return TearsheetInput(title, config.hold_threshold, [section])
 
 
-def resolve_tearsheet_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    return TearsheetParams.from_mapping(params, "tearsheet").to_dict()
+def regimes_of(regime_params: Mapping[str, Any] | None) -> RegimeParams:
+    """The ``regime_validation.regimes`` section a tearsheet labels its bars with."""
+    return RegimeValidationParams.from_mapping(regime_params, "regime_validation").regimes
 
 
 def verdicts_of(reports: Mapping[str, Any]) -> list[Verdict]:
@@ -111,7 +113,7 @@ def render_tearsheet(
     """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials. A
     spec without sections (a phase with nothing to show yet, e.g. no forward bars) gives an empty
     table, one figure and a page that say so under the spec's title."""
-    resolved = resolve_tearsheet_params(params)
+    config = TearsheetParams.from_mapping(params, "tearsheet")
     if not spec.sections:
         figure = plt.figure(figsize=(6, 1))
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
@@ -122,7 +124,7 @@ def render_tearsheet(
             f"<body><h1>{title}</h1></body></html>\n"
         )
         return pd.DataFrame(columns=["section", "kind", "agent", "step"]), {"status.png": figure}, page
-    options = TearsheetOptions(spec.hold_threshold, resolved["rolling_window"], resolved["dpi"])
+    options = TearsheetOptions(spec.hold_threshold, config.rolling_window, config.dpi)
     header = {k: run_metadata.get(k) for k in ("save_version", "seed", "config_hash", "git_commit")}
     trials = {}
     for section in spec.sections:  # the trials evaluated on the section's own bars (docs/protocol.md)

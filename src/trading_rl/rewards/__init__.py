@@ -1,7 +1,7 @@
 """Multi-objective reward shaping: five causal objectives, a state-conditioned weight network, a
 learned potential Φ with ``F = γΦ(s') − Φ(s)``, and a gymnasium wrapper that applies them."""
 
-from trading_rl.rewards.objectives import DEFAULT_OBJECTIVE_PARAMS, OBJECTIVES, ObjectiveTracker, Transitions
+from trading_rl.rewards.objectives import OBJECTIVES, ObjectiveParams, ObjectiveTracker, Transitions
 from trading_rl.rewards.potential import (
     AdaptiveShapingWeight,
     PotentialNetwork,
@@ -18,9 +18,9 @@ from trading_rl.rewards.weights import (
 )
 
 __all__ = [
-    "DEFAULT_OBJECTIVE_PARAMS",
     "OBJECTIVES",
     "AdaptiveShapingWeight",
+    "ObjectiveParams",
     "ObjectiveTracker",
     "ObjectiveWeightNetwork",
     "PotentialNetwork",

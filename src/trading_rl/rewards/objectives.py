@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from trading_rl.config import section_from_defaults
+from trading_rl.config import Section, setting
 
 OBJECTIVES: tuple[str, ...] = ("profit", "risk", "activity", "timing", "exploration")
 PROFIT, RISK, ACTIVITY, TIMING, EXPLORATION = range(len(OBJECTIVES))
@@ -45,65 +44,68 @@ PROFIT, RISK, ACTIVITY, TIMING, EXPLORATION = range(len(OBJECTIVES))
 # One-sided 95% quantile of the standard normal, for the parametric VaR.
 _Z95 = 1.6448536269514722
 
-DEFAULT_OBJECTIVE_PARAMS: dict[str, dict[str, Any]] = {
-    "profit": {"roi_scale": 100.0, "unrealized_weight": 0.3},
-    "risk": {
-        "drawdown_threshold": 0.05,
-        "var_limit": 0.02,
-        "volatility_window": 20,
-        "volatility_weight": 1.0,
-        "exposure_weight": 0.01,
-    },
-    "activity": {
-        "target_frequency": 0.1,
-        "band": [0.5, 2.0],
-        "diversity_window": 50,
-        "diversity_target": 0.3,
-        "band_bonus": 0.05,
-        "diversity_bonus": 0.05,
-        "passive_penalty": 0.1,
-        "overtrade_penalty": 1.0,
-    },
-    "timing": {},
-    "exploration": {
-        "icm_weight": 0.5,
-        "novelty_weight": 0.5,
-        "novelty_threshold": 10,
-        "decay_rate": 0.999,
-        "novelty_bins": {
-            "position_fraction": [-0.1, -0.01, 0.01, 0.1],
-            "feature:ret_20": [-1.0, 0.0, 1.0],
-            "feature:realized_vol_20": [-1.0, 0.0, 1.0],
-        },
-    },
-}
-
 
 def _band_problem(band: list[float]) -> str | None:
     fits = len(band) == 2 and 0.0 < band[0] <= 1.0 <= band[1]
     return None if fits else "[low, high] with 0 < low <= 1 <= high (around the target frequency)"
 
 
-# The schema of ``reward_shaper.objectives``, read from the defaults above (their one copy).
-ObjectiveParams = section_from_defaults(
-    "ObjectiveParams",
-    DEFAULT_OBJECTIVE_PARAMS,
-    kinds={"activity.band": list[float], "exploration.novelty_bins": dict[str, list[float]]},
-    ranges={
-        "activity.band": {"check": _band_problem},
-        "exploration.decay_rate": {"interval": "(0, 1]"},
-        "profit.roi_scale": {"interval": "(0, inf)"},
-        "risk.volatility_window": {"interval": "[2, inf)"},
-        "activity.diversity_window": {"interval": "[1, inf)"},
-        "exploration.novelty_threshold": {"interval": "(0, inf)"},
-    },
-    module=__name__,
-)
+@dataclass(frozen=True, kw_only=True)
+class ProfitParams(Section):
+    roi_scale: float = setting(100.0, interval="(0, inf)")
+    unrealized_weight: float = 0.3
 
 
-def resolve_objective_params(params: dict | None) -> dict[str, dict[str, Any]]:
-    """Defaults overlaid with ``params``; unknown objectives or keys raise ``ConfigError`` naming them."""
-    return ObjectiveParams.from_mapping(params, "reward_shaper.objectives").to_dict()
+@dataclass(frozen=True, kw_only=True)
+class RiskParams(Section):
+    drawdown_threshold: float = 0.05
+    var_limit: float = 0.02
+    volatility_window: int = setting(20, interval="[2, inf)")
+    volatility_weight: float = 1.0
+    exposure_weight: float = 0.01
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActivityParams(Section):
+    target_frequency: float = 0.1
+    band: list[float] = setting([0.5, 2.0], check=_band_problem)
+    diversity_window: int = setting(50, interval="[1, inf)")
+    diversity_target: float = 0.3
+    band_bonus: float = 0.05
+    diversity_bonus: float = 0.05
+    passive_penalty: float = 0.1
+    overtrade_penalty: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingParams(Section):
+    """The timing objective has no settings."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplorationParams(Section):
+    icm_weight: float = 0.5
+    novelty_weight: float = 0.5
+    novelty_threshold: int = setting(10, interval="(0, inf)")
+    decay_rate: float = setting(0.999, interval="(0, 1]")
+    novelty_bins: dict[str, list[float]] = setting(
+        {
+            "position_fraction": [-0.1, -0.01, 0.01, 0.1],
+            "feature:ret_20": [-1.0, 0.0, 1.0],
+            "feature:realized_vol_20": [-1.0, 0.0, 1.0],
+        }
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveParams(Section):
+    """``reward_shaper.objectives``: the settings of each objective."""
+
+    profit: ProfitParams = setting(ProfitParams())
+    risk: RiskParams = setting(RiskParams())
+    activity: ActivityParams = setting(ActivityParams())
+    timing: TimingParams = setting(TimingParams())
+    exploration: ExplorationParams = setting(ExplorationParams())
 
 
 # Per-env state that a new episode starts from zero (equity and peak start at the episode's equity,
@@ -177,14 +179,14 @@ class ObjectiveTracker:
     action_mean: np.ndarray
     action_var: np.ndarray
 
-    def __init__(self, n_envs: int, params: dict | None = None, n_cells: int = 1) -> None:
-        self.params = resolve_objective_params(params)
+    def __init__(self, n_envs: int, params: ObjectiveParams, n_cells: int = 1) -> None:
+        self.params = params
         self.n_envs = int(n_envs)
         p = self.params
-        self._vol_alpha = 2.0 / (int(p["risk"]["volatility_window"]) + 1.0)
-        self._rate_alpha = 1.0 / int(p["activity"]["diversity_window"])
-        low, high = p["activity"]["band"]
-        target = float(p["activity"]["target_frequency"])
+        self._vol_alpha = 2.0 / (int(p.risk.volatility_window) + 1.0)
+        self._rate_alpha = 1.0 / int(p.activity.diversity_window)
+        low, high = p.activity.band
+        target = float(p.activity.target_frequency)
         self._band = (target * low, min(target * high, 1.0))
         self.visit_counts = np.zeros(max(int(n_cells), 1), dtype=np.float64)
         n = self.n_envs
@@ -200,7 +202,7 @@ class ObjectiveTracker:
         for name in _ZEROED_AT_RESET:
             getattr(self, name)[rows] = 0.0
         # Start inside the band: a new episode is neither passive nor over-trading yet.
-        self.trade_rate[rows] = self.params["activity"]["target_frequency"]
+        self.trade_rate[rows] = self.params.activity.target_frequency
 
     def step(self, t: Transitions) -> np.ndarray:
         """Objective values ``(n_envs, 5)`` of this step (columns in ``OBJECTIVES`` order)."""
@@ -272,14 +274,14 @@ class ObjectiveTracker:
         return realised, closed_fraction, quality
 
     def _profit(self, realised: np.ndarray, t: Transitions, equity_before: np.ndarray) -> np.ndarray:
-        p = self.params["profit"]
+        p = self.params.profit
         unrealized = t.position_value - self.basis
         change = unrealized - self.unrealized
         self.unrealized = unrealized
-        return p["roi_scale"] * (realised + p["unrealized_weight"] * change) / equity_before
+        return p.roi_scale * (realised + p.unrealized_weight * change) / equity_before
 
     def _risk(self, t: Transitions, equity_before: np.ndarray) -> np.ndarray:
-        p = self.params["risk"]
+        p = self.params.risk
         log_return = np.log(np.maximum(t.equity, 1e-12) / equity_before)
         alpha = self._vol_alpha
         delta = log_return - self.ret_mean
@@ -291,15 +293,15 @@ class ObjectiveTracker:
         exposure = np.abs(t.position_value) / np.maximum(t.equity, 1e-12)
         value_at_risk = _Z95 * sigma - self.ret_mean
         penalty = (
-            np.maximum(drawdown - p["drawdown_threshold"], 0.0)
-            + p["volatility_weight"] * sigma
-            + p["exposure_weight"] * exposure
-            + np.maximum(value_at_risk - p["var_limit"], 0.0)
+            np.maximum(drawdown - p.drawdown_threshold, 0.0)
+            + p.volatility_weight * sigma
+            + p.exposure_weight * exposure
+            + np.maximum(value_at_risk - p.var_limit, 0.0)
         )
-        return -self.params["profit"]["roi_scale"] * penalty
+        return -self.params.profit.roi_scale * penalty
 
     def _activity(self, t: Transitions) -> np.ndarray:
-        p = self.params["activity"]
+        p = self.params.activity
         alpha = self._rate_alpha
         traded = (t.trade_units != 0.0).astype(np.float64)
         self.trade_rate = self.trade_rate + alpha * (traded - self.trade_rate)
@@ -308,19 +310,19 @@ class ObjectiveTracker:
         self.action_var = (1.0 - alpha) * (self.action_var + alpha * delta * delta)
         low, high = self._band
         rate = self.trade_rate
-        diversity = np.minimum(np.sqrt(self.action_var) / p["diversity_target"], 1.0)
-        in_band = p["band_bonus"] + p["diversity_bonus"] * diversity
-        passive = -p["passive_penalty"] * (low - rate) / low
-        overtrading = -p["overtrade_penalty"] * (rate - high) / max(1.0 - high, 1e-12)
+        diversity = np.minimum(np.sqrt(self.action_var) / p.diversity_target, 1.0)
+        in_band = p.band_bonus + p.diversity_bonus * diversity
+        passive = -p.passive_penalty * (low - rate) / low
+        overtrading = -p.overtrade_penalty * (rate - high) / max(1.0 - high, 1e-12)
         return np.where(rate < low, passive, np.where(rate > high, overtrading, in_band))
 
     def _exploration(self, t: Transitions) -> np.ndarray:
-        p = self.params["exploration"]
+        p = self.params.exploration
         counts = self.visit_counts
-        counts *= p["decay_rate"]
+        counts *= p.decay_rate
         np.add.at(counts, t.cell, 1.0)
-        novelty = np.minimum(np.sqrt(p["novelty_threshold"] / counts[t.cell]), 1.0)
-        return p["icm_weight"] * t.intrinsic + p["novelty_weight"] * novelty
+        novelty = np.minimum(np.sqrt(p.novelty_threshold / counts[t.cell]), 1.0)
+        return p.icm_weight * t.intrinsic + p.novelty_weight * novelty
 
 
 def novelty_cells(values: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:

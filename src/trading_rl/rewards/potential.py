@@ -10,17 +10,26 @@ SB3 bootstraps truncated transitions.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch as th
 from scipy.signal import lfilter
 from torch import nn
 
+from trading_rl.config import Section, setting
 from trading_rl.evaluation.metrics import sharpe_ratio
 from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
-DEFAULT_POTENTIAL_TRAINING: dict[str, Any] = {"hidden_dim": 128, "learning_rate": 1e-4, "epochs": 20, "batch_size": 256}
+
+@dataclass(frozen=True, kw_only=True)
+class PotentialParams(Section):
+    """``reward_shaper.potential``: the Φ network and its training."""
+
+    hidden_dim: int = setting(128, interval="[1, inf)")
+    learning_rate: float = setting(1e-4, interval="(0, inf)")
+    epochs: int = setting(20, interval="[1, inf)")
+    batch_size: int = setting(256, interval="[1, inf)")
 
 
 def potential_shaping(phi_s, phi_next, gamma: float, done):
@@ -80,26 +89,23 @@ class PotentialNetwork(nn.Module):
 
 
 def train_potential(
-    contexts: np.ndarray, returns: np.ndarray, params: dict | None = None, seed: int = 0
+    contexts: np.ndarray, returns: np.ndarray, params: PotentialParams, seed: int
 ) -> tuple[PotentialNetwork, list[dict[str, float]]]:
     """Regress Φ on Monte Carlo returns (MSE, Adam); one history row per epoch with the MSE of the
     standardised targets (1.0 = no better than the mean)."""
-    p = {**DEFAULT_POTENTIAL_TRAINING, **(params or {})}
-    unknown = sorted(set(p) - set(DEFAULT_POTENTIAL_TRAINING))
-    if unknown:
-        raise ValueError(f"unknown potential parameter(s) {unknown}; expected {sorted(DEFAULT_POTENTIAL_TRAINING)}")
+    p = params
     th.manual_seed(seed)
     generator = np.random.default_rng(seed)
-    network = PotentialNetwork(contexts.shape[1], int(p["hidden_dim"]))
+    network = PotentialNetwork(contexts.shape[1], int(p.hidden_dim))
     mean, std = float(np.mean(returns)), float(np.std(returns))
     network.target_mean.fill_(mean)
     network.target_std.fill_(std if std > 1e-12 else 1.0)
     x = th.as_tensor(contexts, dtype=th.float32)
     y = (th.as_tensor(returns, dtype=th.float32) - network.target_mean) / network.target_std
-    optimizer = th.optim.Adam(network.body.parameters(), lr=float(p["learning_rate"]))
-    batch = int(p["batch_size"])
+    optimizer = th.optim.Adam(network.body.parameters(), lr=float(p.learning_rate))
+    batch = int(p.batch_size)
     history = []
-    for epoch in range(int(p["epochs"])):
+    for epoch in range(int(p.epochs)):
         order = generator.permutation(len(x))
         for start in range(0, len(order), batch):
             rows = th.as_tensor(order[start : start + batch])

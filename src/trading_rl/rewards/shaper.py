@@ -21,33 +21,37 @@ agent's ICM (encoder + forward model, normalised with its running statistics, cl
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from trading_rl.config import Section, setting
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.rewards.frozen import FrozenMLP
 from trading_rl.rewards.objectives import (
     OBJECTIVES,
+    ObjectiveParams,
     ObjectiveTracker,
     Transitions,
     n_novelty_cells,
     novelty_cells,
-    resolve_objective_params,
 )
 from trading_rl.rewards.potential import AdaptiveShapingWeight, potential_shaping
-from trading_rl.rewards.weights import initial_weight_vector
+from trading_rl.rewards.weights import InitialWeights
 
-DEFAULT_ADAPTATION: dict[str, Any] = {
-    "initial_weight": 0.1,
-    "adaptation_rate": 0.01,
-    "entropy_low": 0.3,
-    "sharpe_high": 1.0,
-    "adapt_every": 500,
-    "window": 500,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class ShapingParams(Section):
+    """``reward_shaper.shaping``: the shaping weight β and how it adapts (``AdaptiveShapingWeight``)."""
+
+    initial_weight: float = 0.1
+    adaptation_rate: float = 0.01
+    entropy_low: float = 0.3
+    sharpe_high: float = 1.0
+    adapt_every: int = setting(500, interval="[1, inf)")
+    window: int = setting(500, interval="[1, inf)")
 
 
 def context_indices(layout: ObservationLayout) -> np.ndarray:
@@ -80,26 +84,27 @@ class RewardShaper:
     def __init__(
         self,
         layout: ObservationLayout,
-        n_envs: int = 1,
-        objective_params: dict | None = None,
+        n_envs: int,
+        objectives: ObjectiveParams,
         weight_network=None,
         potential=None,
         icm=None,
         gamma: float = 0.99,
-        adaptation: dict | None = None,
-        periods_per_year: float = 252.0,
-        initial_weights: dict | None = None,
+        initial_weights: InitialWeights | None = None,
         *,
+        adaptation: ShapingParams,
+        periods_per_year: float,
         hold_threshold: float,
     ) -> None:
+        """``initial_weights``: the prior weights used without a weight network (default: the
+        section's)."""
         self.n_envs = int(n_envs)
         self.gamma = float(gamma)
         self.periods_per_year = float(periods_per_year)
-        params = resolve_objective_params(objective_params)
-        bins = params["exploration"]["novelty_bins"]
+        bins = objectives.exploration.novelty_bins
         self._novelty_index = np.array([layout.index(name) for name in bins], dtype=np.int64)
         self._novelty_edges = [np.asarray(edges, dtype=np.float64) for edges in bins.values()]
-        self.tracker = ObjectiveTracker(self.n_envs, params, n_novelty_cells(self._novelty_edges))
+        self.tracker = ObjectiveTracker(self.n_envs, objectives, n_novelty_cells(self._novelty_edges))
         self._context = context_indices(layout)
         if weight_network is not None:
             self._weights: FrozenMLP | None = FrozenMLP(weight_network.body)
@@ -108,25 +113,20 @@ class RewardShaper:
         else:
             self._weights = None
             self._scale = np.ones(len(OBJECTIVES))
-            self._prior = initial_weight_vector(initial_weights)
+            self._prior = (initial_weights or InitialWeights()).vector()
         self._potential: FrozenMLP | None = None
         if potential is not None:
             self._potential = FrozenMLP(potential.body)
             self._phi_mean = float(potential.target_mean)
             self._phi_std = float(potential.target_std)
         self._icm = _FrozenICM(icm) if icm is not None else None
-        a = {**DEFAULT_ADAPTATION, **(adaptation or {})}
-        unknown = sorted(set(a) - set(DEFAULT_ADAPTATION))
-        if unknown:
-            raise ValueError(
-                f"unknown shaping adaptation parameter(s) {unknown}; expected {sorted(DEFAULT_ADAPTATION)}"
-            )
+        a = adaptation
         self.adaptive = AdaptiveShapingWeight(
-            a["initial_weight"], a["adaptation_rate"], a["entropy_low"], a["sharpe_high"], hold_threshold=hold_threshold
+            a.initial_weight, a.adaptation_rate, a.entropy_low, a.sharpe_high, hold_threshold=hold_threshold
         )
-        self._adapt_every = int(a["adapt_every"])
-        self._recent_actions: deque = deque(maxlen=int(a["window"]))
-        self._recent_returns: deque = deque(maxlen=int(a["window"]))
+        self._adapt_every = int(a.adapt_every)
+        self._recent_actions: deque = deque(maxlen=int(a.window))
+        self._recent_returns: deque = deque(maxlen=int(a.window))
         self.adaptation_history: list[dict[str, float]] = []
         self.steps = 0
         n = self.n_envs

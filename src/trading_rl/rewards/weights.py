@@ -13,46 +13,60 @@ updates.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch as th
 from torch import nn
 
+from trading_rl.config import ConfigError, Section, setting
 from trading_rl.rewards.objectives import OBJECTIVES
 
-DEFAULT_INITIAL_WEIGHTS: dict[str, float] = {
-    "profit": 0.40,
-    "risk": 0.25,
-    "activity": 0.15,
-    "timing": 0.10,
-    "exploration": 0.10,
-}
-DEFAULT_WEIGHT_TRAINING: dict[str, Any] = {
-    "hidden_dim": 128,
-    "learning_rate": 1e-4,
-    "epochs": 20,
-    "batch_size": 256,
-    "horizon": 20,
-    "balance_coef": 5.0,
-}
-DEFAULT_WEIGHT_GATES: dict[str, float] = {
-    "max_weight": 0.6,
-    "min_entropy": 0.5,
-    "max_variation": 0.10,
-    "last_updates": 5,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class InitialWeights(Section):
+    """The prior weight of each objective (``OBJECTIVES``): positive, summing to 1."""
+
+    profit: float = 0.40
+    risk: float = 0.25
+    activity: float = 0.15
+    timing: float = 0.10
+    exploration: float = 0.10
+
+    def validate(self, prefix: str) -> None:
+        vector = self.vector()
+        if (vector <= 0).any() or not math.isclose(vector.sum(), 1.0, abs_tol=1e-6):
+            raise ConfigError(
+                f"parameter '{prefix}': initial_weights must be positive and sum to 1, got {self.to_dict()}"
+            )
+
+    def vector(self) -> np.ndarray:
+        """The weights in ``OBJECTIVES`` order."""
+        return np.array([float(getattr(self, name)) for name in OBJECTIVES])
 
 
-def initial_weight_vector(initial_weights: dict[str, float] | None) -> np.ndarray:
-    weights = {**DEFAULT_INITIAL_WEIGHTS, **(initial_weights or {})}
-    unknown = sorted(set(weights) - set(OBJECTIVES))
-    if unknown:
-        raise ValueError(f"unknown objective(s) {unknown} in initial_weights; expected {list(OBJECTIVES)}")
-    vector = np.array([float(weights[name]) for name in OBJECTIVES])
-    if (vector <= 0).any() or not math.isclose(vector.sum(), 1.0, abs_tol=1e-6):
-        raise ValueError(f"initial_weights must be positive and sum to 1, got {weights}")
-    return vector
+@dataclass(frozen=True, kw_only=True)
+class WeightNetworkParams(Section):
+    """``reward_shaper.weight_network``: the prior and how the network is trained."""
+
+    initial_weights: InitialWeights = setting(InitialWeights())
+    hidden_dim: int = setting(128, interval="[1, inf)")
+    learning_rate: float = setting(1e-4, interval="(0, inf)")
+    epochs: int = setting(20, interval="[1, inf)")
+    batch_size: int = setting(256, interval="[1, inf)")
+    horizon: int = setting(20, interval="[1, inf)")
+    balance_coef: float = setting(5.0, interval="[0, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightGateParams(Section):
+    """``reward_shaper.gates``: the weight gates, and whether a failed gate fails the run."""
+
+    max_weight: float = 0.6
+    min_entropy: float = 0.5
+    max_variation: float = 0.10
+    last_updates: int = 5
+    fail_on_gate: bool = False
 
 
 class ObjectiveWeightNetwork(nn.Module):
@@ -65,7 +79,7 @@ class ObjectiveWeightNetwork(nn.Module):
 
     def __init__(self, input_dim: int, hidden_dim: int = 128, initial_weights: list[float] | None = None) -> None:
         super().__init__()
-        prior = initial_weight_vector(dict(zip(OBJECTIVES, initial_weights)) if initial_weights is not None else None)
+        prior = InitialWeights().vector() if initial_weights is None else np.asarray(initial_weights, dtype=np.float64)
         self.config = {"input_dim": int(input_dim), "hidden_dim": int(hidden_dim), "initial_weights": prior.tolist()}
         head = nn.Linear(hidden_dim // 4, len(OBJECTIVES))
         self.body = nn.Sequential(
@@ -107,15 +121,15 @@ def forward_risk_adjusted_return(rewards: np.ndarray, episodes: np.ndarray, hori
     return target
 
 
-def weight_gates(weights: np.ndarray, mean_history: list[list[float]], gates: dict | None = None) -> list[dict]:
+def weight_gates(weights: np.ndarray, mean_history: list[list[float]], gates: WeightGateParams) -> list[dict]:
     """The weight gates (docs/reward_shaper.md, "Weight network") on the weights of the rollout
     states ``(n, 5)`` and the history of mean weights per update: max weight, mean entropy (nats),
     relative variation of the mean weights over the last ``last_updates`` updates
     (``(max − min) / mean``, worst objective)."""
-    g = {**DEFAULT_WEIGHT_GATES, **(gates or {})}
+    g = gates
     weights = np.asarray(weights, dtype=np.float64)
     entropy = float(np.mean(-np.sum(weights * np.log(np.clip(weights, 1e-12, None)), axis=1)))
-    recent = np.asarray(mean_history[-int(g["last_updates"]) :], dtype=np.float64)
+    recent = np.asarray(mean_history[-int(g.last_updates) :], dtype=np.float64)
     variation = (
         float(np.max((recent.max(axis=0) - recent.min(axis=0)) / recent.mean(axis=0))) if len(recent) else math.nan
     )
@@ -124,20 +138,20 @@ def weight_gates(weights: np.ndarray, mean_history: list[list[float]], gates: di
         {
             "gate": "max_weight",
             "value": max_weight,
-            "threshold": f"<= {g['max_weight']}",
-            "passed": max_weight <= g["max_weight"],
+            "threshold": f"<= {g.max_weight}",
+            "passed": max_weight <= g.max_weight,
         },
         {
             "gate": "weight_entropy",
             "value": entropy,
-            "threshold": f"> {g['min_entropy']}",
-            "passed": entropy > g["min_entropy"],
+            "threshold": f"> {g.min_entropy}",
+            "passed": entropy > g.min_entropy,
         },
         {
             "gate": "weight_stability",
             "value": variation,
-            "threshold": f"< {g['max_variation']}",
-            "passed": bool(math.isfinite(variation) and variation < g["max_variation"]),
+            "threshold": f"< {g.max_variation}",
+            "passed": bool(math.isfinite(variation) and variation < g.max_variation),
         },
     ]
 
@@ -146,20 +160,16 @@ def train_weight_network(
     contexts: np.ndarray,
     components: np.ndarray,
     target: np.ndarray,
-    params: dict | None = None,
-    initial_weights: dict[str, float] | None = None,
-    seed: int = 0,
+    params: WeightNetworkParams,
+    seed: int,
 ) -> tuple[ObjectiveWeightNetwork, list[dict[str, float]]]:
     """Fit the network on rollout rows; returns it and one history row per epoch (loss, correlation,
     KL to the prior, mean weight per objective)."""
-    p = {**DEFAULT_WEIGHT_TRAINING, **(params or {})}
-    unknown = sorted(set(p) - set(DEFAULT_WEIGHT_TRAINING))
-    if unknown:
-        raise ValueError(f"unknown weight_network parameter(s) {unknown}; expected {sorted(DEFAULT_WEIGHT_TRAINING)}")
+    p = params
     th.manual_seed(seed)
     generator = np.random.default_rng(seed)
-    prior = initial_weight_vector(initial_weights)
-    network = ObjectiveWeightNetwork(contexts.shape[1], int(p["hidden_dim"]), prior.tolist())
+    prior = params.initial_weights.vector()
+    network = ObjectiveWeightNetwork(contexts.shape[1], int(p.hidden_dim), prior.tolist())
     scale = np.sqrt(np.mean(np.square(components), axis=0))
     scale = np.where(scale > 1e-12, scale, 1.0)
     network.component_scale.copy_(th.as_tensor(scale, dtype=th.float32))
@@ -167,10 +177,10 @@ def train_weight_network(
     x = th.as_tensor(contexts, dtype=th.float32)
     c = th.as_tensor(components / scale, dtype=th.float32)
     y = th.as_tensor(target, dtype=th.float32)
-    optimizer = th.optim.Adam(network.parameters(), lr=float(p["learning_rate"]))
-    batch = int(p["batch_size"])
+    optimizer = th.optim.Adam(network.parameters(), lr=float(p.learning_rate))
+    batch = int(p.batch_size)
     history: list[dict[str, float]] = []
-    for epoch in range(int(p["epochs"])):
+    for epoch in range(int(p.epochs)):
         order = generator.permutation(len(x))
         for start in range(0, len(order), batch):
             rows = th.as_tensor(order[start : start + batch])
@@ -180,7 +190,7 @@ def train_weight_network(
             predicted = (weights * c[rows]).sum(dim=1)
             correlation = _pearson(predicted, y[rows])
             kl = (network.prior * (th.log(network.prior) - th.log(weights.clamp_min(1e-12)))).sum(dim=1).mean()
-            loss = -correlation + float(p["balance_coef"]) * kl
+            loss = -correlation + float(p.balance_coef) * kl
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -16,6 +16,8 @@ from trading_rl.evaluation.attribution import return_attribution
 from trading_rl.evaluation.ledger import Trials, trial_key
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.options_her import OptionsHerParams
+from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.walk_forward import PolicyAgent, chain_histories
 from trading_rl.provenance import config_hash
 from trading_rl.runtime import SequentialExecutor
@@ -674,7 +676,13 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
         result = wf.run_walk_forward(
             {"X": prices},
             section(params),
-            job(NO_GARCH, {}, {"X": 252.0}, {"options": {"source": source, "phase": phase}}, 1),
+            job(
+                NO_GARCH,
+                {},
+                {"X": 252.0},
+                {"options": {"source": source, "phase": OptionsHerParams.from_mapping(phase, "options_her")}},
+                1,
+            ),
         )
     finally:
         wf.AGENT_TRAINERS["options_her"] = original
@@ -734,7 +742,14 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
                 NO_GARCH,
                 {},
                 {"X": 252.0},
-                {"shaped": {"source": source, "phase": {"training": {"shaped_reward_scale": 1.0}}}},
+                {
+                    "shaped": {
+                        "source": source,
+                        "phase": RewardShaperParams.from_mapping(
+                            {"training": {"shaped_reward_scale": 1.0}}, "reward_shaper"
+                        ),
+                    }
+                },
                 2,
             ),
         )

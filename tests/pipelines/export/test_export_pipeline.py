@@ -7,7 +7,7 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
-from trading_rl.export import PortfolioState, Safeguards, SignalEngine
+from trading_rl.export import PortfolioState, SafeguardConfig, Safeguards, SignalEngine
 from trading_rl.pipelines.export import create_pipeline
 
 PARAMS = {
@@ -45,7 +45,9 @@ def test_pipeline_writes_onnx_report_and_a_working_inference_config(export_pipel
     assert report["parity"]["n_real"] == 63 and report["parity"]["max_abs_diff"] <= 1e-5  # whole split
     assert report["latency"]["onnxruntime"]["repeats"] == 100
 
-    engine = SignalEngine.from_inference_config(onnx_bytes, config, safeguards=Safeguards(config["safeguards"]))
+    engine = SignalEngine.from_inference_config(
+        onnx_bytes, config, safeguards=Safeguards(SafeguardConfig.from_mapping(config["safeguards"]))
+    )
     assert engine.safeguards.config.max_trades_per_day == 3
     observation = engine.observation(setup.prices, PortfolioState(cash=1e5))
     expected, _ = setup.model.predict(observation, deterministic=True)

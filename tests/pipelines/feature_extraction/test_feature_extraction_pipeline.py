@@ -16,10 +16,10 @@ from trading_rl.features import compute_features, max_lookback
 from trading_rl.integration.datasets import RawPriceFilesDataset
 from trading_rl.pipeline_registry import register_pipelines
 from trading_rl.pipelines.feature_extraction.nodes import (
-    define_splits,
-    fit_scalers,
-    load_and_validate_prices,
-    report_price_quality,
+    define_splits_node,
+    fit_scalers_node,
+    load_and_validate_prices_node,
+    report_price_quality_node,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -91,9 +91,9 @@ def test_user_file_stale_opens_reported_per_split_and_left_out_of_the_scaler(tmp
         "splits": {"train_fraction": 0.5, "validation_fraction": 0.25},
         "features": {"garch": None},
     }
-    prices = load_and_validate_prices(RawPriceFilesDataset(str(folder)).load(), params)
-    splits = define_splits(prices, params)
-    stale = report_price_quality(prices, splits, params)["USER"]["stale_opens"]
+    prices = load_and_validate_prices_node(RawPriceFilesDataset(str(folder)).load(), params)
+    splits = define_splits_node(prices, params)
+    stale = report_price_quality_node(prices, splits, params)["USER"]["stale_opens"]
     assert stale["count"] == len(stale_bars)
     assert stale["longest_run"]["bars"] == 3
     assert stale["longest_run"]["start"] == user.index[100].isoformat()
@@ -101,7 +101,7 @@ def test_user_file_stale_opens_reported_per_split_and_left_out_of_the_scaler(tmp
 
     features = compute_features(prices.drop(columns="symbol"), {"garch": None}).iloc[max_lookback({}) :]
     assert (features["co_return"].loc[user.index[stale_bars]] == 0.0).all()
-    scaler = fit_scalers(features.assign(symbol="USER"), prices, splits, params)["USER"]
+    scaler = fit_scalers_node(features.assign(symbol="USER"), prices, splits, params)["USER"]
     train_rows = features.loc[: splits["USER"]["train"]["end"]]
     real_moves = train_rows["co_return"].drop(index=user.index[stale_bars[:3]])
     assert scaler["center"]["co_return"] == pytest.approx(real_moves.median())
@@ -166,9 +166,12 @@ def test_bad_raw_file_stops_with_named_error_and_file_untouched(tmp_path, case):
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     symbol = path.stem
     with pytest.raises(ValueError) as error:
-        load_and_validate_prices(
+        load_and_validate_prices_node(
             RawPriceFilesDataset(str(folder)).load(),
-            {"symbols": [{"name": "sp500", "source": "packaged"}, {"name": symbol, "source": "file"}]},
+            {
+                "symbols": [{"name": "sp500", "source": "packaged"}, {"name": symbol, "source": "file"}],
+                "splits": {"train_fraction": 0.6, "validation_fraction": 0.2},
+            },
         )
     message = str(error.value)
     assert symbol in message

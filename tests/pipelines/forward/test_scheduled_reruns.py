@@ -84,7 +84,7 @@ def test_the_stitched_record_is_one_evaluation_over_the_same_bars(three_reruns):
     prices = load_prices(SYMBOL, source="file", path=root / f"data/01_raw/prices/{SYMBOL}.csv")
     single = replay(model, forward_data(Deployment.from_model(model), prices, "the whole file"))
     np.testing.assert_array_equal(record["return"].to_numpy(), single["return"].to_numpy())
-    assert abs(sharpe_ratio(record["return"]) - sharpe_ratio(single["return"])) < 1e-9
+    assert abs(sharpe_ratio(record["return"], 252) - sharpe_ratio(single["return"], 252)) < 1e-9
 
 
 @pytest.mark.slow

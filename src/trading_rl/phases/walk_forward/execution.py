@@ -30,7 +30,7 @@ from trading_rl.evaluation.folds import (
     tradable_index,
 )
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
-from trading_rl.monitoring.collapse import trading_verdict
+from trading_rl.monitoring.collapse import CollapseThresholds, trading_verdict
 from trading_rl.phases.walk_forward.chains import RetrainTask, TrainedChain, run_retrain_group
 from trading_rl.phases.walk_forward.ledger import agent_seed
 from trading_rl.phases.walk_forward.params import PARAMS_PREFIX, WalkForwardJob, WalkForwardParams
@@ -187,7 +187,9 @@ class _Scorer:
         else:
             hold_threshold = self.job.env.hold_threshold
             exposure = rollout_exposure(rollout)
-            verdict = trading_verdict(rollout["action_raw"], rollout["trade_value"], hold_threshold)
+            verdict = trading_verdict(
+                rollout["action_raw"], rollout["trade_value"], hold_threshold, CollapseThresholds()
+            )
             attribution = return_attribution(
                 rollout["return"].to_numpy(dtype=np.float64),
                 exposure,

@@ -25,8 +25,8 @@ from trading_rl.algorithms.es import train_es_agent
 from trading_rl.config import plain
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.phases.options_her import continue_on_spec, train_from_spec
-from trading_rl.phases.reward_shaper import train_shaped
+from trading_rl.phases.options_her import OptionsHerParams, continue_on_spec, train_from_spec
+from trading_rl.phases.reward_shaper import RewardShaperParams, train_shaped
 
 
 @runtime_checkable
@@ -107,7 +107,7 @@ def sac_on_fold(spec: EnvSpec, params: AgentParams, seed: int, model: Any, devic
     if model is None:
         params = dataclasses.replace(params, icm=dataclasses.replace(params.icm, enabled=icm))
         return build_agent(env, params, seed=seed, device=device)
-    model.set_env(wrap_training_env(env, params.to_dict()))
+    model.set_env(wrap_training_env(env, params.curriculum, params.auxiliary.config()))
     return model
 
 
@@ -127,7 +127,7 @@ def _train_vtrace(spec, params, seed, timesteps, previous=None, device="auto") -
     init_model = previous.model.model if previous is not None else None
     policy, _ = train_vtrace(
         spec,
-        {**params.to_dict(), "total_timesteps": timesteps},
+        params.with_budget(timesteps),
         seed,
         backend="local",
         device=resolve_device(device),
@@ -140,7 +140,7 @@ def _train_es(spec, params, seed, timesteps, previous=None, device="auto") -> Ag
     """Evolution strategy; its budget is ``es.generations`` (a population per generation, not env
     steps), for a fresh run and for fine-tuning from the previous window's parameters alike. The
     population is scored in this process (same numbers as a process pool; see ``_train_vtrace``)."""
-    return PolicyAgent(train_es_agent(spec, params.to_dict(), seed, previous and previous.model, num_workers=1))
+    return PolicyAgent(train_es_agent(spec, params, seed, previous and previous.model, num_workers=1))
 
 
 def train_hierarchical(spec, params, seed, timesteps, previous=None, device="auto", her=False) -> Agent:
@@ -149,8 +149,8 @@ def train_hierarchical(spec, params, seed, timesteps, previous=None, device="aut
     options_her section}``; the source is a fresh SAC+ICM model that gives the networks and the P&L reward scale
     (untrained: the walk-forward compares mechanisms from scratch). With ``previous`` given, it is
     fine-tuned on the new window instead."""
-    phase = {section: values for section, values in dict(params.get("phase") or {}).items()}
-    phase["her"] = {**dict(phase.get("her") or {}), "enabled": her}
+    phase = params.get("phase") or OptionsHerParams()
+    phase = dataclasses.replace(phase, her=dataclasses.replace(phase.her, enabled=her))
     device = resolve_device(device)
     if previous is None:
         source_params = params.get("source") or AgentParams()
@@ -175,7 +175,7 @@ def _train_shaped(spec, params, seed, timesteps, previous=None, device="auto") -
     model = train_shaped(
         spec,
         params.get("source") or AgentParams(),
-        dict(params.get("phase") or {}),
+        params.get("phase") or RewardShaperParams(),
         seed,
         timesteps,
         previous and previous.model,

@@ -11,7 +11,7 @@ from trading_rl.evaluation.tearsheet import env_section
 from trading_rl.migration.checkpoints import DiscreteCheckpoint
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.phases import checkpoint_migration as phase
-from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
+from trading_rl.pipelines.tearsheet import TearsheetInput, regimes_of, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
@@ -90,7 +90,7 @@ def checkpoint_migration_tearsheet(
                 make_env,
                 env_spec.closes,
                 seed,
-                (regime_params or {}).get("regimes"),
+                regimes_of(regime_params),
             )
         )
     return TearsheetInput(f"checkpoint_migration: {env_spec.symbol}", env_spec.env_config().hold_threshold, sections)

@@ -6,7 +6,7 @@ from typing import Any
 
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import check_model_fits_spec, model_metadata
-from trading_rl.export.onnx_export import export_and_verify, resolve_export_params
+from trading_rl.export.onnx_export import ExportParams, export_and_verify
 
 
 def export_agent(
@@ -25,13 +25,13 @@ def export_agent(
     """
     check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="export")
     symbol = env_spec.symbol
-    resolved = resolve_export_params(params)
-    parity_env = env_spec.make_env(resolved["parity"]["split"])
-    onnx_bytes, report = export_and_verify(model, parity_env, resolved, seed=seed)
+    section = ExportParams.from_mapping(params, "export")
+    parity_env = env_spec.make_env(section.parity.split)
+    onnx_bytes, report = export_and_verify(model, parity_env, section, seed=seed)
     report = {
         **report,
         "symbol": symbol,
-        "parity_split": resolved["parity"]["split"],
+        "parity_split": section.parity.split,
         "model_metadata": model_metadata(model),
     }
     inference_config = {
@@ -40,6 +40,6 @@ def export_agent(
         "scaler": scalers[symbol],
         "env_config": env_spec.config,
         "feature_columns": list(env_spec.feature_columns),
-        "safeguards": resolved["safeguards"],
+        "safeguards": section.safeguards.to_dict(),
     }
     return onnx_bytes, report, inference_config

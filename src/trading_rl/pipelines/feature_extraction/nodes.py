@@ -1,109 +1,45 @@
-"""Thin nodes: select and validate symbols, then features, splits and scalers per symbol.
-
-Frames that hold several symbols are long: a ``timestamp`` index plus a ``symbol`` column.
-"""
+"""Thin nodes around ``trading_rl.phases.feature_extraction``: each resolves the
+``feature_extraction`` section once and hands it on."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from trading_rl.data import by_symbol, load_validated_prices, long_frame, quality_report, validate_features
-from trading_rl.features import (
-    apply_scaler,
-    compute_features,
-    fit_garch,
-    fit_scaler,
-    make_splits,
-    max_lookback,
-    split_frame,
-    without_masked_entries,
-)
-from trading_rl.features.indicators import resolve_feature_params
-from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
-from trading_rl.features.splits import check_split_params
+from trading_rl.features.params import PARAMS_PREFIX, FeatureExtractionParams
+from trading_rl.phases import feature_extraction as phase
 
 
-def load_and_validate_prices(
+def _section(params: dict[str, Any]) -> FeatureExtractionParams:
+    return FeatureExtractionParams.from_mapping(params, PARAMS_PREFIX)
+
+
+def load_and_validate_prices_node(
     raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: dict[str, Any]
 ) -> pd.DataFrame:
-    """Every selected symbol's prices, all validated before anything is returned
-    (``data.load_validated_prices``); the split parameters are checked first, so dates in the wrong
-    order are refused before ``prices`` is written."""
-    if "splits" in params:
-        check_split_params(params["splits"])
-    return load_validated_prices(
-        symbol_entries(params.get("symbols")), raw_price_files, params.get("min_rows", DEFAULT_MIN_ROWS)
-    )
+    """``phases.feature_extraction.load_and_validate_prices``."""
+    return phase.load_and_validate_prices(raw_price_files, _section(params))
 
 
-def define_splits(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
-    """Chronological splits per symbol, with a purge gap of the longest feature look-back."""
-    gap = max_lookback(params.get("features"))
-    return {
-        symbol: make_splits(frame.index, {**params["splits"], "gap_bars": gap})
-        for symbol, frame in by_symbol(prices).items()
-    }
+def define_splits_node(prices: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """``phases.feature_extraction.define_splits``."""
+    return phase.define_splits(prices, _section(params))
 
 
-def report_price_quality(prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Quality facts per symbol, stale opens counted per split with the features' stale-open rule."""
-    rtol = resolve_feature_params(params.get("features"))["stale_opens"]["rtol"]
-    return {
-        symbol: quality_report(frame, symbol, splits=splits[symbol], stale_open_rtol=rtol)
-        for symbol, frame in by_symbol(prices).items()
-    }
+def report_price_quality_node(prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """``phases.feature_extraction.report_price_quality``."""
+    return phase.report_price_quality(prices, splits, _section(params))
 
 
-def fit_feature_params(prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Resolved feature parameters per symbol, with GARCH(1,1) fitted on the training split only.
-
-    Stored as a dataset so that inference and walk-forward rebuild exactly the same features.
-    """
-    fitted = {}
-    for symbol, frame in by_symbol(prices).items():
-        resolved = resolve_feature_params(params.get("features"))
-        if resolved["garch"] is not None:
-            train = split_frame(frame, splits[symbol], "train")
-            log_returns = np.log(train["close"]).diff().dropna()
-            resolved["garch"] = {**resolved["garch"], "params": fit_garch(log_returns, symbol), "fit_end": None}
-        fitted[symbol] = resolved
-    return fitted
+def fit_feature_params_node(prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """``phases.feature_extraction.fit_feature_params``."""
+    return phase.fit_feature_params(prices, splits, _section(params))
 
 
-def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.DataFrame:
-    """Causal features per symbol, warm-up rows dropped, checked by the feature schema."""
-    frames = {}
-    for symbol, frame in by_symbol(prices).items():
-        features = compute_features(frame, feature_params[symbol]).dropna(how="any")
-        frames[symbol] = validate_features(features, f"features[{symbol}]")
-    return long_frame(frames)
-
-
-def fit_scalers(
+def fit_scalers_node(
     features: pd.DataFrame, prices: pd.DataFrame, splits: dict[str, Any], params: dict[str, Any]
 ) -> dict[str, Any]:
-    """Scalers fitted on each symbol's training rows only (no statistics from the future), leaving
-    out the entries the stale-open mask replaced."""
-    scaler_params = params.get("scaler") or {}
-    price_frames = by_symbol(prices)
-    return {
-        symbol: fit_scaler(
-            without_masked_entries(
-                split_frame(frame, splits[symbol], "train"), price_frames[symbol], params.get("features")
-            ),
-            **scaler_params,
-        )
-        for symbol, frame in by_symbol(features).items()
-    }
-
-
-def scale_features(features: pd.DataFrame, scalers: dict[str, Any]) -> pd.DataFrame:
-    frames = {
-        symbol: validate_features(apply_scaler(frame, scalers[symbol]), f"scaled_features[{symbol}]")
-        for symbol, frame in by_symbol(features).items()
-    }
-    return long_frame(frames)
+    """``phases.feature_extraction.fit_scalers``."""
+    return phase.fit_scalers(features, prices, splits, _section(params))

@@ -11,11 +11,12 @@ from trading_rl.agents import AgentParams
 from trading_rl.agents.identity import sac_icm_configuration
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.evaluation.final import (
+    PARAMS_PREFIX,
     SPLIT,
+    FinalEvaluationParams,
     check_test_split,
     evaluate_on_test,
     evaluated_configuration,
-    resolve_final_params,
 )
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 
@@ -35,12 +36,12 @@ def check_final_evaluation(
     before anything is evaluated when the model does not fit ``env_spec``, when this run's parameters
     disagree with the model's configuration, or when its test split was already spent and
     ``final_evaluation.allow_repeat`` is false."""
-    resolved = resolve_final_params(params)
+    resolved = FinalEvaluationParams.from_mapping(params, PARAMS_PREFIX)
     check_model_fits_spec(model, env_spec, model_dataset="sac_icm_model", pipeline="final_evaluation")
     agent = AgentParams.from_mapping(sac_icm_params["agent"], "sac_icm.agent")
     run_configuration = sac_icm_configuration(agent, env_params, feature_params, seed)
     configuration = evaluated_configuration(model, run_configuration, "sac_icm_model")
-    return check_test_split(prior_trial_ledger, configuration, resolved["allow_repeat"])
+    return check_test_split(prior_trial_ledger, configuration, resolved.allow_repeat)
 
 
 def evaluate_final(

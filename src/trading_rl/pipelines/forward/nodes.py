@@ -23,6 +23,7 @@ from trading_rl.phases.forward import (
     FORWARD_SPLIT,
     Deployment,
     ForwardData,
+    ForwardParams,
     decay_alerts,
     empty_record,
     extend_record,
@@ -115,7 +116,7 @@ def score_forward_bars(
         replayed,
         data.deployment.model_version,
         str(run_metadata["save_version"]),
-        supersede=bool((params or {}).get("supersede_record", False)),
+        supersede=ForwardParams.from_mapping(params, "forward").supersede_record,
     )
     if record.empty:
         logger.info("forward: no bar after the deployed model's data end %s yet", data.deployment.data_end)
@@ -149,7 +150,7 @@ def measure_forward_drift(
     deployed_model: Any, data: ForwardData, record: pd.DataFrame, params: dict[str, Any]
 ) -> dict[str, Any]:
     """Feature drift of the newest forward bars against the training split; the agent's action drift."""
-    return forward_drift(deployed_model, data, record, (params or {}).get("drift"))
+    return forward_drift(deployed_model, data, record, ForwardParams.from_mapping(params, "forward").drift)
 
 
 def check_forward_decay(
@@ -161,7 +162,7 @@ def check_forward_decay(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``forward_alerts`` and this rerun's MLflow metrics (``forward_metrics``); every alert is
     logged at WARNING (and again by the end-of-run summary)."""
-    alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
+    alerts = decay_alerts(report, record, drift, walk_forward_folds, ForwardParams.from_mapping(params, "forward"))
     for check in alerts["checks"]:
         if check["status"] == "alert":
             logger.warning(

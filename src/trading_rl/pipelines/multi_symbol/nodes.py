@@ -14,17 +14,17 @@ from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.shared_encoder import SharedEncoder, collect_observations, fit_shared_encoder
 from trading_rl.envs import EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
-from trading_rl.phases.multi_symbol import resolve_multi_symbol_params, train_symbol_agent
+from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams, train_symbol_agent
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
 
 
-def _check_wiring(params: dict[str, Any], wired_symbols: list[str]) -> dict[str, Any]:
-    config = resolve_multi_symbol_params(params)
-    if config["symbols"] != wired_symbols:
+def _check_wiring(params: dict[str, Any], wired_symbols: list[str]) -> MultiSymbolParams:
+    config = MultiSymbolParams.from_mapping(params, PARAMS_PREFIX)
+    if config.symbols != wired_symbols:
         raise ValueError(
-            f"parameter 'multi_symbol.symbols' resolved to {config['symbols']}, but the pipeline was wired for "
+            f"parameter 'multi_symbol.symbols' resolved to {config.symbols}, but the pipeline was wired for "
             f"{wired_symbols} from conf/base/parameters_multi_symbol.yml when the registry was built; change the "
             "symbols there (run-time overrides and other envs cannot add or remove namespaces)"
         )
@@ -60,13 +60,13 @@ def fit_encoder(
     wired_symbols: list[str],
 ) -> tuple[SharedEncoder, dict[str, Any]]:
     """The frozen shared encoder, fitted on every symbol's training split, and its training report."""
-    config = _check_wiring(params, wired_symbols)["shared_encoder"]
+    config = _check_wiring(params, wired_symbols).shared_encoder
     specs = [
         build_symbol_spec(prices, scaled_features, splits, env_params, params, symbol, wired_symbols)
         for symbol in wired_symbols
     ]
-    observations = collect_observations(specs, config["steps_per_symbol"], seed)
-    encoder, losses = fit_shared_encoder(observations, config, seed)
+    observations = collect_observations(specs, config.steps_per_symbol, seed)
+    encoder, losses = fit_shared_encoder(observations, config.to_dict(), seed)
     report = {
         "symbols": wired_symbols,
         "n_observations": int(len(observations)),

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from functools import partial, update_wrapper
 from pathlib import Path
-from typing import Any
 
 import yaml
 from kedro.pipeline import Node, Pipeline
 from kedro.utils import find_kedro_project
 
-from trading_rl.phases.multi_symbol import resolve_multi_symbol_params
+from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams
 from trading_rl.pipelines.multi_symbol import nodes
 
 WIRING_FILE = Path("conf") / "base" / "parameters_multi_symbol.yml"
 ENCODER = "multi_symbol_shared_encoder"
 
 
-def read_wiring(project_root: Path | None = None) -> dict[str, Any]:
+def read_wiring(project_root: Path | None = None) -> MultiSymbolParams:
     """The validated ``multi_symbol`` section of ``conf/base`` under ``project_root`` (default: the
     Kedro project containing the working directory, so notebooks in ``notebooks/`` work too)."""
     root = project_root or find_kedro_project(Path.cwd()) or Path.cwd()
@@ -33,7 +32,7 @@ def read_wiring(project_root: Path | None = None) -> dict[str, Any]:
             f"{path} is missing: the multi_symbol pipeline builds one namespace per symbol listed under "
             "'multi_symbol.symbols' there when the pipeline registry is built; run kedro inside the project"
         )
-    return resolve_multi_symbol_params((yaml.safe_load(path.read_text()) or {}).get("multi_symbol"))
+    return MultiSymbolParams.from_mapping((yaml.safe_load(path.read_text()) or {}).get("multi_symbol"), PARAMS_PREFIX)
 
 
 def _bound(func, **kwargs):
@@ -43,8 +42,8 @@ def _bound(func, **kwargs):
 
 def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
     wiring = read_wiring(project_root)
-    symbols = wiring["symbols"]
-    with_encoder = wiring["shared_encoder"]["enabled"]
+    symbols = wiring.symbols
+    with_encoder = wiring.shared_encoder.enabled
     shared_data = ["prices", "scaled_features", "splits"]
     parameters = {"params:env_construction", "params:multi_symbol", "params:sac_icm", "params:seed", "params:runtime"}
 

@@ -8,7 +8,7 @@ from typing import Any
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.phases.options_her import evaluate_and_report, resolve_phase_params, train_from_spec
+from trading_rl.phases.options_her import PARAMS_PREFIX, OptionsHerParams, evaluate_and_report, train_from_spec
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
@@ -20,13 +20,13 @@ def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int
     The warm start copies weights by input position, so a source model trained on another
     observation layout is refused first."""
     check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="options_her")
-    resolved = resolve_phase_params(params)
+    section = OptionsHerParams.from_mapping(params, PARAMS_PREFIX)
     agent, history, training_stats = train_from_spec(
         env_spec,
         sac_icm_model,
-        params,
+        section,
         seed,
-        device=resolve_device(resolved["device"]),
+        device=resolve_device(section.device),
         metrics_callback=stream_to_mlflow("options_her"),
     )
     return agent, {"history": history, "option_stats": training_stats}
@@ -36,7 +36,7 @@ def evaluate_options_her(
     agent: HierarchicalAgent, env_spec, training: dict[str, Any], params: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``phases.options_her.evaluate_and_report``: option-usage, HER and evaluation reports."""
-    return evaluate_and_report(agent, env_spec, training, params, seed)
+    return evaluate_and_report(agent, env_spec, training, OptionsHerParams.from_mapping(params, PARAMS_PREFIX), seed)
 
 
 def options_her_tearsheet(
@@ -44,10 +44,10 @@ def options_her_tearsheet(
 ) -> TearsheetInput:
     """The hierarchical agent's deterministic run on the evaluation split (aiming at the middle of
     the goal range, as its evaluation report does), next to the baselines on the same env."""
-    resolved = resolve_phase_params(params)
-    split, her = resolved["evaluation"]["split"], resolved["her"]
-    make_env = partial(env_spec.make_env, split, evaluation=True, **resolved["env_overrides"])
-    rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=0.5 * (her["goal_low"] + her["goal_high"]))
+    section = OptionsHerParams.from_mapping(params, PARAMS_PREFIX)
+    split = section.evaluation.split
+    make_env = partial(env_spec.make_env, split, evaluation=True, **section.env_overrides)
+    rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=section.goal_middle())
     return env_tearsheet(
         "options_her",
         {"options_her": rollout},
@@ -56,5 +56,5 @@ def options_her_tearsheet(
         make_env,
         seed,
         regime_params,
-        resolved["env_overrides"],
+        section.env_overrides,
     )

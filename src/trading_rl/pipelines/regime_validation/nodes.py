@@ -12,7 +12,7 @@ from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.regimes import (
-    check_regime_validation_params,
+    RegimeValidationParams,
     check_returns_match_prices,
     label_regimes,
     walk_forward_regime_metrics,
@@ -22,14 +22,11 @@ from trading_rl.evaluation.regimes import (
 def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Long frame (timestamp index, ``symbol``, ``regime``) of causal labels for every symbol; the
     first node, so walk-forward returns made on other prices are refused before a label is written."""
-    check_regime_validation_params(params)
+    regimes = RegimeValidationParams.from_mapping(params, "regime_validation").regimes
     frames = by_symbol(prices)
     check_returns_match_prices(returns, frames)
     return pd.concat(
-        [
-            label_regimes(frame["close"], params.get("regimes")).to_frame().assign(symbol=symbol)
-            for symbol, frame in frames.items()
-        ]
+        [label_regimes(frame["close"], regimes).to_frame().assign(symbol=symbol) for symbol, frame in frames.items()]
     )[["symbol", "regime"]]
 
 

@@ -12,10 +12,11 @@ from typing import Any
 from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
 from trading_rl.evaluation.report import flat_metrics
 from trading_rl.phases.reward_shaper import (
+    PARAMS_PREFIX,
+    RewardShaperParams,
     collect_rollouts,
     continue_training,
     fit_reward_models,
-    resolve_phase_params,
     shaping_report,
 )
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
@@ -26,26 +27,28 @@ def collect_reward_rollouts(sac_icm_model, env_spec, params: dict[str, Any], see
     """Rollouts of the source agent on the training split with every objective recorded; the first
     node, so a source agent not trained on ``env_spec`` is refused before anything is written."""
     check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="reward_shaper")
-    return collect_rollouts(sac_icm_model, env_spec, params, seed)
+    return collect_rollouts(sac_icm_model, env_spec, RewardShaperParams.from_mapping(params, PARAMS_PREFIX), seed)
 
 
 def fit_reward_shaper(rollouts: dict, sac_icm_model, params: dict[str, Any], seed: int):
     """Objective-weight network and potential Φ (discounted with the agent's γ), plus their fit report."""
-    return fit_reward_models(rollouts, params, float(sac_icm_model.gamma), seed)
+    section = RewardShaperParams.from_mapping(params, PARAMS_PREFIX)
+    return fit_reward_models(rollouts, section, float(sac_icm_model.gamma), seed)
 
 
 def train_shaped_agent(
     sac_icm_model, env_spec, weight_network, potential, params: dict[str, Any], seed: int, run_metadata: dict[str, Any]
 ):
     """Continue the source agent on the shaped reward; returns the model and its training record."""
+    section = RewardShaperParams.from_mapping(params, PARAMS_PREFIX)
     outcome, reward_history, adaptation_history = continue_training(
         sac_icm_model,
         env_spec,
         weight_network,
         potential,
-        params,
+        section,
         seed,
-        work_dir=f"{resolve_phase_params(params)['resume_dir']}/{env_spec.symbol}",
+        work_dir=f"{section.resume_dir}/{env_spec.symbol}",
         metrics_callback=stream_to_mlflow("reward_shaper"),
     )
     set_model_metadata(outcome.model, {**run_metadata, **model_signature(env_spec), "source": "sac_icm_model"})
@@ -60,7 +63,8 @@ def report_reward_shaping(
     gates at the last training step); the ``reward/*`` and ``eval/*`` histories were streamed while
     training ran, so they are not logged a second time here (``eval/*`` at the last step would be a
     second point at one step, and the final evaluation is another measurement: the whole split)."""
-    report = shaping_report(shaped_model, sac_icm_model, env_spec, fit_report, training, params, seed)
+    section = RewardShaperParams.from_mapping(params, PARAMS_PREFIX)
+    report = shaping_report(shaped_model, sac_icm_model, env_spec, fit_report, training, section, seed)
     metrics: dict[str, list[dict]] = {}
     evaluation = {"metrics": report["shaped_agent"]["metrics"], "baselines": report["baselines"]}
     final_step = training["reward_history"][-1]["timestep"] if training["reward_history"] else 0
@@ -75,7 +79,7 @@ def reward_shaper_tearsheet(
     shaped_model, sac_icm_model, env_spec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
 ) -> TearsheetInput:
     """The shaped agent and its source (unshaped SAC+ICM) on the evaluation split, with the baselines."""
-    split = resolve_phase_params(params)["evaluation_split"]
+    split = RewardShaperParams.from_mapping(params, PARAMS_PREFIX).evaluation_split
     make_env = partial(env_spec.make_env, split)
     agents = sb3_rollouts({"reward_shaped": shaped_model, "sac_icm (source)": sac_icm_model}, make_env, seed)
     return env_tearsheet("reward_shaper", agents, env_spec, split, make_env, seed, regime_params)

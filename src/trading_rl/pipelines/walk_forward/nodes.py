@@ -20,7 +20,7 @@ from trading_rl.evaluation.regimes import label_regimes
 from trading_rl.evaluation.tearsheet import TearsheetSection
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import WalkForwardParams, chain_histories, run_walk_forward, trial_rows
-from trading_rl.pipelines.tearsheet import TearsheetInput
+from trading_rl.pipelines.tearsheet import TearsheetInput, regimes_of
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.pipelines.walk_forward_job import walk_forward_job
 from trading_rl.runtime import RuntimeParams
@@ -122,6 +122,7 @@ def walk_forward_tearsheet(
     frames = by_symbol(prices)
     periods_per_year = periods_per_year_by_symbol(env_params, frames)
     env_config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
+    regimes = regimes_of(regime_params)
     sections = []
     for symbol, data in stitched.groupby("symbol", sort=False):
         agents = data[data["kind"] == "agent"]
@@ -134,7 +135,7 @@ def walk_forward_tearsheet(
                 {f"{agent} seed {seed}": rows for (agent, seed), rows in agents.groupby(["agent", "seed"], sort=False)},
                 {name: rows for name, rows in data[data["kind"] == "baseline"].groupby("agent", sort=False)},
                 close,
-                label_regimes(close, (regime_params or {}).get("regimes")),
+                label_regimes(close, regimes),
                 notes=[
                     f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
                     "seed's trades and actions are drawn"

@@ -1,0 +1,110 @@
+"""The feature_extraction phase: select and validate symbols, then features, splits and scalers per
+symbol, from the typed ``feature_extraction`` section.
+
+Frames that hold several symbols are long: a ``timestamp`` index plus a ``symbol`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trading_rl.data import by_symbol, load_validated_prices, long_frame, quality_report, validate_features
+from trading_rl.features import (
+    apply_scaler,
+    compute_features,
+    fit_garch,
+    fit_scaler,
+    make_splits,
+    max_lookback,
+    split_frame,
+    without_masked_entries,
+)
+from trading_rl.features.params import FeatureExtractionParams, symbol_entries
+from trading_rl.features.splits import check_split_params
+
+
+def load_and_validate_prices(
+    raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: FeatureExtractionParams
+) -> pd.DataFrame:
+    """Every selected symbol's prices, all validated before anything is returned
+    (``data.load_validated_prices``); the split parameters are checked first, so dates in the wrong
+    order are refused before ``prices`` is written."""
+    check_split_params(params.splits.to_dict())
+    return load_validated_prices(symbol_entries(params.symbols), raw_price_files, params.min_rows)
+
+
+def define_splits(prices: pd.DataFrame, params: FeatureExtractionParams) -> dict[str, Any]:
+    """Chronological splits per symbol, with a purge gap of the longest feature look-back."""
+    gap = max_lookback(params.features.to_dict())
+    return {
+        symbol: make_splits(frame.index, {**params.splits.to_dict(), "gap_bars": gap})
+        for symbol, frame in by_symbol(prices).items()
+    }
+
+
+def report_price_quality(
+    prices: pd.DataFrame, splits: dict[str, Any], params: FeatureExtractionParams
+) -> dict[str, Any]:
+    """Quality facts per symbol, stale opens counted per split with the features' stale-open rule."""
+    rtol = params.features.stale_opens.rtol
+    return {
+        symbol: quality_report(frame, symbol, splits=splits[symbol], stale_open_rtol=rtol)
+        for symbol, frame in by_symbol(prices).items()
+    }
+
+
+def fit_feature_params(prices: pd.DataFrame, splits: dict[str, Any], params: FeatureExtractionParams) -> dict[str, Any]:
+    """Feature parameters per symbol, with GARCH(1,1) fitted on the training split only.
+
+    Stored as a dataset so that inference and walk-forward rebuild exactly the same features.
+    """
+    fitted = {}
+    for symbol, frame in by_symbol(prices).items():
+        resolved = params.features.to_dict()
+        if resolved["garch"] is not None:
+            train = split_frame(frame, splits[symbol], "train")
+            log_returns = np.log(train["close"]).diff().dropna()
+            resolved["garch"] = {**resolved["garch"], "params": fit_garch(log_returns, symbol), "fit_end": None}
+        fitted[symbol] = resolved
+    return fitted
+
+
+def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.DataFrame:
+    """Causal features per symbol (``feature_params``: ``fit_feature_params``' result), warm-up rows
+    dropped, checked by the feature schema."""
+    frames = {}
+    for symbol, frame in by_symbol(prices).items():
+        features = compute_features(frame, feature_params[symbol]).dropna(how="any")
+        frames[symbol] = validate_features(features, f"features[{symbol}]")
+    return long_frame(frames)
+
+
+def fit_scalers(
+    features: pd.DataFrame, prices: pd.DataFrame, splits: dict[str, Any], params: FeatureExtractionParams
+) -> dict[str, Any]:
+    """Scalers fitted on each symbol's training rows only (no statistics from the future), leaving
+    out the entries the stale-open mask replaced."""
+    price_frames = by_symbol(prices)
+    return {
+        symbol: fit_scaler(
+            without_masked_entries(
+                split_frame(frame, splits[symbol], "train"), price_frames[symbol], params.features.to_dict()
+            ),
+            params.scaler.method,
+            params.scaler.clip,
+        )
+        for symbol, frame in by_symbol(features).items()
+    }
+
+
+def scale_features(features: pd.DataFrame, scalers: dict[str, Any]) -> pd.DataFrame:
+    """Each symbol's features through its scaler, checked by the feature schema."""
+    frames = {
+        symbol: validate_features(apply_scaler(frame, scalers[symbol]), f"scaled_features[{symbol}]")
+        for symbol, frame in by_symbol(features).items()
+    }
+    return long_frame(frames)
