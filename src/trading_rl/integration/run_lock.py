@@ -39,9 +39,9 @@ def holder_text() -> str:
     return f"pid {os.getpid()} on {socket.gethostname()}, started {started}: {command}"
 
 
-def busy_message(data_root: str, lock_path: Path) -> str:
+def busy_message(data_root: str, held: Path) -> str:
     try:
-        holder = lock_path.read_text().strip() or "unknown"
+        holder = held.read_text().strip() or "unknown"
     except OSError:
         holder = "unknown"
     return (
