@@ -10,6 +10,7 @@ PSR/DSR of the stitched out-of-sample curves. ``phases.walk_forward`` trains and
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -306,23 +307,27 @@ def attribution_summary(attributions: Sequence[Attribution], rows: pd.DataFrame)
     }
 
 
+def chain_name(symbol: str, agent: str, seed: int, first_fold: int, last_fold: int) -> str:
+    """``sp500_sac_icm_seed0_folds0-2``: a walk-forward chain's name, unique per run, usable as a file
+    and MLflow model name (the saved chain models and their logged metrics read it)."""
+    return f"{symbol}_{agent}_seed{seed}_folds{first_fold}-{last_fold}"
+
+
 def chain_metrics(folds: pd.DataFrame, chain: str) -> dict[str, float]:
-    """The medians over its test windows of the chain ``chain`` (``<symbol>_<agent>_seed<seed>_folds<a>-<b>``,
-    the walk-forward's model names) of the summary's headline metrics (``sharpe`` by the one Sharpe
-    convention), with ``n_windows``: the model's own evaluation, for its MLflow logged model. Empty
-    when no agent rows of ``folds`` match the name."""
-    agents = folds[folds["kind"] == "agent"]
-    for (symbol, agent, seed), rows in agents.groupby(["symbol", "agent", "seed"], sort=False):
-        prefix = f"{symbol}_{agent}_seed{seed}_folds"
-        first, _, last = chain.removeprefix(prefix).partition("-")
-        if not chain.startswith(prefix) or not (first.isdigit() and last.isdigit()):
-            continue
-        windows = rows[rows["fold"].between(int(first), int(last))]
-        if windows.empty:
-            return {}
-        metrics = {"sharpe": float(np.median(window_sharpes(windows["sharpe"])))}
-        metrics.update({metric: float(windows[metric].median()) for metric in ("total_return", "max_drawdown")})
-        return {**metrics, "n_windows": float(len(windows))}
+    """The medians over its test windows of the chain named ``chain`` (``chain_name``) of the
+    summary's headline metrics (``sharpe`` by the one Sharpe convention), with ``n_windows``: the
+    model's own evaluation, for its MLflow logged model. Empty when no agent rows of ``folds`` are
+    that chain's."""
+    span = re.search(r"_folds(\d+)-(\d+)$", chain)
+    if span is None:
+        return {}
+    first, last = int(span[1]), int(span[2])
+    agents = folds[(folds["kind"] == "agent") & folds["fold"].between(first, last)]
+    for (symbol, agent, seed), windows in agents.groupby(["symbol", "agent", "seed"], sort=False):
+        if chain_name(symbol, agent, seed, first, last) == chain:
+            metrics = {"sharpe": float(np.median(window_sharpes(windows["sharpe"])))}
+            metrics.update({metric: float(windows[metric].median()) for metric in ("total_return", "max_drawdown")})
+            return {**metrics, "n_windows": float(len(windows))}
     return {}
 
 

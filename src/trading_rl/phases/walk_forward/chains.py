@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
+from trading_rl.evaluation.folds import chain_name
 from trading_rl.phases.walk_forward.trainers import Agent, Trainer
 
 # Test-window metrics logged with each fold's training point.
@@ -56,8 +57,7 @@ class TrainedChain:
 
     @property
     def name(self) -> str:
-        """``sp500_sac_icm_seed0_folds0-2``: unique per run, usable as a file and MLflow model name."""
-        return f"{self.symbol}_{self.agent_name}_seed{self.seed}_folds{self.folds[0]}-{self.folds[-1]}"
+        return chain_name(self.symbol, self.agent_name, self.seed, self.folds[0], self.folds[-1])
 
 
 def training_point(agent: Agent, timestep: int) -> dict[str, Any]:
