@@ -62,7 +62,8 @@ def test_each_run_appends_its_configurations_and_the_summary_counts_the_ledger(t
     [tearsheet] = [n for n in create_pipeline().nodes if n.name == "render_walk_forward_tearsheet"]
     assert "walk_forward_summary" in tearsheet.inputs
     [verdict] = verdicts_of({"walk_forward_summary": summary})
-    assert verdict.passed is (entry["skill_seed_share"] > 0.5) and "sac_icm on X: CI above 0 in" in verdict.detail
+    skill = entry["stitched_attribution_median"]["alpha_ci90_low"] > 0
+    assert verdict.passed is skill and "sac_icm on X: CI above 0 in" in verdict.detail
     files = sorted((tmp_path / "data/08_reporting/trial_ledger").iterdir())
 
     summary, ledger = _run(tmp_path, ["sac_icm", "sac"], "v2")
