@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.kedro_project import bootstrap
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,9 +45,8 @@ def run_session(project: Path, pipeline_names, env: str = "ci", **kwargs):
     """Run pipelines in a fresh KedroSession on ``project`` and return the run result."""
     import mlflow
     from kedro.framework.session import KedroSession
-    from kedro.framework.startup import bootstrap_project
 
-    bootstrap_project(project)
+    bootstrap()
     try:
         with KedroSession.create(project_path=project, env=env, **kwargs) as session:
             return session.run(pipeline_names=list(pipeline_names))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kedro.framework.startup import bootstrap_project
+from helpers.kedro_project import bootstrap
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipeline_registry import NOT_IN_DEFAULT, ROLE_TAGS, namespaced, phase_names, register_pipelines
@@ -54,7 +54,7 @@ def test_every_catalog_entry_has_the_layer_of_its_data_folder():
 
 @pytest.fixture(scope="module")
 def pipelines():
-    bootstrap_project(PROJECT_ROOT)
+    bootstrap()
     return register_pipelines()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.kedro_project import bootstrap
 from helpers.tiny import tiny_agent
 from trading_rl.data import load_prices
 
@@ -104,9 +105,8 @@ def inside(project: Path):
 def catalog(project: Path):
     """The project's catalog (env local), as a session would build it."""
     from kedro.framework.session import KedroSession
-    from kedro.framework.startup import bootstrap_project
 
-    bootstrap_project(project)
+    bootstrap()
     with KedroSession.create(project_path=project, env="local") as session:
         return session.load_context().catalog
 

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from helpers.kedro_project import bootstrap
 from kedro.io import DataCatalog
 from kedro.io.core import Version
 from kedro.pipeline import Node, Pipeline
@@ -79,9 +80,7 @@ def test_inputs_without_a_completed_run_stop_the_run(tmp_path):
 
 
 def test_an_input_without_versions_stops_the_run_with_one_sentence_naming_its_pipeline(tmp_path):
-    from kedro.framework.startup import bootstrap_project
-
-    bootstrap_project(PROJECT_ROOT)  # the registered pipelines say who writes 'prices'
+    bootstrap()  # the registered pipelines say who writes 'prices'
     with pytest.raises(MissingInputError) as raised:
         RunManifestHooks().before_pipeline_run(_run_params(), PIPELINE, _catalog(tmp_path))
     assert raised.value.message == (

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers.kedro_project import bootstrap
 
 from trading_rl.data import PriceValidationError, load_prices
 from trading_rl.features import compute_features, max_lookback
@@ -40,9 +41,8 @@ def _snapshot(folder: Path) -> dict[str, str]:
 
 
 def test_registry_has_foundation_pipelines():
-    from kedro.framework.startup import bootstrap_project
 
-    bootstrap_project(PROJECT_ROOT)
+    bootstrap()
     pipelines = register_pipelines()
     assert {"feature_extraction", "env_construction", "__default__"} <= set(pipelines)
     default_nodes = {n.name for n in pipelines["__default__"].nodes}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from helpers.kedro_project import bootstrap
 
 LEDGER = "data/08_reporting/trial_ledger"
 REPORT = "data/08_reporting/tuning/tuning_report.json"
@@ -19,11 +20,9 @@ TRIALS = "data/07_model_output/tuning_trials.csv"
 
 
 def test_tuning_is_registered_but_not_in_the_default_run():
-    from kedro.framework.startup import bootstrap_project
-
     from trading_rl.pipeline_registry import register_pipelines
 
-    bootstrap_project(Path(__file__).resolve().parents[3])
+    bootstrap()
     pipelines = register_pipelines()
     assert {node.name for node in pipelines["tuning"].nodes} == {"tuning.tune", "tuning.report_tuning"}
     assert not [node.name for node in pipelines["__default__"].nodes if node.namespace == "tuning"]
