@@ -19,13 +19,10 @@ from trading_rl.evaluation.ledger import Trials
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.regimes import RegimeParams
 from trading_rl.evaluation.rollout import run_episode
-from trading_rl.evaluation.tearsheet import (
-    PANELS,
-    TearsheetOptions,
-    attribution_table,
-    build_tearsheet,
-    env_section,
-)
+from trading_rl.evaluation.tearsheet import build_tearsheet
+from trading_rl.evaluation.tearsheet_metrics import attribution_table
+from trading_rl.evaluation.tearsheet_panels import PANELS, TearsheetOptions
+from trading_rl.evaluation.tearsheet_section import env_section
 from trading_rl.evaluation.tearsheet_statistics import Verdict
 
 SPLITS = {

@@ -13,15 +13,13 @@ import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from trading_rl.evaluation.metrics import drawdown_series
-
-if TYPE_CHECKING:
-    from trading_rl.evaluation.tearsheet import TearsheetSection
+from trading_rl.evaluation.tearsheet_section import TearsheetSection
 
 WORST_DRAWDOWNS = 5
 TRADES_SHOWN = 50
