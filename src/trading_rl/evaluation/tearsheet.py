@@ -18,6 +18,7 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -26,7 +27,7 @@ from trading_rl.evaluation.ledger import Trials
 from trading_rl.evaluation.tearsheet_metrics import attribution_html, formatted_table, metrics_table
 from trading_rl.evaluation.tearsheet_panels import PANELS, TearsheetOptions, panel_images, tearsheet_figure
 from trading_rl.evaluation.tearsheet_section import TearsheetSection, rollout_table, rollout_timestamps
-from trading_rl.evaluation.tearsheet_statistics import STATISTICS_BLOCKS, Verdict, banner_html, header_html
+from trading_rl.evaluation.tearsheet_statistics import STATISTICS_BLOCKS
 
 # Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
 # does not list it as a tearsheet.
@@ -36,6 +37,42 @@ EMPTY_PAGE_MARK = '<meta name="trading-rl-tearsheet" content="empty">'
 def tearsheet_outputs(prefix: str) -> list[str]:
     """The datasets a phase's tearsheet is saved as: its rollouts, its PNGs and its HTML page."""
     return [f"{prefix}_rollout", f"{prefix}_tearsheet_plot", f"{prefix}_tearsheet"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One line of the banner: a gate report's outcome (``passed`` None: not checked)."""
+
+    name: str
+    passed: bool | None
+    detail: str
+
+
+def banner_html(verdicts: Sequence[Verdict]) -> str:
+    """PASS (every verdict passed), FAIL (any failed) or NOT CHECKED, with one line per verdict."""
+    if not verdicts:
+        return ""
+    states = [v.passed for v in verdicts]
+    overall = "FAIL" if False in states else "NOT CHECKED" if None in states else "PASS"
+    colour = {"PASS": "#1a9850", "FAIL": "#b2182b", "NOT CHECKED": "#8c6d1f"}[overall]
+    lines = "".join(
+        f"<li><b>{html.escape(v.name)}</b>: "
+        f"{'passed' if v.passed else 'FAILED' if v.passed is False else 'not checked'}"
+        + (f" ({html.escape(v.detail)})" if v.detail else "")
+        + "</li>"
+        for v in verdicts
+    )
+    return (
+        f'<div class="banner" data-verdict="{overall}" style="border:3px solid {colour};padding:.4em 1em;'
+        f'margin:.5em 0"><span style="color:{colour};font-size:1.6em;font-weight:bold">{overall}</span>'
+        f"<ul>{lines}</ul></div>"
+    )
+
+
+def header_html(facts: Mapping[str, Any]) -> str:
+    """A section's header (``section_facts``): one row per fact."""
+    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
+    return f'<table class="metrics header">{cells}</table>'
 
 
 _STYLE = """
