@@ -1,5 +1,6 @@
 import copy
 import io
+import tempfile
 
 import numpy as np
 import pytest
@@ -120,6 +121,24 @@ def test_icm_off_trains_exactly_like_plain_sb3_sac():
         ours.predict(PROBE_OBS, deterministic=True)[0], plain.predict(PROBE_OBS, deterministic=True)[0]
     )
     np.testing.assert_array_equal(ours.replay_buffer.rewards, plain.replay_buffer.rewards)
+
+
+def test_training_leaves_no_sb3_log_folder_in_the_temp_dir(tmp_path, monkeypatch):
+    """SB3's default logger makes an (empty) ``tempdir/SB3-<time>`` folder on every ``learn``: a
+    built, a trained-again and a reloaded agent each learn, and none leaves one; the losses SB3
+    records still reach the agent's training statistics."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert tempfile.gettempdir() == str(tmp_path)
+    model, _ = toy_agent()
+    model.learn(40)
+    model.learn(10, reset_num_timesteps=False)
+    assert "train/actor_loss" in model.pop_train_stats()
+    buffer = io.BytesIO()
+    model.save(buffer)
+    buffer.seek(0)
+    SACWithICM.load(buffer, env=ToyTradingEnv(), device="cpu").learn(10)
+    assert sorted(path.name for path in tmp_path.glob("SB3-*")) == []
 
 
 def test_save_and_load_restore_policy_and_icm_state(tmp_path):

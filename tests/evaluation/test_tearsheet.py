@@ -19,14 +19,10 @@ from trading_rl.evaluation.ledger import Trials
 from trading_rl.evaluation.metrics import compute_metrics
 from trading_rl.evaluation.regimes import RegimeParams
 from trading_rl.evaluation.rollout import run_episode
-from trading_rl.evaluation.tearsheet import (
-    PANELS,
-    TearsheetOptions,
-    attribution_table,
-    build_tearsheet,
-    env_section,
-)
-from trading_rl.evaluation.tearsheet_statistics import Verdict
+from trading_rl.evaluation.tearsheet import Verdict, banner_html, build_tearsheet
+from trading_rl.evaluation.tearsheet_metrics import attribution_table
+from trading_rl.evaluation.tearsheet_panels import PANELS, TearsheetOptions
+from trading_rl.evaluation.tearsheet_section import env_section
 
 SPLITS = {
     "train": {"start": "2012-01-01", "end": "2014-12-31"},
@@ -166,6 +162,22 @@ def test_the_html_renders_in_headless_chromium(section, tmp_path):
     # of its upper 1750 pixels is blank
     bands = pixels[:1750].reshape(7, 250, 1100)
     assert all(band.std() > 5.0 for band in bands), [round(band.std(), 1) for band in bands]
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "overall"),
+    [
+        ([Verdict("a", True, "")], "PASS"),
+        ([Verdict("a", True, ""), Verdict("b", False, "dominance 0.99")], "FAIL"),
+        ([Verdict("forward_alerts", None, "no version carries alias @champion")], "NOT CHECKED"),
+    ],
+)
+def test_the_banner_says_pass_fail_or_not_checked_with_each_verdict(verdicts, overall):
+    page = banner_html(verdicts)
+    assert f'data-verdict="{overall}"' in page and f">{overall}</span>" in page
+    for verdict in verdicts:
+        assert verdict.name in page and verdict.detail in page
+    assert banner_html([]) == ""
 
 
 BANNER_COLOURS = {"PASS": (0x1A, 0x98, 0x50), "FAIL": (0xB2, 0x18, 0x2B), "NOT CHECKED": (0x8C, 0x6D, 0x1F)}

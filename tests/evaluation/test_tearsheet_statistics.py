@@ -1,4 +1,4 @@
-"""The quant statistics of a tearsheet, computed from the rollouts, and the verdict banner."""
+"""The quant statistics of a tearsheet, computed from the rollouts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import pandas as pd
 import pytest
 
 from trading_rl.evaluation.tearsheet_statistics import (
-    Verdict,
-    banner_html,
     exposure,
     period_returns,
     trade_list,
@@ -64,19 +62,3 @@ def test_trade_list_has_one_row_per_fill():
     assert trades["side"].tolist() == ["buy", "sell"] and trades["units"].tolist() == [10.0, 4.0]
     assert trades["value"].tolist() == [1000.0, 400.0] and trades["timestamp"].tolist() == ["2020-01-01", "2020-01-03"]
     assert trade_list(_rollout([0.0])).empty
-
-
-@pytest.mark.parametrize(
-    ("verdicts", "overall"),
-    [
-        ([Verdict("a", True, "")], "PASS"),
-        ([Verdict("a", True, ""), Verdict("b", False, "dominance 0.99")], "FAIL"),
-        ([Verdict("forward_alerts", None, "no version carries alias @champion")], "NOT CHECKED"),
-    ],
-)
-def test_the_banner_says_pass_fail_or_not_checked_with_each_verdict(verdicts, overall):
-    page = banner_html(verdicts)
-    assert f'data-verdict="{overall}"' in page and f">{overall}</span>" in page
-    for verdict in verdicts:
-        assert verdict.name in page and verdict.detail in page
-    assert banner_html([]) == ""

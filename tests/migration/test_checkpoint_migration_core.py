@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import pickle
+import tempfile
 import zipfile
 from datetime import UTC, datetime
 
@@ -21,6 +22,7 @@ from trading_rl.migration import (
     fine_tune_migrated,
     inspect_discrete_checkpoint,
     sb3_zip_bytes,
+    train_discrete_baseline,
     validate_migrated_model,
 )
 
@@ -173,6 +175,17 @@ def test_fine_tune_returns_a_trained_copy_and_leaves_the_migration_alone(migrate
     assert not torch.equal(tuned.policy.actor.mu.weight.cpu(), sac.policy.actor.mu.weight)
     assert tuned.migration_metadata["fine_tune_timesteps"] == 40
     assert tuned.migration_metadata["source_sha256"] == checkpoint.sha256
+
+
+def test_training_leaves_no_sb3_log_folder_in_the_temp_dir(migrated, toy_env, tmp_path, monkeypatch):
+    """SB3's default logger makes an (empty) ``tempdir/SB3-<time>`` folder on every ``learn``:
+    neither the discrete baseline's training nor a fine-tune leaves one."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    ppo = {"n_steps": 16, "batch_size": 16, "n_epochs": 1}
+    train_discrete_baseline(toy_env(OBS_DIM), hidden_sizes=(8,), total_timesteps=16, seed=0, ppo_kwargs=ppo)
+    fine_tune_migrated(migrated[1], toy_env(OBS_DIM, continuous=True), total_timesteps=20)
+    assert sorted(path.name for path in tmp_path.glob("SB3-*")) == []
 
 
 # --- bad input --------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from typing import Any, Literal
 import torch as th
 from gymnasium.spaces import flatdim
 from stable_baselines3 import SAC
-from stable_baselines3.common.type_aliases import ReplayBufferSamples
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.type_aliases import MaybeCallback, ReplayBufferSamples
 from torch import nn
 
 from trading_rl.agents.auxiliary import (
@@ -32,6 +33,7 @@ from trading_rl.agents.auxiliary import (
 from trading_rl.agents.curriculum import CurriculumParams
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
+from trading_rl.agents.sb3_logging import use_quiet_logger
 from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.config import Section, layer_widths_problem, require_not_above, setting
 from trading_rl.monitoring.collapse import CollapseThresholds
@@ -278,6 +280,25 @@ class SACWithICM(SAC):
             self.auxiliary.attach(encoder)
         self._stat_sums: dict[str, float] = {}
         self._stat_counts: dict[str, int] = {}
+
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ) -> tuple[int, BaseCallback]:
+        # SB3 gives each ``learn`` a fresh logger here, and with it an empty tempdir/SB3-<time>
+        # folder (``agents.sb3_logging``): a fresh ``quiet_logger`` instead, for this ``learn`` only
+        # as SB3's own (a logger set with ``set_logger`` is kept). Here, not where the model is built:
+        # ``load`` (copies, checkpoints, reloaded models) drops a logger set before.
+        quiet = use_quiet_logger(self)
+        try:
+            return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        finally:
+            if quiet:
+                self._custom_logger = False
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         state_dicts, variables = super()._get_torch_save_params()

@@ -1,7 +1,6 @@
 """What quantstats/pyfolio users expect on a tearsheet, computed from the rollouts: exposure (CAGR
 and Calmar are ``metrics.annualized_return`` / ``calmar_ratio``), a monthly/yearly returns table,
-the worst drawdowns, the return distribution and the per-trade list (backtesting.py's ``_trades``),
-plus the page's verdict banner and header.
+the worst drawdowns, the return distribution and the per-trade list (backtesting.py's ``_trades``).
 
 Each HTML block is one entry of ``STATISTICS_BLOCKS`` (title, function of a ``TearsheetSection``),
 so another block (e.g. return attribution) is one more entry, not an edit of these.
@@ -11,17 +10,15 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from trading_rl.evaluation.metrics import drawdown_series
-
-if TYPE_CHECKING:
-    from trading_rl.evaluation.tearsheet import TearsheetSection
+from trading_rl.evaluation.tearsheet_section import TearsheetSection
 
 WORST_DRAWDOWNS = 5
 TRADES_SHOWN = 50
@@ -183,41 +180,3 @@ STATISTICS_BLOCKS: dict[str, tuple[str, Callable[[TearsheetSection], str]]] = {
     "distribution": ("Return distribution (per bar)", distribution_html),
     "trades": ("Trades", trades_html),
 }
-
-
-# ------------------------------------------------------------------------------------ verdicts
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One line of the banner: a gate report's outcome (``passed`` None: not checked)."""
-
-    name: str
-    passed: bool | None
-    detail: str
-
-
-def banner_html(verdicts: Sequence[Verdict]) -> str:
-    """PASS (every verdict passed), FAIL (any failed) or NOT CHECKED, with one line per verdict."""
-    if not verdicts:
-        return ""
-    states = [v.passed for v in verdicts]
-    overall = "FAIL" if False in states else "NOT CHECKED" if None in states else "PASS"
-    colour = {"PASS": "#1a9850", "FAIL": "#b2182b", "NOT CHECKED": "#8c6d1f"}[overall]
-    lines = "".join(
-        f"<li><b>{html.escape(v.name)}</b>: "
-        f"{'passed' if v.passed else 'FAILED' if v.passed is False else 'not checked'}"
-        + (f" ({html.escape(v.detail)})" if v.detail else "")
-        + "</li>"
-        for v in verdicts
-    )
-    return (
-        f'<div class="banner" data-verdict="{overall}" style="border:3px solid {colour};padding:.4em 1em;'
-        f'margin:.5em 0"><span style="color:{colour};font-size:1.6em;font-weight:bold">{overall}</span>'
-        f"<ul>{lines}</ul></div>"
-    )
-
-
-def header_html(facts: Mapping[str, Any]) -> str:
-    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
-    return f'<table class="metrics header">{cells}</table>'

@@ -17,7 +17,7 @@ from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.final import FinalEvaluationParams
 from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
-from trading_rl.evaluation.tearsheet import TearsheetParams
+from trading_rl.evaluation.tearsheet_panels import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams, symbol_entries
 from trading_rl.integration.model_registry import PromoteParams

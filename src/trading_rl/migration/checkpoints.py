@@ -36,6 +36,7 @@ from stable_baselines3 import PPO, SAC
 from torch import nn
 
 from trading_rl.agents.saved import sb3_zip_bytes
+from trading_rl.agents.sb3_logging import use_quiet_logger
 
 PPO_POLICY_CLASS = "stable_baselines3.common.policies.ActorCriticPolicy"
 # Hyperparameters only PPO stores; A2C shares the policy class but has neither.
@@ -489,6 +490,7 @@ def fine_tune_migrated(model: SAC, env, total_timesteps: int, device: str = "cpu
     if total_timesteps < 1:
         raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
     tuned = SAC.load(io.BytesIO(sb3_zip_bytes(model)), env=env, device=device)
+    use_quiet_logger(tuned)  # no empty tempdir/SB3-<time> folder per fine-tune
     tuned.learn(total_timesteps=total_timesteps, callback=callback)
     set_migration_metadata(tuned, {**migration_metadata(model), "fine_tune_timesteps": int(total_timesteps)})
     return tuned

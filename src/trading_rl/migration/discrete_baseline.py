@@ -10,6 +10,8 @@ from typing import Any
 
 from stable_baselines3 import PPO
 
+from trading_rl.agents.sb3_logging import use_quiet_logger
+
 
 def train_discrete_baseline(
     env,
@@ -31,4 +33,5 @@ def train_discrete_baseline(
         device=device,
         **(ppo_kwargs or {}),
     )
+    use_quiet_logger(model)  # no empty tempdir/SB3-<time> folder per training
     return model.learn(total_timesteps=total_timesteps)

@@ -23,16 +23,9 @@ from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.regimes import RegimeParams, RegimeValidationParams
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.summary import gate_results
-from trading_rl.evaluation.tearsheet import (
-    EMPTY_PAGE_MARK,
-    TearsheetOptions,
-    TearsheetParams,
-    TearsheetSection,
-    build_tearsheet,
-    env_section,
-    tearsheet_outputs,
-)
-from trading_rl.evaluation.tearsheet_statistics import Verdict
+from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK, Verdict, build_tearsheet, tearsheet_outputs
+from trading_rl.evaluation.tearsheet_panels import TearsheetOptions, TearsheetParams
+from trading_rl.evaluation.tearsheet_section import TearsheetSection, env_section
 
 TEARSHEET_PARAMS = "params:tearsheet"
 

@@ -17,7 +17,7 @@ from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
-from trading_rl.evaluation.tearsheet import PANELS
+from trading_rl.evaluation.tearsheet_panels import PANELS
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
 from trading_rl.pipelines.options_her import create_pipeline

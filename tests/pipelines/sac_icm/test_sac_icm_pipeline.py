@@ -61,7 +61,7 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     # the shared evaluation step: rollout parquet, one PNG per section and the HTML page, one version
     import pandas as pd
 
-    from trading_rl.evaluation.tearsheet import PANELS
+    from trading_rl.evaluation.tearsheet_panels import PANELS
 
     rollout = pd.read_parquet(_latest(foundation_project, "data/08_reporting/sac_icm_rollout.parquet"))
     assert set(rollout["agent"]) == {"sac_icm", "buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}

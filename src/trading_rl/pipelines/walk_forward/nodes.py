@@ -17,7 +17,7 @@ from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import Period, trials_for
 from trading_rl.evaluation.regimes import label_regimes
-from trading_rl.evaluation.tearsheet import TearsheetSection
+from trading_rl.evaluation.tearsheet_section import TearsheetSection
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import WalkForwardParams, chain_histories, run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput, regimes_of
