@@ -152,7 +152,7 @@ def test_a_failed_trial_is_a_row_with_the_hash_its_success_would_have(trainer):
     failed = failing.trials["state"] == "fail"
     assert failed.any() and not failed.all()
     rows = failing.ledger_rows[failed.to_numpy()]
-    assert (rows["n_runs"] == 0).all() and rows["sharpe"].isna().all()
+    assert (rows["n_runs"] == 0).all() and rows["sharpe"].isna().all() and (rows["state"] == "fail").all()
     assert (rows["period_start"] == clean.ledger_rows["period_start"].iloc[0]).all()
     assert list(failing.ledger_rows["config_hash"]) == list(clean.ledger_rows["config_hash"])
     assert failing.trials.loc[failed, "error"].str.contains("FloatingPointError: the critic loss diverged").all()

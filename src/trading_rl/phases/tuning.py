@@ -461,9 +461,9 @@ def failed_trial_rows(
     periods: Mapping[str, tuple[str, str]],
     run: Mapping[str, Any] | None,
 ) -> pd.DataFrame:
-    """Ledger rows of a trial that produced no returns: the configuration hash a successful run of
-    it would have (``walk_forward.trial_configuration``), no moments (its Sharpe is undefined), no
-    runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
+    """Ledger rows of a trial that produced no returns (state ``fail``): the configuration hash a
+    successful run of it would have (``walk_forward.trial_configuration``), no moments (its Sharpe
+    is undefined), no runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
     config = trial_params.with_gap(job.feature_params)
     return pd.DataFrame(
         [
@@ -479,6 +479,7 @@ def failed_trial_rows(
                 n_runs=0,
                 periods_per_year=job.periods_per_year[symbol],
                 run=run,
+                state="fail",
             )
             for symbol, (start, end) in periods.items()
         ]
