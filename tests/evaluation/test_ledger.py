@@ -254,6 +254,18 @@ def test_a_file_written_before_config_env_existed_reads_it_as_missing(tmp_path):
     assert ledger.read_ledger(tmp_path)["config_env"].tolist() == [None, "ci"]
 
 
+def test_a_row_states_how_its_evaluation_ended_and_older_files_read_it_as_missing(tmp_path):
+    old = _row()
+    old.pop("state")
+    pd.DataFrame([old]).to_parquet(tmp_path / "20250101T000000000000Z-old.parquet", index=False)
+    ledger.append_rows(tmp_path, [_row(lr=1), ledger.trial_row(**_row_arguments(), state="pruned")])
+    assert ledger.read_ledger(tmp_path)["state"].tolist() == [None, "complete", "pruned"]
+    with pytest.raises(
+        ValueError, match=r"column 'state' has \['stopped'\]; allowed: \['complete', 'pruned', 'fail'\]"
+    ):
+        ledger.append_rows(tmp_path, [ledger.trial_row(**_row_arguments(), state="stopped")])
+
+
 def _row_arguments():
     return {
         "source": "walk_forward",

@@ -1,5 +1,5 @@
-"""Tuning: the objective, one ledger row per trial (failed ones too), the DSR's trial count, the
-training-split cut-off, the parameter checks and the ``--params`` string."""
+"""Tuning: the objective, one ledger row per trial (failed and pruned ones too), the DSR's trial
+count, pruning, the training-split cut-off, the parameter checks and the ``--params`` string."""
 
 from __future__ import annotations
 
@@ -56,26 +56,41 @@ class ConstantModel:
 
 @pytest.fixture
 def trainer(monkeypatch):
-    """A stand-in for SAC+ICM whose fixed position grows with the learning rate (so trials differ
-    by their parameters) and which refuses ``refused_batch`` (a failing trial)."""
-    refused = {"batch": None}
+    """A stand-in for SAC+ICM holding a fixed position, ``position(learning_rate)`` (by default long,
+    growing with the rate, so trials differ by their parameters), which refuses batch size
+    ``batch`` (a failing trial: on every seed, or on training seed ``seed`` only) and records each
+    training call's ``(learning_rate, seed)`` in ``trained``."""
+    stand_in = {"batch": None, "seed": None, "position": lambda rate: 0.2 + rate * 500.0, "trained": []}
 
     def train(spec, params, seed, timesteps, model=None, device="auto"):
-        if params.sac.batch_size == refused["batch"]:
+        if params.sac.batch_size == stand_in["batch"] and stand_in["seed"] in (None, seed):
             raise FloatingPointError("the critic loss diverged")
-        return PolicyAgent(ConstantModel(0.2 + params.sac.learning_rate * 500.0))  # long 0.25 to 0.7
+        stand_in["trained"].append((params.sac.learning_rate, seed))
+        return PolicyAgent(ConstantModel(stand_in["position"](params.sac.learning_rate)))  # default: long 0.25 to 0.7
 
     monkeypatch.setitem(wf.AGENT_TRAINERS, "sac_icm", train)
-    return refused
+    return stand_in
 
 
-def run(data, n_trials=4, sampler="random", seed=3, per_population=4, walk_forward=None, executor=None, storage=None):
+def run(
+    data,
+    n_trials=4,
+    sampler="random",
+    seed=3,
+    per_population=4,
+    walk_forward=None,
+    executor=None,
+    storage=None,
+    search_space=SPACE,
+    pruning=None,
+):
     params = {
         "n_trials": n_trials,
         "trials_per_population": per_population,
         "sampler": sampler,
-        "search_space": SPACE,
+        "search_space": search_space,
         "storage": storage,  # in memory unless a test names a file
+        "pruning": pruning or {},
     }
     return tuning.run_tuning(
         {"X": data},
@@ -152,7 +167,7 @@ def test_a_failed_trial_is_a_row_with_the_hash_its_success_would_have(trainer):
     failed = failing.trials["state"] == "fail"
     assert failed.any() and not failed.all()
     rows = failing.ledger_rows[failed.to_numpy()]
-    assert (rows["n_runs"] == 0).all() and rows["sharpe"].isna().all()
+    assert (rows["n_runs"] == 0).all() and rows["sharpe"].isna().all() and (rows["state"] == "fail").all()
     assert (rows["period_start"] == clean.ledger_rows["period_start"].iloc[0]).all()
     assert list(failing.ledger_rows["config_hash"]) == list(clean.ledger_rows["config_hash"])
     assert failing.trials.loc[failed, "error"].str.contains("FloatingPointError: the critic loss diverged").all()
@@ -221,6 +236,139 @@ def test_sac_trials_of_a_batch_equal_the_same_trials_run_alone():
     assert list(batched.trials["population_size"]) == [2, 2]
     assert batched.trials["param.sac.batch_size"].nunique() == 2  # different batch sizes share one execution
     assert_same_trials(batched, alone)
+
+
+# Pruning: two seeds per trial, pruned after the first once 2 trials have completed. Batches of 2
+# from sampler seed 0: trials 2 and 5 sample the idle learning rate (the position of 1e-4 is short,
+# which the env does not take: objective 0), the others the long one (objective > 0).
+TWO_SEEDS = {**WALK_FORWARD, "seeds": 2, "max_folds": 1}
+PRUNING = {"enabled": True, "rung_seeds": 1, "n_startup_trials": 2}
+IDLE_OR_LONG = {
+    "sac.learning_rate": {"kind": "categorical", "choices": [1.0e-4, 9.0e-4]},
+    "sac.batch_size": {"kind": "categorical", "choices": [16, 32]},
+}
+
+
+def run_two_seeds(trainer, pruning=None, executor=None):
+    trainer["position"] = lambda rate: rate * 2000.0 - 1.0  # 1e-4: -0.8 (idle), 9e-4: 0.8
+    return run(
+        prices(),
+        n_trials=6,
+        seed=0,
+        per_population=2,
+        walk_forward=TWO_SEEDS,
+        executor=executor,
+        search_space=IDLE_OR_LONG,
+        pruning=pruning,
+    )
+
+
+def test_a_trial_below_the_median_after_its_first_seed_is_pruned_and_trains_no_other_seed(trainer):
+    executor = CountingExecutor()
+    trials = run_two_seeds(trainer, PRUNING, executor).trials
+    assert list(trials["state"]) == ["complete", "complete", "pruned", "complete", "complete", "pruned"]
+    # trial 2 is below the median of trials 0 and 1, trial 5 below that of trials 0, 1, 3 and 4
+    assert trials.loc[2, "objective"] < trials.loc[[0, 1], "objective"].median()
+    assert trials.loc[5, "objective"] < trials.loc[[0, 1, 3, 4], "objective"].median()
+    # per batch, one chain (1 fold) per trial on seed 0, then one per trial kept on seed 1
+    assert executor.group_calls == [2, 2, 2, 1, 2, 1]
+    trained = {rate: {seed for r, seed in trainer["trained"] if r == rate} for rate in (1.0e-4, 9.0e-4)}
+    assert trained == {1.0e-4: {wf.agent_seed(0, 0)}, 9.0e-4: {wf.agent_seed(0, 0), wf.agent_seed(0, 1)}}
+
+
+def test_trials_that_survive_pruning_score_as_without_it(trainer):
+    pruned = run_two_seeds(trainer, PRUNING)
+    unpruned = run_two_seeds(trainer)
+    assert set(unpruned.trials["state"]) == {"complete"}
+    kept = (pruned.trials["state"] == "complete").to_numpy()
+    pd.testing.assert_frame_equal(
+        pruned.trials[kept].drop(columns=BATCH_COLUMNS), unpruned.trials[kept].drop(columns=BATCH_COLUMNS)
+    )
+    pd.testing.assert_frame_equal(
+        pruned.ledger_rows[kept].drop(columns="timestamp"), unpruned.ledger_rows[kept].drop(columns="timestamp")
+    )
+    assert pruned.parameters == unpruned.parameters
+
+
+def test_pruned_trials_are_ledger_rows_that_the_dsr_counts(trainer):
+    result = run_two_seeds(trainer, PRUNING)
+    unpruned = run_two_seeds(trainer)
+    rows, full = result.ledger_rows, unpruned.ledger_rows
+    pruned = (result.trials["state"] == "pruned").to_numpy()
+    assert list(rows["state"]) == list(result.trials["state"])
+    # the configuration a full run of the trial is (two seeds), with the windows of its one seed
+    assert list(rows["config_hash"]) == list(full["config_hash"])
+    assert (rows.loc[pruned, "n_runs"] == 1).all() and (full["n_runs"] == 2).all()  # 1 fold x 1 seed, x 2 seeds
+    assert (rows.loc[pruned, "n_obs"] * 2 == full.loc[pruned, "n_obs"]).all()
+    start, end = rows.iloc[0][["period_start", "period_end"]]
+    assert (rows["period_start"] == start).all() and (rows["period_end"] == end).all()
+    # 4 configurations (trials 1, 3 and 4 sampled the same values); without the pruned 2, 2
+    period = Period.of(start, end)
+    assert trials_for(rows, "X", period).n == 4 and trials_for(rows[~pruned], "X", period).n == 2
+    report = tuning.tuning_report(result.trials, rows, result.parameters)
+    assert report["n_study_trials"] == 6 and report["n_pruned"] == 2 and report["n_failed"] == 0
+    assert report["selection"]["X"]["n_trials"] == 4 and report["selection"]["X"]["trials_by_source"] == {"tuning": 4}
+    # The chosen configuration's numbers are those of its full run, not of a later pruned sample of it.
+    chosen = rows[result.trials["chosen"].to_numpy()].iloc[0]
+    resampled = rows[pruned].iloc[[0]].assign(config_hash=chosen["config_hash"], sharpe_annualised=-9.0)
+    report = tuning.tuning_report(result.trials, pd.concat([rows, resampled]), result.parameters)
+    assert report["selection"]["X"]["sharpe_annualised"] == chosen["sharpe_annualised"]
+
+
+@pytest.mark.slow
+def test_sac_trials_kept_by_pruning_equal_the_same_trials_unpruned():
+    """On the sequential engine, with the real agent (ci-style budgets): a kept trial's two rungs are
+    its one run of both seeds, number for number."""
+    walk_forward = {
+        **WALK_FORWARD,
+        "max_folds": 1,
+        "seeds": 2,
+        "timesteps": 100,
+        "agent_overrides": {"sac": {"learning_starts": 20}, "policy": {"net_arch": [8]}, "icm": {"warmup_steps": 20}},
+    }
+    pruned = run(prices(), per_population=2, walk_forward=walk_forward, pruning={**PRUNING, "n_startup_trials": 1})
+    unpruned = run(prices(), per_population=2, walk_forward=walk_forward)
+    assert list(pruned.trials["state"]) == ["complete", "complete", "complete", "pruned"]
+    kept = (pruned.trials["state"] == "complete").to_numpy()
+    pd.testing.assert_frame_equal(
+        pruned.trials[kept].drop(columns=BATCH_COLUMNS), unpruned.trials[kept].drop(columns=BATCH_COLUMNS)
+    )
+    pd.testing.assert_frame_equal(
+        pruned.ledger_rows[kept].drop(columns="timestamp"), unpruned.ledger_rows[kept].drop(columns="timestamp")
+    )
+
+
+@pytest.mark.parametrize("rung", [1, 2])
+def test_a_trial_failing_in_either_rung_fails_alone(trainer, rung, caplog):
+    clean = run_two_seeds(trainer, PRUNING)
+    trainer["batch"] = 16  # trials 0 and 2; on seed 1 only, they fail after being kept
+    trainer["seed"] = None if rung == 1 else wf.agent_seed(0, 1)
+    with caplog.at_level("WARNING", logger="trading_rl.phases.tuning"):
+        failing = run_two_seeds(trainer, PRUNING)
+    # Trial 2 is not pruned: pruning waits for 2 completed trials, and failed ones do not count.
+    assert list(failing.trials["state"]) == ["fail", "complete", "fail", "complete", "complete", "pruned"]
+    assert "population 0 (trials [0, 1]) raised FloatingPointError" in caplog.text
+    rows, completed = failing.ledger_rows, (failing.trials["state"] == "complete").to_numpy()
+    assert list(rows["n_runs"]) == [0, 2, 0, 2, 2, 1] and rows.loc[~completed, "sharpe"].isna().all()
+    pd.testing.assert_frame_equal(
+        rows[completed].drop(columns="timestamp"), clean.ledger_rows[completed].drop(columns="timestamp")
+    )
+
+
+def test_pruning_needs_trials_with_more_seeds_than_its_rung(trainer):
+    message = r"'tuning\.pruning\.rung_seeds' \(1\) must be below the trials' seeds \(1, walk_forward\.seeds"
+    with pytest.raises(ConfigError, match=message):
+        run(prices(), pruning=PRUNING)  # WALK_FORWARD: one seed
+    parameters = {
+        "tuning": {"pruning": PRUNING, "walk_forward": {"seeds": 1}},
+        "walk_forward": {"seeds": 2},
+        "feature_extraction": FEATURES,
+        "sac_icm": {"agent": {}},
+    }
+    with pytest.raises(ConfigError, match=message):
+        validate_parameters(parameters, ["tuning"])
+    parameters["tuning"]["walk_forward"] = {}
+    validate_parameters(parameters, ["tuning"])
 
 
 def test_when_every_trial_fails_nothing_is_chosen(trainer):
@@ -343,6 +491,8 @@ def test_the_params_argument_is_what_kedro_parses_back():
         ),
         ({"walk_forward": {"seedz": 1}}, r"unknown parameter 'tuning\.walk_forward\.seedz'"),
         ({"trials_per_population": 0}, r"'tuning\.trials_per_population' must be in \[1, inf\), got 0"),
+        ({"pruning": {"rung_seeds": 0}}, r"'tuning\.pruning\.rung_seeds' must be in \[1, inf\), got 0"),
+        ({"pruning": {"pruner": "median"}}, r"unknown parameter 'tuning\.pruning\.pruner'"),
     ],
 )
 def test_bad_tuning_parameters_are_refused_by_key(params, message):

@@ -54,6 +54,7 @@ LEDGER_COLUMNS = (
     "git_commit",
     "config_env",  # the run's Kedro config env (local, ci, gpu, ...); None outside Kedro or in older files
     "repeat",  # True for a deliberate repeated final evaluation (final_evaluation.allow_repeat)
+    "state",  # how the evaluation ended: one of TRIAL_STATES; None in files written before the column
 )
 # Additive columns: the return attribution of the row's returns against the market line
 # (evaluation.attribution; walk-forward rows: the median over seeds' stitched series). Rows from
@@ -73,7 +74,10 @@ SPLITS = ("validation", "walk_forward", "test")
 # rows that differ only there are re-rolls of one trial (``trial_key``).
 STREAMS = "streams"
 # Columns added after ledger files were written: an older file reads them as missing (None).
-LATER_COLUMNS = ("config_env",)
+LATER_COLUMNS = ("config_env", "state")
+# ``complete``: every run of the configuration; ``pruned``: stopped early by the tuning pruner, the
+# moments of the runs it did; ``fail``: it raised, no moments. Each is a configuration tried.
+TRIAL_STATES = ("complete", "pruned", "fail")
 REQUIRED_VALUES = ("timestamp", "source", "symbol", "split", "agent", "config_hash", "config")
 FILE_SUFFIX = ".parquet"
 NUMERIC_COLUMNS = ("n_runs", *MOMENT_KEYS, "sharpe", "sharpe_annualised")
@@ -95,9 +99,11 @@ def trial_row(
     run: Mapping[str, Any] | None = None,
     repeat: bool = False,
     attribution: Mapping[str, Any] | None = None,
+    state: str = "complete",
 ) -> dict[str, Any]:
     """One ledger row; ``moments`` as ``metrics.return_moments``/``pool_moments`` give them,
-    ``attribution`` a mapping with the ``ATTRIBUTION_COLUMNS`` (``None`` values, or none given: NaN)."""
+    ``attribution`` a mapping with the ``ATTRIBUTION_COLUMNS`` (``None`` values, or none given: NaN),
+    ``state`` one of ``TRIAL_STATES``."""
     run = dict(run or {})
     attribution = dict(attribution or {})
     configuration = identified(configuration)
@@ -120,6 +126,7 @@ def trial_row(
         "git_commit": None if run.get("git_commit") is None else str(run["git_commit"]),
         "config_env": None if run.get("config_env") is None else str(run["config_env"]),
         "repeat": bool(repeat),
+        "state": state,
         **{key: math.nan if attribution.get(key) is None else float(attribution[key]) for key in ATTRIBUTION_COLUMNS},
     }
 
@@ -153,6 +160,9 @@ def validate_rows(rows: pd.DataFrame | Iterable[Mapping[str, Any]], where: str =
     bad_splits = sorted(set(frame["split"]) - set(SPLITS))
     if bad_splits:
         raise ValueError(f"{where}: column 'split' has {bad_splits}; allowed: {list(SPLITS)}")
+    bad_states = sorted(set(frame["state"].dropna()) - set(TRIAL_STATES))
+    if bad_states:
+        raise ValueError(f"{where}: column 'state' has {bad_states}; allowed: {list(TRIAL_STATES)} or null")
     return frame[list(ALL_COLUMNS)].reset_index(drop=True)
 
 

@@ -26,7 +26,7 @@ from trading_rl.phases.forward import ForwardParams
 from trading_rl.phases.multi_symbol import MultiSymbolParams
 from trading_rl.phases.options_her import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
-from trading_rl.phases.tuning import TuningParams, check_search_space, trial_protocol
+from trading_rl.phases.tuning import TuningParams, check_pruning, check_search_space, trial_protocol
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.runtime.engine import RuntimeParams
 
@@ -76,10 +76,12 @@ def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
 
 def _tuning_bounds(parameters: Mapping[str, Any]) -> None:
     """What the trials run with is valid at every bound of the search space: the walk_forward
-    section under ``tuning.walk_forward``, and ``sac_icm.agent`` under the overrides."""
+    section under ``tuning.walk_forward``, and ``sac_icm.agent`` under the overrides; with pruning,
+    the trials have seeds beyond its rung."""
     tuning = TuningParams.from_mapping(parameters.get("tuning"), "tuning")
     walk_forward = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
     protocol = trial_protocol(walk_forward, tuning).with_gap(parameters.get("feature_extraction"))
+    check_pruning(tuning, protocol)
     check_search_space(
         tuning, protocol, AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")
     )

@@ -8,9 +8,13 @@ trial's windows × seeds × symbols. Trials are asked ``tuning.trials_per_popula
 their walk-forwards run as one execution (on the population engine, their agents are members of
 the same populations).
 
-Tuning is selection, and selection inflates the best Sharpe: every trial, a failed one included,
-becomes a row of the trial ledger (``evaluation.ledger``), so the Deflated Sharpe of the chosen
-configuration, and of anything evaluated after it, counts all of them.
+With ``tuning.pruning`` on, each trial first trains its first ``rung_seeds`` seeds; Optuna's
+median rule stops (prunes) the trials whose objective there is below the median of the completed
+trials', and only the others train their remaining seeds.
+
+Tuning is selection, and selection inflates the best Sharpe: every trial, a failed or pruned one
+included, becomes a row of the trial ledger (``evaluation.ledger``), so the Deflated Sharpe of the
+chosen configuration, and of anything evaluated after it, counts all of them.
 
 The chosen values are written as a parameters mapping (``sac_icm.agent`` and
 ``walk_forward.agent_overrides``) that a run takes with ``--params`` (:func:`params_argument`) or
@@ -42,6 +46,7 @@ from trading_rl.phases.walk_forward import (
     WalkForwardParams,
     WalkForwardResult,
     agent_section,
+    merge_seed_runs,
     run_walk_forward_variants,
     trial_configuration,
     trial_rows,
@@ -112,6 +117,26 @@ class SearchDimension(Section):
         return [int(low), int(high)] if self.kind == "int" else [low, high]
 
 
+@dataclass(frozen=True, kw_only=True)
+class PruningParams(Section):
+    """``tuning.pruning``: the median stopping rule, with seeds as the fidelity. A trial first
+    trains seeds ``0..rung_seeds-1``; Optuna's ``MedianPruner`` prunes it when its objective there
+    is below the median of the completed trials' at the same rung (never before
+    ``n_startup_trials`` trials have completed), else it trains its other seeds. Seeds are the
+    fidelity because they are independent replicates of the whole walk-forward; its windows are not
+    (each fine-tunes the previous one's agent), so a prefix of windows is not a cheaper estimate of
+    the same objective."""
+
+    enabled: bool = False
+    rung_seeds: int = setting(1, interval="[1, inf)")
+    n_startup_trials: int = setting(4, interval="[0, inf)")
+
+    def pruner(self) -> optuna.pruners.BasePruner:
+        if not self.enabled:
+            return optuna.pruners.NopPruner()
+        return optuna.pruners.MedianPruner(n_startup_trials=self.n_startup_trials)
+
+
 def _non_empty(space: dict) -> str | None:
     tuned = [name for name, dimension in space.items() if dimension is not None]
     return None if tuned else "a mapping of dotted sac_icm.agent keys to search dimensions, at least one not null"
@@ -127,7 +152,8 @@ class TuningParams(Section):
     ``null`` leaves a key untuned (config envs merge the search space key by key, so this is how
     an env drops a dimension of conf/base). ``trials_per_population``: trials asked of Optuna at a
     time and evaluated as one walk-forward execution (on the population engine their agents train
-    as members of the same populations; elsewhere they are more tasks at once).
+    as members of the same populations; elsewhere they are more tasks at once). ``pruning``:
+    :class:`PruningParams`.
     """
 
     n_trials: int = setting(20, interval="[1, inf)")
@@ -147,6 +173,7 @@ class TuningParams(Section):
     # The Optuna study's storage: a SQLite file (one study per run, named after its save version)
     # that `optuna-dashboard sqlite:///<file>` opens; null keeps the study in memory.
     storage: str | None = "data/07_model_output/optuna/tuning.db"
+    pruning: PruningParams = setting(PruningParams())
 
     def dimensions(self) -> dict[str, SearchDimension]:
         """The tuned keys (those not ``null``)."""
@@ -175,6 +202,19 @@ def check_search_space(tuning: TuningParams, protocol: WalkForwardParams, agent:
                 raise ConfigError(
                     f"parameter '{PARAMS_PREFIX}.search_space.{name}': the trials' agent refuses {value!r} ({error})"
                 ) from error
+
+
+def check_pruning(tuning: TuningParams, protocol: WalkForwardParams) -> None:
+    """Pruning, when on, has seeds to save: the trials' ``protocol`` (``trial_protocol``) runs more
+    seeds than a rung."""
+    pruning = tuning.pruning
+    if pruning.enabled and protocol.seeds <= pruning.rung_seeds:
+        raise ConfigError(
+            f"parameter '{PARAMS_PREFIX}.pruning.rung_seeds' ({pruning.rung_seeds}) must be below the trials' "
+            f"seeds ({protocol.seeds}, walk_forward.seeds under {PARAMS_PREFIX}.walk_forward): a trial is pruned "
+            f"after its first rung_seeds seeds, so with no seed left there is nothing to save; give the trials "
+            f"more seeds or set {PARAMS_PREFIX}.pruning.enabled: false"
+        )
 
 
 def nested(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,9 +314,10 @@ class PendingTrial(NamedTuple):
 
 class TrialOutcome(NamedTuple):
     """One trial as run: its number, sampled values, walk-forward parameters, either the
-    walk-forward's result or the error it raised, and the execution it ran in: ``population`` (the
-    index of the batch it was asked in), ``population_size`` (the trials evaluated together with
-    it, itself included: the batch's size, or 1 when rerun alone) and that execution's wall time."""
+    walk-forward's result (a pruned trial's: its rung's seeds) or the error it raised, and the
+    execution it ran in: ``population`` (the index of the batch it was asked in),
+    ``population_size`` (the trials evaluated together with it, itself included: the batch's size,
+    or 1 when rerun alone; with pruning, in its first rung) and the wall time of its executions."""
 
     number: int
     values: dict[str, Any]
@@ -286,6 +327,14 @@ class TrialOutcome(NamedTuple):
     duration_s: float
     population: int
     population_size: int
+    pruned: bool = False
+
+    @property
+    def state(self) -> str:
+        """``complete``, ``pruned`` or ``fail``: the trials table's and the ledger row's state."""
+        if self.result is None:
+            return "fail"
+        return "pruned" if self.pruned else "complete"
 
 
 @dataclass
@@ -312,7 +361,10 @@ def run_tuning(
 
     Trials are asked ``tuning.trials_per_population`` at a time and evaluated as variants of one
     walk-forward execution (``run_walk_forward_variants``); each is then told to Optuna. If that
-    execution raises, each trial of the batch is rerun alone, so only a failing trial fails.
+    execution raises, each trial of the batch is rerun alone, so only a failing trial fails. With
+    ``tuning.pruning`` on, a batch is two executions: every trial's first ``rung_seeds`` seeds, then
+    the other seeds of the trials not pruned, whose two runs make the result one run of every seed
+    gives (``merge_seed_runs``). A pruned trial's ledger rows hold the returns of the seeds it ran.
 
     Every trial uses the run's ``seed`` for its agents and baselines (the same random numbers for
     every configuration, so trials differ by their parameters only). A trial whose walk-forward
@@ -323,6 +375,8 @@ def run_tuning(
     """
     search_space = {name: dimension.to_dict() for name, dimension in section.dimensions().items()}
     protocol = trial_protocol(walk_forward, section)
+    check_pruning(section, protocol)
+    pruning = section.pruning
     config = protocol.with_gap(job.feature_params)
     sampler_seed = job.seed if section.sampler_seed is None else section.sampler_seed
     batched = section.trials_per_population > 1
@@ -330,19 +384,20 @@ def run_tuning(
         direction="maximize",
         sampler=make_sampler(section.sampler, sampler_seed, batched),
         storage=study_storage(section.storage),
+        pruner=pruning.pruner(),
         study_name=f"tuning {(run or {}).get('save_version') or 'outside kedro'}",
     )
 
-    def ledger_rows(returns: pd.DataFrame, trial_params: WalkForwardParams) -> pd.DataFrame:
-        return trial_rows(returns, trial_params, job, run, source=TUNING_LEDGER_SOURCE)
-
-    def evaluate(pending: list[PendingTrial], population: int) -> list[TrialOutcome]:
-        """The trials' walk-forwards as one execution; a trial whose walk-forward raises (a diverged
-        agent, a combination of values the agent refuses) is a failed outcome, not an error."""
+    def evaluate(pending: list[PendingTrial], population: int, seed_indices: range | None = None) -> list[TrialOutcome]:
+        """The trials' walk-forwards (on ``seed_indices``, default every seed) as one execution; a
+        trial whose walk-forward raises (a diverged agent, a combination of values the agent
+        refuses) is a failed outcome, not an error."""
         started = time.perf_counter()
         try:
             results: list[WalkForwardResult | None] = list(
-                run_walk_forward_variants(prices, [entry.walk_forward_params for entry in pending], job, executor)
+                run_walk_forward_variants(
+                    prices, [entry.walk_forward_params for entry in pending], job, executor, seed_indices
+                )
             )
             error = None
         except Exception as raised:  # a failed trial is a result: recorded, not fatal
@@ -354,7 +409,7 @@ def run_tuning(
                     type(raised).__name__,
                     raised,
                 )
-                return [outcome for entry in pending for outcome in evaluate([entry], population)]
+                return [outcome for entry in pending for outcome in evaluate([entry], population, seed_indices)]
             logger.warning("tuning trial %d failed: %s: %s", pending[0].trial.number, type(raised).__name__, raised)
             results, error = [None], raised
         duration = time.perf_counter() - started
@@ -372,6 +427,34 @@ def run_tuning(
             for entry, result in zip(pending, results)
         ]
 
+    def evaluate_pruning(pending: list[PendingTrial], population: int) -> list[TrialOutcome]:
+        """The trials' first ``rung_seeds`` seeds, each trial's objective there reported to Optuna;
+        then the other seeds of those its pruner keeps, joined into one run of every seed."""
+
+        def pruned_at_rung(trial: optuna.Trial, result: WalkForwardResult) -> bool:
+            trial.report(objective_value(result.folds), step=pruning.rung_seeds)
+            return trial.should_prune()
+
+        first = evaluate(pending, population, range(pruning.rung_seeds))
+        outcomes: dict[int, TrialOutcome] = {}
+        kept: list[tuple[PendingTrial, TrialOutcome, WalkForwardResult]] = []
+        for entry, outcome in zip(pending, first):
+            if outcome.result is None:
+                outcomes[entry.trial.number] = outcome
+            elif pruned_at_rung(entry.trial, outcome.result):
+                outcomes[entry.trial.number] = outcome._replace(pruned=True)
+            else:
+                kept.append((entry, outcome, outcome.result))
+        rest = range(pruning.rung_seeds, protocol.seeds)
+        rest_outcomes = evaluate([entry for entry, _, _ in kept], population, rest) if kept else []
+        for (entry, head, head_result), tail in zip(kept, rest_outcomes):
+            outcomes[entry.trial.number] = tail._replace(
+                result=None if tail.result is None else merge_seed_runs([head_result, tail.result]),
+                duration_s=head.duration_s + tail.duration_s,
+                population_size=head.population_size,
+            )
+        return [outcomes[entry.trial.number] for entry in pending]
+
     outcomes: list[TrialOutcome] = []
     for population, asked in enumerate(range(0, section.n_trials, section.trials_per_population)):
         pending = []
@@ -380,9 +463,19 @@ def run_tuning(
             values = suggest(trial, search_space)
             overrides = merge_sections(config.agent_overrides, nested(values))
             pending.append(PendingTrial(trial, values, dataclasses.replace(protocol, agent_overrides=overrides)))
-        for entry, outcome in zip(pending, evaluate(pending, population)):
+        evaluated = evaluate_pruning(pending, population) if pruning.enabled else evaluate(pending, population)
+        for entry, outcome in zip(pending, evaluated):
             if outcome.result is None:
                 study.tell(entry.trial, state=optuna.trial.TrialState.FAIL)
+            elif outcome.pruned:
+                study.tell(entry.trial, state=optuna.trial.TrialState.PRUNED)
+                logger.info(
+                    "tuning trial %d pruned: objective %.4f on its first %d seed(s) with %s",
+                    outcome.number,
+                    objective_value(outcome.result.folds),
+                    pruning.rung_seeds,
+                    outcome.values,
+                )
             else:
                 study.tell(entry.trial, objective_value(outcome.result.folds))
                 logger.info(
@@ -393,7 +486,14 @@ def run_tuning(
                 )
             outcomes.append(outcome)
     scored = {
-        outcome.number: ledger_rows(outcome.result.returns, outcome.walk_forward_params)
+        outcome.number: trial_rows(
+            outcome.result.returns,
+            outcome.walk_forward_params,
+            job,
+            run,
+            source=TUNING_LEDGER_SOURCE,
+            state=outcome.state,
+        )
         for outcome in outcomes
         if outcome.result is not None
     }
@@ -408,14 +508,14 @@ def run_tuning(
         if outcome.result is None:
             rows = failed_trial_rows(outcome.walk_forward_params, job, periods, run)
             state = {
-                "state": "fail",
+                "state": outcome.state,
                 "objective": math.nan,
                 "error": f"{type(outcome.error).__name__}: {outcome.error}",
             }
             symbol_sharpe = {}
         else:
             rows = scored[outcome.number]
-            state = {"state": "complete", "objective": objective_value(outcome.result.folds), "error": None}
+            state = {"state": outcome.state, "objective": objective_value(outcome.result.folds), "error": None}
             symbol_sharpe = {symbol: objective_value(folds) for symbol, folds in outcome.result.folds.groupby("symbol")}
         ledger_parts.append(rows)
         trial_tables.append(
@@ -446,11 +546,12 @@ def run_tuning(
     ]
     trials = trials[leading + [column for column in trials if column not in leading]]
     logger.info(
-        "tuning: trial %d of %d chosen (objective %.4f); %d failed",
+        "tuning: trial %d of %d chosen (objective %.4f); %d failed, %d pruned",
         best.number,
         len(outcomes),
         best.value,
         len(outcomes) - len(scored),
+        sum(outcome.pruned for outcome in outcomes),
     )
     return TuningResult(trials, pd.concat(ledger_parts, ignore_index=True), tuned_parameters(best.params))
 
@@ -461,9 +562,9 @@ def failed_trial_rows(
     periods: Mapping[str, tuple[str, str]],
     run: Mapping[str, Any] | None,
 ) -> pd.DataFrame:
-    """Ledger rows of a trial that produced no returns: the configuration hash a successful run of
-    it would have (``walk_forward.trial_configuration``), no moments (its Sharpe is undefined), no
-    runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
+    """Ledger rows of a trial that produced no returns (state ``fail``): the configuration hash a
+    successful run of it would have (``walk_forward.trial_configuration``), no moments (its Sharpe
+    is undefined), no runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
     config = trial_params.with_gap(job.feature_params)
     return pd.DataFrame(
         [
@@ -479,6 +580,7 @@ def failed_trial_rows(
                 n_runs=0,
                 periods_per_year=job.periods_per_year[symbol],
                 run=run,
+                state="fail",
             )
             for symbol, (start, end) in periods.items()
         ]
@@ -496,7 +598,10 @@ def tuning_report(
     chosen = trials[trials["chosen"]]
     selection = {}
     for row in chosen.itertuples(index=False):
-        rows = ledger[(ledger["config_hash"] == row.config_hash) & (ledger["split"] != "test")]
+        # A pruned row of the same configuration (a duplicate sample) holds only its rung's seeds.
+        rows = ledger[
+            (ledger["config_hash"] == row.config_hash) & (ledger["split"] != "test") & (ledger["state"] != "pruned")
+        ]
         if rows.empty:
             raise ValueError(
                 f"dataset 'trial_ledger' has no row for the chosen configuration {row.config_hash} "
@@ -531,6 +636,7 @@ def tuning_report(
         },
         "n_study_trials": int(len(per_trial)),
         "n_failed": int((per_trial["state"] == "fail").sum()),
+        "n_pruned": int((per_trial["state"] == "pruned").sum()),
         "chosen": {
             "trial": int(best["trial"]),
             "objective": float(best["objective"]),

@@ -262,6 +262,50 @@ def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):
         wf.run_walk_forward_variants(prices, [section(params), section({**params, "seeds": 1})], arguments)
 
 
+def test_runs_of_successive_seed_indices_merge_into_the_run_of_all_seeds(monkeypatch):
+    """Tuning's pruner trains a trial seed by seed: joined, the runs are the full run, row for row."""
+    trained = []
+
+    def trainer(spec, params, seed, timesteps, model=None, device="auto"):
+        trained.append(seed)
+        return model or PolicyAgent(ConstantModel(0.1 + (seed % 97) / 200.0, [timesteps]))
+
+    for agent in ("sac_icm", "sac"):
+        monkeypatch.setitem(wf.AGENT_TRAINERS, agent, trainer)
+    params = section(
+        {
+            "agents": ["sac_icm", "sac"],
+            "train_length": 250,
+            "test_length": 80,
+            "step": 80,
+            "max_folds": 3,
+            "retrain_frequency": 2,
+            "seeds": 3,
+            "timesteps": 7,
+            "finetune_timesteps": 3,
+            "data_end": "all",
+        }
+    )
+    arguments = job(NO_GARCH, {"window_size": 5}, {"X": 252.0, "Y": 252.0}, {"sac_icm": {}}, 0)
+    prices = {"X": synthetic_prices(800, seed=2), "Y": synthetic_prices(700, seed=3)}
+    full = wf.run_walk_forward(prices, params, arguments)
+    full_seeds, trained[:] = sorted(set(trained)), []
+    [first] = wf.run_walk_forward_variants(prices, [params], arguments, seed_indices=[0])
+    assert sorted(set(trained)) == [wf.agent_seed(0, 0)] and set(first.folds["seed"]) == {-1, 0}
+    [rest] = wf.run_walk_forward_variants(prices, [params], arguments, seed_indices=range(1, 3))
+    assert sorted(set(trained)) == full_seeds
+
+    merged = wf.merge_seed_runs([first, rest])
+    pd.testing.assert_frame_equal(merged.folds, full.folds, check_exact=True)
+    pd.testing.assert_frame_equal(merged.returns, full.returns, check_exact=True)
+    assert [(c.symbol, c.agent_name, c.seed, c.folds) for c in merged.chains] == [
+        (c.symbol, c.agent_name, c.seed, c.folds) for c in full.chains
+    ]
+    for bad in ([], [1, 0], [3]):
+        with pytest.raises(ValueError, match=r"seed_indices must be increasing indexes of 'walk_forward\.seeds' \(3\)"):
+            wf.run_walk_forward_variants(prices, [params], arguments, seed_indices=bad)
+
+
 def test_stitching_keeps_each_step_once_and_compounds():
     rows = []
     for fold, start in enumerate(["2020-01-01", "2020-01-03"]):  # overlapping 3-day windows

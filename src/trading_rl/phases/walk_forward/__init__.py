@@ -39,6 +39,7 @@ from trading_rl.phases.walk_forward.chains import (
 from trading_rl.phases.walk_forward.execution import (
     WalkForwardResult,
     folds_of,
+    merge_seed_runs,
     prepare_fold,
     run_walk_forward,
     run_walk_forward_variants,
@@ -71,6 +72,7 @@ __all__ = [
     "chain_histories",
     "folds_of",
     "identity_params",
+    "merge_seed_runs",
     "prepare_fold",
     "run_retrain_group",
     "run_walk_forward",

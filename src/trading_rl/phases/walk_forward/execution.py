@@ -207,6 +207,7 @@ def run_walk_forward_variants(
     variants: Sequence[WalkForwardParams],
     job: WalkForwardJob,
     executor: Executor | None = None,
+    seed_indices: Sequence[int] | None = None,
 ) -> list[WalkForwardResult]:
     """``run_walk_forward`` of each of ``variants`` (walk_forward parameters that differ only in
     ``agent_overrides``), as one execution: the folds and baselines once, shared, and every
@@ -215,10 +216,20 @@ def run_walk_forward_variants(
     A task seeds itself from its arguments, so on the sequential and Ray engines each result equals
     ``run_walk_forward`` of its variant alone; on the population engine the variants' SAC chains
     train as members of the same populations (more members per batched step).
+
+    ``seed_indices``: train only these of ``range(walk_forward.seeds)`` (default: all), as a run of
+    every seed would train them; ``merge_seed_runs`` joins such runs into that run's result (how
+    tuning's pruner evaluates a trial seed by seed). The parameters, and so every trial identity,
+    stay those of the full run.
     """
     executor = executor or SequentialExecutor()
     configs = shared_protocol(variants, job.feature_params)
     config = configs[0]
+    seed_indices = list(range(config.seeds) if seed_indices is None else seed_indices)
+    if not seed_indices or seed_indices != sorted(set(seed_indices) & set(range(config.seeds))):
+        raise ValueError(
+            f"seed_indices must be increasing indexes of '{PARAMS_PREFIX}.seeds' ({config.seeds}), got {seed_indices}"
+        )
     agent_params = job.with_walk_forward_agents(config)
     symbols = config.symbols or list(prices)
     missing = [symbol for symbol in symbols if symbol not in prices]
@@ -241,7 +252,7 @@ def run_walk_forward_variants(
         for symbol in symbols:
             for agent in config.agents:
                 section = agent_section(agent, agent_params, variant_config.agent_overrides)
-                for seed_index in range(config.seeds):
+                for seed_index in seed_indices:
                     for group in retrain_groups(symbol_folds[symbol]):
                         keys.append(ChainKey(variant, symbol, agent, seed_index, group))
                         tasks.append(
@@ -295,6 +306,34 @@ def run_walk_forward_variants(
             )
         )
     return results
+
+
+def merge_seed_runs(runs: Sequence[WalkForwardResult]) -> WalkForwardResult:
+    """Runs of one walk-forward variant on successive ``seed_indices`` as the result one run of all
+    their seeds gives: the baselines once (every run scores the same), then the agents' rows and
+    chains in a full run's order (per symbol: baselines, then each agent's seeds in turn)."""
+    first = runs[0]
+    symbols = list(dict.fromkeys(first.folds["symbol"]))
+    agents = list(dict.fromkeys(first.folds.loc[first.folds["kind"] == "agent", "agent"]))
+
+    def in_run_order(frames: list[pd.DataFrame]) -> pd.DataFrame:
+        baselines = frames[0][frames[0]["kind"] == "baseline"]
+        rows = pd.concat([baselines, *(frame[frame["kind"] == "agent"] for frame in frames)], ignore_index=True)
+        agent_rank = rows["agent"].map({agent: rank for rank, agent in enumerate(agents)}).fillna(-1)
+        symbol_rank = rows["symbol"].map({symbol: rank for rank, symbol in enumerate(symbols)})
+        # np.lexsort sorts by its last key first; the position, its first key, keeps ties in their order
+        order = np.lexsort((np.arange(len(rows)), rows["seed"], agent_rank, rows["kind"] == "agent", symbol_rank))
+        return rows.iloc[order].reset_index(drop=True)
+
+    chains = sorted(
+        (chain for run in runs for chain in run.chains),
+        key=lambda chain: (symbols.index(chain.symbol), agents.index(chain.agent_name), chain.seed),
+    )
+    return WalkForwardResult(
+        folds=in_run_order([run.folds for run in runs]),
+        returns=in_run_order([run.returns for run in runs]),
+        chains=chains,
+    )
 
 
 def run_walk_forward(

@@ -56,11 +56,13 @@ def trial_rows(
     job: WalkForwardJob,
     run: Mapping[str, Any] | None = None,
     source: str = "walk_forward",
+    state: str = "complete",
 ) -> pd.DataFrame:
     """One trial-ledger row per symbol × agent configuration (baselines are not trials): the
     moments of its fold × seed stitched out-of-sample returns, pooled over seeds, and the median
     over seeds of their return attribution at the env's costs; ``source`` says who evaluated
-    (``walk_forward``, ``tuning``)."""
+    (``walk_forward``, ``tuning``), ``state`` whether every seed of ``params`` ran (``pruned``:
+    the returns are those of the seeds a pruned tuning trial ran)."""
     config = params.with_gap(job.feature_params)
     cost_rate = env_cost_rate(job.env)
     agent_steps = returns[returns["kind"] == "agent"]
@@ -84,6 +86,7 @@ def trial_rows(
                 periods_per_year=ppy,
                 run=run,
                 attribution=per_seed.drop(columns="reason").astype(float).median().to_dict(),
+                state=state,
             )
         )
     return pd.DataFrame(rows)
