@@ -106,3 +106,19 @@ def test_every_package_has_its_heading():
 def test_a_name_that_is_gone_is_caught():
     with pytest.raises(AttributeError):
         resolve("trading_rl.runtime", "symbols.SharedEncoder")
+
+
+def pytest_invocations(text: str) -> list[str]:
+    """Each ``python -m pytest ...`` of ``text`` (a shell line or chain), without ``--durations``."""
+    commands = [part.split("#")[0].strip() for line in text.splitlines() for part in line.split("&&")]
+    return [
+        re.sub(r"\s*--durations=\d+", "", command) for command in commands if command.startswith("python -m pytest")
+    ]
+
+
+def test_ci_runs_the_readme_test_command():
+    """`.ci/run` runs exactly README command 2's tests (it may add ``--durations``)."""
+    readme = (ROOT / "README.md").read_text()
+    command_2 = readme[readme.index("2. Set up and run the tests") :].split("```")[1]
+    assert pytest_invocations(command_2)
+    assert pytest_invocations((ROOT / ".ci/run").read_text()) == pytest_invocations(command_2)

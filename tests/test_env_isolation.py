@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -47,8 +49,32 @@ def base_row(sharpe_mean: float) -> dict:
     )
 
 
+# Set in the process that test_a_ci_run_after_a_base_run_leaves_its_world_untouched starts.
+FRESH_PROCESS = "TRADING_RL_TEST_FRESH_PROCESS"
+
+
 @pytest.mark.slow
-@pytest.mark.own_process  # the base run must log into this project's relative sqlite:///mlflow.db
+def test_a_ci_run_after_a_base_run_leaves_its_world_untouched(tmp_path):
+    """The scenario below, in a fresh Python process, as a `kedro` command runs: the base run must
+    log into this project's relative ``sqlite:///mlflow.db``, and MLflow keeps the store that a
+    relative URI first named for the life of a process (an earlier test's project, here)."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"{__file__}::{SCENARIO}"],
+        env={**os.environ, FRESH_PROCESS: "1"},
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    output = completed.stdout[-4000:] + completed.stderr[-2000:]
+    assert completed.returncode == 0 and "1 passed" in completed.stdout, output
+
+
+SCENARIO = "test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_untouched"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get(FRESH_PROCESS) != "1", reason="needs a fresh process: the test above starts one")
 def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_untouched(
     project_copy, kedro_run, tmp_path, caplog
 ):
@@ -72,8 +98,14 @@ def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_unto
         )
 
         caplog.clear()
-        with caplog.at_level(logging.INFO):
-            kedro_run(project, ["feature_extraction", "env_construction", "sac_icm", "walk_forward"], env="ci")
+        # Kedro's logging config, applied once by the first session, replaced the root's handlers
+        # (pytest's capture handler among them).
+        logging.getLogger().addHandler(caplog.handler)
+        try:
+            with caplog.at_level(logging.INFO):
+                kedro_run(project, ["feature_extraction", "env_construction", "sac_icm", "walk_forward"], env="ci")
+        finally:
+            logging.getLogger().removeHandler(caplog.handler)
         # The log as its records (which handler prints them depends on the logging config in use),
         # one line each, stamped as conf/logging.yml stamps them.
         ci_log = "\n".join(

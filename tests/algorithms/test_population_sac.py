@@ -284,6 +284,7 @@ def test_population_refuses_members_it_cannot_batch_and_population_key_tells_the
 
 
 @pytest.mark.slow
+@pytest.mark.study  # ~50 s of CPU; the update and env-stepping equalities above pin the mechanism
 def test_population_learns_pendulum():
     """Every member of a population of 4 reaches SB3 SAC's return band on the same budget.
 
