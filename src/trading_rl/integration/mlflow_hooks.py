@@ -51,6 +51,22 @@ def runner_name(runner: Any) -> str:
     return found.group(1) if found else text.rsplit(".", 1)[-1]
 
 
+def threaded_runner_warning(runner: str) -> str | None:
+    """What a run under a concurrent runner loses in MLflow, or ``None`` under the sequential one.
+
+    MLflow keeps the active run per thread, and kedro-mlflow starts it in the main thread; nodes that
+    ``ThreadRunner`` (or ``ParallelRunner``) runs elsewhere see no active run, so what they log
+    themselves (training curves) and what the node hooks log for them (figures, reports, models)
+    is left out, silently but for this line."""
+    if runner == "SequentialRunner":
+        return None
+    return (
+        f"--runner {runner}: nodes run outside the main thread, where MLflow sees no active run (MLflow keeps "
+        "it per thread): their training curves, figures, reports and logged models are NOT logged to this MLflow "
+        "run; the saved datasets and the run summary are complete. Use the default runner for a complete MLflow run."
+    )
+
+
 def log_gate(report_name: str, report: dict[str, Any]) -> None:
     """A gate report's outcome as a tag ``gate.<report>`` (passed / FAILED / not checked, so runs can be
     filtered on it) and a metric ``gates/<report>`` (1 passed, 0 failed; none when not checked)."""
@@ -125,6 +141,9 @@ class MlflowConventionHooks:
             catalog.get("run_metadata").save({**metadata, "symbol": symbol, "input_versions": input_versions})
         if mlflow.active_run() is None:
             return
+        runner = runner_name(run_params.get("runner"))
+        if (warning := threaded_runner_warning(runner)) is not None:
+            logger.warning("%s", warning)
         name = run_name(run_params.get("pipeline_names"), symbol, self._save_version or run_params.get("run_id", ""))
         env = metadata.get("config_env") or run_params.get("env") or "local"  # Kedro's run_params: None for local
         mlflow.set_tags(
@@ -132,7 +151,7 @@ class MlflowConventionHooks:
                 "mlflow.runName": name,
                 "trading_rl.symbol": str(symbol),
                 "trading_rl.env": str(env),
-                "runner": runner_name(run_params.get("runner")),  # kedro-mlflow's tag is the runner's repr
+                "runner": runner,  # kedro-mlflow's tag is the runner's repr
             }
         )
         experiment_id = mlflow.active_run().info.experiment_id  # type: ignore[union-attr]
