@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -360,7 +361,8 @@ def main() -> None:
             args.null_false_positives, args.n_bars, wf, params["feature_extraction"], params["env_construction"]["env"]
         )
         print(json.dumps(rates, indent=1))
-        Path(args.out).write_text(json.dumps({"command": " ".join(sys.argv), "null_false_positives": rates}, indent=1))
+        record = {"command": shlex.join(sys.argv), "null_false_positives": rates}
+        Path(args.out).write_text(json.dumps(record, indent=1))
         return
 
     if args.from_json:
@@ -376,7 +378,10 @@ def main() -> None:
     from trading_rl.envs import EnvConfig
     from trading_rl.phases.population_walk_forward import PopulationExecutor
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
+    from trading_rl.provenance import git_commit
     from trading_rl.runtime.engine import SequentialExecutor
+
+    code = git_commit()  # recorded in the JSON and each ledger row: which code gave these numbers
 
     params = load_parameters(args.env)
     drift = {"vol": 0.25}  # vol timing needs a drift to time (docs/controls.md)
@@ -435,7 +440,9 @@ def main() -> None:
         rows += market_rows(result, arm, env_config, 252.0)
         returns_parts.append(result.returns.assign(arm=arm))
         if not args.no_ledger:
-            ledger_rows += trial_rows(result.returns, section, job, source="controls").to_dict("records")
+            ledger_rows += trial_rows(result.returns, section, job, {"git_commit": code}, source="controls").to_dict(
+                "records"
+            )
     table = pd.DataFrame(rows)
     summary = summarise(table, [arm for arm, _ in arms])
     print_summary(summary)
@@ -444,7 +451,8 @@ def main() -> None:
     out.write_text(
         json.dumps(
             {
-                "command": " ".join(sys.argv),
+                "command": shlex.join(sys.argv),  # quoted: rerunnable as printed
+                "git_commit": code,
                 "seconds": timings,
                 "engine": args.engine,
                 "jobs": args.jobs,

@@ -29,3 +29,24 @@ def test_the_digest_ignores_docstrings_comments_and_formatting(tmp_path):
 def test_floats_below_twelve_digits_are_one_value():
     assert canonical({"lr": 3e-4 + 1e-19}) == canonical({"lr": 3e-4})
     assert canonical({"lr": 3e-4 * (1 + 1e-9)}) != canonical({"lr": 3e-4})
+
+
+def test_the_recorded_commit_says_when_tracked_code_differs_from_it(tmp_path, monkeypatch):
+    """A run from an edited checkout is not that commit's code: ``+dirty``; untracked files (data,
+    outputs) do not count; outside a checkout, ``unknown``."""
+    import subprocess
+
+    from trading_rl.provenance import git_commit
+
+    monkeypatch.chdir(tmp_path)
+    assert git_commit() == "unknown"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "code.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "output.json").write_text("{}")
+    assert git_commit() == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit() == f"{head}+dirty"

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,12 @@ def identity_hash(configuration: dict[str, Any]) -> str:
 
 
 def git_commit() -> str:
+    """The checked-out commit, with ``+dirty`` when tracked files differ from it (the code that ran
+    is then not that commit's); ``unknown`` outside a git checkout."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True)
-        return out.stdout.strip()
+        run = partial(subprocess.run, capture_output=True, text=True, timeout=5, check=True)
+        head = run(["git", "rev-parse", "HEAD"])
+        changes = run(["git", "status", "--porcelain", "--untracked-files=no"])
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    return head.stdout.strip() + ("+dirty" if changes.stdout.strip() else "")
