@@ -7,9 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.kedro_project import bootstrap
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from helpers.kedro_project import PROJECT_ROOT, bootstrap
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")

@@ -4,16 +4,14 @@ names), every phase is a modular pipeline of the same name, and every node has a
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
-from helpers.kedro_project import bootstrap
+from helpers.kedro_project import PROJECT_ROOT, bootstrap
 from kedro.pipeline import Node, Pipeline
 
 from trading_rl.pipeline_registry import NOT_IN_DEFAULT, ROLE_TAGS, namespaced, phase_names, register_pipelines
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 FOLDER_LAYERS = {
     "01_raw": "raw",
     "02_intermediate": "intermediate",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import pytest
 from helpers.kedro_project import bootstrap
@@ -38,7 +37,6 @@ def _catalog(tmp_path, load_versions=None):
     return DataCatalog({name: versioned(name) for name in ("prices", "env_spec", "run_manifest")})
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = Pipeline([Node(lambda prices: prices, "prices", "env_spec", name="build")])
 
 

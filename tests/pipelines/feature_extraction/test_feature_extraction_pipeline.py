@@ -23,8 +23,6 @@ from trading_rl.pipelines.feature_extraction.nodes import (
     report_price_quality_node,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
 
 def _latest(project: Path, relative: str) -> Path:
     versions = sorted((project / relative).iterdir())
