@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.kedro_project import PROJECT_ROOT, bootstrap
+from helpers.mlflow_store import add_empty_stores
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -24,7 +25,7 @@ def make_project_copy(target: Path, ci_data_root: str = "data") -> Path:
     shutil.copytree(PROJECT_ROOT / "conf", target / "conf", ignore=shutil.ignore_patterns("local", "*.db"))
     (target / "conf" / "ci" / "globals.yml").write_text(f"data_root: {ci_data_root}\n")
     (target / "conf" / "local").mkdir(exist_ok=True)
-    (target / "data" / "ci").mkdir(parents=True, exist_ok=True)  # ci's MLflow store (conf/ci/mlflow.yml)
+    add_empty_stores(target)
     (target / "src").mkdir(exist_ok=True)  # the package itself is imported from the install
     for layer in (
         "01_raw/prices",

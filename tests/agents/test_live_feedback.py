@@ -6,6 +6,7 @@ import logging
 import math
 
 import pytest
+from helpers.mlflow_store import empty_store
 from helpers.sac_icm_toy import ToyTradingEnv, toy_agent
 
 from trading_rl.agents import AgentParams, train_agent
@@ -59,7 +60,7 @@ def test_training_metrics_reach_mlflow_with_their_steps(tmp_path):
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     # Its own experiment: an earlier Kedro session in this process may have left another active.
     mlflow.set_experiment("live_feedback")

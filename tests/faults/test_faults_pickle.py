@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 from helpers.hostile_files import hostile_pickle, tree_digest
+from helpers.mlflow_store import empty_store
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 from kedro.io import DataCatalog, DatasetError
 from stable_baselines3 import PPO, SAC
@@ -282,7 +283,7 @@ def test_a_sigkilled_run_is_marked_killed_on_the_next_start(tmp_path):
     from trading_rl.integration.hooks import MlflowRunHygieneHooks
     from trading_rl.monitoring.stale_runs import HOST_TAG, PID_TAG, process_tags
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.set_experiment("trading_rl").experiment_id
     client = mlflow.MlflowClient(uri)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.manifest_faults_setup import assert_unchanged, good_project_copy, snapshot
+from helpers.mlflow_store import empty_store
 
 from trading_rl import settings
 from trading_rl.config import ConfigError
@@ -29,7 +30,7 @@ def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
     # one, may leave SIGINT ignored, which the hook then rightly respects).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     handler_before = signal.default_int_handler
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(empty_store(tmp_path / "mlflow.db"))
     hooks = RunStateHooks()
     # an explicit experiment: an earlier Kedro session in this process leaves its experiment id active
     run = mlflow.start_run(experiment_id=mlflow.create_experiment("ctrl_c"))

@@ -11,6 +11,7 @@ from forward_monthly_reruns import promote_saved_model, run_forward, store_uri
 from kedro.io import DataCatalog
 from kedro.io.core import Version
 
+from helpers.mlflow_store import empty_store
 from helpers.synthetic_prices import ohlcv_frame
 from helpers.tiny import tiny_agent
 from trading_rl.agents.sac_icm import SacIcmParams
@@ -87,7 +88,11 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
         device="cpu",
         version=Version(None, save_version),
     ).save(model)
-    promote_saved_model(store or store_uri(root), save_version)
+    uri = store or store_uri(root)
+    database = Path(uri.removeprefix("sqlite:///"))
+    if not database.exists():  # the first deploy of the root: an empty store, not a migration
+        empty_store(database)
+    promote_saved_model(uri, save_version)
 
 
 def walk_forward_folds(sharpes=(-1.0, 0.5, 2.0), drawdowns=(-0.05, -0.1, -0.2), fills=(0.0, 0.3, 0.9)) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from helpers.mlflow_store import empty_store
 from kedro.framework.hooks.manager import _create_hook_manager  # noqa: E402
 from kedro.io import DataCatalog  # noqa: E402
 from kedro.pipeline import Node, Pipeline  # noqa: E402
@@ -30,7 +31,7 @@ def tracking(tmp_path_factory):
     """One local sqlite store for the module (creating one costs seconds); each test its own experiment."""
     store = tmp_path_factory.mktemp("mlruns")
     previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    mlflow.set_tracking_uri(empty_store(store / "mlflow.db"))
     yield store
     mlflow.set_tracking_uri(previous)
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
+from helpers.mlflow_store import copy_without_runs
 
 SYMBOLS = ("sp500", "nasdaq")  # conf/ci/parameters_feature_extraction.yml
 
@@ -22,7 +22,7 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
     foundation_project, kedro_run, tmp_path
 ):
     project = tmp_path / "project"
-    shutil.copytree(foundation_project, project, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts"))
+    copy_without_runs(foundation_project, project)
     cwd = os.getcwd()
     os.chdir(project)
     try:

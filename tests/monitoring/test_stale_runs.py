@@ -5,13 +5,14 @@ import sys
 
 import mlflow
 import pytest
+from helpers.mlflow_store import empty_store
 
 from trading_rl.monitoring.stale_runs import ENDED_BY_TAG, HOST_TAG, PID_TAG, end_dead_runs, process_tags
 
 
 @pytest.fixture
 def client(tmp_path):
-    return mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return mlflow.MlflowClient(empty_store(tmp_path / "mlflow.db"))
 
 
 def _dead_pid() -> str:

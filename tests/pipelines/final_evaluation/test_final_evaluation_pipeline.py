@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from helpers.mlflow_store import copy_without_runs
 
 from trading_rl.evaluation.final import SpentTestSplitError
 
@@ -41,7 +41,7 @@ def test_the_test_split_is_spent_once_per_model(foundation_project, kedro_run, t
     from trading_rl.evaluation.ledger import read_ledger
 
     project = tmp_path / "project"
-    shutil.copytree(foundation_project, project, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts"))
+    copy_without_runs(foundation_project, project)
     cwd = os.getcwd()
     os.chdir(project)
     try:

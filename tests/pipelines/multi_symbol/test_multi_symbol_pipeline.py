@@ -10,14 +10,15 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from helpers.mlflow_store import empty_store
 from helpers.synthetic_prices import random_walk_prices
 from helpers.tiny import tiny_agent
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner, ThreadRunner
 
-from trading_rl.agents.shared_encoder import FrozenEncoderExtractor, SharedEncoder
+from trading_rl.agents.shared_encoder import FrozenEncoderExtractor
 from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
-from trading_rl.pipelines.multi_symbol import create_pipeline, nodes
+from trading_rl.pipelines.multi_symbol import create_pipeline
 from trading_rl.pipelines.multi_symbol.pipeline import ENCODER, WIRING_FILE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -124,7 +125,7 @@ def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_p
     catalog = DataCatalog.from_config(config)
     for name, value in {**shared_inputs, **parameters(tmp_path)}.items():
         catalog[name] = value
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(empty_store(tmp_path / "mlflow.db"))
     mlflow.set_experiment("multi_symbol")
     try:
         with mlflow.start_run() as run:
@@ -162,30 +163,14 @@ def test_pipeline_trains_one_agent_per_symbol_on_the_frozen_shared_encoder(tmp_p
 
 
 @pytest.mark.slow
-def test_training_a_symbol_on_ray_gives_the_sequential_model(tmp_path, shared_inputs, ray_session):
-    params = parameters(tmp_path)
-    spec = nodes.build_symbol_spec(*shared_inputs.values(), ENV, params["params:multi_symbol"], "BBB", ["AAA", "BBB"])
-    encoder = SharedEncoder(spec.make_env("train").observation_space.shape[0], 16, 6)
-    results = {}
-    for engine in ("sequential", "ray"):
-        results[engine] = nodes.train_symbol(spec, params["params:sac_icm"], 5, {}, {"engine": engine}, encoder)
-    for sequential, on_ray in zip(results["sequential"][:2], results["ray"][:2]):
-        for name, value in sequential.policy.state_dict().items():
-            torch.testing.assert_close(on_ray.policy.state_dict()[name], value, rtol=0, atol=0)
-    # Training history, evaluations included (NaN where a metric is undefined, hence the frames).
-    pd.testing.assert_frame_equal(
-        pd.DataFrame(results["ray"][2]), pd.DataFrame(results["sequential"][2]), check_exact=True
-    )
-
-
-@pytest.mark.slow
 def test_symbols_train_concurrently_under_thread_runner_with_the_sequential_results(
     tmp_path, shared_inputs, ray_session
 ):
     """``--runner ThreadRunner --params runtime.engine=ray``: both symbols' trainings are Ray tasks
-    at once (one Ray session shared by the threads), and the models equal the sequential run's."""
+    at once (one Ray session shared by the threads), and the models, best models and training
+    histories (evaluations included) equal the sequential run's."""
     config = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog_multi_symbol.yml").read_text())
-    pipeline = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"], enabled=False))
+    pipeline = create_pipeline(write_wiring(tmp_path, ["AAA", "BBB"]))  # the frozen encoder travels too
     models = {}
     for runner, engine in ((SequentialRunner(), "sequential"), (ThreadRunner(max_workers=2), "ray")):
         entries = {
@@ -195,8 +180,15 @@ def test_symbols_train_concurrently_under_thread_runner_with_the_sequential_resu
         for name, value in {**shared_inputs, **parameters(tmp_path / engine, engine)}.items():
             catalog[name] = value
         runner.run(pipeline, catalog)
-        models[engine] = {symbol: catalog.load(f"{symbol}.sac_icm_model") for symbol in ("AAA", "BBB")}
-    for symbol in ("AAA", "BBB"):
-        expected = models["sequential"][symbol].policy.state_dict()
-        for name, value in models["ray"][symbol].policy.state_dict().items():
-            torch.testing.assert_close(value, expected[name], rtol=0, atol=0)
+        models[engine] = {
+            (symbol, kind): catalog.load(f"{symbol}.{kind}")
+            for symbol in ("AAA", "BBB")
+            for kind in ("sac_icm_model", "sac_icm_best_model", "sac_icm_training_history")
+        }
+    for (symbol, kind), expected in models["sequential"].items():
+        actual = models["ray"][symbol, kind]
+        if kind == "sac_icm_training_history":  # NaN where a metric is undefined, hence the frames
+            pd.testing.assert_frame_equal(pd.DataFrame(actual), pd.DataFrame(expected), check_exact=True)
+            continue
+        for name, value in actual.policy.state_dict().items():
+            torch.testing.assert_close(value, expected.policy.state_dict()[name], rtol=0, atol=0)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers.mlflow_store import empty_store
 from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, MemoryDataset
@@ -90,7 +91,7 @@ def test_pipeline_trains_and_reports(tmp_path):
     hooks, hook_manager = MlflowConventionHooks(), _create_hook_manager()
     hook_manager.register(hooks)
     hooks.after_catalog_created(catalog=catalog, save_version="2030-01-01T00.00.00.000Z")
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(empty_store(tmp_path / "mlflow.db"))
     mlflow.set_experiment("options_her")
     try:
         with mlflow.start_run() as run:

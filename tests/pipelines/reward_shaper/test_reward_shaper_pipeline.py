@@ -3,6 +3,7 @@
 import mlflow
 import pytest
 import torch
+from helpers.mlflow_store import empty_store
 from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
@@ -79,7 +80,7 @@ def test_pipeline_shapes_and_reports(tmp_path):
         "reward_shaper_tearsheet",
     ):
         catalog[name] = KeptDataset(copy_mode="assign")
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(empty_store(tmp_path / "mlflow.db"))
     mlflow.set_experiment("reward_shaper")
     try:
         with mlflow.start_run() as run:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers.kedro_project import bootstrap
+from helpers.mlflow_store import copy_without_runs
 
 LEDGER = "data/08_reporting/trial_ledger"
 REPORT = "data/08_reporting/tuning/tuning_report.json"
@@ -41,7 +42,7 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
     from trading_rl.integration.parameter_sections import validate_parameters
 
     project = tmp_path / "project"
-    shutil.copytree(foundation_project, project, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts"))
+    copy_without_runs(foundation_project, project)
     cwd = os.getcwd()
     os.chdir(project)
     try:
