@@ -36,7 +36,13 @@ import pandas as pd
 from trading_rl.agents import AgentParams
 from trading_rl.data import load_prices
 from trading_rl.envs.continuous import EnvConfig
-from trading_rl.evaluation.ledger import FILE_SUFFIX, STREAMS, current_configuration, validate_rows
+from trading_rl.evaluation.ledger import (
+    FILE_SUFFIX,
+    STREAMS,
+    current_configuration,
+    read_ledger_file,
+    validate_rows,
+)
 from trading_rl.phases.walk_forward import identity_params
 from trading_rl.phases.walk_forward.trainers import AGENT_PARAMS_SOURCE, OVERRIDDEN_AGENT_PARAMS
 from trading_rl.provenance import identity_hash
@@ -111,6 +117,12 @@ def migrate_rows(rows: pd.DataFrame, bars: dict[str, pd.DatetimeIndex] | None = 
     return rows
 
 
+def migrate_file(file: Path, bars: dict[str, pd.DatetimeIndex] | None = None) -> pd.DataFrame:
+    """``migrate_rows`` of one ledger file, read as the ledger reads it: checked, and with the columns
+    added since it was written (``LATER_COLUMNS``) as None."""
+    return migrate_rows(read_ledger_file(file), bars)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, help="ledger folder to migrate")
@@ -120,7 +132,7 @@ def main() -> None:
     target.mkdir(parents=True)
     bars: dict[str, pd.DatetimeIndex] = {}
     for file in sorted(source.glob(f"*{FILE_SUFFIX}")):
-        migrate_rows(pd.read_parquet(file), bars).to_parquet(target / file.name, index=False)
+        migrate_file(file, bars).to_parquet(target / file.name, index=False)
         print(f"{file.name}: migrated")
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from migrate_ledger import migrate_rows
+from migrate_ledger import migrate_file, migrate_rows
 
-from trading_rl.evaluation.ledger import read_ledger, trial_key, trial_row
+from trading_rl.evaluation.ledger import LATER_COLUMNS, read_ledger, trial_key, trial_row
 from trading_rl.evaluation.metrics import return_moments
 from trading_rl.provenance import identity_hash
 
@@ -71,3 +71,13 @@ def test_the_committed_ledger_is_migrated():
     assert all("algorithm_version" in c and "streams" in c and "seed" not in c for c in configurations)
     assert list(ledger["config_hash"]) == [identity_hash(c) for c in configurations]
     assert ledger["config"].map(trial_key).nunique() <= ledger["config_hash"].nunique()
+
+
+def test_a_file_written_before_the_later_columns_is_migrated(tmp_path):
+    """Files written before ``config_env`` and ``state`` existed migrate with those columns as None
+    (the script read them raw and refused them as lacking columns)."""
+    file = tmp_path / "old.parquet"
+    pd.DataFrame([_legacy_row("sac_icm")]).drop(columns=list(LATER_COLUMNS)).to_parquet(file, index=False)
+    migrated = migrate_file(file)
+    assert migrated[list(LATER_COLUMNS)].isna().all().all()
+    assert json.loads(migrated["config"].iloc[0])["algorithm_version"] == "0+873eba5"
