@@ -4,17 +4,19 @@ as ordinary SB3 zips; and every member of a population learns Pendulum as well a
 
 from __future__ import annotations
 
+import tempfile
+
 import gymnasium as gym
 import numpy as np
 import population_pendulum as pendulum
 import pytest
 import torch as th
 from stable_baselines3 import SAC
-from stable_baselines3.common.logger import configure
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
 from trading_rl.agents.icm import ICMConfig
 from trading_rl.agents.sac_icm import SACWithICM
+from trading_rl.agents.sb3_logging import quiet_logger
 from trading_rl.algorithms.population_sac import PopulationError, PopulationSAC, population_groups, population_key
 from trading_rl.runtime.engine import single_threaded
 
@@ -37,10 +39,13 @@ MEMBERS = [
 ]
 
 
-def _agent(cls, kwargs):
+def _agent(cls, kwargs, logger: bool = True):
+    """A member; with a logger of its own (what ``train`` records into outside ``learn``) unless
+    ``logger`` is false, as SB3 builds it."""
     common = {"policy_kwargs": {"net_arch": [16, 16]}, "tau": 0.05, "target_update_interval": 2, "verbose": 0}
     model = cls("MlpPolicy", gym.make("Pendulum-v1"), **common, **kwargs)
-    model.set_logger(configure(None, []))
+    if logger:
+        model.set_logger(quiet_logger(0))
     return model
 
 
@@ -243,17 +248,21 @@ def test_members_see_the_population_weights_and_export_as_sb3_zips(tmp_path):
         population.train(1, BATCH)
 
 
-def test_each_member_steps_its_own_env_as_sb3_learn_does():
+def test_each_member_steps_its_own_env_as_sb3_learn_does(tmp_path, monkeypatch):
     """Before ``learning_starts`` a member's transitions come from its own env and action space only,
     so each member's replay buffer equals that of the same agent run alone by SB3's ``learn``. A
     population that stepped one member's env for all (``member.env`` → ``lead.env``) fails here: the
-    sampled ``_replay`` batches of the update tests never see the env."""
+    sampled ``_replay`` batches of the update tests never see the env. Unlike SB3's own ``learn``,
+    the population leaves no empty ``tempdir/SB3-<time>`` folder per member."""
     steps = 60
     alone = [_agent(SAC, {"seed": seed, "learning_starts": 1000}) for seed in (1, 2, 3)]
     for model in alone:
         model.learn(total_timesteps=steps)
-    together = [_agent(SAC, {"seed": seed, "learning_starts": 1000}) for seed in (1, 2, 3)]
+    together = [_agent(SAC, {"seed": seed, "learning_starts": 1000}, logger=False) for seed in (1, 2, 3)]
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     PopulationSAC(together).learn(total_timesteps=steps).release()
+    assert sorted(path.name for path in tmp_path.glob("SB3-*")) == []
     for i, (solo, member) in enumerate(zip(alone, together)):
         assert member.num_timesteps == steps and member.replay_buffer.pos == steps
         for field in ("observations", "actions", "rewards", "next_observations"):

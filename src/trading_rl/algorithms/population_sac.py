@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch as th
 from stable_baselines3 import SAC
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import ReplayBufferSamples, TrainFreq, TrainFrequencyUnit
 from stable_baselines3.sac.policies import Actor
 from torch import nn
@@ -50,6 +51,7 @@ from torch.nn import functional as F
 
 from trading_rl.agents.icm import IntrinsicCuriosityModule, MovingAverage, curiosity_loss, normalised_surprise
 from trading_rl.agents.sac_icm import SACWithICM, mix_curiosity
+from trading_rl.agents.sb3_logging import use_quiet_logger
 
 # SB3's squashed Gaussian (stable_baselines3.common.distributions.SquashedDiagGaussianDistribution).
 _SQUASH_EPSILON = 1e-6
@@ -374,6 +376,18 @@ def _check_members(members: Sequence[SAC]) -> None:
             )
 
 
+def _quiet_setup(member: SAC, total_timesteps: int, reset_num_timesteps: bool) -> tuple[int, BaseCallback]:
+    """SB3's ``_setup_learn`` for one member with a ``quiet_logger`` (``agents.sb3_logging``), as
+    ``SACWithICM`` does for itself: plain SB3 members would each leave an empty tempdir/SB3-<time>
+    folder per ``learn``."""
+    quiet = use_quiet_logger(member)
+    try:
+        return member._setup_learn(total_timesteps, None, reset_num_timesteps, "run", False)
+    finally:
+        if quiet:
+            member._custom_logger = False
+
+
 class PopulationSAC:
     """N SB3 SAC (or ``SACWithICM``) models trained together: ``learn`` steps every member's env once
     per env step and runs their gradient steps as one batched update. Call ``release()`` when done
@@ -575,7 +589,7 @@ class PopulationSAC:
         """SB3's ``learn`` for every member in lockstep: one env step each (their own
         ``collect_rollouts``), then one batched ``train`` once past ``learning_starts``."""
         lead = self.members[0]
-        setups = [m._setup_learn(total_timesteps, None, reset_num_timesteps, "run", False) for m in self.members]
+        setups = [_quiet_setup(m, total_timesteps, reset_num_timesteps) for m in self.members]
         total = setups[0][0]
         callbacks = [callback for _, callback in setups]
         for callback in callbacks:
