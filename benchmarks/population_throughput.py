@@ -37,9 +37,9 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3 import SAC
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.logger import configure
 
 from trading_rl.agents import AgentParams
+from trading_rl.agents.sb3_logging import quiet_logger
 from trading_rl.algorithms.population_sac import PopulationSAC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
@@ -72,7 +72,7 @@ def filled_agent(env, net: list[int], batch: int, seed: int, device: str, transi
         device=device,
         verbose=0,
     )
-    model.set_logger(configure(None, []))
+    model.set_logger(quiet_logger(0))  # what `train` records into, without a tempdir folder
     rng = np.random.default_rng(seed)
     obs_dim = env.observation_space.shape[0]
     for _ in range(transitions):
