@@ -139,9 +139,7 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     section = FeatureExtractionParams.from_mapping(feature_params, "feature_extraction")
     frame = fe.load_and_validate_prices(raw, section)
     full_index = load_prices(SYMBOL, source="packaged").index
-    splits = make_splits(
-        full_index, {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
-    )
+    splits = make_splits(full_index, {**feature_params["splits"], "gap_bars": max_lookback(section.features)})
     splits = {SYMBOL: {name: bounds for name, bounds in splits.items() if name != "test"}}
     fitted = fe.fit_feature_params(frame, splits, section)
     features = fe.build_features(frame, fitted)
@@ -157,8 +155,9 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
         "resume_dir": str(root / "resume"),
     }
     version = "2015-12-31T23.00.00.000Z"
+    stored = {symbol: features.to_dict() for symbol, features in fitted.items()}  # the feature_params dataset
     outcome = train_sac_icm(
-        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, fitted
+        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, stored
     )
     model = outcome.model
     SB3ModelDataset(
@@ -177,6 +176,7 @@ def walk_forward_folds(
     env_config = env_params["env"]
     job = WalkForwardJob(
         feature_params,
+        FeatureExtractionParams.from_mapping(feature_params, "feature_extraction"),
         env_config,
         EnvConfig.from_mapping(env_config),
         {SYMBOL: 252.0},

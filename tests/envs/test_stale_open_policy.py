@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.walk_forward_calls import feature_section
 
 from trading_rl.envs import ContinuousTradingEnv, DiscreteAction, build_env_spec
 from trading_rl.envs.goal import GOAL_KEYS, GoalConditionedView
@@ -213,7 +214,7 @@ def test_goal_view_passes_the_policy_through(stale_spec):
 def test_walk_forward_fold_spec_carries_the_policy():
     prices = sp500.load().rename(columns=str.lower).loc[:"2003", ["open", "high", "low", "close", "volume"]]
     fold = Fold(0, 0, 300, 360, 420, retrain=True)
-    feature_params = {"features": {"garch": None}}
+    feature_params = feature_section({"features": {"garch": None}})
     for policy in ("close_fill", "keep"):
         spec = fold_env_spec("sp500", prices, fold, feature_params, {"stale_open_policy": policy}, 252.0)
         assert spec.config["stale_open_policy"] == policy

@@ -372,6 +372,8 @@ def test_sma_baseline_decision_ignores_closes_after_its_bar():
 
 
 def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
+    from helpers.walk_forward_calls import feature_section
+
     from trading_rl.evaluation import folds as windows
     from trading_rl.phases import walk_forward as wf
 
@@ -380,9 +382,9 @@ def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
         .loc["2011-01-01":"2018-12-31"]
         .rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
     )
-    feature_params = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-    gap = wf.WalkForwardParams().with_gap(feature_params).gap_bars
-    index = windows.tradable_index(prices, feature_params)
+    feature_params = feature_section({"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}})
+    gap = wf.WalkForwardParams().with_gap(feature_params.features).gap_bars
+    index = windows.tradable_index(prices, feature_params.features)
     fold = windows.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
     spec = windows.fold_env_spec("sp500", prices, fold, feature_params, {"window_size": WINDOW}, 252.0)
     rollout = b.run_baselines(lambda: spec.make_env("test", evaluation=True))["sma_crossover"]

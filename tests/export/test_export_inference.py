@@ -1,5 +1,7 @@
 """SignalEngine: the env's observation and decisions from raw bars, and clear errors on bad input."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -97,7 +99,7 @@ def test_wrong_feature_count_is_named(export_setup, engine, onnx_bytes):
     with pytest.raises(ValueError, match="wrong feature count: feature_params produce 24 columns"):
         SignalEngine(
             onnx_bytes,
-            {**export_setup.feature_params, "calendar": False},
+            dataclasses.replace(export_setup.feature_params, calendar=False),
             export_setup.scaler,
             spec.config,
             spec.feature_columns,

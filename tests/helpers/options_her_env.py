@@ -10,7 +10,7 @@ from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 
 SMALL_SAC = {
     "policy": {"net_arch": [32, 32], "activation": "relu"},
@@ -23,7 +23,7 @@ SMALL_SAC = {
 def small_spec(n_bars: int = 900, episode_length: int = 60):
     """Train/validation/test on the first ``n_bars`` bars, shorting allowed, no smoothing."""
     prices = load_prices("sp500").iloc[:n_bars]
-    features = compute_features(prices, {"garch": None}).dropna()
+    features = compute_features(prices, FeatureParams(garch=None)).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     return build_env_spec(

@@ -26,7 +26,7 @@ from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, TradingE
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
 from trading_rl.envs.layout import ObservationLayout
-from trading_rl.features.params import market_model
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.features.scaling import scaled_value
 
 ENV_KINDS: dict[str, type[TradingEnvBase]] = {
@@ -299,7 +299,7 @@ def symbol_env_spec(
     splits: dict[str, Any],
     params: dict[str, Any],
     scalers: dict[str, Any] | None = None,
-    feature_params: Mapping[str, Any] | None = None,
+    feature_params: FeatureExtractionParams | None = None,
 ) -> EnvSpec:
     """The env spec of ``params["symbol"]`` from the long frames of every extracted symbol; ``params``
     is the ``env_construction`` section (``symbol``, ``env``, ``periods_per_year``: inferred from the
@@ -326,5 +326,5 @@ def symbol_env_spec(
         config=dict(params.get("env") or {}),
         periods_per_year=periods_per_year,
         feature_scaler=(scalers or {}).get(symbol),
-        market_model=market_model(symbol, feature_params),
+        market_model=None if feature_params is None else feature_params.market_model(symbol),
     )

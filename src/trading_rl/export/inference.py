@@ -27,6 +27,7 @@ from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME, inference_session
 from trading_rl.features import apply_scaler, compute_features, max_lookback
+from trading_rl.features.indicators import FeatureParams
 
 BAR_COLUMNS = ("open", "high", "low", "close", "volume")
 
@@ -103,15 +104,15 @@ class SignalEngine:
     """Runs an exported actor on live bars.
 
     ``model``: ONNX bytes or a path. ``feature_params``: one symbol's entry of the ``feature_params``
-    dataset; ``scaler``: its entry of ``scalers``; ``env_config`` and ``feature_columns``: from the
-    ``EnvSpec`` the model was trained on. ``safeguards``: an optional ``Safeguards`` applied to
-    every signal.
+    dataset, as a ``FeatureParams``; ``scaler``: its entry of ``scalers``; ``env_config`` and
+    ``feature_columns``: from the ``EnvSpec`` the model was trained on. ``safeguards``: an optional
+    ``Safeguards`` applied to every signal.
     """
 
     def __init__(
         self,
         model: bytes | str | Path,
-        feature_params: Mapping[str, Any],
+        feature_params: FeatureParams,
         scaler: Mapping[str, Any],
         env_config: Mapping[str, Any],
         feature_columns: list[str],
@@ -120,7 +121,7 @@ class SignalEngine:
     ):
         self.config = EnvConfig.from_mapping(dict(env_config))
         self.layout = ObservationLayout(feature_columns, self.config.window_size)
-        self.feature_params = dict(feature_params)
+        self.feature_params = feature_params
         self.scaler = dict(scaler)
         self.safeguards = safeguards
         scaler_columns = list(self.scaler["columns"])
@@ -144,10 +145,10 @@ class SignalEngine:
 
     @classmethod
     def from_inference_config(cls, model: bytes | str | Path, config: Mapping[str, Any], **kwargs) -> SignalEngine:
-        """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file."""
-        return cls(
-            model, config["feature_params"], config["scaler"], config["env_config"], config["feature_columns"], **kwargs
-        )
+        """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file: its
+        plain data read into typed sections here, once (``ConfigError`` naming the stored key)."""
+        feature_params = FeatureParams.from_mapping(config["feature_params"], "inference_config.feature_params")
+        return cls(model, feature_params, config["scaler"], config["env_config"], config["feature_columns"], **kwargs)
 
     def _check_bars(self, bars: pd.DataFrame) -> None:
         if not isinstance(bars, pd.DataFrame):

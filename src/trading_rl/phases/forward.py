@@ -32,6 +32,7 @@ from trading_rl.evaluation.metrics import probabilistic_sharpe_ratio
 from trading_rl.evaluation.report import attributed_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.features import apply_scaler, compute_features
+from trading_rl.features.indicators import FeatureParams
 from trading_rl.monitoring.collapse import CollapseThresholds, action_stats, collapse_report
 from trading_rl.monitoring.drift import action_drift, feature_drift
 
@@ -143,24 +144,32 @@ def deployment_metadata(env_spec: EnvSpec, feature_params: Mapping[str, Any]) ->
     }
 
 
+class NoDeploymentMetadata(ValueError):
+    """The model carries no deployment block: it was trained before forward tracking existed."""
+
+
 @dataclass(frozen=True)
 class Deployment:
+    """The deployment block of a model's metadata (``deployment_metadata``), read once into typed
+    sections where the model is loaded."""
+
     model_version: str
     symbol: str
     env_config: dict[str, Any]
     periods_per_year: float
-    feature_params: dict[str, Any]
+    feature_params: FeatureParams
     feature_scaler: dict[str, Any]
     splits: dict[str, dict[str, str]]
     data_end: pd.Timestamp
 
     @classmethod
     def from_model(cls, model: Any, dataset: str = "deployed_model") -> Deployment:
-        """The deployment block of ``model``'s metadata; ``ValueError`` naming ``dataset`` without one."""
+        """The deployment block of ``model``'s metadata; ``NoDeploymentMetadata`` naming ``dataset``
+        without one, ``ConfigError`` naming the stored key when its feature parameters are not valid."""
         metadata = dict(getattr(model, "trading_rl_metadata", None) or {})
         block = metadata.get("deployment")
         if not block:
-            raise ValueError(
+            raise NoDeploymentMetadata(
                 f"dataset '{dataset}' (version {metadata.get('save_version')}) carries no deployment metadata "
                 "(trained before forward tracking existed): retrain it with `kedro run --pipelines "
                 "feature_extraction,env_construction,sac_icm`"
@@ -170,7 +179,9 @@ class Deployment:
             symbol=block["symbol"],
             env_config=dict(block["env_config"]),
             periods_per_year=float(block["periods_per_year"]),
-            feature_params=dict(block["feature_params"]),
+            feature_params=FeatureParams.from_mapping(
+                block["feature_params"], f"{dataset}.trading_rl_metadata.deployment.feature_params"
+            ),
             feature_scaler=dict(block["feature_scaler"]),
             splits=dict(block["splits"]),
             data_end=pd.Timestamp(block["data_end"]),

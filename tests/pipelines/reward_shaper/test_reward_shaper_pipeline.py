@@ -11,7 +11,7 @@ from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.datasets.torch_module import TorchModuleDataset
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
@@ -36,7 +36,7 @@ class KeptDataset(MemoryDataset):
 
 def _spec():
     prices = load_prices("sp500").iloc[:700]
-    features = compute_features(prices, {"garch": None}).dropna()
+    features = compute_features(prices, FeatureParams(garch=None)).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     return build_env_spec(
