@@ -157,7 +157,10 @@ def main() -> None:
     anytrading_df = prices.rename(columns={"close": "Close"})
     trading_env_df = prices.join(features.add_prefix("feature_"))
     candidates = {
-        "ours: ContinuousTradingEnv": (lambda: ContinuousTradingEnv(prices, features), list(continuous_actions)),
+        "ours: ContinuousTradingEnv": (
+            lambda: ContinuousTradingEnv(prices, features, EnvConfig()),
+            list(continuous_actions),
+        ),
         "gym-anytrading StocksEnv": (
             lambda: StocksEnv(df=anytrading_df, window_size=10, frame_bound=(10, len(anytrading_df))),
             binary_actions,

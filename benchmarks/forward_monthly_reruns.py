@@ -38,7 +38,7 @@ from kedro.runner import SequentialRunner
 
 from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.data import load_prices
-from trading_rl.envs import symbol_env_spec
+from trading_rl.envs import EnvConstructionParams, symbol_env_spec
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.final import ARTIFACT, check_test_split, model_digest
 from trading_rl.evaluation.ledger import STREAMS, append_rows, identified, read_ledgers, trial_row
@@ -145,7 +145,13 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     features = fe.build_features(frame, fitted)
     scalers = fe.fit_scalers(features, frame, splits, section)
     env_params = {**_base("env_construction"), "symbol": SYMBOL}
-    spec = symbol_env_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
+    spec = symbol_env_spec(
+        frame,
+        fe.scale_features(features, scalers),
+        splits,
+        EnvConstructionParams.from_mapping(env_params, "env_construction"),
+        scalers,
+    )
     agent = deployed_agent(timesteps)
     params = {
         "agent": agent,
@@ -238,7 +244,13 @@ def independent_evaluation(
     frame = fe.load_and_validate_prices(raw, FeatureExtractionParams.from_mapping(feature_params, "feature_extraction"))
     scaled = fe.scale_features(fe.build_features(frame, fitted), scalers)
     tracked = {"start": DEPLOYED_END.isoformat(), "end": prices.index[-1].isoformat()}
-    spec = symbol_env_spec(frame, scaled, {SYMBOL: {"tracked": tracked}}, env_params, scalers)
+    spec = symbol_env_spec(
+        frame,
+        scaled,
+        {SYMBOL: {"tracked": tracked}},
+        EnvConstructionParams.from_mapping(env_params, "env_construction"),
+        scalers,
+    )
     rollout = run_episode(spec.make_env("tracked", evaluation=True), policy_from_sb3(model, deterministic=True))
     rollout["timestamp"] = pd.to_datetime(rollout["timestamp"])
     return rollout

@@ -50,7 +50,7 @@ from trading_rl.rewards.shaper import ShapingParams  # noqa: E402
 
 
 def make_env(prices, features, seed):
-    env = ContinuousTradingEnv(prices, features)
+    env = ContinuousTradingEnv(prices, features, EnvConfig())
     env.reset(seed=seed)
     return env
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from trading_rl.data.synthetic import MarketModel, synthetic_prices
-from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.envs import EnvConfig, EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import ORACLE, ORACLE_SHORT, evaluate_baselines, oracle_policy, run_baselines
 from trading_rl.evaluation.rollout import run_episode
 
@@ -26,7 +26,7 @@ def tiny_spec(smoothing_window: int, market: MarketModel | None = MARKET) -> Env
         prices,
         features,
         {"test": {"start": str(prices.index[0].date()), "end": str(prices.index[-1].date())}},
-        {**ENV, "smoothing_window": smoothing_window},
+        EnvConfig.from_mapping({**ENV, "smoothing_window": smoothing_window}),
         periods_per_year=252.0,
         market_model=market,
     )
@@ -90,7 +90,7 @@ def test_oracles_join_the_baselines_only_on_synthetic_markets():
 def test_market_model_survives_the_spec_archive_and_leaves_real_specs_unchanged():
     spec = tiny_spec(smoothing_window=1)
     restored = EnvSpec.from_bytes(spec.to_bytes())
-    assert restored.market_model == MARKET.to_dict()
+    assert restored.market_model == MARKET
     assert restored.make_env("test").market_model == MARKET
     real = tiny_spec(smoothing_window=1, market=None)
     assert "market_model" not in EnvSpec.from_bytes(real.to_bytes())._fields()
@@ -164,6 +164,6 @@ def test_feature_extraction_and_env_construction_carry_a_synthetic_market_to_the
     scalers = nodes.fit_scalers_node(features, prices, splits, params)
     scaled = scale_features(features, scalers)
     spec = symbol_env_spec_node(prices, scaled, splits, {"symbol": "S", "env": {}}, scalers, params)
-    assert spec.market_model["family"] == "slow"
+    assert spec.market_model is not None and spec.market_model.family == "slow"
     metrics = evaluate_baselines(partial(spec.make_env, "validation", evaluation=True), spec.periods_per_year)
     assert {ORACLE, ORACLE_SHORT} <= set(metrics)

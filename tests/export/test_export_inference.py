@@ -68,7 +68,7 @@ def test_first_decision_is_not_smoothed_and_later_ones_are(export_setup, engine)
     first = engine.signal(bars, {"cash": 1e5})
     assert first.smoothed_action == first.raw_action
     later = engine.signal(bars, {"cash": 1e5, "last_action": 0.5})
-    alpha = 2.0 / (export_setup.spec.config["smoothing_window"] + 1.0)
+    alpha = 2.0 / (export_setup.spec.config.smoothing_window + 1.0)
     assert later.smoothed_action == pytest.approx(alpha * later.raw_action + (1 - alpha) * 0.5)
 
 
@@ -109,7 +109,7 @@ def test_wrong_feature_count_is_named(export_setup, engine, onnx_bytes):
             onnx_bytes,
             export_setup.feature_params,
             export_setup.scaler,
-            {**spec.config, "window_size": 5},
+            dataclasses.replace(spec.config, window_size=5),
             spec.feature_columns,
         )
     with pytest.raises(ValueError, match=r"wrong feature count: observation has shape \(108,\)"):

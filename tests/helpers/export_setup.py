@@ -11,7 +11,7 @@ import torch
 
 from helpers.tiny import tiny_agent
 from trading_rl.agents import AgentParams, build_agent
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler
 from trading_rl.features.indicators import FeatureParams, GarchParams
 
@@ -36,7 +36,9 @@ def build() -> SimpleNamespace:
     feature_params = FeatureParams(garch=GarchParams(params=fit_garch(train_returns)))
     features = compute_features(prices, feature_params).dropna(how="any")
     scaler = fit_scaler(features.loc[:TRAIN_END])
-    spec = build_env_spec("sp500", prices, apply_scaler(features, scaler), SPLITS, ENV_CONFIG, 252.0)
+    spec = build_env_spec(
+        "sp500", prices, apply_scaler(features, scaler), SPLITS, EnvConfig.from_mapping(ENV_CONFIG), 252.0
+    )
     model = build_agent(
         spec.make_env("train", seed=0), AgentParams.from_mapping(AGENT_PARAMS, "sac_icm.agent"), seed=0, device="cpu"
     )

@@ -9,7 +9,7 @@ import numpy as np
 from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 
 SMALL_SAC = {
@@ -31,7 +31,7 @@ def small_spec(n_bars: int = 900, episode_length: int = 60):
         prices.loc[features.index],
         apply_scaler(features, scaler),
         splits,
-        {"episode_length": episode_length, "allow_short": True, "smoothing_window": 1},
+        EnvConfig(episode_length=episode_length, allow_short=True, smoothing_window=1),
         periods_per_year=252.0,
         feature_scaler=scaler,
     )

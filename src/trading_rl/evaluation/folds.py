@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.envs import EnvConfig, EnvSpec, build_env_spec
 from trading_rl.evaluation.attribution import Attribution, return_attribution
 from trading_rl.evaluation.baselines import MARKET
 from trading_rl.evaluation.ledger import Trials
@@ -141,7 +141,7 @@ def fold_env_spec(
     prices: pd.DataFrame,
     fold: Fold,
     params: FeatureExtractionParams,
-    env_config: Mapping[str, Any],
+    env_config: EnvConfig,
     periods_per_year: float,
 ) -> EnvSpec:
     """Env spec of one fold: features up to the test end, GARCH and scaler fitted on the fold's
@@ -164,7 +164,7 @@ def fold_env_spec(
         prices=history,
         scaled_features=apply_scaler(features, scaler),
         splits=splits,
-        config=dict(env_config),
+        config=env_config,
         periods_per_year=periods_per_year,
         feature_scaler=scaler,
         market_model=params.market_model(symbol),

@@ -104,8 +104,8 @@ class SignalEngine:
     """Runs an exported actor on live bars.
 
     ``model``: ONNX bytes or a path. ``feature_params``: one symbol's entry of the ``feature_params``
-    dataset, as a ``FeatureParams``; ``scaler``: its entry of ``scalers``; ``env_config`` and
-    ``feature_columns``: from the ``EnvSpec`` the model was trained on. ``safeguards``: an optional
+    dataset, as a ``FeatureParams``; ``scaler``: its entry of ``scalers``; ``env_config`` (an
+    ``EnvConfig``) and ``feature_columns``: from the ``EnvSpec`` the model was trained on. ``safeguards``: an optional
     ``Safeguards`` applied to every signal.
     """
 
@@ -114,12 +114,12 @@ class SignalEngine:
         model: bytes | str | Path,
         feature_params: FeatureParams,
         scaler: Mapping[str, Any],
-        env_config: Mapping[str, Any],
+        env_config: EnvConfig,
         feature_columns: list[str],
         safeguards: Any = None,
         intra_op_threads: int = 1,
     ):
-        self.config = EnvConfig.from_mapping(dict(env_config))
+        self.config = env_config
         self.layout = ObservationLayout(feature_columns, self.config.window_size)
         self.feature_params = feature_params
         self.scaler = dict(scaler)
@@ -148,7 +148,8 @@ class SignalEngine:
         """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file: its
         plain data read into typed sections here, once (``ConfigError`` naming the stored key)."""
         feature_params = FeatureParams.from_mapping(config["feature_params"], "inference_config.feature_params")
-        return cls(model, feature_params, config["scaler"], config["env_config"], config["feature_columns"], **kwargs)
+        env_config = EnvConfig.from_mapping(config["env_config"], "inference_config.env_config")
+        return cls(model, feature_params, config["scaler"], env_config, config["feature_columns"], **kwargs)
 
     def _check_bars(self, bars: pd.DataFrame) -> None:
         if not isinstance(bars, pd.DataFrame):

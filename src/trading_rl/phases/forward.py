@@ -26,7 +26,7 @@ import pandas as pd
 
 from trading_rl.config import Section, setting
 from trading_rl.data import validate_features
-from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.envs import EnvConfig, EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics import probabilistic_sharpe_ratio
 from trading_rl.evaluation.report import attributed_metrics
@@ -135,7 +135,7 @@ def deployment_metadata(env_spec: EnvSpec, feature_params: Mapping[str, Any]) ->
         )
     return {
         "symbol": env_spec.symbol,
-        "env_config": dict(env_spec.config),
+        "env_config": env_spec.config_data(),
         "periods_per_year": env_spec.periods_per_year,
         "feature_params": dict(feature_params),
         "feature_scaler": dict(env_spec.feature_scaler),
@@ -155,7 +155,7 @@ class Deployment:
 
     model_version: str
     symbol: str
-    env_config: dict[str, Any]
+    env_config: EnvConfig
     periods_per_year: float
     feature_params: FeatureParams
     feature_scaler: dict[str, Any]
@@ -165,7 +165,8 @@ class Deployment:
     @classmethod
     def from_model(cls, model: Any, dataset: str = "deployed_model") -> Deployment:
         """The deployment block of ``model``'s metadata; ``NoDeploymentMetadata`` naming ``dataset``
-        without one, ``ConfigError`` naming the stored key when its feature parameters are not valid."""
+        without one, ``ConfigError`` naming the stored key when its env config or feature parameters
+        are not valid."""
         metadata = dict(getattr(model, "trading_rl_metadata", None) or {})
         block = metadata.get("deployment")
         if not block:
@@ -174,14 +175,13 @@ class Deployment:
                 "(trained before forward tracking existed): retrain it with `kedro run --pipelines "
                 "feature_extraction,env_construction,sac_icm`"
             )
+        stored = f"{dataset}.trading_rl_metadata.deployment"
         return cls(
             model_version=str(metadata.get("save_version")),
             symbol=block["symbol"],
-            env_config=dict(block["env_config"]),
+            env_config=EnvConfig.from_mapping(block["env_config"], f"{stored}.env_config"),
             periods_per_year=float(block["periods_per_year"]),
-            feature_params=FeatureParams.from_mapping(
-                block["feature_params"], f"{dataset}.trading_rl_metadata.deployment.feature_params"
-            ),
+            feature_params=FeatureParams.from_mapping(block["feature_params"], f"{stored}.feature_params"),
             feature_scaler=dict(block["feature_scaler"]),
             splits=dict(block["splits"]),
             data_end=pd.Timestamp(block["data_end"]),

@@ -28,7 +28,7 @@ def walk_forward_job(
         feature_extraction=FeatureExtractionParams.from_mapping(feature_params, PARAMS_PREFIX),
         env_config=dict(env_params.get("env") or {}),
         env=EnvConfig.from_mapping(env_params.get("env"), "env_construction.env"),
-        periods_per_year=periods_per_year_by_symbol(env_params, frames),
+        periods_per_year=periods_per_year_by_symbol(env_params.get("periods_per_year"), frames),
         agent_params={"sac_icm": AgentParams.from_mapping(sac_icm_agent_params, "sac_icm.agent")},
         seed=seed,
     )

@@ -12,6 +12,7 @@ from helpers.walk_forward_calls import feature_section, job, section
 
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
+from trading_rl.envs import EnvConfig
 from trading_rl.evaluation import folds as windows
 from trading_rl.evaluation.attribution import return_attribution
 from trading_rl.evaluation.ledger import Trials, trial_key
@@ -88,7 +89,7 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     params = feature_section(feature_params)
     index = windows.tradable_index(prices, params.features)
     fold = windows.make_folds(len(index), 400, 100, 100, section().with_gap(params.features).gap_bars)[0]
-    config = {"window_size": 5}
+    config = EnvConfig(window_size=5)
     spec = windows.fold_env_spec("X", prices, fold, params, config, 252.0)
 
     train_end = index[fold.train_stop - 1]
@@ -99,7 +100,7 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     other = windows.fold_env_spec("X", changed, fold, params, config, 252.0)
 
     assert spec.prices["train"].index.max() == train_end
-    assert spec.prices["test"].index[config["window_size"] - 1] == index[fold.test_start]
+    assert spec.prices["test"].index[config.window_size - 1] == index[fold.test_start]
     pd.testing.assert_frame_equal(spec.prices["train"], other.prices["train"])
     pd.testing.assert_frame_equal(spec.features["train"], other.features["train"])
 

@@ -4,7 +4,7 @@ import arch.data.sp500
 import numpy as np
 import pytest
 
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler
 
 TRAIN_END = "2018-05-31"
@@ -22,4 +22,4 @@ def tiny_env_spec():
         "validation": {"start": "2018-06-01", "end": "2018-12-31"},
     }
     config = {"window_size": 3, "episode_length": 64}
-    return build_env_spec("sp500", prices, scaled, splits, config, periods_per_year=252.0)
+    return build_env_spec("sp500", prices, scaled, splits, EnvConfig.from_mapping(config), periods_per_year=252.0)

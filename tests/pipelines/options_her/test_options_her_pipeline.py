@@ -16,7 +16,7 @@ from trading_rl.agents import AgentParams
 from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.evaluation.tearsheet_panels import PANELS
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
@@ -50,7 +50,13 @@ def _spec_and_scaler():
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     spec = build_env_spec(
-        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0, feature_scaler=scaler
+        "sp500",
+        prices.loc[features.index],
+        apply_scaler(features, scaler),
+        splits,
+        EnvConfig(),
+        252.0,
+        feature_scaler=scaler,
     )
     return spec, scaler
 

@@ -85,7 +85,7 @@ def prepare_fold(
     symbol: str, prices: pd.DataFrame, fold: Fold, job: WalkForwardJob
 ) -> tuple[EnvSpec, dict[str, pd.DataFrame]]:
     """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
-    spec = fold_env_spec(symbol, prices, fold, job.feature_extraction, job.env_config, job.periods_per_year[symbol])
+    spec = fold_env_spec(symbol, prices, fold, job.feature_extraction, job.env, job.periods_per_year[symbol])
     fold_seed = trial_seed(job.seed, SeedRole.WALK_FORWARD_FOLD, fold.index)
     rollouts = run_baselines(partial(spec.make_env, "test", evaluation=True), seed=fold_seed)
     rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])

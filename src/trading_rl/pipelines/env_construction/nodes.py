@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.envs import EnvSpec, env_check_report, symbol_env_spec
+from trading_rl.envs import EnvConstructionParams, EnvSpec, env_check_report, symbol_env_spec
 from trading_rl.features.params import PARAMS_PREFIX, FeatureExtractionParams
 
 
@@ -18,10 +18,11 @@ def symbol_env_spec_node(
     scalers: dict[str, Any],
     feature_params: dict[str, Any],
 ) -> EnvSpec:
-    """``envs.symbol_env_spec`` with the ``feature_extraction`` section resolved (a synthetic
-    symbol's market model)."""
+    """``envs.symbol_env_spec`` with the ``env_construction`` and ``feature_extraction`` sections
+    resolved (the latter for a synthetic symbol's market model)."""
+    section = EnvConstructionParams.from_mapping(params, "env_construction")
     feature_section = FeatureExtractionParams.from_mapping(feature_params, PARAMS_PREFIX)
-    return symbol_env_spec(prices, scaled_features, splits, params, scalers, feature_section)
+    return symbol_env_spec(prices, scaled_features, splits, section, scalers, feature_section)
 
 
 def check_env(env_spec: EnvSpec) -> dict[str, Any]:
