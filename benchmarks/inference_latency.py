@@ -26,7 +26,14 @@ import torch
 from trading_rl.agents import AgentParams, build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
-from trading_rl.export import DeterministicActor, SignalEngine, export_actor, inference_session, latency_percentiles
+from trading_rl.export import (
+    DeterministicActor,
+    PortfolioState,
+    SignalEngine,
+    export_actor,
+    inference_session,
+    latency_percentiles,
+)
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler, make_splits
 from trading_rl.features.indicators import FeatureParams, GarchParams
@@ -72,7 +79,7 @@ def main() -> None:
 
     engine = SignalEngine(onnx_bytes, feature_params, scaler, spec.config, spec.feature_columns)
     bars = prices.iloc[-args.history :]
-    state = {"cash": 1e5}
+    state = PortfolioState(cash=1e5)
     rows = {
         "onnxruntime (1 thread)": latency_percentiles(
             lambda: session.run([OUTPUT_NAME], {INPUT_NAME: single}), args.repeats, args.warmup

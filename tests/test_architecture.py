@@ -327,22 +327,18 @@ def test_no_node_file_is_imported_outside_its_pipeline():
 # Section resolution (``X.from_mapping`` and the ``resolve_*`` wrappers of parameter sections) belongs
 # to the nodes (``pipelines/``), the config module and the validation hook's sections
 # (``integration/parameter_sections.py``):
-# everything below them takes typed sections. A section's own ``validate`` / ``from_mapping`` may
-# check nested keys. Not sections: these ``resolve_*`` helpers.
+# everything below them takes typed sections and never resolves one it was handed. A section's own
+# ``validate`` / ``from_mapping`` may check nested keys. Not sections: these ``resolve_*`` helpers.
 NOT_SECTION_RESOLVERS = {"resolve_device", "resolve_save_version", "resolve_load_version"}
 RESOLVING_MODULES = ("pipelines/", "config.py", "integration/parameter_sections.py")
-# Stored files that hold sections as plain data are read into the typed sections once, by the
-# function that reads the file (where the data enters, as in a node; nothing below it is handed a
-# dict): only these may call ``from_mapping`` below the nodes.
+# The one exception: a stored file that holds sections as plain data is read into the typed
+# sections once, by the function that reads the file; that is where the data enters, as parameters
+# enter in a node, and what it returns holds no dict to resolve again. These functions, and no
+# others below the nodes, may call ``from_mapping``.
 DESERIALISERS = {
     "envs/spec.py": {"EnvSpec.from_bytes"},  # an env spec archive's env config and market model
     "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
     "phases/forward.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
-}
-# Modules that still resolve sections they were handed, with their count of calls (issue 28, item 1:
-# the rest of the phases and the domain). The test fails when one gains a call or a module joins.
-STILL_RESOLVING = {
-    "export/inference.py": 1,
 }
 
 
@@ -384,7 +380,7 @@ def test_sections_are_resolved_in_the_nodes_and_the_config_only():
         if relative.startswith(RESOLVING_MODULES) or relative in RESOLVING_MODULES:
             continue
         lines = section_resolutions(path, DESERIALISERS.get(relative, ()))
-        if len(lines) > STILL_RESOLVING.get(relative, 0):
+        if lines:
             found[relative] = lines
     assert found == {}, "resolve the section in the node and pass the typed section down"
 

@@ -50,6 +50,8 @@ class PortfolioState:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PortfolioState:
+        """A broker's account as a dict (``cash``, and the other fields by name); an unknown key is
+        a ``ValueError`` naming it, where ``PortfolioState(**values)`` would say less."""
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(values) - known)
         if unknown:
@@ -207,9 +209,8 @@ class SignalEngine:
         portfolio.cash, portfolio.units, portfolio.entry_price = state.cash, state.position, state.entry_price
         return portfolio
 
-    def observation(self, bars: pd.DataFrame, portfolio: PortfolioState | Mapping[str, Any]) -> np.ndarray:
-        """The env's observation at the latest bar for this portfolio."""
-        state = _as_state(portfolio)
+    def observation(self, bars: pd.DataFrame, state: PortfolioState) -> np.ndarray:
+        """The env's observation at the latest bar for the portfolio ``state``."""
         observation = np.empty(self.layout.dim, dtype=np.float32)
         observation[self.layout["features"]] = self.feature_window(bars).reshape(-1)
         close = float(bars["close"].iloc[-1])
@@ -235,12 +236,12 @@ class SignalEngine:
     def signal(
         self,
         bars: pd.DataFrame,
-        portfolio: PortfolioState | Mapping[str, Any],
+        state: PortfolioState,
         reference_price: float | None = None,
     ) -> Signal:
-        """Decision at the latest bar's close; sizes are estimated at ``reference_price`` (the
-        expected fill reference, i.e. the next open; default: the latest close)."""
-        state = _as_state(portfolio)
+        """Decision at the latest bar's close for the portfolio ``state``; sizes are estimated at
+        ``reference_price`` (the expected fill reference, i.e. the next open; default: the latest
+        close)."""
         raw = min(max(self.action(self.observation(bars, state)), -1.0), 1.0)
         smoothed = smooth_action(raw, state.last_action, self._alpha)
         close = float(bars["close"].iloc[-1])
@@ -264,7 +265,3 @@ class SignalEngine:
         if self.safeguards is not None:
             signal = self.safeguards.apply(signal, state)
         return signal
-
-
-def _as_state(portfolio: PortfolioState | Mapping[str, Any]) -> PortfolioState:
-    return portfolio if isinstance(portfolio, PortfolioState) else PortfolioState.from_mapping(portfolio)
