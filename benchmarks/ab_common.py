@@ -180,7 +180,9 @@ def _trial_configuration(configuration: dict, spec, seeds) -> dict:
     random streams, the seeds."""
     from trading_rl.evaluation.ledger import STREAMS, identified
 
-    return identified({**configuration, "symbol": spec.symbol, "env": spec.config, STREAMS: {"seeds": sorted(seeds)}})
+    return identified(
+        {**configuration, "symbol": spec.symbol, "env": spec.config_data(), STREAMS: {"seeds": sorted(seeds)}}
+    )
 
 
 def check_test_unspent(args: argparse.Namespace, source: str, spec, configurations: dict[str, dict]) -> bool:

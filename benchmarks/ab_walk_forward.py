@@ -211,6 +211,7 @@ def main() -> None:
         return
 
     from trading_rl.envs import EnvConfig
+    from trading_rl.features.params import FeatureExtractionParams
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
 
     params = load_parameters(args.env)
@@ -235,6 +236,7 @@ def main() -> None:
     periods_per_year = {symbol: 252.0 for symbol in args.symbols}
     job = WalkForwardJob(
         params["feature_extraction"],
+        FeatureExtractionParams.from_mapping(params["feature_extraction"], "feature_extraction"),
         env_config,
         EnvConfig.from_mapping(env_config),
         periods_per_year,

@@ -227,7 +227,7 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     from trading_rl.evaluation.attribution import env_cost_rate, return_attribution, rollout_exposure
     from trading_rl.evaluation.baselines import MARKET
     from trading_rl.evaluation.folds import development_prices
-    from trading_rl.features.params import symbol_entries
+    from trading_rl.features.params import FeatureExtractionParams
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, folds_of, prepare_fold
 
     policies = ("random", "sma_crossover", "buy_and_hold", ORACLE_FOR_LONG_ONLY)
@@ -236,13 +236,14 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     for market_seed in range(1, markets + 1):
         entry = market_entry("null:0", n_bars, market_seed, {})
         params = {**feature_params, "symbols": [entry]}
+        section = FeatureExtractionParams.from_mapping(params, "feature_extraction")
         prices = development_prices(
-            by_symbol(load_validated_prices(symbol_entries([entry]), {}, 250))[entry["name"]], "all", params
+            by_symbol(load_validated_prices(section.symbols, {}, 250))[entry["name"]], "all", section
         )
-        config = WalkForwardParams.from_mapping({**wf, "data_end": "all"}, "walk_forward").with_gap(params)
-        folds = folds_of(prices, config, params)
+        config = WalkForwardParams.from_mapping({**wf, "data_end": "all"}, "walk_forward").with_gap(section.features)
+        folds = folds_of(prices, config, section.features)
         job = WalkForwardJob(
-            params, env_config, EnvConfig.from_mapping(env_config), {entry["name"]: 252.0}, {}, market_seed
+            params, section, env_config, EnvConfig.from_mapping(env_config), {entry["name"]: 252.0}, {}, market_seed
         )
         series: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in policies}
         for fold in folds:
@@ -402,9 +403,10 @@ def main() -> None:
 
     from trading_rl.data.frames import by_symbol
     from trading_rl.data.selection import load_validated_prices
-    from trading_rl.features.params import symbol_entries
+    from trading_rl.features.params import FeatureExtractionParams
 
-    prices = by_symbol(load_validated_prices(symbol_entries(entries), {}, feature_params.get("min_rows", 250)))
+    feature_section = FeatureExtractionParams.from_mapping(feature_params, "feature_extraction")
+    prices = by_symbol(load_validated_prices(feature_section.symbols, {}, feature_section.min_rows))
     periods_per_year = {name: 252.0 for name in prices}
     arms = [] if args.skip_default else [(args.baseline_name, {"env": {}, "agent": {}, "wf": {}})]
     arms += [parse_variant(text) for text in args.variant]
@@ -428,6 +430,7 @@ def main() -> None:
         section = WalkForwardParams.from_mapping(arm_wf, "walk_forward")
         job = WalkForwardJob(
             feature_params,
+            feature_section,
             env_config,
             EnvConfig.from_mapping(env_config),
             periods_per_year,

@@ -34,6 +34,7 @@ from learning_curve import load_parameters  # noqa: E402
 from trading_rl.agents import AgentParams  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import EnvConfig  # noqa: E402
+from trading_rl.features.params import FeatureExtractionParams  # noqa: E402
 from trading_rl.phases.population_walk_forward import make_executor  # noqa: E402
 from trading_rl.phases.walk_forward import (  # noqa: E402
     WalkForwardJob,
@@ -61,6 +62,7 @@ def main() -> None:
         WalkForwardParams.from_mapping(walk_forward, "walk_forward"),
         WalkForwardJob(
             params["feature_extraction"],
+            FeatureExtractionParams.from_mapping(params["feature_extraction"], "feature_extraction"),
             env_config,
             EnvConfig.from_mapping(env_config),
             dict.fromkeys(SYMBOLS, 252.0),

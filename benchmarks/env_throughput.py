@@ -38,7 +38,7 @@ def load_market() -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """S&P 500 daily bars (lower-case columns) and scaled features without warm-up rows."""
     prices = sp500.load().rename(columns=str.lower)[["open", "high", "low", "close", "volume"]]
     try:
-        from trading_rl.features import apply_scaler, compute_features, fit_scaler
+        from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler
     except ImportError:
         log_close = np.log(prices["close"])
         features = pd.DataFrame(
@@ -54,7 +54,7 @@ def load_market() -> tuple[pd.DataFrame, pd.DataFrame, str]:
         scaled = (features - features.mean()) / features.std()
         source = "inline fallback features (trading_rl.features not importable)"
     else:
-        features = compute_features(prices).dropna()
+        features = compute_features(prices, FeatureParams()).dropna()
         scaled = apply_scaler(features, fit_scaler(features))
         source = "trading_rl.features.compute_features + fit_scaler/apply_scaler"
     return prices.loc[scaled.index], scaled.astype(np.float64), source
@@ -157,7 +157,10 @@ def main() -> None:
     anytrading_df = prices.rename(columns={"close": "Close"})
     trading_env_df = prices.join(features.add_prefix("feature_"))
     candidates = {
-        "ours: ContinuousTradingEnv": (lambda: ContinuousTradingEnv(prices, features), list(continuous_actions)),
+        "ours: ContinuousTradingEnv": (
+            lambda: ContinuousTradingEnv(prices, features, EnvConfig()),
+            list(continuous_actions),
+        ),
         "gym-anytrading StocksEnv": (
             lambda: StocksEnv(df=anytrading_df, window_size=10, frame_bound=(10, len(anytrading_df))),
             binary_actions,

@@ -38,7 +38,7 @@ from kedro.runner import SequentialRunner
 
 from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.data import load_prices
-from trading_rl.envs import symbol_env_spec
+from trading_rl.envs import EnvConstructionParams, symbol_env_spec
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.final import ARTIFACT, check_test_split, model_digest
 from trading_rl.evaluation.ledger import STREAMS, append_rows, identified, read_ledgers, trial_row
@@ -139,15 +139,19 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     section = FeatureExtractionParams.from_mapping(feature_params, "feature_extraction")
     frame = fe.load_and_validate_prices(raw, section)
     full_index = load_prices(SYMBOL, source="packaged").index
-    splits = make_splits(
-        full_index, {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
-    )
+    splits = make_splits(full_index, {**feature_params["splits"], "gap_bars": max_lookback(section.features)})
     splits = {SYMBOL: {name: bounds for name, bounds in splits.items() if name != "test"}}
     fitted = fe.fit_feature_params(frame, splits, section)
     features = fe.build_features(frame, fitted)
     scalers = fe.fit_scalers(features, frame, splits, section)
     env_params = {**_base("env_construction"), "symbol": SYMBOL}
-    spec = symbol_env_spec(frame, fe.scale_features(features, scalers), splits, env_params, scalers)
+    spec = symbol_env_spec(
+        frame,
+        fe.scale_features(features, scalers),
+        splits,
+        EnvConstructionParams.from_mapping(env_params, "env_construction"),
+        scalers,
+    )
     agent = deployed_agent(timesteps)
     params = {
         "agent": agent,
@@ -157,8 +161,9 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
         "resume_dir": str(root / "resume"),
     }
     version = "2015-12-31T23.00.00.000Z"
+    stored = {symbol: features.to_dict() for symbol, features in fitted.items()}  # the feature_params dataset
     outcome = train_sac_icm(
-        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, fitted
+        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, stored
     )
     model = outcome.model
     SB3ModelDataset(
@@ -177,6 +182,7 @@ def walk_forward_folds(
     env_config = env_params["env"]
     job = WalkForwardJob(
         feature_params,
+        FeatureExtractionParams.from_mapping(feature_params, "feature_extraction"),
         env_config,
         EnvConfig.from_mapping(env_config),
         {SYMBOL: 252.0},
@@ -238,7 +244,13 @@ def independent_evaluation(
     frame = fe.load_and_validate_prices(raw, FeatureExtractionParams.from_mapping(feature_params, "feature_extraction"))
     scaled = fe.scale_features(fe.build_features(frame, fitted), scalers)
     tracked = {"start": DEPLOYED_END.isoformat(), "end": prices.index[-1].isoformat()}
-    spec = symbol_env_spec(frame, scaled, {SYMBOL: {"tracked": tracked}}, env_params, scalers)
+    spec = symbol_env_spec(
+        frame,
+        scaled,
+        {SYMBOL: {"tracked": tracked}},
+        EnvConstructionParams.from_mapping(env_params, "env_construction"),
+        scalers,
+    )
     rollout = run_episode(spec.make_env("tracked", evaluation=True), policy_from_sb3(model, deterministic=True))
     rollout["timestamp"] = pd.to_datetime(rollout["timestamp"])
     return rollout

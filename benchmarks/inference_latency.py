@@ -25,22 +25,28 @@ import torch
 
 from trading_rl.agents import AgentParams, build_agent
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
-from trading_rl.export import DeterministicActor, SignalEngine, export_actor, inference_session, latency_percentiles
+from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.export import (
+    DeterministicActor,
+    PortfolioState,
+    SignalEngine,
+    export_actor,
+    inference_session,
+    latency_percentiles,
+)
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler, make_splits
-from trading_rl.features.indicators import resolve_feature_params
+from trading_rl.features.indicators import FeatureParams, GarchParams
 
 
 def _setup():
     prices = load_prices("sp500")
     splits = make_splits(prices.index, {"train_fraction": 0.7, "validation_fraction": 0.15})
     train = prices.loc[: splits["train"]["end"]]
-    feature_params = resolve_feature_params({})
-    feature_params["garch"]["params"] = fit_garch(np.log(train["close"]).diff().dropna())
+    feature_params = FeatureParams(garch=GarchParams(params=fit_garch(np.log(train["close"]).diff().dropna())))
     features = compute_features(prices, feature_params).dropna(how="any")
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
-    spec = build_env_spec("sp500", prices, apply_scaler(features, scaler), splits, {}, 252.0)
+    spec = build_env_spec("sp500", prices, apply_scaler(features, scaler), splits, EnvConfig(), 252.0)
     model = build_agent(
         spec.make_env("train", seed=0),
         AgentParams.from_mapping({"policy": {"net_arch": [256, 256, 128]}}, "sac_icm.agent"),
@@ -73,7 +79,7 @@ def main() -> None:
 
     engine = SignalEngine(onnx_bytes, feature_params, scaler, spec.config, spec.feature_columns)
     bars = prices.iloc[-args.history :]
-    state = {"cash": 1e5}
+    state = PortfolioState(cash=1e5)
     rows = {
         "onnxruntime (1 thread)": latency_percentiles(
             lambda: session.run([OUTPUT_NAME], {INPUT_NAME: single}), args.repeats, args.warmup

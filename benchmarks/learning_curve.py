@@ -107,7 +107,7 @@ def run_one(
     from trading_rl.monitoring.collapse import trading_verdict
     from trading_rl.seeding import SeedRole, trial_seed
 
-    spec = fold_env_spec(symbol, prices, fold, settings["feature_params"], settings["env_config"], settings["ppy"])
+    spec = fold_env_spec(symbol, prices, fold, settings["feature_section"], settings["env_config"], settings["ppy"])
     seed = trial_seed(settings["seed"], SeedRole.WALK_FORWARD_AGENT, 0, seed_index)
     set_random_seed(seed)
     model = build_agent(
@@ -155,6 +155,7 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
     env_config = settings["env_config"]
     job = WalkForwardJob(
         settings["feature_params"],
+        settings["feature_section"],
         env_config,
         EnvConfig.from_mapping(env_config),
         {symbol: settings["ppy"]},
@@ -465,11 +466,14 @@ def main() -> None:
 
     from trading_rl.envs import EnvConfig
     from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
+    from trading_rl.features.params import FeatureExtractionParams
     from trading_rl.phases.walk_forward import WalkForwardParams
 
     params = load_parameters(args.env)
     feature_params = params["feature_extraction"]
-    wf = WalkForwardParams.from_mapping(params["walk_forward"], "walk_forward").with_gap(feature_params).to_dict()
+    feature_section = FeatureExtractionParams.from_mapping(feature_params, "feature_extraction")
+    wf = WalkForwardParams.from_mapping(params["walk_forward"], "walk_forward").with_gap(feature_section.features)
+    wf = wf.to_dict()
     env_config = params["env_construction"]["env"]
     variants = [parse_variant(text) for text in (args.variant or ["base"])]
     caps = {name: int(cap) for name, cap in (item.split("=") for item in args.variant_budgets)}
@@ -482,9 +486,9 @@ def main() -> None:
             from trading_rl.data import load_prices
 
             prices = load_prices(symbol)
-        prices = development_prices(prices, wf["data_end"], feature_params)
+        prices = development_prices(prices, wf["data_end"], feature_section)
         folds = make_folds(
-            len(tradable_index(prices, feature_params)),
+            len(tradable_index(prices, feature_section.features)),
             wf["train_length"],
             wf["test_length"],
             wf["step"],
@@ -494,6 +498,7 @@ def main() -> None:
         )
         settings = {
             "feature_params": feature_params,
+            "feature_section": feature_section,
             "env_config": env_config,
             "ppy": 252.0,
             "seed": params["seed"],

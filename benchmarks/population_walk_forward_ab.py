@@ -38,6 +38,7 @@ from learning_curve import load_parameters  # noqa: E402
 from trading_rl.agents import AgentParams  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import EnvConfig  # noqa: E402
+from trading_rl.features.params import FeatureExtractionParams  # noqa: E402
 from trading_rl.monitoring.collapse import trading_flags  # noqa: E402
 from trading_rl.phases.population_walk_forward import PopulationExecutor  # noqa: E402
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward  # noqa: E402
@@ -76,6 +77,7 @@ def main() -> None:
         WalkForwardParams.from_mapping(walk_forward, "walk_forward"),
         WalkForwardJob(
             params["feature_extraction"],
+            FeatureExtractionParams.from_mapping(params["feature_extraction"], "feature_extraction"),
             env_config,
             EnvConfig.from_mapping(env_config),
             {args.symbol: 252.0},

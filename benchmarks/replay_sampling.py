@@ -27,16 +27,18 @@ from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_view, rep
 from trading_rl.agents.option_env import augmented_space
 from trading_rl.agents.options import OPTION_NAMES
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 
 
 def _goal_vec_env(her: dict):
     prices = load_prices("sp500").iloc[:1200]
-    features = compute_features(prices, {"garch": None}).dropna()
+    features = compute_features(prices, FeatureParams(garch=None)).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
-    spec = build_env_spec("sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0)
+    spec = build_env_spec(
+        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, EnvConfig(), 252.0
+    )
     return DummyVecEnv([lambda: goal_view(spec.make_env("train"), her)])
 
 

@@ -35,7 +35,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 from trading_rl.agents.icm import IntrinsicCuriosityModule  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import ContinuousTradingEnv, EnvConfig  # noqa: E402
-from trading_rl.features import apply_scaler, compute_features, fit_scaler  # noqa: E402
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler  # noqa: E402
 from trading_rl.phases.reward_shaper import RewardShaperParams  # noqa: E402
 from trading_rl.rewards import (  # noqa: E402
     ObjectiveParams,
@@ -50,7 +50,7 @@ from trading_rl.rewards.shaper import ShapingParams  # noqa: E402
 
 
 def make_env(prices, features, seed):
-    env = ContinuousTradingEnv(prices, features)
+    env = ContinuousTradingEnv(prices, features, EnvConfig())
     env.reset(seed=seed)
     return env
 
@@ -125,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     prices = load_prices("sp500")
-    raw = compute_features(prices, {"garch": None}).dropna()
+    raw = compute_features(prices, FeatureParams(garch=None)).dropna()
     features = apply_scaler(raw, fit_scaler(raw))
     prices = prices.loc[features.index]
     layout = make_env(prices, features, 0).layout

@@ -32,21 +32,28 @@ def make_env_factory():
     """(factory, description) for the real trading env on S&P 500, or a stand-in."""
     try:
         from trading_rl.data import load_prices
-        from trading_rl.envs import build_env_spec
-        from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits, split_frame
+        from trading_rl.envs import EnvConfig, build_env_spec
+        from trading_rl.features import (
+            FeatureParams,
+            apply_scaler,
+            compute_features,
+            fit_scaler,
+            make_splits,
+            split_frame,
+        )
     except ImportError as error:
         import gymnasium as gym
 
         return (lambda: gym.make("Pendulum-v1")), f"Pendulum-v1 (trading env not importable: {error})"
     prices = load_prices("sp500")
-    features = compute_features(prices)
+    features = compute_features(prices, FeatureParams())
     splits = make_splits(features.index, {"train_fraction": 0.7, "validation_fraction": 0.15})
     scaled = apply_scaler(features, fit_scaler(split_frame(features, splits, "train")))
-    spec = build_env_spec("sp500", prices, scaled, splits, None, 252.0)  # daily bars
+    spec = build_env_spec("sp500", prices, scaled, splits, EnvConfig(), 252.0)  # daily bars
     env = spec.make_env("train")
     description = (
         f"ContinuousTradingEnv, S&P 500 daily train split, observation {env.observation_space.shape}, "
-        f"episode_length {spec.config['episode_length']}"
+        f"episode_length {spec.config.episode_length}"
     )
     return (lambda: spec.make_env("train", seed=0)), description
 

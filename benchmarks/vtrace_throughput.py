@@ -37,16 +37,16 @@ from trading_rl.algorithms.actor_learner import (
     train_vtrace,
 )
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits, split_frame
+from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits, split_frame
 
 
 def sp500_spec():
     prices = load_prices("sp500")
-    features = compute_features(prices)
+    features = compute_features(prices, FeatureParams())
     splits = make_splits(features.index, {"train_fraction": 0.7, "validation_fraction": 0.15})
     scaled = apply_scaler(features, fit_scaler(split_frame(features, splits, "train")))
-    return build_env_spec("sp500", prices, scaled, splits, None, 252.0)  # daily bars
+    return build_env_spec("sp500", prices, scaled, splits, EnvConfig(), 252.0)  # daily bars
 
 
 def vtrace_rates(spec, steps: int, workers: int, backend: str, **params) -> dict[str, float]:

@@ -24,6 +24,7 @@ import pandas as pd
 from trading_rl.agents import AgentParams
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward
 from trading_rl.runtime import Executor, RayExecutor, SequentialExecutor, connect_ray
 
@@ -32,7 +33,13 @@ AGENT = {
     "policy": {"net_arch": [64, 64]},
     "icm": {"warmup_steps": 200, "feature_dim": 16, "hidden_dim": 32},
 }
-FEATURES = {"features": {}, "scaler": {"method": "robust", "clip": 5.0}}
+# The feature_extraction section: conf/base's symbol and splits (data_end "validation" ends there).
+FEATURES = {
+    "symbols": ["sp500"],
+    "splits": {"train_end": "2012-12-31", "validation_end": "2015-12-31"},
+    "features": {},
+    "scaler": {"method": "robust", "clip": 5.0},
+}
 ENV = {"window_size": 10, "episode_length": 250}
 
 
@@ -82,7 +89,13 @@ def run(executor, args) -> tuple[object, float, list[tuple[int, float]]]:
     timed = TimedExecutor(executor)
     start = time.perf_counter()
     job = WalkForwardJob(
-        FEATURES, ENV, EnvConfig.from_mapping(ENV), {"sp500": 252.0}, {"sac_icm": AgentParams.from_mapping(AGENT)}, 42
+        FEATURES,
+        FeatureExtractionParams.from_mapping(FEATURES),
+        ENV,
+        EnvConfig.from_mapping(ENV),
+        {"sp500": 252.0},
+        {"sac_icm": AgentParams.from_mapping(AGENT)},
+        42,
     )
     result = run_walk_forward({"sp500": prices}, WalkForwardParams.from_mapping(params), job, timed)
     return result, time.perf_counter() - start, timed.waves

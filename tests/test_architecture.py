@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -326,41 +327,49 @@ def test_no_node_file_is_imported_outside_its_pipeline():
 # Section resolution (``X.from_mapping`` and the ``resolve_*`` wrappers of parameter sections) belongs
 # to the nodes (``pipelines/``), the config module and the validation hook's sections
 # (``integration/parameter_sections.py``):
-# everything below them takes typed sections. A section's own ``validate`` / ``from_mapping`` may
-# check nested keys. Not sections: these ``resolve_*`` helpers.
+# everything below them takes typed sections and never resolves one it was handed. A section's own
+# ``validate`` / ``from_mapping`` may check nested keys. Not sections: these ``resolve_*`` helpers.
 NOT_SECTION_RESOLVERS = {"resolve_device", "resolve_save_version", "resolve_load_version"}
 RESOLVING_MODULES = ("pipelines/", "config.py", "integration/parameter_sections.py")
-# Modules that still resolve sections they were handed, with their count of calls (issue 28, item 1:
-# the rest of the phases and the domain). The test fails when one gains a call or a module joins.
-STILL_RESOLVING = {
-    "envs/continuous.py": 1,
-    "envs/spec.py": 4,
-    "export/inference.py": 2,
-    "features/indicators.py": 4,
-    "features/params.py": 1,
+# The one exception: a stored file that holds sections as plain data is read into the typed
+# sections once, by the function that reads the file; that is where the data enters, as parameters
+# enter in a node, and what it returns holds no dict to resolve again. These functions, and no
+# others below the nodes, may call ``from_mapping``.
+DESERIALISERS = {
+    "envs/spec.py": {"EnvSpec.from_bytes"},  # an env spec archive's env config and market model
+    "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
+    "phases/forward.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
 }
 
 
-def section_resolutions(path: Path) -> list[int]:
+def section_resolutions(path: Path, deserialisers: Collection[str]) -> list[int]:
     """Lines of the section-resolving calls in ``path`` (outside a class's ``validate`` /
-    ``from_mapping``)."""
+    ``from_mapping`` and outside the functions named in ``deserialisers``, ``Class.method`` or
+    ``function``)."""
     lines: list[int] = []
 
-    def visit(node: ast.AST, in_section_check: bool) -> None:
+    def visit(node: ast.AST, in_section_check: bool, scope: str) -> None:
         for child in ast.iter_child_nodes(node):
-            inside = in_section_check or (
-                isinstance(node, ast.ClassDef)
-                and isinstance(child, ast.FunctionDef)
-                and child.name in ("validate", "from_mapping")
+            child_scope = scope
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                child_scope = f"{scope}.{child.name}" if scope else child.name
+            inside = (
+                in_section_check
+                or (
+                    isinstance(node, ast.ClassDef)
+                    and isinstance(child, ast.FunctionDef)
+                    and child.name in ("validate", "from_mapping")
+                )
+                or child_scope in deserialisers
             )
             if isinstance(child, ast.Call) and not inside:
                 function = child.func
                 name = getattr(function, "attr", None) or getattr(function, "id", "")
                 if name == "from_mapping" or (name.startswith("resolve_") and name not in NOT_SECTION_RESOLVERS):
                     lines.append(child.lineno)
-            visit(child, inside)
+            visit(child, inside, child_scope)
 
-    visit(ast.parse(path.read_text(), str(path)), False)
+    visit(ast.parse(path.read_text(), str(path)), False, "")
     return lines
 
 
@@ -370,7 +379,15 @@ def test_sections_are_resolved_in_the_nodes_and_the_config_only():
         relative = path.relative_to(SOURCE).as_posix()
         if relative.startswith(RESOLVING_MODULES) or relative in RESOLVING_MODULES:
             continue
-        lines = section_resolutions(path)
-        if len(lines) > STILL_RESOLVING.get(relative, 0):
+        lines = section_resolutions(path, DESERIALISERS.get(relative, ()))
+        if lines:
             found[relative] = lines
     assert found == {}, "resolve the section in the node and pass the typed section down"
+
+
+def test_each_deserialiser_reads_a_stored_section_where_it_is_named():
+    """A renamed or moved deserialiser must not leave its exemption behind."""
+    for relative, names in DESERIALISERS.items():
+        path = SOURCE / relative
+        for name in names:
+            assert section_resolutions(path, set(names) - {name}) != section_resolutions(path, names), (relative, name)

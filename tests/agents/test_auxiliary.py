@@ -24,7 +24,7 @@ from trading_rl.agents.auxiliary import (
     MarketEncoder,
 )
 from trading_rl.agents.curriculum import CurriculumParams
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 
 SPLITS = {
     "train": {"start": "2004-01-01", "end": "2008-12-31"},
@@ -52,7 +52,7 @@ def prices():
 
 
 def _spec(prices):
-    return build_env_spec("sp500", prices, _features(prices), SPLITS, {"episode_length": 100}, 252.0)
+    return build_env_spec("sp500", prices, _features(prices), SPLITS, EnvConfig(episode_length=100), 252.0)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,9 @@ def test_no_target_leaks_into_the_observation(prices, spec):
     shocked.loc[later, ["open", "high", "low", "close"]] *= np.linspace(1.5, 0.5, later.sum())[:, None]
     shocked.loc[later, "volume"] *= 7.0
     other = AuxiliaryTargets(
-        build_env_spec("sp500", shocked, _features(prices), SPLITS, {"episode_length": 100}, 252.0).make_env("train"),
+        build_env_spec("sp500", shocked, _features(prices), SPLITS, EnvConfig(episode_length=100), 252.0).make_env(
+            "train"
+        ),
         config,
     )
     np.testing.assert_array_equal(other.unwrapped._obs_rows[: t + 1], base._obs_rows[: t + 1])

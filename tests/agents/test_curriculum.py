@@ -15,7 +15,7 @@ from trading_rl.agents.curriculum import (
     curriculum_states,
     load_curriculum_states,
 )
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 
 SPLITS = {
     "train": {"start": "2004-01-01", "end": "2010-12-31"},
@@ -69,7 +69,7 @@ def market():
 
 @pytest.fixture(scope="module")
 def spec(market):
-    return build_env_spec("sp500", *market, SPLITS, {"episode_length": 100}, 252.0)
+    return build_env_spec("sp500", *market, SPLITS, EnvConfig(episode_length=100), 252.0)
 
 
 def _run_episode(env, action: float) -> list[dict]:
@@ -100,7 +100,7 @@ def test_a_scripted_long_policy_advances_stage_by_stage_and_pays_less_in_stage_z
     assert changes[0]["step"] < changes[1]["step"] and changes[0]["to_stage_name"] == "bull_sideways"
     infos = _run_episode(env, 1.0)
     fee_rates[2] = infos[-1]["total_fees"] / sum(abs(i["trade_value"]) for i in infos)
-    commission = spec.config["commission_rate"]
+    commission = spec.config.commission_rate
     assert fee_rates[0] == pytest.approx(0.1 * commission, rel=1e-6)
     assert fee_rates[1] == pytest.approx(0.5 * commission, rel=1e-6)
     assert fee_rates[2] == pytest.approx(commission, rel=1e-6)
@@ -139,7 +139,7 @@ def test_the_curriculum_never_steps_on_validation_or_test_bars(market, spec):
     prices, features = market
     shocked = prices.copy()
     shocked.loc[shocked.index > train_end, ["open", "high", "low", "close"]] *= 3.0
-    other = build_env_spec("sp500", *_frames(shocked), SPLITS, {"episode_length": 100}, 252.0)
+    other = build_env_spec("sp500", *_frames(shocked), SPLITS, EnvConfig(episode_length=100), 252.0)
     again = Curriculum(other.make_env("train"), PARAMS)
     for mine, theirs in zip(Curriculum(spec.make_env("train"), PARAMS).starts, again.starts):
         np.testing.assert_array_equal(mine, theirs)
@@ -196,7 +196,7 @@ def test_env_reset_options_fix_the_start_and_scale_costs(spec):
     _, _, _, _, info = env.step(np.array([1.0], dtype=np.float32))
     assert info["trade_value"] > 0 and info["fees"] == 0.0
     env.reset(seed=0)  # without options: full costs again
-    assert env._portfolio.commission_rate == spec.config["commission_rate"]
+    assert env._portfolio.commission_rate == spec.config.commission_rate
     with pytest.raises(ValueError, match="start_bar"):
         env.reset(options={"start_bar": env.n_bars})
     with pytest.raises(ValueError, match="unknown reset option"):

@@ -8,7 +8,7 @@ import pytest
 from arch.data import sp500
 
 from trading_rl.agents import AgentParams, build_agent, train_agent
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 
 PARAMS = {
     "sac": {"learning_starts": 32, "batch_size": 16, "buffer_size": 1000},
@@ -35,7 +35,7 @@ def test_resume_restores_the_curriculum_stage(tmp_path):
         "train": {"start": "2006-01-01", "end": "2008-12-31"},
         "validation": {"start": "2009-01-01", "end": "2009-12-31"},
     }
-    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, {}, 252.0)
+    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, EnvConfig(), 252.0)
 
     def stop_after_first_evaluation(metrics, step):
         raise _Stop

@@ -170,7 +170,7 @@ def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
     """The trend is measured from a zero return, not from the training median the scaler centres
     on: on a series whose 20-bar returns are symmetric, bullish and bearish signals fire equally
     often, even with a scaler fitted on an up-trending training period."""
-    from trading_rl.features import compute_features, fit_scaler
+    from trading_rl.features import FeatureParams, compute_features, fit_scaler
     from trading_rl.features.scaling import apply_scaler, scaled_value
 
     rng = np.random.default_rng(0)
@@ -182,7 +182,7 @@ def test_a_symmetric_price_series_fires_long_and_short_signals_equally_often():
     prices = pd.DataFrame(
         {"open": close, "high": close * 1.001, "low": close * 0.999, "close": close, "volume": 1e6}, index=index
     )
-    features = compute_features(prices, {"garch": None})
+    features = compute_features(prices, FeatureParams(garch=None))
     scaler = fit_scaler(features.iloc[:401].dropna(), clip=None)
     assert scaler["center"]["ret_20"] > 0.02
     # Symmetric part: 20-bar windows lying wholly inside the path or wholly inside its mirror.

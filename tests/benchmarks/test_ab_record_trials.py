@@ -16,7 +16,7 @@ from trading_rl.evaluation.metrics import json_ready, return_moments
 
 SPEC = SimpleNamespace(
     symbol="sp500",
-    config={"window_size": 10},
+    config_data=lambda: {"window_size": 10},
     periods_per_year=252.0,
     splits={
         "validation": {"start": "2013-01-02", "end": "2015-12-31"},

@@ -11,7 +11,7 @@ from learning_curve import agent_params, load_parameters, parse_variant
 from trading_rl.agents import AgentParams, build_agent
 from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
 from trading_rl.agents.curriculum import Curriculum
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 
 VARIANTS = {
     "sac_icm": "sac_icm",
@@ -30,7 +30,7 @@ def test_the_four_phase_e_variants_build_the_agents_they_name():
         "train": {"start": "2010-01-01", "end": "2013-12-31"},
         "test": {"start": "2014-01-01", "end": "2014-12-31"},
     }
-    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, {}, 252.0)
+    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, EnvConfig(), 252.0)
     params = load_parameters("base")
     built = {}
     for text in VARIANTS.values():

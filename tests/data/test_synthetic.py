@@ -12,6 +12,7 @@ import pytest
 from trading_rl.config import ConfigError
 from trading_rl.data import stale_open_mask
 from trading_rl.data.schemas import validate_prices
+from trading_rl.data.selection import SymbolEntry
 from trading_rl.data.synthetic import (
     FAMILIES,
     MarketModel,
@@ -20,7 +21,7 @@ from trading_rl.data.synthetic import (
     oracle_target_exposure,
     synthetic_prices,
 )
-from trading_rl.features.params import market_model, symbol_entries
+from trading_rl.features.params import FeatureExtractionParams
 
 
 def model(family: str, strength: float = 0.0, **settings) -> MarketModel:
@@ -130,14 +131,22 @@ def test_oracle_target_respects_cost_band_shorting_and_vol_weights():
 
 
 def test_symbols_config_carries_validated_markets():
-    entries = symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "fast", "strength": 0.2}}])
-    assert entries[0]["market"].family == "fast" and entries[0]["market"].n_bars == 5000
-    params = {"symbols": [{"name": "X", "source": "synthetic", "market": {"family": "slow", "strength": 0.1}}]}
-    assert market_model("X", params) == model("slow", 0.1)
-    assert market_model("sp500", {"symbols": ["sp500"]}) is None
+    def section(*symbols):
+        splits = {"train_fraction": 0.6, "validation_fraction": 0.2}
+        return FeatureExtractionParams.from_mapping({"symbols": list(symbols), "splits": splits})
+
+    entry = SymbolEntry.from_mapping(
+        {"name": "X", "source": "synthetic", "market": {"family": "fast", "strength": 0.2}}
+    )
+    assert entry.market is not None and entry.market.family == "fast" and entry.market.n_bars == 5000
+    params = section({"name": "X", "source": "synthetic", "market": {"family": "slow", "strength": 0.1}}, "sp500")
+    assert params.market_model("X") == model("slow", 0.1)
+    assert params.market_model("sp500") is None
     with pytest.raises(ConfigError, match=r"symbols\[0\]\.market' is required"):
-        symbol_entries([{"name": "X", "source": "synthetic"}])
+        section({"name": "X", "source": "synthetic"})
+    with pytest.raises(ConfigError, match=r"symbols\[1\]\.market' is required"):
+        section("sp500", {"name": "sp500x", "source": "packaged", "market": {"family": "fast"}})
     with pytest.raises(ConfigError, match=r"symbols\[0\]\.market\.family"):
-        symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "trend"}}])
+        section({"name": "X", "source": "synthetic", "market": {"family": "trend"}})
     with pytest.raises(ConfigError, match=r"market\.strength"):
-        symbol_entries([{"name": "X", "source": "synthetic", "market": {"family": "vol", "strength": 0.99}}])
+        section({"name": "X", "source": "synthetic", "market": {"family": "vol", "strength": 0.99}})

@@ -49,8 +49,8 @@ def test_signature_hashes_are_stable_and_layout_sensitive(spec):
             lambda s: replace(s, feature_columns=["a", "c"]),
             "features only in the model: ['c']; only in the spec: ['b']",
         ),
-        (lambda s: replace(s, config={**s.config, "window_size": 4}), "model 13 inputs (window 4 x 2 features"),
-        (lambda s: replace(s, config={**s.config, "hold_threshold": 0.2}), "env config hash: model"),
+        (lambda s: replace(s, config=replace(s.config, window_size=4)), "model 13 inputs (window 4 x 2 features"),
+        (lambda s: replace(s, config=replace(s.config, hold_threshold=0.2)), "env config hash: model"),
     ],
     ids=["symbol", "order", "columns", "window", "env_config"],
 )

@@ -9,6 +9,7 @@ from trading_rl.envs import (
     ContinuousTradingEnv,
     DiscreteAction,
     DiscreteTradingEnv,
+    EnvConfig,
     HybridTradingEnv,
     ObservationLayout,
 )
@@ -46,16 +47,16 @@ def test_discrete_env_equals_continuous_env_driven_by_migrated_actions(allow_sho
     # Pyramiding needs a profitable long: make ADD_TO_WINNER common after buys.
     discrete_actions[::5] = DiscreteAction.ADD_TO_WINNER
 
-    discrete = DiscreteTradingEnv(prices, features, **config)
+    discrete = DiscreteTradingEnv(prices, features, EnvConfig.from_mapping(config))
     equities_d, obs_d = equity_path(discrete, lambda obs, k: discrete_actions[k])
 
-    continuous = ContinuousTradingEnv(prices, features, **config)
+    continuous = ContinuousTradingEnv(prices, features, EnvConfig.from_mapping(config))
     migrator = ActionSpaceMigrator(continuous.layout, 0.1)
     equities_c, obs_c = equity_path(
         continuous,
         lambda obs, k: np.array([migrator.to_continuous(discrete_actions[k], obs)], dtype=np.float32),
     )
-    hybrid = HybridTradingEnv(prices, features, **config)
+    hybrid = HybridTradingEnv(prices, features, EnvConfig.from_mapping(config))
     equities_h, _ = equity_path(hybrid, lambda obs, k: discrete_actions[k])
 
     assert len(equities_d) == len(prices) - 9
@@ -105,7 +106,7 @@ def test_mapping_table_and_nearest_discrete():
 
 def test_discrete_env_ignores_smoothing_and_reports_the_action():
     prices, features = frames(n=40)
-    env = DiscreteTradingEnv(prices, features, evaluation=True, smoothing_window=5)
+    env = DiscreteTradingEnv(prices, features, EnvConfig(evaluation=True, smoothing_window=5))
     assert env.action_space.n == 7
     env.reset()
     _, _, _, _, info = env.step(DiscreteAction.BUY_LARGE)
@@ -116,7 +117,7 @@ def test_discrete_env_ignores_smoothing_and_reports_the_action():
 
 def test_hybrid_env_smooths_continuous_and_discrete_alike():
     prices, features = frames(n=40)
-    hybrid = HybridTradingEnv(prices, features, evaluation=True)  # smoothing_window=3: alpha 0.5
+    hybrid = HybridTradingEnv(prices, features, EnvConfig(evaluation=True))  # smoothing_window=3: alpha 0.5
     hybrid.reset()
     _, _, _, _, info = hybrid.step(DiscreteAction.BUY_LARGE)
     assert info["action_smoothed"] == 1.0

@@ -1,7 +1,9 @@
 """EnvSpec construction, pickling, split coverage and the env check report."""
 
 import dataclasses
+import io
 import json
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -11,11 +13,14 @@ from arch.data import sp500
 from trading_rl.envs import (
     ContinuousTradingEnv,
     DiscreteTradingEnv,
+    EnvConfig,
     EnvSpec,
     HybridTradingEnv,
     build_env_spec,
     env_check_report,
 )
+from trading_rl.envs.compatibility import model_signature
+from trading_rl.provenance import config_hash
 
 SPLITS = {
     "train": {"start": "2010-01-01", "end": "2014-12-31", "n_bars": 0},
@@ -42,13 +47,13 @@ def market():
 @pytest.fixture(scope="module")
 def spec(market):
     prices, scaled = market
-    return build_env_spec("sp500", prices, scaled, SPLITS, {"episode_length": 100}, 252.0)
+    return build_env_spec("sp500", prices, scaled, SPLITS, EnvConfig(episode_length=100), 252.0)
 
 
 def test_each_split_starts_trading_on_its_first_bar(spec, market):
     prices, _ = market
     assert spec.feature_columns == ["ret_1", "ret_20", "vol_20"]
-    assert spec.config["periods_per_year"] == 252.0 and spec.config["episode_length"] == 100
+    assert spec.config.periods_per_year == 252.0 and spec.config.episode_length == 100
     assert list(spec.prices["train"].columns) == ["open", "high", "low", "close", "volume"]
     for name in ("train", "validation", "test"):
         frame = spec.prices[name]
@@ -66,18 +71,18 @@ def test_each_split_starts_trading_on_its_first_bar(spec, market):
 def test_warm_up_rows_are_dropped_and_short_splits_are_named(market):
     prices, scaled = market
     early = {"train": {"start": "2009-06-01", "end": "2009-07-31"}, "test": SPLITS["test"]}
-    spec = build_env_spec("sp500", prices, scaled, early, {}, 252.0)
+    spec = build_env_spec("sp500", prices, scaled, early, EnvConfig(), 252.0)
     first_finite = scaled.dropna().index[0]
     assert spec.features["train"].index[0] == first_finite  # no context exists before the data
     too_short = {"train": {"start": "2009-06-01", "end": "2009-07-08"}, "test": SPLITS["test"]}
     with pytest.raises(ValueError, match="split 'train'"):
-        build_env_spec("sp500", prices, scaled, too_short, {}, 252.0)
+        build_env_spec("sp500", prices, scaled, too_short, EnvConfig(), 252.0)
     holed = scaled.copy()
     holed.iloc[300, 0] = np.nan
     with pytest.raises(ValueError, match="ret_1"):
-        build_env_spec("sp500", prices, holed, SPLITS, {}, 252.0)
+        build_env_spec("sp500", prices, holed, SPLITS, EnvConfig(), 252.0)
     with pytest.raises(ValueError, match="smoothing"):
-        build_env_spec("sp500", prices, scaled, SPLITS, {"smoothing": 3}, 252.0)
+        build_env_spec("sp500", prices, scaled, SPLITS, EnvConfig.from_mapping({"smoothing": 3}), 252.0)
 
 
 def test_make_env_kinds_defaults_and_overrides(spec):
@@ -88,7 +93,7 @@ def test_make_env_kinds_defaults_and_overrides(spec):
     assert spec.make_env("validation").config.evaluation is True
     assert spec.make_env("validation", evaluation=False).config.evaluation is False
     assert spec.make_env("train", allow_short=True).config.allow_short is True
-    with pytest.raises(ValueError, match="episode_len"):
+    with pytest.raises(TypeError, match="episode_len"):
         spec.make_env("train", episode_len=5)
     with pytest.raises(ValueError, match="unknown split"):
         spec.make_env("holdout")
@@ -136,6 +141,47 @@ def test_spec_round_trips_as_data_and_rebuilds_identical_envs(spec):
     assert len(original) == len(in_test)  # one equity per split bar: the whole split is covered
 
 
+def _with_stored_config(raw: bytes, edit) -> bytes:
+    """The archive ``raw`` with its spec.json's env config passed through ``edit``."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(raw)) as source, zipfile.ZipFile(out, "w") as target:
+        for name in source.namelist():
+            data = source.read(name)
+            if name == "spec.json":
+                fields = json.loads(data)
+                fields["config"] = edit(fields["config"])
+                data = json.dumps(fields, sort_keys=True).encode()
+            target.writestr(name, data)
+    return out.getvalue()
+
+
+def test_a_spec_is_read_with_a_typed_config_and_a_bad_stored_one_is_named(spec):
+    restored = EnvSpec.from_bytes(spec.to_bytes(), source="data/05_model_input/env_spec.zip")
+    assert isinstance(restored.config, EnvConfig) and restored.config == spec.config
+    bad = _with_stored_config(spec.to_bytes(), lambda config: {**config, "window_size": "ten"})
+    with pytest.raises(
+        ValueError, match=r"env_spec\.zip: .*'config\.window_size' must be an integer.*env_construction"
+    ):
+        EnvSpec.from_bytes(bad, source="data/05_model_input/env_spec.zip")
+    renamed = _with_stored_config(spec.to_bytes(), lambda config: {**config, "smoothing": 3})
+    with pytest.raises(ValueError, match=r"env_spec\.zip: .*unknown parameter 'config\.smoothing'"):
+        EnvSpec.from_bytes(renamed, source="data/05_model_input/env_spec.zip")
+
+
+def test_a_spec_written_before_an_env_setting_existed_reads_its_default_and_keeps_its_identity(spec):
+    """An archive whose config lacks ``risk_aversion`` (written before the setting existed): the same
+    envs, and the digest and model signature of the file as it is, so models trained on it fit it."""
+    old = _with_stored_config(spec.to_bytes(), lambda config: {k: v for k, v in config.items() if k != "risk_aversion"})
+    restored = EnvSpec.from_bytes(old)
+    assert restored.config == spec.config  # risk_aversion read at its default
+    assert "risk_aversion" not in restored.config_data()
+    stored = json.loads(zipfile.ZipFile(io.BytesIO(old)).read("spec.json"))
+    assert restored._fields() == stored  # what its digest and a rewritten archive hold
+    assert model_signature(restored)["env_config_hash"] == config_hash(stored["config"])
+    assert model_signature(EnvSpec.from_bytes(spec.to_bytes())) == model_signature(spec)
+    assert rollout_equities(restored.make_env("test")) == rollout_equities(spec.make_env("test"))
+
+
 def test_env_check_report_passes_and_is_json(spec):
     report = env_check_report(spec)
     json.dumps(report)
@@ -178,9 +224,9 @@ def test_env_rejects_a_close_history_that_does_not_cover_or_match_its_bars(spec)
     frame, features = spec.prices["validation"], spec.features["validation"]
     history = spec.close_history("validation")
     with pytest.raises(ValueError, match="close_history lacks"):
-        ContinuousTradingEnv(frame, features, close_history=history.iloc[:-1])
+        ContinuousTradingEnv(frame, features, EnvConfig(), close_history=history.iloc[:-1])
     with pytest.raises(ValueError, match="disagrees"):
-        ContinuousTradingEnv(frame, features, close_history=history * 1.01)
+        ContinuousTradingEnv(frame, features, EnvConfig(), close_history=history * 1.01)
     stale = EnvSpec(**{**spec.__dict__, "closes": None})
     with pytest.raises(ValueError, match="env_construction"):
         stale.make_env("train")

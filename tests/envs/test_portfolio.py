@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.envs import ContinuousTradingEnv, Portfolio
+from trading_rl.envs import ContinuousTradingEnv, EnvConfig, Portfolio
 
 OPEN = [100.0, 101.0, 102.0, 104.0, 103.0, 105.0]
 CLOSE = [100.5, 101.5, 103.0, 103.5, 104.0, 106.0]
@@ -37,7 +37,7 @@ def scripted_env(**overrides):
         evaluation=True,
     )
     config.update(overrides)
-    return ContinuousTradingEnv(*small_frames(), **config)
+    return ContinuousTradingEnv(*small_frames(), EnvConfig.from_mapping(config))
 
 
 def test_scripted_buy_hold_partial_sell_sell():

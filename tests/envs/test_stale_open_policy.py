@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.walk_forward_calls import feature_section
 
-from trading_rl.envs import ContinuousTradingEnv, DiscreteAction, build_env_spec
+from trading_rl.envs import ContinuousTradingEnv, DiscreteAction, EnvConfig, build_env_spec
 from trading_rl.envs.goal import GOAL_KEYS, GoalConditionedView
 from trading_rl.evaluation.folds import Fold, fold_env_spec
 
@@ -82,7 +83,7 @@ def hand_books(reference):
     ],
 )
 def test_fills_and_rewards_match_hand_books(policy, reference):
-    env = ContinuousTradingEnv(*small_frames(), stale_open_policy=policy, **CONFIG)
+    env = ContinuousTradingEnv(*small_frames(), EnvConfig.from_mapping({"stale_open_policy": policy, **CONFIG}))
     infos, rewards = run(env, ACTIONS)
     books = hand_books(reference)
     assert [info["action_type"] for info in infos[1:]] == ["buy", "sell", "sell", "hold"]
@@ -99,7 +100,7 @@ def test_fills_and_rewards_match_hand_books(policy, reference):
 
 def test_close_fill_buys_at_103_05_on_the_stale_bar():
     """Spelled out once: the decision at bar 1's close (101.5) fills at bar 2's close 103 + 5 bp."""
-    env = ContinuousTradingEnv(*small_frames(), **CONFIG)  # close_fill is the default
+    env = ContinuousTradingEnv(*small_frames(), EnvConfig.from_mapping(CONFIG))  # close_fill is the default
     infos, _ = run(env, ACTIONS[:1])
     assert infos[1]["fill_price"] == pytest.approx(103.0515, abs=1e-12)
     # Bought at bar 2's close and marked at the same close: the step loses slippage and commission.
@@ -110,7 +111,10 @@ def test_close_fill_buys_at_103_05_on_the_stale_bar():
 def test_without_stale_opens_both_policies_fill_identically():
     open_ = [100.0, 101.0, 102.0, 104.0, 103.0, 105.0]  # no open equals the previous close
     runs = [
-        run(ContinuousTradingEnv(*small_frames(open_), stale_open_policy=policy, **CONFIG), ACTIONS)
+        run(
+            ContinuousTradingEnv(*small_frames(open_), EnvConfig.from_mapping({"stale_open_policy": policy, **CONFIG})),
+            ACTIONS,
+        )
         for policy in ("close_fill", "keep")
     ]
     assert runs[0] == runs[1]
@@ -124,15 +128,20 @@ def test_without_stale_opens_both_policies_fill_identically():
 def test_tolerance_decides_what_is_stale():
     open_ = list(OPEN)
     open_[2] = CLOSE[1] * (1 + 1e-6)
-    strict = run(ContinuousTradingEnv(*small_frames(open_), **CONFIG), ACTIONS[:1])[0]
-    loose = run(ContinuousTradingEnv(*small_frames(open_), stale_open_rtol=1e-5, **CONFIG), ACTIONS[:1])[0]
+    strict = run(ContinuousTradingEnv(*small_frames(open_), EnvConfig.from_mapping(CONFIG)), ACTIONS[:1])[0]
+    loose = run(
+        ContinuousTradingEnv(*small_frames(open_), EnvConfig.from_mapping({"stale_open_rtol": 1e-5, **CONFIG})),
+        ACTIONS[:1],
+    )[0]
     assert strict[1]["fill_price"] == pytest.approx(open_[2] * 1.0005, rel=1e-12)
     assert loose[1]["fill_price"] == pytest.approx(CLOSE[2] * 1.0005, rel=1e-12)
 
 
 def test_fill_at_close_ignores_the_policy():
     for policy in ("close_fill", "keep"):
-        env = ContinuousTradingEnv(*small_frames(), fill="close", stale_open_policy=policy, **CONFIG)
+        env = ContinuousTradingEnv(
+            *small_frames(), EnvConfig.from_mapping({"fill": "close", "stale_open_policy": policy, **CONFIG})
+        )
         assert run(env, ACTIONS[:1])[0][1]["fill_price"] == pytest.approx(CLOSE[1] * 1.0005, rel=1e-12)
 
 
@@ -150,7 +159,7 @@ def test_fill_at_close_ignores_the_policy():
 )
 def test_bad_stale_open_config_names_the_key(config, message):
     with pytest.raises(ValueError, match=message):
-        ContinuousTradingEnv(*small_frames(), **{**CONFIG, **config})
+        ContinuousTradingEnv(*small_frames(), EnvConfig.from_mapping({**CONFIG, **config}))
 
 
 def test_keep_reproduces_next_open_fills_on_sp500():
@@ -162,7 +171,10 @@ def test_keep_reproduces_next_open_fills_on_sp500():
     config = dict(evaluation=True, smoothing_window=1, max_position_pct=1.0, slippage_rate=SLIPPAGE)
     stale_fills = 0
     for policy in ("keep", "close_fill"):
-        infos, _ = run(ContinuousTradingEnv(prices, features, stale_open_policy=policy, **config), actions)
+        infos, _ = run(
+            ContinuousTradingEnv(prices, features, EnvConfig.from_mapping({"stale_open_policy": policy, **config})),
+            actions,
+        )
         for before, info in zip(infos[:-1], infos[1:]):
             if info["trade_units"] == 0.0:
                 continue
@@ -183,13 +195,13 @@ def stale_spec():
         "test": {"start": prices.index[9].isoformat(), "end": prices.index[17].isoformat()},
     }
     config = {k: v for k, v in CONFIG.items() if k != "evaluation"}
-    return prices, build_env_spec("toy", prices, features, splits, config, 252.0)
+    return prices, build_env_spec("toy", prices, features, splits, EnvConfig.from_mapping(config), 252.0)
 
 
 @pytest.mark.parametrize("kind", ["continuous", "discrete", "hybrid"])
 def test_every_env_kind_from_the_spec_fills_stale_bars_at_the_close(stale_spec, kind):
     prices, spec = stale_spec
-    assert spec.config["stale_open_policy"] == "close_fill"
+    assert spec.config.stale_open_policy == "close_fill"
     env = spec.make_env("test", kind=kind)
     _, info = env.reset()
     assert info["timestamp"] == prices.index[9]  # decision at bar 9, fill at bar 10: stale
@@ -213,10 +225,10 @@ def test_goal_view_passes_the_policy_through(stale_spec):
 def test_walk_forward_fold_spec_carries_the_policy():
     prices = sp500.load().rename(columns=str.lower).loc[:"2003", ["open", "high", "low", "close", "volume"]]
     fold = Fold(0, 0, 300, 360, 420, retrain=True)
-    feature_params = {"features": {"garch": None}}
+    feature_params = feature_section({"features": {"garch": None}})
     for policy in ("close_fill", "keep"):
-        spec = fold_env_spec("sp500", prices, fold, feature_params, {"stale_open_policy": policy}, 252.0)
-        assert spec.config["stale_open_policy"] == policy
+        spec = fold_env_spec("sp500", prices, fold, feature_params, EnvConfig(stale_open_policy=policy), 252.0)
+        assert spec.config.stale_open_policy == policy
         env = spec.make_env("test", evaluation=True)
         _, info = env.reset()
         bar = prices.index.get_loc(info["timestamp"]) + 1

@@ -175,7 +175,7 @@ def test_capped_buy_and_hold_on_the_env_is_its_exposure_times_the_market():
     features = pd.DataFrame({"log_return": np.log(prices["close"]).diff().fillna(0.0)}, index=index)
 
     def make_env():
-        return ContinuousTradingEnv(prices, features, evaluation=True, window_size=3)
+        return ContinuousTradingEnv(prices, features, EnvConfig(evaluation=True, window_size=3))
 
     rollout = run_baselines(make_env)["buy_and_hold"]
     env = make_env()

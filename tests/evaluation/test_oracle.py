@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from trading_rl.data.synthetic import MarketModel, synthetic_prices
-from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.envs import EnvConfig, EnvSpec, build_env_spec
 from trading_rl.evaluation.baselines import ORACLE, ORACLE_SHORT, evaluate_baselines, oracle_policy, run_baselines
 from trading_rl.evaluation.rollout import run_episode
 
@@ -26,7 +26,7 @@ def tiny_spec(smoothing_window: int, market: MarketModel | None = MARKET) -> Env
         prices,
         features,
         {"test": {"start": str(prices.index[0].date()), "end": str(prices.index[-1].date())}},
-        {**ENV, "smoothing_window": smoothing_window},
+        EnvConfig.from_mapping({**ENV, "smoothing_window": smoothing_window}),
         periods_per_year=252.0,
         market_model=market,
     )
@@ -90,7 +90,7 @@ def test_oracles_join_the_baselines_only_on_synthetic_markets():
 def test_market_model_survives_the_spec_archive_and_leaves_real_specs_unchanged():
     spec = tiny_spec(smoothing_window=1)
     restored = EnvSpec.from_bytes(spec.to_bytes())
-    assert restored.market_model == MARKET.to_dict()
+    assert restored.market_model == MARKET
     assert restored.make_env("test").market_model == MARKET
     real = tiny_spec(smoothing_window=1, market=None)
     assert "market_model" not in EnvSpec.from_bytes(real.to_bytes())._fields()
@@ -101,8 +101,7 @@ def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
     from helpers.walk_forward_calls import job, section
 
     from trading_rl.data.frames import by_symbol
-    from trading_rl.data.selection import load_validated_prices
-    from trading_rl.features.params import symbol_entries
+    from trading_rl.data.selection import SymbolEntry, load_validated_prices
     from trading_rl.phases import walk_forward as wf
     from trading_rl.phases.walk_forward import PolicyAgent
 
@@ -111,7 +110,7 @@ def test_walk_forward_on_a_synthetic_symbol_reports_both_oracles_per_window():
 
     entry = {"name": "F", "source": "synthetic", "market": {"family": "fast", "strength": 0.3, "n_bars": 700}}
     feature_params = {"symbols": [entry], "features": {"garch": None}}
-    prices = by_symbol(load_validated_prices(symbol_entries([entry]), {}, 250))
+    prices = by_symbol(load_validated_prices([SymbolEntry.from_mapping(entry)], {}, 250))
     wf.AGENT_TRAINERS["constant"] = trainer
     try:
         result = wf.run_walk_forward(
@@ -149,8 +148,8 @@ class _Holder:
 def test_feature_extraction_and_env_construction_carry_a_synthetic_market_to_the_oracle():
     """The Kedro nodes' path: a `source: synthetic` symbol is generated, validated and featured like
     any other; its env spec carries the market, so the phase reports' baselines include the oracle."""
-    from trading_rl.envs import symbol_env_spec
-    from trading_rl.phases.feature_extraction import build_features, scale_features
+    from trading_rl.phases.feature_extraction import scale_features
+    from trading_rl.pipelines.env_construction.nodes import symbol_env_spec_node
     from trading_rl.pipelines.feature_extraction import nodes
 
     params = {
@@ -161,10 +160,10 @@ def test_feature_extraction_and_env_construction_carry_a_synthetic_market_to_the
     prices = nodes.load_and_validate_prices_node({}, params)
     splits = nodes.define_splits_node(prices, params)
     feature_params = nodes.fit_feature_params_node(prices, splits, params)
-    features = build_features(prices, feature_params)
+    features = nodes.build_features_node(prices, feature_params)
     scalers = nodes.fit_scalers_node(features, prices, splits, params)
     scaled = scale_features(features, scalers)
-    spec = symbol_env_spec(prices, scaled, splits, {"symbol": "S", "env": {}}, scalers, params)
-    assert spec.market_model["family"] == "slow"
+    spec = symbol_env_spec_node(prices, scaled, splits, {"symbol": "S", "env": {}}, scalers, params)
+    assert spec.market_model is not None and spec.market_model.family == "slow"
     metrics = evaluate_baselines(partial(spec.make_env, "validation", evaluation=True), spec.periods_per_year)
     assert {ORACLE, ORACLE_SHORT} <= set(metrics)

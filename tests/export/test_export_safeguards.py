@@ -103,7 +103,7 @@ def test_engine_applies_safeguards_to_its_signals(export_setup, onnx_bytes):
         spec.feature_columns,
         safeguards=guard,
     )
-    state = {"cash": 1e5, "position": 100.0, "entry_price": 2500.0, "time_in_position": 3}
+    state = PortfolioState(cash=1e5, position=100.0, entry_price=2500.0, time_in_position=3)
     signals = [engine.signal(export_setup.prices.iloc[: -k or None], state) for k in range(0, 40, 4)]
     trading = [s for s in signals if s.blocked_by is not None]
     assert trading and all(s.units == 0.0 and s.blocked_by == "max_trades_per_day" for s in trading)

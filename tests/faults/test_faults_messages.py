@@ -25,7 +25,7 @@ def spec():
 
 
 def test_a_window_size_mismatch_alone_names_the_windows_not_the_column_order(spec):
-    trained_on = replace(spec, config={**spec.config, "window_size": 5})
+    trained_on = replace(spec, config=replace(spec.config, window_size=5))
     model = SimpleNamespace(
         trading_rl_metadata=model_signature(trained_on),
         observation_space=gym.spaces.Box(-1, 1, (trained_on.layout.dim,)),

@@ -107,7 +107,7 @@ CASES = [
     ("walk_forward.gap_bars", 3, "smaller than the longest feature look-back"),
     ("env_construction.env.hold_threshold", 1.5, "must be in [0, 1)"),
     ("env_construction.symbol", "AAPL", "not among feature_extraction.symbols"),
-    ("feature_extraction.symbols", "sp500:ftp", "expected one of ['packaged', 'file', 'synthetic']"),
+    ("feature_extraction.symbols", "sp500:ftp", "must be one of ['packaged', 'file', 'synthetic']"),
     ("feature_extraction.scaler.clip", -1.0, "must be in (0, inf)"),
     ("runtime.engine", "spark", "must be one of ['sequential', 'ray', 'population']"),
     ("export.parity.max_real", 5000, "must be <= 'export.parity.n_observations'"),

@@ -96,9 +96,9 @@ def _reordered_columns(spec):
 
 SPEC_VARIANTS = {
     "other_symbol": lambda spec: replace(spec, symbol="sp500"),
-    "other_window": lambda spec: replace(spec, config={**spec.config, "window_size": 5}),
+    "other_window": lambda spec: replace(spec, config=replace(spec.config, window_size=5)),
     "reordered_columns": _reordered_columns,
-    "other_costs": lambda spec: replace(spec, config={**spec.config, "commission_rate": 0.001}),
+    "other_costs": lambda spec: replace(spec, config=replace(spec.config, commission_rate=0.001)),
 }
 
 

@@ -7,7 +7,7 @@ from arch import arch_model
 from arch.univariate import GARCH
 
 from trading_rl.data import load_prices
-from trading_rl.features import compute_features, fit_garch, garch_volatility
+from trading_rl.features import FeatureParams, compute_features, fit_garch, garch_volatility
 from trading_rl.features.garch import GarchFitError, degenerate_returns
 
 FIT_BARS = 1000
@@ -77,21 +77,23 @@ def test_value_at_t_uses_the_return_at_t_and_nothing_later(fit_window_returns):
 
 def test_compute_features_fits_garch_on_the_configured_rows(sp500_prices):
     log_returns = np.log(sp500_prices["close"]).diff()
-    through_2002 = compute_features(sp500_prices, {"garch": {"fit_end": "2002-12-31"}})["garch_vol"]
+    through_2002 = compute_features(sp500_prices, FeatureParams.from_mapping({"garch": {"fit_end": "2002-12-31"}}))[
+        "garch_vol"
+    ]
     expected = garch_volatility(log_returns, fit_garch(log_returns[log_returns.index <= "2002-12-31"]))
     np.testing.assert_allclose(through_2002.to_numpy()[1:], expected.to_numpy()[1:], rtol=1e-12)
 
-    default = compute_features(sp500_prices)["garch_vol"]
+    default = compute_features(sp500_prices, FeatureParams())["garch_vol"]
     expected = garch_volatility(log_returns, fit_garch(log_returns.iloc[:FIT_BARS]))
     np.testing.assert_allclose(default.to_numpy()[1:], expected.to_numpy()[1:], rtol=1e-12)
 
 
 def test_short_history_without_garch_params_is_refused(sp500_prices):
     with pytest.raises(ValueError, match="garch.fit_bars"):
-        compute_features(sp500_prices.iloc[:500])
-    assert "garch_vol" not in compute_features(sp500_prices.iloc[:500], {"garch": None})
+        compute_features(sp500_prices.iloc[:500], FeatureParams())
+    assert "garch_vol" not in compute_features(sp500_prices.iloc[:500], FeatureParams(garch=None))
     with pytest.raises(ValueError, match="garch.fit_end"):
-        compute_features(sp500_prices, {"garch": {"fit_end": "1999-02-01"}})
+        compute_features(sp500_prices, FeatureParams.from_mapping({"garch": {"fit_end": "1999-02-01"}}))
 
 
 def test_bad_garch_inputs_are_refused(fit_window_returns):

@@ -9,7 +9,8 @@ import pytest
 from trading_rl.features import compute_features, max_lookback
 from trading_rl.features.indicators import FeatureParams
 
-NO_GARCH = {"garch": None}
+NO_GARCH = FeatureParams(garch=None)
+DEFAULTS = FeatureParams()
 
 
 def _ema_loop(values, window):
@@ -159,8 +160,8 @@ def test_flat_prices_give_neutral_oscillators(make_prices):
 @pytest.mark.parametrize("symbol", ["sp500", "nasdaq"])
 def test_default_features_on_real_data(symbol, request):
     prices = request.getfixturevalue(f"{symbol}_prices")
-    features = compute_features(prices)
-    warm_up = max_lookback()
+    features = compute_features(prices, DEFAULTS)
+    warm_up = max_lookback(DEFAULTS)
     assert features.index.equals(prices.index)
     assert features.shape[1] >= 20
     assert (features.dtypes == np.float64).all()
@@ -172,7 +173,7 @@ def test_default_features_on_real_data(symbol, request):
 
 
 def test_features_are_scale_free(sp500_prices, sp500_garch_params):
-    params = {"garch": {"params": sp500_garch_params}}
+    params = FeatureParams.from_mapping({"garch": {"params": sp500_garch_params}})
     rescaled = sp500_prices.copy()
     rescaled[["open", "high", "low", "close"]] *= 37.5
     pd.testing.assert_frame_equal(
@@ -184,26 +185,28 @@ def test_features_are_scale_free(sp500_prices, sp500_garch_params):
 
 
 def test_max_lookback_follows_params():
-    assert max_lookback() == 60
-    assert max_lookback({"sma_windows": [10, 200]}) == 199
-    assert max_lookback({"vol_windows": [20], "drawdown_window": 30, "sma_windows": [10]}) == 33
-    assert max_lookback({"macd": {"slow": 50, "signal": 20}}) == 49 + 19
+    assert max_lookback(DEFAULTS) == 60
+    assert max_lookback(FeatureParams(sma_windows=[10, 200])) == 199
+    assert max_lookback(FeatureParams(vol_windows=[20], drawdown_window=30, sma_windows=[10])) == 33
+    assert max_lookback(FeatureParams.from_mapping({"macd": {"slow": 50, "signal": 20}})) == 49 + 19
     assert FeatureParams().sma_windows == [10, 50], "defaults must not be mutated"
 
 
 def test_warm_up_follows_max_lookback(make_prices):
     """The longest window here is realised volatility, whose NaNs come from pandas, not a mask."""
-    params = {
-        "return_horizons": [1, 3],
-        "sma_windows": [5],
-        "ema_windows": [5],
-        "macd": {"fast": 3, "slow": 6, "signal": 3},
-        "bollinger": {"window": 10},
-        "vol_windows": [40],
-        "volume_z_window": 10,
-        "drawdown_window": 10,
-        "garch": None,
-    }
+    params = FeatureParams.from_mapping(
+        {
+            "return_horizons": [1, 3],
+            "sma_windows": [5],
+            "ema_windows": [5],
+            "macd": {"fast": 3, "slow": 6, "signal": 3},
+            "bollinger": {"window": 10},
+            "vol_windows": [40],
+            "volume_z_window": 10,
+            "drawdown_window": 10,
+            "garch": None,
+        }
+    )
     features = compute_features(make_prices(100, seed=3), params)
     first_complete = int(np.flatnonzero(features.notna().all(axis=1).to_numpy())[0])
     assert first_complete == max_lookback(params) == 40
@@ -224,7 +227,7 @@ def test_warm_up_follows_max_lookback(make_prices):
 )
 def test_bad_params_name_the_key(params, named):
     with pytest.raises(ValueError, match=named.replace(".", r"\.")):
-        max_lookback(params)
+        FeatureParams.from_mapping(params, "feature_extraction.features")
 
 
 def test_bad_prices_are_rejected(make_prices):
@@ -249,6 +252,6 @@ def test_calendar_columns_follow_bar_spacing(make_prices):
     assert calendar_columns("h") == ["dow_sin", "dow_cos", "hour_sin", "hour_cos"]
     assert calendar_columns("W") == []
     prices = make_prices(200, seed=4)
-    assert "dow_sin" not in compute_features(prices, {**NO_GARCH, "calendar": False})
+    assert "dow_sin" not in compute_features(prices, FeatureParams(garch=None, calendar=False))
     hourly = compute_features(make_prices(48, seed=4, freq="h"), NO_GARCH)
     np.testing.assert_allclose(hourly["hour_sin"].iloc[6], 1.0)  # 06:00 is a quarter of the day

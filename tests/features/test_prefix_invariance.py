@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trading_rl.features import compute_features, max_lookback
+from trading_rl.features import FeatureParams, compute_features, max_lookback
 
 
 def prefix_mismatches(feature_fn, prices: pd.DataFrame, cuts) -> list[tuple[int, str]]:
@@ -34,13 +34,13 @@ def _cuts(n_bars: int, low: int, count: int = 6, seed: int = 20240611) -> list[i
 
 
 def test_features_are_prefix_invariant_with_given_garch_params(sp500_prices, sp500_garch_params):
-    params = {"garch": {"params": sp500_garch_params}}
+    params = FeatureParams.from_mapping({"garch": {"params": sp500_garch_params}})
     cuts = _cuts(len(sp500_prices), low=1000 + 5 * max_lookback(params))
     assert prefix_mismatches(lambda px: compute_features(px, params), sp500_prices, cuts) == []
 
 
 def test_features_are_prefix_invariant_with_garch_fit_end(nasdaq_prices):
-    params = {"garch": {"fit_end": "2003-12-31"}, "sma_windows": [10, 50, 200]}
+    params = FeatureParams.from_mapping({"garch": {"fit_end": "2003-12-31"}, "sma_windows": [10, 50, 200]})
     fit_rows = int((nasdaq_prices.index <= "2003-12-31").sum())
     cuts = _cuts(len(nasdaq_prices), low=fit_rows + max_lookback(params), count=4, seed=5)
     assert prefix_mismatches(lambda px: compute_features(px, params), nasdaq_prices, cuts) == []
@@ -57,7 +57,7 @@ def test_features_are_prefix_invariant_with_garch_fit_end(nasdaq_prices):
     ],
 )
 def test_checker_flags_a_peeking_feature(sp500_prices, sp500_garch_params, leak, leaky_feature):
-    params = {"garch": {"params": sp500_garch_params}}
+    params = FeatureParams.from_mapping({"garch": {"params": sp500_garch_params}})
 
     def with_leak(px):
         return compute_features(px, params).assign(**{leak: leaky_feature(px)})

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from trading_rl.features import (
+    FeatureParams,
     apply_scaler,
     compute_features,
     fit_scaler,
@@ -79,10 +80,12 @@ def test_bad_scaler_arguments_are_refused(frame):
 
 
 def test_scaler_depends_on_training_rows_only(sp500_prices, sp500_garch_params):
-    features = compute_features(sp500_prices, {"garch": {"params": sp500_garch_params}}).dropna()
+    features = compute_features(
+        sp500_prices, FeatureParams.from_mapping({"garch": {"params": sp500_garch_params}})
+    ).dropna()
     splits = make_splits(
         features.index,
-        {"train_end": "2011-12-31", "validation_end": "2014-12-31", "gap_bars": max_lookback()},
+        {"train_end": "2011-12-31", "validation_end": "2014-12-31", "gap_bars": max_lookback(FeatureParams())},
     )
     scaler = fit_scaler(split_frame(features, splits, "train"))
 

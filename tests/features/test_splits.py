@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from trading_rl.features import make_splits, max_lookback, split_frame
+from trading_rl.features import FeatureParams, make_splits, max_lookback, split_frame
 
 DATES = {"train_end": "2011-12-31", "validation_end": "2014-12-31"}
 
@@ -17,7 +17,7 @@ def _positions(index, splits, name):
 @pytest.mark.parametrize(
     "params",
     [
-        {**DATES, "gap_bars": max_lookback()},
+        {**DATES, "gap_bars": max_lookback(FeatureParams())},
         {"train_fraction": 0.6, "validation_fraction": 0.2, "gap_bars": 10},
         {**DATES},
     ],

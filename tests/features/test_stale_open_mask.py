@@ -5,9 +5,16 @@ import pandas as pd
 import pytest
 
 from trading_rl.data import stale_open_mask
-from trading_rl.features import compute_features, fit_scaler, make_splits, split_frame, without_masked_entries
+from trading_rl.features import (
+    FeatureParams,
+    compute_features,
+    fit_scaler,
+    make_splits,
+    split_frame,
+    without_masked_entries,
+)
 
-NO_GARCH = {"garch": None}
+NO_GARCH = FeatureParams(garch=None)
 STALE = [2, 3, 40, 41, 42, 90]
 
 
@@ -31,7 +38,9 @@ def test_co_return_is_zero_exactly_on_stale_bars(prices):
 
 
 def test_unmasked_co_return_is_close_over_open_everywhere(prices):
-    co_return = compute_features(prices, {**NO_GARCH, "stale_opens": {"mask": False}})["co_return"]
+    co_return = compute_features(prices, FeatureParams.from_mapping({"garch": None, "stale_opens": {"mask": False}}))[
+        "co_return"
+    ]
     np.testing.assert_array_equal(co_return.to_numpy(), (prices["close"] / prices["open"] - 1.0).to_numpy())
 
 
@@ -53,7 +62,9 @@ def test_tolerance_follows_rtol(prices):
     nudged.iloc[70, nudged.columns.get_loc("open")] = nudged["close"].iloc[69] * (1 + 1e-6)
     nudged["high"] = nudged[["open", "high"]].max(axis=1)
     assert compute_features(nudged, NO_GARCH)["co_return"].iloc[70] != 0.0
-    loose = compute_features(nudged, {**NO_GARCH, "stale_opens": {"rtol": 1e-5}})["co_return"]
+    loose = compute_features(nudged, FeatureParams.from_mapping({"garch": None, "stale_opens": {"rtol": 1e-5}}))[
+        "co_return"
+    ]
     assert loose.iloc[70] == 0.0
 
 
@@ -68,7 +79,7 @@ def test_tolerance_follows_rtol(prices):
 )
 def test_bad_stale_open_params_name_the_key(prices, params, message):
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
-        compute_features(prices, {**NO_GARCH, **params})
+        FeatureParams.from_mapping({"garch": None, **params}, "feature_extraction.features")
 
 
 def test_masked_entries_are_left_out_of_the_scaler_fit(prices):
@@ -78,7 +89,7 @@ def test_masked_entries_are_left_out_of_the_scaler_fit(prices):
     assert unmasked.loc[stale, "co_return"].isna().all()
     pd.testing.assert_frame_equal(unmasked.drop(index=stale), features.drop(index=stale))
     pd.testing.assert_frame_equal(unmasked.drop(columns="co_return"), features.drop(columns="co_return"))
-    no_mask = {**NO_GARCH, "stale_opens": {"mask": False}}
+    no_mask = FeatureParams.from_mapping({"garch": None, "stale_opens": {"mask": False}})
     assert without_masked_entries(features, prices, no_mask) is features
 
 

@@ -11,9 +11,9 @@ import torch
 
 from helpers.tiny import tiny_agent
 from trading_rl.agents import AgentParams, build_agent
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler
-from trading_rl.features.indicators import resolve_feature_params
+from trading_rl.features.indicators import FeatureParams, GarchParams
 
 TRAIN_END = "2018-08-31"
 SPLITS = {
@@ -31,13 +31,14 @@ def build() -> SimpleNamespace:
     prices = arch.data.sp500.load().iloc[-600:].astype(np.float64)
     prices.columns = [column.lower().replace(" ", "_") for column in prices.columns]
     prices.index.name = "timestamp"
-    # As feature_extraction does: GARCH fitted on the training bars, stored in resolved params.
+    # As feature_extraction does: GARCH fitted on the training bars, stored in the feature params.
     train_returns = np.log(prices.loc[:TRAIN_END, "close"]).diff().dropna()
-    feature_params = resolve_feature_params({})
-    feature_params["garch"] = {**feature_params["garch"], "params": fit_garch(train_returns)}
+    feature_params = FeatureParams(garch=GarchParams(params=fit_garch(train_returns)))
     features = compute_features(prices, feature_params).dropna(how="any")
     scaler = fit_scaler(features.loc[:TRAIN_END])
-    spec = build_env_spec("sp500", prices, apply_scaler(features, scaler), SPLITS, ENV_CONFIG, 252.0)
+    spec = build_env_spec(
+        "sp500", prices, apply_scaler(features, scaler), SPLITS, EnvConfig.from_mapping(ENV_CONFIG), 252.0
+    )
     model = build_agent(
         spec.make_env("train", seed=0), AgentParams.from_mapping(AGENT_PARAMS, "sac_icm.agent"), seed=0, device="cpu"
     )

@@ -16,7 +16,7 @@ from helpers.synthetic_prices import ohlcv_frame
 from helpers.tiny import tiny_agent
 from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data import load_prices
-from trading_rl.envs import symbol_env_spec
+from trading_rl.envs import EnvConstructionParams, symbol_env_spec
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.phases import feature_extraction as fe
@@ -71,7 +71,13 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
     feature_params = fe.fit_feature_params(prices, splits, SECTION)
     features = fe.build_features(prices, feature_params)
     scalers = fe.fit_scalers(features, prices, splits, SECTION)
-    spec = symbol_env_spec(prices, fe.scale_features(features, scalers), splits, ENV, scalers)
+    spec = symbol_env_spec(
+        prices,
+        fe.scale_features(features, scalers),
+        splits,
+        EnvConstructionParams.from_mapping(ENV, "env_construction"),
+        scalers,
+    )
     params = {
         "agent": AGENT,
         "evaluation_split": "validation",
@@ -79,8 +85,9 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
         "resume_dir": str(root / "resume"),
         "progress_bar": False,
     }
+    stored = {symbol: features.to_dict() for symbol, features in feature_params.items()}  # the feature_params dataset
     model = train_sac_icm(
-        spec, SacIcmParams.from_mapping(params, "sac_icm"), 3, {"save_version": save_version, "seed": 3}, feature_params
+        spec, SacIcmParams.from_mapping(params, "sac_icm"), 3, {"save_version": save_version, "seed": 3}, stored
     ).model
     SB3ModelDataset(
         str(root / MODEL_DATASET["filepath"]),

@@ -9,8 +9,8 @@ import numpy as np
 from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 
 SMALL_SAC = {
     "policy": {"net_arch": [32, 32], "activation": "relu"},
@@ -23,7 +23,7 @@ SMALL_SAC = {
 def small_spec(n_bars: int = 900, episode_length: int = 60):
     """Train/validation/test on the first ``n_bars`` bars, shorting allowed, no smoothing."""
     prices = load_prices("sp500").iloc[:n_bars]
-    features = compute_features(prices, {"garch": None}).dropna()
+    features = compute_features(prices, FeatureParams(garch=None)).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     return build_env_spec(
@@ -31,7 +31,7 @@ def small_spec(n_bars: int = 900, episode_length: int = 60):
         prices.loc[features.index],
         apply_scaler(features, scaler),
         splits,
-        {"episode_length": episode_length, "allow_short": True, "smoothing_window": 1},
+        EnvConfig(episode_length=episode_length, allow_short=True, smoothing_window=1),
         periods_per_year=252.0,
         feature_scaler=scaler,
     )

@@ -38,7 +38,7 @@ def random_walk_prices(
 
 def tiny_env_spec(symbol: str = "AAA"):
     """A 60-bar env spec with two features and window 3 (train and validation splits only)."""
-    from trading_rl.envs import build_env_spec
+    from trading_rl.envs import EnvConfig, build_env_spec
 
     index = pd.bdate_range("2020-01-01", periods=60, name="timestamp")
     close = pd.Series(np.linspace(100.0, 110.0, len(index)), index=index)
@@ -48,4 +48,4 @@ def tiny_env_spec(symbol: str = "AAA"):
         "train": {"start": "2020-01-01", "end": "2020-02-14"},
         "validation": {"start": "2020-02-17", "end": "2020-03-24"},
     }
-    return build_env_spec(symbol, prices, features, splits, {"window_size": 3}, 252.0)
+    return build_env_spec(symbol, prices, features, splits, EnvConfig(window_size=3), 252.0)

@@ -15,8 +15,14 @@ TINY_AGENT: dict[str, Any] = {
     "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16},
 }
 
-# Features without GARCH (its fit dominates a tiny run), robust scaling.
-TINY_FEATURES: dict[str, Any] = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
+# A feature_extraction section: the tests' symbol X, fraction splits, features without GARCH (its fit
+# dominates a tiny run), robust scaling.
+TINY_FEATURES: dict[str, Any] = {
+    "symbols": ["X"],
+    "splits": {"train_fraction": 0.6, "validation_fraction": 0.2},
+    "features": {"garch": None},
+    "scaler": {"method": "robust", "clip": 5.0},
+}
 
 # A walk-forward protocol: two 60-bar test windows after 200 training bars, retraining every
 # second fold, one seed, 60 training steps (20 when fine-tuning).

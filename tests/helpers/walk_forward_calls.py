@@ -1,6 +1,6 @@
 """Walk-forward arguments for tests from plain mappings, as a node resolves them: the
-``walk_forward`` section and the ``WalkForwardJob`` (``sac_icm`` / ``source`` sections as
-``AgentParams``)."""
+``walk_forward`` and ``feature_extraction`` sections and the ``WalkForwardJob`` (``sac_icm`` /
+``source`` sections as ``AgentParams``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,20 @@ from trading_rl.agents import AgentParams
 from trading_rl.algorithms.actor_learner import VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams
 from trading_rl.envs import EnvConfig
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams
+
+# What a test's ``feature_extraction`` mapping (features and scaler) lacks to be the section: a
+# symbol and splits (read by the walk-forward only for ``data_end: train / validation``).
+FEATURE_SECTION_REST = {"symbols": ["sp500"], "splits": {"train_fraction": 0.6, "validation_fraction": 0.2}}
 
 
 def section(params: Mapping[str, Any] | None = None) -> WalkForwardParams:
     return WalkForwardParams.from_mapping(params, "walk_forward")
+
+
+def feature_section(feature_params: Mapping[str, Any] | None) -> FeatureExtractionParams:
+    return FeatureExtractionParams.from_mapping({**FEATURE_SECTION_REST, **(feature_params or {})})
 
 
 def agent_sections(agent_params: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,6 +53,7 @@ def job(
 ) -> WalkForwardJob:
     return WalkForwardJob(
         feature_params=feature_params,
+        feature_extraction=feature_section(feature_params),
         env_config=dict(env_config),
         env=EnvConfig.from_mapping(env_config),
         periods_per_year=periods_per_year,

@@ -4,12 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from trading_rl.config import ConfigError
+from trading_rl.features import FeatureParams
 from trading_rl.phases.forward import (
     SCORED_COLUMNS,
     DecayParams,
     Deployment,
     ForwardParams,
     ForwardRecordError,
+    NoDeploymentMetadata,
     decay_alerts,
     extend_record,
     psr_against,
@@ -51,8 +54,34 @@ def test_a_model_without_deployment_metadata_is_named():
     class Model:
         trading_rl_metadata = {"save_version": "v1"}
 
-    with pytest.raises(ValueError, match="'deployed_model' \\(version v1\\) carries no deployment metadata"):
+    with pytest.raises(NoDeploymentMetadata, match="'deployed_model' \\(version v1\\) carries no deployment metadata"):
         Deployment.from_model(Model())
+
+
+def _model_with_deployment(feature_params: dict):
+    block = {
+        "symbol": "X",
+        "env_config": {},
+        "periods_per_year": 252.0,
+        "feature_params": feature_params,
+        "feature_scaler": {},
+        "splits": {},
+        "data_end": "2020-01-01",
+    }
+
+    class Model:
+        trading_rl_metadata = {"save_version": "v1", "deployment": block}
+
+    return Model()
+
+
+def test_the_deployment_block_is_read_into_typed_sections_once():
+    deployment = Deployment.from_model(_model_with_deployment(FeatureParams(garch=None).to_dict()))
+    assert deployment.feature_params == FeatureParams(garch=None)
+    with pytest.raises(
+        ConfigError, match=r"'deployed_model\.trading_rl_metadata\.deployment\.feature_params\.rsi_windw'"
+    ):
+        Deployment.from_model(_model_with_deployment({"rsi_windw": 14}))
 
 
 def _report(n_bars: int, sharpe: float, drawdown: float, fill_rate: float, collapsed: bool = False) -> dict:

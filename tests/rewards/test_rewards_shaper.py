@@ -8,7 +8,7 @@ import torch
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 from trading_rl.agents.icm import IntrinsicCuriosityModule
-from trading_rl.envs import ContinuousTradingEnv
+from trading_rl.envs import ContinuousTradingEnv, EnvConfig
 from trading_rl.rewards import (
     OBJECTIVES,
     ObjectiveParams,
@@ -39,7 +39,9 @@ def _env(close, seed=0, **config):
     features = pd.DataFrame(
         np.random.default_rng(seed).normal(size=(len(close), len(FEATURES))), index=index, columns=FEATURES
     )
-    return ContinuousTradingEnv(prices, features, **{"window_size": 3, "smoothing_window": 1, **config})
+    return ContinuousTradingEnv(
+        prices, features, EnvConfig.from_mapping({"window_size": 3, "smoothing_window": 1, **config})
+    )
 
 
 def _random_walk(n, seed=0):

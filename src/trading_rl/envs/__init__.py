@@ -1,7 +1,13 @@
 """Trading environments: the continuous env, the legacy discrete env, the hybrid env and their spec."""
 
 from trading_rl.envs.checks import env_check_report, rollout_sanity
-from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, TradingEnvBase, trading_env
+from trading_rl.envs.continuous import (
+    ContinuousTradingEnv,
+    EnvConfig,
+    EnvConstructionParams,
+    TradingEnvBase,
+    trading_env,
+)
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import (
     DISCRETE_TO_CONTINUOUS,
@@ -29,6 +35,7 @@ __all__ = [
     "DiscreteTradingEnv",
     "ENV_KINDS",
     "EnvConfig",
+    "EnvConstructionParams",
     "EnvSpec",
     "HybridTradingEnv",
     "ObservationLayout",

@@ -104,7 +104,7 @@ def env_check_report(spec: EnvSpec, check_split: str = "train") -> dict[str, Any
         "obs_dim": int(layout.dim),
         "layout_names": layout.names,
         "layout": layout.to_dict(),
-        "config": dict(spec.config),
+        "config": spec.config_data(),
         "checks": checks,
         "rollouts": rollouts,
     }

@@ -44,7 +44,7 @@ def model_signature(env_spec: Any) -> dict[str, Any]:
     return {
         "symbol": env_spec.symbol,
         "observation": {**observation, "hash": config_hash(observation)},
-        "env_config_hash": config_hash(env_spec.config),
+        "env_config_hash": config_hash(env_spec.config_data()),
     }
 
 

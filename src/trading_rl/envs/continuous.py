@@ -168,7 +168,9 @@ def portfolio_state(
 class TradingEnvBase(gym.Env):
     """Episode handling, observation and accounting shared by the continuous, discrete and hybrid envs.
 
-    Subclasses only decode their action into a raw signal in [-1, 1] and call :meth:`_act`.
+    Subclasses only decode their action into a raw signal in [-1, 1] and call :meth:`_act`. The env
+    takes its configuration typed (``config``): it is resolved once where it is read (a node, or
+    ``EnvSpec.from_bytes`` for a stored spec), never again per env.
     """
 
     metadata = {"render_modes": []}
@@ -180,11 +182,15 @@ class TradingEnvBase(gym.Env):
     market_model: MarketModel | None = None
 
     def __init__(
-        self, prices: pd.DataFrame, features: pd.DataFrame, close_history: pd.Series | None = None, **config: Any
+        self,
+        prices: pd.DataFrame,
+        features: pd.DataFrame,
+        config: EnvConfig,
+        close_history: pd.Series | None = None,
     ):
         super().__init__()
-        self.config = EnvConfig.from_mapping(config)
-        cfg = self.config
+        self.config = config
+        cfg = config
         _check_frames(prices, features, cfg.window_size)
 
         self.feature_columns = [str(c) for c in features.columns]
@@ -428,8 +434,14 @@ def trading_env(env: gym.Env, user: str) -> TradingEnvBase:
 class ContinuousTradingEnv(TradingEnvBase):
     """Action ``Box(-1, 1, (1,))``: smoothed by an EMA, then traded by the portfolio's rule."""
 
-    def __init__(self, prices: pd.DataFrame, features: pd.DataFrame, **config: Any):
-        super().__init__(prices, features, **config)
+    def __init__(
+        self,
+        prices: pd.DataFrame,
+        features: pd.DataFrame,
+        config: EnvConfig,
+        close_history: pd.Series | None = None,
+    ):
+        super().__init__(prices, features, config, close_history)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
     def step(self, action):

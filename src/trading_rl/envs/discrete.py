@@ -7,13 +7,11 @@ portfolio rule, so discrete and continuous results differ only by the policy.
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 
-from trading_rl.envs.continuous import TradingEnvBase
+from trading_rl.envs.continuous import EnvConfig, TradingEnvBase
 from trading_rl.envs.hybrid import N_DISCRETE_ACTIONS, ActionSpaceMigrator, DiscreteAction
 
 
@@ -22,8 +20,14 @@ class DiscreteTradingEnv(TradingEnvBase):
 
     smoothing_alpha = 1.0
 
-    def __init__(self, prices: pd.DataFrame, features: pd.DataFrame, **config: Any):
-        super().__init__(prices, features, **config)
+    def __init__(
+        self,
+        prices: pd.DataFrame,
+        features: pd.DataFrame,
+        config: EnvConfig,
+        close_history: pd.Series | None = None,
+    ):
+        super().__init__(prices, features, config, close_history)
         self.action_space = gym.spaces.Discrete(N_DISCRETE_ACTIONS)
         self.migrator = ActionSpaceMigrator(self.layout, self.config.hold_threshold)
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.envs.continuous import ContinuousTradingEnv
+from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig
 from trading_rl.envs.layout import ObservationLayout
 
 
@@ -130,8 +130,14 @@ class HybridTradingEnv(ContinuousTradingEnv):
     policy exactly. The action space is the continuous ``Box``.
     """
 
-    def __init__(self, prices: pd.DataFrame, features: pd.DataFrame, **config: Any):
-        super().__init__(prices, features, **config)
+    def __init__(
+        self,
+        prices: pd.DataFrame,
+        features: pd.DataFrame,
+        config: EnvConfig,
+        close_history: pd.Series | None = None,
+    ):
+        super().__init__(prices, features, config, close_history)
         self.migrator = ActionSpaceMigrator(self.layout, self.config.hold_threshold)
 
     def step(self, action):

@@ -7,6 +7,7 @@ evaluation and export phases rebuild identical envs from it without re-running t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -19,14 +20,15 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.archives import checked_zip
+from trading_rl.config import ConfigError
 from trading_rl.data import OHLC_COLUMNS, PRICE_COLUMNS, by_symbol, infer_periods_per_year
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.compatibility import check_symbol_entry
-from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, TradingEnvBase
+from trading_rl.envs.continuous import ContinuousTradingEnv, EnvConfig, EnvConstructionParams, TradingEnvBase
 from trading_rl.envs.discrete import DiscreteTradingEnv
 from trading_rl.envs.hybrid import HybridTradingEnv
 from trading_rl.envs.layout import ObservationLayout
-from trading_rl.features.params import market_model
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.features.scaling import scaled_value
 
 ENV_KINDS: dict[str, type[TradingEnvBase]] = {
@@ -40,10 +42,12 @@ ENV_KINDS: dict[str, type[TradingEnvBase]] = {
 class EnvSpec:
     """Prices and scaled features per split (each with ``window_size - 1`` context rows in front),
     and ``closes``: the symbol's closes on every bar given to ``build_env_spec``, before the splits'
-    context rows included, which the envs hand to look-back baselines (``EnvSpec.close_history``)."""
+    context rows included, which the envs hand to look-back baselines (``EnvSpec.close_history``).
+    ``config`` and ``market_model`` are typed sections; the archive stores them as plain data and
+    ``from_bytes`` reads them back once."""
 
     symbol: str
-    config: dict[str, Any]
+    config: EnvConfig
     prices: dict[str, pd.DataFrame]
     features: dict[str, pd.DataFrame]
     periods_per_year: float
@@ -53,9 +57,13 @@ class EnvSpec:
     # The scaler the features were scaled with (``features.scaling``), for rules that must measure a
     # scaled feature from a raw reference (the options' trend from a zero return).
     feature_scaler: dict[str, Any] | None = None
-    # The true process of a planted-edge market (``data.synthetic.MarketModel`` settings): its envs
-    # carry it so that the oracle baselines can run; ``None`` for real data.
-    market_model: dict[str, Any] | None = None
+    # The true process of a planted-edge market: its envs carry it so that the oracle baselines can
+    # run; ``None`` for real data.
+    market_model: MarketModel | None = None
+    # The env settings a read archive stored (``None``: every setting, a spec built now). An archive
+    # written before a setting existed reads its default, and keeps its own digest, model signature
+    # and records (``config_data``), so models trained on it still fit it.
+    stored_config_keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         """A zip of ``spec.json`` (symbol, env config, splits …) and parquet frames: plain data."""
@@ -72,7 +80,9 @@ class EnvSpec:
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str = "env spec") -> EnvSpec:
-        """The spec ``to_bytes`` wrote; ``ValueError`` naming ``source`` when the file is not one."""
+        """The spec ``to_bytes`` wrote; ``ValueError`` naming ``source`` when the file is not one, and
+        naming ``source`` and the key when its env config or market model is not valid. A spec
+        written before an env setting existed reads that setting's default."""
         try:
             with checked_zip(raw, source) as zipped:
                 fields = json.loads(zipped.read("spec.json"))
@@ -82,15 +92,24 @@ class EnvSpec:
                     if name.endswith(".parquet")
                 }
             closes = frames.pop("closes", None)
+            config, market = fields.pop("config"), fields.pop("market_model", None)
             spec = cls(
                 **fields,
+                config=EnvConfig.from_mapping(config, "config"),
+                market_model=None if market is None else MarketModel.from_mapping(market, "market_model"),
+                stored_config_keys=tuple(config),
                 prices={name.removeprefix("prices/"): f for name, f in frames.items() if name.startswith("prices/")},
                 features={
                     name.removeprefix("features/"): f for name, f in frames.items() if name.startswith("features/")
                 },
                 closes=None if closes is None else closes.iloc[:, 0],
             )
-        except (zipfile.BadZipFile, KeyError, TypeError, ValueError, OSError) as exc:
+        except ConfigError as exc:
+            raise ValueError(
+                f"{source}: its spec.json holds no valid env spec: {exc}. Nothing was run. Fix: rerun "
+                "`kedro run --pipelines env_construction`"
+            ) from exc
+        except (zipfile.BadZipFile, KeyError, TypeError, AttributeError, ValueError, OSError) as exc:
             raise ValueError(
                 f"{source} is not an env spec archive ({type(exc).__name__}: {exc}); an env spec saved as a "
                 "pickle by an older version is not read — rerun `kedro run --pipelines env_construction`"
@@ -125,14 +144,14 @@ class EnvSpec:
     def _fields(self) -> dict[str, Any]:
         fields = {
             "symbol": self.symbol,
-            "config": self.config,
+            "config": self.config_data(),
             "periods_per_year": self.periods_per_year,
             "feature_columns": self.feature_columns,
             "splits": self.splits,
             "feature_scaler": self.feature_scaler,
         }
         if self.market_model is not None:  # absent for real data: their archives and digests stay as they were
-            fields["market_model"] = self.market_model
+            fields["market_model"] = self.market_model.to_dict()
         return fields
 
     def digest(self) -> str:
@@ -146,14 +165,20 @@ class EnvSpec:
             digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
         return digest.hexdigest()
 
+    def config_data(self) -> dict[str, Any]:
+        """``config`` as plain data, as the archive stores it: what records of the spec (model
+        signatures, deployment and inference configs, check reports) hold."""
+        data = self.config.to_dict()
+        return data if self.stored_config_keys is None else {key: data[key] for key in self.stored_config_keys}
+
     def env_config(self, **overrides: Any) -> EnvConfig:
-        """The typed env config of ``make_env(..., **overrides)``: where ``hold_threshold`` and the
-        other env settings are read, without building an env."""
-        return EnvConfig.from_mapping({**self.config, **overrides})
+        """The env config of ``make_env(..., **overrides)`` (``overrides``: ``EnvConfig`` fields): where
+        ``hold_threshold`` and the other env settings are read, without building an env."""
+        return dataclasses.replace(self.config, **overrides)
 
     @property
     def layout(self) -> ObservationLayout:
-        return ObservationLayout(self.feature_columns, EnvConfig.from_mapping(self.config).window_size)
+        return ObservationLayout(self.feature_columns, self.config.window_size)
 
     def close_history(self, split: str) -> pd.Series:
         """Closes of every bar up to the split's last bar: what a causal look-back may read there."""
@@ -183,19 +208,19 @@ class EnvSpec:
     ) -> TradingEnvBase:
         """A fresh env on ``split``; evaluation (deterministic, whole split) defaults to ``split != "train"``.
 
+        ``overrides`` replace ``EnvConfig`` fields of the spec's config (typed values: an override
+        read from parameters is checked with its section, e.g. ``options_her.env_overrides``).
         ``seed`` seeds the env's episode starts (via a first ``reset``) and its action space.
         """
         if split not in self.prices:
             raise ValueError(f"unknown split {split!r}; this spec has {sorted(self.prices)}")
         if kind not in ENV_KINDS:
             raise ValueError(f"unknown env kind {kind!r}; known: {sorted(ENV_KINDS)}")
-        config = {**self.config, **overrides}
-        config["evaluation"] = (split != "train") if evaluation is None else bool(evaluation)
-        env = ENV_KINDS[kind](
-            self.prices[split], self.features[split], close_history=self.close_history(split), **config
-        )
+        evaluation = (split != "train") if evaluation is None else bool(evaluation)
+        config = self.env_config(**{**overrides, "evaluation": evaluation})
+        env = ENV_KINDS[kind](self.prices[split], self.features[split], config, self.close_history(split))
         if self.market_model is not None:
-            env.market_model = MarketModel.from_mapping(self.market_model, f"env spec of {self.symbol}: market_model")
+            env.market_model = self.market_model
         if seed is not None:
             env.reset(seed=seed)
             env.action_space.seed(seed)
@@ -220,7 +245,7 @@ def build_env_spec(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,
     splits: Mapping[str, Any],
-    config: Mapping[str, Any] | None,
+    config: EnvConfig,
     periods_per_year: float,
     feature_scaler: Mapping[str, Any] | None = None,
     market_model: MarketModel | None = None,
@@ -230,9 +255,10 @@ def build_env_spec(
     ``splits`` maps split names to ``{"start": iso, "end": iso, ...}`` (inclusive); other entries
     (such as ``gap_bars``) are ignored. Leading warm-up rows of ``scaled_features`` with NaN are
     dropped; prices are taken on the features' timestamps. A split left with fewer than two bars to
-    trade on (one step) is an error naming it.
+    trade on (one step) is an error naming it. The spec's config is ``config`` with the symbol's
+    ``periods_per_year``.
     """
-    env_config = EnvConfig.from_mapping({**dict(config or {}), "periods_per_year": periods_per_year})
+    env_config = dataclasses.replace(config, periods_per_year=float(periods_per_year))
     window_size = env_config.window_size
     missing = [c for c in ("open", "close") if c not in prices.columns]
     if missing:
@@ -270,7 +296,7 @@ def build_env_spec(
 
     return EnvSpec(
         symbol=str(symbol),
-        config=env_config.to_dict(),
+        config=env_config,
         prices=prices_by_split,
         features=features_by_split,
         periods_per_year=float(periods_per_year),
@@ -278,34 +304,34 @@ def build_env_spec(
         splits=split_ranges,
         closes=prices["close"].astype(np.float64),
         feature_scaler=None if feature_scaler is None else dict(feature_scaler),
-        market_model=None if market_model is None else market_model.to_dict(),
+        market_model=market_model,
     )
 
 
-def symbol_periods_per_year(params: Mapping[str, Any], index: pd.DatetimeIndex) -> float:
-    """``env_construction.periods_per_year``, or when it is null the bar spacing's (``index``): the one
-    rule by which the spec, the walk-forward and the regime tables annualise."""
-    return float(params.get("periods_per_year") or infer_periods_per_year(index))
+def symbol_periods_per_year(configured: float | None, index: pd.DatetimeIndex) -> float:
+    """``configured`` (``env_construction.periods_per_year``), or when it is null the bar spacing's
+    (``index``): the one rule by which the spec, the walk-forward and the regime tables annualise."""
+    return float(configured or infer_periods_per_year(index))
 
 
-def periods_per_year_by_symbol(params: Mapping[str, Any], frames: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+def periods_per_year_by_symbol(configured: float | None, frames: Mapping[str, pd.DataFrame]) -> dict[str, float]:
     """``symbol_periods_per_year`` of each symbol's bars (``frames``: ``data.by_symbol``'s)."""
-    return {symbol: symbol_periods_per_year(params, frame.index) for symbol, frame in frames.items()}
+    return {symbol: symbol_periods_per_year(configured, frame.index) for symbol, frame in frames.items()}
 
 
 def symbol_env_spec(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,
     splits: dict[str, Any],
-    params: dict[str, Any],
+    params: EnvConstructionParams,
     scalers: dict[str, Any] | None = None,
-    feature_params: Mapping[str, Any] | None = None,
+    feature_params: FeatureExtractionParams | None = None,
 ) -> EnvSpec:
-    """The env spec of ``params["symbol"]`` from the long frames of every extracted symbol; ``params``
+    """The env spec of ``params.symbol`` from the long frames of every extracted symbol; ``params``
     is the ``env_construction`` section (``symbol``, ``env``, ``periods_per_year``: inferred from the
     bars when not given). With ``scalers``, the spec keeps the symbol's feature scaler; with
     ``feature_params`` (the ``feature_extraction`` section), a synthetic symbol's market model."""
-    symbol = params["symbol"]
+    symbol = params.symbol
     price_frames = by_symbol(prices)
     if symbol not in price_frames:
         raise ValueError(
@@ -317,14 +343,14 @@ def symbol_env_spec(
         if entries is not None:
             check_symbol_entry(entries, symbol, dataset=dataset, pipeline="env_construction")
     symbol_prices = price_frames[symbol]
-    periods_per_year = symbol_periods_per_year(params, symbol_prices.index)
+    periods_per_year = symbol_periods_per_year(params.periods_per_year, symbol_prices.index)
     return build_env_spec(
         symbol=symbol,
         prices=symbol_prices,
         scaled_features=feature_frames[symbol],
         splits=splits[symbol],
-        config=dict(params.get("env") or {}),
+        config=params.env,
         periods_per_year=periods_per_year,
         feature_scaler=(scalers or {}).get(symbol),
-        market_model=market_model(symbol, feature_params),
+        market_model=None if feature_params is None else feature_params.market_model(symbol),
     )

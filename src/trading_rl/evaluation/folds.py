@@ -9,6 +9,7 @@ PSR/DSR of the stitched out-of-sample curves. ``phases.walk_forward`` trains and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.envs import EnvSpec, build_env_spec
+from trading_rl.envs import EnvConfig, EnvSpec, build_env_spec
 from trading_rl.evaluation.attribution import Attribution, return_attribution
 from trading_rl.evaluation.baselines import MARKET
 from trading_rl.evaluation.ledger import Trials
@@ -36,7 +37,8 @@ from trading_rl.features import (
     max_lookback,
     without_masked_entries,
 )
-from trading_rl.features.params import market_model
+from trading_rl.features.indicators import FeatureParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.monitoring.collapse import trading_flags
 
 # The parameter section whose keys the errors below name.
@@ -55,9 +57,7 @@ class Fold:
     retrain: bool
 
 
-def development_prices(
-    prices: pd.DataFrame, data_end: str | None, feature_params: Mapping[str, Any] | None
-) -> pd.DataFrame:
+def development_prices(prices: pd.DataFrame, data_end: str | None, params: FeatureExtractionParams) -> pd.DataFrame:
     """The bars the walk-forward may use: through ``data_end``.
 
     ``"validation"`` ends at the validation split's last bar (``feature_extraction.splits``, the same
@@ -70,13 +70,7 @@ def development_prices(
     if data_end in (None, "all"):
         return prices
     if data_end in ("train", "validation"):
-        feature_params = dict(feature_params or {})
-        if not feature_params.get("splits"):
-            raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.data_end' is {data_end!r} but 'feature_extraction.splits' is not "
-                "given: set the splits, or data_end to 'all' or a date"
-            )
-        split_params = {**feature_params["splits"], "gap_bars": max_lookback(feature_params.get("features"))}
+        split_params = {**params.splits.to_dict(), "gap_bars": max_lookback(params.features)}
         end = pd.Timestamp(make_splits(prices.index, split_params)[data_end]["end"])
     else:
         try:
@@ -137,43 +131,43 @@ def fold_splits(index: pd.DatetimeIndex, fold: Fold) -> dict[str, Any]:
     }
 
 
-def tradable_index(prices: pd.DataFrame, feature_params: Mapping[str, Any] | None) -> pd.DatetimeIndex:
+def tradable_index(prices: pd.DataFrame, features: FeatureParams) -> pd.DatetimeIndex:
     """Bars on which every feature is defined (the first ``max_lookback`` bars are warm-up)."""
-    return prices.index[max_lookback(dict(feature_params.get("features") or {}) if feature_params else None) :]
+    return prices.index[max_lookback(features) :]
 
 
 def fold_env_spec(
     symbol: str,
     prices: pd.DataFrame,
     fold: Fold,
-    feature_params: Mapping[str, Any] | None,
-    env_config: Mapping[str, Any],
+    params: FeatureExtractionParams,
+    env_config: EnvConfig,
     periods_per_year: float,
 ) -> EnvSpec:
     """Env spec of one fold: features up to the test end, GARCH and scaler fitted on the fold's
     training window only (the scaler without the entries the stale-open mask replaced)."""
-    feature_params = dict(feature_params or {})
-    index = tradable_index(prices, feature_params)
+    index = tradable_index(prices, params.features)
     splits = fold_splits(index, fold)
     train_end = pd.Timestamp(splits["train"]["end"])
-    features_config = dict(feature_params.get("features") or {})
-    if features_config.get("garch", {}) is not None:
-        features_config["garch"] = {**(features_config.get("garch") or {}), "fit_end": splits["train"]["end"]}
+    features_config = params.features
+    if features_config.garch is not None:
+        garch = dataclasses.replace(features_config.garch, fit_end=splits["train"]["end"])
+        features_config = dataclasses.replace(features_config, garch=garch)
     history = prices.loc[: pd.Timestamp(splits["test"]["end"])]
     features = compute_features(history, features_config).loc[index[0] :]
     train_rows = features.loc[pd.Timestamp(splits["train"]["start"]) : train_end]
     scaler = fit_scaler(
-        without_masked_entries(train_rows, history, features_config), **(feature_params.get("scaler") or {})
+        without_masked_entries(train_rows, history, features_config), params.scaler.method, params.scaler.clip
     )
     return build_env_spec(
         symbol=symbol,
         prices=history,
         scaled_features=apply_scaler(features, scaler),
         splits=splits,
-        config=dict(env_config),
+        config=env_config,
         periods_per_year=periods_per_year,
         feature_scaler=scaler,
-        market_model=market_model(symbol, feature_params),
+        market_model=params.market_model(symbol),
     )
 
 

@@ -27,6 +27,7 @@ from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME, inference_session
 from trading_rl.features import apply_scaler, compute_features, max_lookback
+from trading_rl.features.indicators import FeatureParams
 
 BAR_COLUMNS = ("open", "high", "low", "close", "volume")
 
@@ -49,6 +50,8 @@ class PortfolioState:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PortfolioState:
+        """A broker's account as a dict (``cash``, and the other fields by name); an unknown key is
+        a ``ValueError`` naming it, where ``PortfolioState(**values)`` would say less."""
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(values) - known)
         if unknown:
@@ -103,24 +106,24 @@ class SignalEngine:
     """Runs an exported actor on live bars.
 
     ``model``: ONNX bytes or a path. ``feature_params``: one symbol's entry of the ``feature_params``
-    dataset; ``scaler``: its entry of ``scalers``; ``env_config`` and ``feature_columns``: from the
-    ``EnvSpec`` the model was trained on. ``safeguards``: an optional ``Safeguards`` applied to
-    every signal.
+    dataset, as a ``FeatureParams``; ``scaler``: its entry of ``scalers``; ``env_config`` (an
+    ``EnvConfig``) and ``feature_columns``: from the ``EnvSpec`` the model was trained on. ``safeguards``: an optional
+    ``Safeguards`` applied to every signal.
     """
 
     def __init__(
         self,
         model: bytes | str | Path,
-        feature_params: Mapping[str, Any],
+        feature_params: FeatureParams,
         scaler: Mapping[str, Any],
-        env_config: Mapping[str, Any],
+        env_config: EnvConfig,
         feature_columns: list[str],
         safeguards: Any = None,
         intra_op_threads: int = 1,
     ):
-        self.config = EnvConfig.from_mapping(dict(env_config))
+        self.config = env_config
         self.layout = ObservationLayout(feature_columns, self.config.window_size)
-        self.feature_params = dict(feature_params)
+        self.feature_params = feature_params
         self.scaler = dict(scaler)
         self.safeguards = safeguards
         scaler_columns = list(self.scaler["columns"])
@@ -144,10 +147,11 @@ class SignalEngine:
 
     @classmethod
     def from_inference_config(cls, model: bytes | str | Path, config: Mapping[str, Any], **kwargs) -> SignalEngine:
-        """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file."""
-        return cls(
-            model, config["feature_params"], config["scaler"], config["env_config"], config["feature_columns"], **kwargs
-        )
+        """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file: its
+        plain data read into typed sections here, once (``ConfigError`` naming the stored key)."""
+        feature_params = FeatureParams.from_mapping(config["feature_params"], "inference_config.feature_params")
+        env_config = EnvConfig.from_mapping(config["env_config"], "inference_config.env_config")
+        return cls(model, feature_params, config["scaler"], env_config, config["feature_columns"], **kwargs)
 
     def _check_bars(self, bars: pd.DataFrame) -> None:
         if not isinstance(bars, pd.DataFrame):
@@ -205,9 +209,8 @@ class SignalEngine:
         portfolio.cash, portfolio.units, portfolio.entry_price = state.cash, state.position, state.entry_price
         return portfolio
 
-    def observation(self, bars: pd.DataFrame, portfolio: PortfolioState | Mapping[str, Any]) -> np.ndarray:
-        """The env's observation at the latest bar for this portfolio."""
-        state = _as_state(portfolio)
+    def observation(self, bars: pd.DataFrame, state: PortfolioState) -> np.ndarray:
+        """The env's observation at the latest bar for the portfolio ``state``."""
         observation = np.empty(self.layout.dim, dtype=np.float32)
         observation[self.layout["features"]] = self.feature_window(bars).reshape(-1)
         close = float(bars["close"].iloc[-1])
@@ -233,12 +236,12 @@ class SignalEngine:
     def signal(
         self,
         bars: pd.DataFrame,
-        portfolio: PortfolioState | Mapping[str, Any],
+        state: PortfolioState,
         reference_price: float | None = None,
     ) -> Signal:
-        """Decision at the latest bar's close; sizes are estimated at ``reference_price`` (the
-        expected fill reference, i.e. the next open; default: the latest close)."""
-        state = _as_state(portfolio)
+        """Decision at the latest bar's close for the portfolio ``state``; sizes are estimated at
+        ``reference_price`` (the expected fill reference, i.e. the next open; default: the latest
+        close)."""
         raw = min(max(self.action(self.observation(bars, state)), -1.0), 1.0)
         smoothed = smooth_action(raw, state.last_action, self._alpha)
         close = float(bars["close"].iloc[-1])
@@ -262,7 +265,3 @@ class SignalEngine:
         if self.safeguards is not None:
             signal = self.safeguards.apply(signal, state)
         return signal
-
-
-def _as_state(portfolio: PortfolioState | Mapping[str, Any]) -> PortfolioState:
-    return portfolio if isinstance(portfolio, PortfolioState) else PortfolioState.from_mapping(portfolio)

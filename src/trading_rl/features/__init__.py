@@ -2,6 +2,7 @@
 
 from trading_rl.features.garch import fit_garch, garch_volatility
 from trading_rl.features.indicators import (
+    FeatureParams,
     compute_features,
     max_lookback,
     without_masked_entries,
@@ -10,6 +11,7 @@ from trading_rl.features.scaling import apply_scaler, fit_scaler
 from trading_rl.features.splits import make_splits, split_frame
 
 __all__ = [
+    "FeatureParams",
     "apply_scaler",
     "compute_features",
     "fit_garch",

@@ -9,7 +9,9 @@ The *look-back* of a feature is the number of bars before ``t`` it reaches (EMA 
 are counted by their window). A feature is NaN on its first look-back rows; every feature is
 defined from row ``max_lookback(params)`` on, which is also the purge gap between splits.
 
-``params`` (all keys optional; defaults: ``FeatureParams``' fields; unknown keys are errors):
+``params`` is a ``FeatureParams``, the ``feature_extraction.features`` section, resolved where the
+section is read (a node, or the loader of a stored ``feature_params`` entry); its keys, all optional
+in the YAML (defaults: ``FeatureParams``' fields; unknown keys are errors):
 
 - ``return_horizons`` [1, 5, 20]: ``ret_h`` simple and ``logret_h`` log return over ``h`` bars.
 - ``sma_windows`` [10, 50]: ``sma_ratio_n`` = close / SMA(n) - 1.
@@ -54,8 +56,6 @@ from trading_rl.features.garch import (
     garch_volatility,
 )
 from trading_rl.features.splits import bars_through, check_time_index
-
-PARAMS_PREFIX = "feature_extraction.features"
 
 
 def _windows_problem(minimum: int):
@@ -121,43 +121,37 @@ class FeatureParams(Section):
     stale_opens: StaleOpenParams = setting(StaleOpenParams())
 
 
-def resolve_feature_params(params: dict | None) -> dict:
-    """Defaults overlaid with ``params`` and validated; every error names the dotted key."""
-    return FeatureParams.from_mapping(params, PARAMS_PREFIX).to_dict()
-
-
-def _lookbacks(p: dict) -> dict[str, int]:
+def _lookbacks(p: FeatureParams) -> dict[str, int]:
     """Feature name -> look-back in bars, in output column order (calendar columns excluded)."""
-    macd = p["macd"]
     lookbacks: dict[str, int] = {}
-    for horizon in p["return_horizons"]:
+    for horizon in p.return_horizons:
         lookbacks[f"ret_{horizon}"] = horizon
         lookbacks[f"logret_{horizon}"] = horizon
-    for window in p["sma_windows"]:
+    for window in p.sma_windows:
         lookbacks[f"sma_ratio_{window}"] = window - 1
-    for window in p["ema_windows"]:
+    for window in p.ema_windows:
         lookbacks[f"ema_ratio_{window}"] = window - 1
-    lookbacks[f"rsi_{p['rsi_window']}"] = p["rsi_window"]
-    lookbacks["macd"] = macd["slow"] - 1
-    lookbacks["macd_signal"] = macd["slow"] - 1 + macd["signal"] - 1
+    lookbacks[f"rsi_{p.rsi_window}"] = p.rsi_window
+    lookbacks["macd"] = p.macd.slow - 1
+    lookbacks["macd_signal"] = p.macd.slow - 1 + p.macd.signal - 1
     lookbacks["macd_hist"] = lookbacks["macd_signal"]
-    lookbacks["bb_percent_b"] = p["bollinger"]["window"] - 1
-    lookbacks["bb_bandwidth"] = p["bollinger"]["window"] - 1
-    lookbacks[f"atr_ratio_{p['atr_window']}"] = p["atr_window"]
-    for window in p["vol_windows"]:
+    lookbacks["bb_percent_b"] = p.bollinger.window - 1
+    lookbacks["bb_bandwidth"] = p.bollinger.window - 1
+    lookbacks[f"atr_ratio_{p.atr_window}"] = p.atr_window
+    for window in p.vol_windows:
         lookbacks[f"realized_vol_{window}"] = window
-    lookbacks[f"volume_z_{p['volume_z_window']}"] = p["volume_z_window"] - 1
-    lookbacks[f"drawdown_{p['drawdown_window']}"] = p["drawdown_window"] - 1
+    lookbacks[f"volume_z_{p.volume_z_window}"] = p.volume_z_window - 1
+    lookbacks[f"drawdown_{p.drawdown_window}"] = p.drawdown_window - 1
     lookbacks["hl_range"] = 0
-    lookbacks["co_return"] = 1 if p["stale_opens"]["mask"] else 0
-    if p["garch"] is not None:
+    lookbacks["co_return"] = 1 if p.stale_opens.mask else 0
+    if p.garch is not None:
         lookbacks["garch_vol"] = 1
     return lookbacks
 
 
-def max_lookback(params: dict | None = None) -> int:
+def max_lookback(params: FeatureParams) -> int:
     """Longest look-back (bars before ``t``) of any configured feature: warm-up and purge gap."""
-    return max(_lookbacks(resolve_feature_params(params)).values())
+    return max(_lookbacks(params).values())
 
 
 def ema(values: pd.Series, window: int) -> pd.Series:
@@ -255,19 +249,19 @@ def _check_prices(prices: pd.DataFrame) -> pd.DataFrame:
     return ohlcv
 
 
-def _garch_params(log_returns: pd.Series, garch: dict) -> dict:
+def _garch_params(log_returns: pd.Series, garch: GarchParams) -> dict[str, float]:
     """GARCH parameters as configured: given, fitted through ``fit_end`` or on ``fit_bars`` bars."""
-    if garch["params"] is not None:
-        return garch["params"]
-    if garch["fit_end"] is not None:
-        fit_rows = bars_through(log_returns.index, garch["fit_end"], "garch.fit_end")
+    if garch.params is not None:
+        return garch.params
+    if garch.fit_end is not None:
+        fit_rows = bars_through(log_returns.index, garch.fit_end, "garch.fit_end")
         if fit_rows <= MIN_FIT_OBSERVATIONS:
             raise ValueError(
-                f"garch.fit_end={garch['fit_end']!r} leaves {fit_rows} bars to fit GARCH on; "
+                f"garch.fit_end={garch.fit_end!r} leaves {fit_rows} bars to fit GARCH on; "
                 f"need more than {MIN_FIT_OBSERVATIONS}"
             )
     else:
-        fit_rows = garch["fit_bars"]
+        fit_rows = garch.fit_bars
         if len(log_returns) < fit_rows:
             raise ValueError(
                 f"prices hold {len(log_returns)} bars, fewer than garch.fit_bars={fit_rows}; "
@@ -276,7 +270,7 @@ def _garch_params(log_returns: pd.Series, garch: dict) -> dict:
     return fit_garch(log_returns.iloc[:fit_rows])
 
 
-def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
+def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params: FeatureParams) -> pd.DataFrame:
     """``features`` with the entries the stale-open mask set to 0 made NaN, for ``fit_scaler``
     (which skips NaN): on the packaged S&P 500 over half the training bars are stale, and that many
     zeros would shrink the robust scale of ``co_return`` to nearly nothing and clip every real value.
@@ -285,54 +279,53 @@ def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params:
     give centre 0 and unit scale, so the column stays near 0 rather than failing the fit.
     ``prices`` must hold every bar of ``features``' index and the bar before its first row.
     """
-    stale_opens = resolve_feature_params(params)["stale_opens"]
-    if not stale_opens["mask"] or "co_return" not in features.columns:
+    stale_opens = params.stale_opens
+    if not stale_opens.mask or "co_return" not in features.columns:
         return features
-    stale = pd.Series(stale_open_mask(prices["open"], prices["close"], stale_opens["rtol"]), index=prices.index).loc[
+    stale = pd.Series(stale_open_mask(prices["open"], prices["close"], stale_opens.rtol), index=prices.index).loc[
         features.index
     ]
     unmasked = features["co_return"].mask(stale.to_numpy())
     return features.assign(co_return=unmasked) if unmasked.notna().any() else features
 
 
-def compute_features(prices: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
+def compute_features(prices: pd.DataFrame, params: FeatureParams) -> pd.DataFrame:
     """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows."""
-    p = resolve_feature_params(params)
     ohlcv = _check_prices(prices)
     open_, high, low, close, volume = (ohlcv[column] for column in PRICE_COLUMNS)
     log_close = np.log(close)
     log_return = log_close.diff()
 
     columns: dict[str, pd.Series] = {}
-    for horizon in p["return_horizons"]:
+    for horizon in params.return_horizons:
         columns[f"ret_{horizon}"] = close.pct_change(horizon)
         columns[f"logret_{horizon}"] = log_close.diff(horizon)
-    for window in p["sma_windows"]:
+    for window in params.sma_windows:
         columns[f"sma_ratio_{window}"] = close / close.rolling(window).mean() - 1.0
-    for window in p["ema_windows"]:
+    for window in params.ema_windows:
         columns[f"ema_ratio_{window}"] = close / ema(close, window) - 1.0
-    columns[f"rsi_{p['rsi_window']}"] = rsi(close, p["rsi_window"])
-    columns.update(macd(close, **p["macd"]).items())
-    columns.update(bollinger(close, **p["bollinger"]).items())
-    columns[f"atr_ratio_{p['atr_window']}"] = wilder_average(true_range(high, low, close), p["atr_window"]) / close
-    for window in p["vol_windows"]:
+    columns[f"rsi_{params.rsi_window}"] = rsi(close, params.rsi_window)
+    columns.update(macd(close, params.macd.fast, params.macd.slow, params.macd.signal).items())
+    columns.update(bollinger(close, params.bollinger.window, params.bollinger.num_std).items())
+    columns[f"atr_ratio_{params.atr_window}"] = wilder_average(true_range(high, low, close), params.atr_window) / close
+    for window in params.vol_windows:
         columns[f"realized_vol_{window}"] = log_return.rolling(window).std()
-    columns[f"volume_z_{p['volume_z_window']}"] = rolling_zscore(volume, p["volume_z_window"])
-    drawdown_window = p["drawdown_window"]
+    columns[f"volume_z_{params.volume_z_window}"] = rolling_zscore(volume, params.volume_z_window)
+    drawdown_window = params.drawdown_window
     columns[f"drawdown_{drawdown_window}"] = close / close.rolling(drawdown_window).max() - 1.0
     columns["hl_range"] = (high - low) / close
     columns["co_return"] = close / open_ - 1.0
-    if p["stale_opens"]["mask"]:
-        stale = stale_open_mask(open_, close, p["stale_opens"]["rtol"])
+    if params.stale_opens.mask:
+        stale = stale_open_mask(open_, close, params.stale_opens.rtol)
         columns["co_return"] = columns["co_return"].mask(stale, 0.0)
-    if p["garch"] is not None:
-        columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, p["garch"]))
+    if params.garch is not None:
+        columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, params.garch))
 
-    lookbacks = _lookbacks(p)
+    lookbacks = _lookbacks(params)
     warm_up = np.arange(len(close))[:, None] < np.array(list(lookbacks.values()))[None, :]
     features = pd.DataFrame({name: columns[name].to_numpy(np.float64) for name in lookbacks}, index=prices.index).mask(
         warm_up
     )
-    if p["calendar"]:
+    if params.calendar:
         features = features.join(calendar_features(prices.index))
     return features

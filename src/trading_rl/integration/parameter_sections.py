@@ -19,7 +19,8 @@ from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet_panels import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
-from trading_rl.features.params import FeatureExtractionParams, symbol_entries
+from trading_rl.features.indicators import FeatureParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.phases.forward import ForwardParams
@@ -58,7 +59,8 @@ SECTIONS: dict[str, type[Section]] = {
 def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
     symbol = parameters["env_construction"]["symbol"]
     if "feature_extraction" in parameters:
-        names = [entry["name"] for entry in symbol_entries(parameters["feature_extraction"].get("symbols"))]
+        section = FeatureExtractionParams.from_mapping(parameters["feature_extraction"], "feature_extraction")
+        names = [entry.name for entry in section.symbols]
         if symbol not in names:
             raise ConfigError(
                 f"parameter 'env_construction.symbol' is {symbol!r}, "
@@ -66,9 +68,16 @@ def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
             )
 
 
+def _features(parameters: Mapping[str, Any]) -> FeatureParams:
+    """``feature_extraction.features``, whose longest look-back the walk-forward's gap must reach."""
+    return FeatureParams.from_mapping(
+        (parameters.get("feature_extraction") or {}).get("features"), "feature_extraction.features"
+    )
+
+
 def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
     config = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
-    config.with_gap(parameters.get("feature_extraction"))
+    config.with_gap(_features(parameters))
     # What the walk-forward's SAC+ICM agents train with: sac_icm.agent under the overrides.
     agent = AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")
     agent_section("sac_icm", {"sac_icm": agent}, config.agent_overrides)
@@ -80,7 +89,7 @@ def _tuning_bounds(parameters: Mapping[str, Any]) -> None:
     the trials have seeds beyond its rung."""
     tuning = TuningParams.from_mapping(parameters.get("tuning"), "tuning")
     walk_forward = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
-    protocol = trial_protocol(walk_forward, tuning).with_gap(parameters.get("feature_extraction"))
+    protocol = trial_protocol(walk_forward, tuning).with_gap(_features(parameters))
     check_pruning(tuning, protocol)
     check_search_space(
         tuning, protocol, AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")

@@ -6,6 +6,7 @@ Frames that hold several symbols are long: a ``timestamp`` index plus a ``symbol
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,8 @@ from trading_rl.features import (
     split_frame,
     without_masked_entries,
 )
-from trading_rl.features.params import FeatureExtractionParams, symbol_entries
+from trading_rl.features.indicators import FeatureParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.features.splits import check_split_params
 
 
@@ -34,12 +36,12 @@ def load_and_validate_prices(
     (``data.load_validated_prices``); the split parameters are checked first, so dates in the wrong
     order are refused before ``prices`` is written."""
     check_split_params(params.splits.to_dict())
-    return load_validated_prices(symbol_entries(params.symbols), raw_price_files, params.min_rows)
+    return load_validated_prices(params.symbols, raw_price_files, params.min_rows)
 
 
 def define_splits(prices: pd.DataFrame, params: FeatureExtractionParams) -> dict[str, Any]:
     """Chronological splits per symbol, with a purge gap of the longest feature look-back."""
-    gap = max_lookback(params.features.to_dict())
+    gap = max_lookback(params.features)
     return {
         symbol: make_splits(frame.index, {**params.splits.to_dict(), "gap_bars": gap})
         for symbol, frame in by_symbol(prices).items()
@@ -57,25 +59,28 @@ def report_price_quality(
     }
 
 
-def fit_feature_params(prices: pd.DataFrame, splits: dict[str, Any], params: FeatureExtractionParams) -> dict[str, Any]:
+def fit_feature_params(
+    prices: pd.DataFrame, splits: dict[str, Any], params: FeatureExtractionParams
+) -> dict[str, FeatureParams]:
     """Feature parameters per symbol, with GARCH(1,1) fitted on the training split only.
 
-    Stored as a dataset so that inference and walk-forward rebuild exactly the same features.
+    Stored (as plain data) so that inference and walk-forward rebuild exactly the same features.
     """
     fitted = {}
     for symbol, frame in by_symbol(prices).items():
-        resolved = params.features.to_dict()
-        if resolved["garch"] is not None:
+        features = params.features
+        if features.garch is not None:
             train = split_frame(frame, splits[symbol], "train")
             log_returns = np.log(train["close"]).diff().dropna()
-            resolved["garch"] = {**resolved["garch"], "params": fit_garch(log_returns, symbol), "fit_end": None}
-        fitted[symbol] = resolved
+            garch = dataclasses.replace(features.garch, params=fit_garch(log_returns, symbol), fit_end=None)
+            features = dataclasses.replace(features, garch=garch)
+        fitted[symbol] = features
     return fitted
 
 
-def build_features(prices: pd.DataFrame, feature_params: dict[str, Any]) -> pd.DataFrame:
-    """Causal features per symbol (``feature_params``: ``fit_feature_params``' result), warm-up rows
-    dropped, checked by the feature schema."""
+def build_features(prices: pd.DataFrame, feature_params: dict[str, FeatureParams]) -> pd.DataFrame:
+    """Causal features per symbol (``feature_params``: ``fit_feature_params``' result, as the stored
+    dataset holds it), warm-up rows dropped, checked by the feature schema."""
     frames = {}
     for symbol, frame in by_symbol(prices).items():
         features = compute_features(frame, feature_params[symbol]).dropna(how="any")
@@ -91,9 +96,7 @@ def fit_scalers(
     price_frames = by_symbol(prices)
     return {
         symbol: fit_scaler(
-            without_masked_entries(
-                split_frame(frame, splits[symbol], "train"), price_frames[symbol], params.features.to_dict()
-            ),
+            without_masked_entries(split_frame(frame, splits[symbol], "train"), price_frames[symbol], params.features),
             params.scaler.method,
             params.scaler.clip,
         )

@@ -377,7 +377,7 @@ def run_tuning(
     protocol = trial_protocol(walk_forward, section)
     check_pruning(section, protocol)
     pruning = section.pruning
-    config = protocol.with_gap(job.feature_params)
+    config = protocol.with_gap(job.feature_extraction.features)
     sampler_seed = job.seed if section.sampler_seed is None else section.sampler_seed
     batched = section.trials_per_population > 1
     study = optuna.create_study(
@@ -565,7 +565,7 @@ def failed_trial_rows(
     """Ledger rows of a trial that produced no returns (state ``fail``): the configuration hash a
     successful run of it would have (``walk_forward.trial_configuration``), no moments (its Sharpe
     is undefined), no runs, over ``periods`` (per symbol: the windows it was to be scored on)."""
-    config = trial_params.with_gap(job.feature_params)
+    config = trial_params.with_gap(job.feature_extraction.features)
     return pd.DataFrame(
         [
             trial_row(

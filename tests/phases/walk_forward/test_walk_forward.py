@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers.walk_forward_calls import job, section
+from helpers.walk_forward_calls import feature_section, job, section
 
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.saved import load_agent
+from trading_rl.envs import EnvConfig
 from trading_rl.evaluation import folds as windows
 from trading_rl.evaluation.attribution import return_attribution
 from trading_rl.evaluation.ledger import Trials, trial_key
 from trading_rl.features import compute_features, fit_scaler, max_lookback
+from trading_rl.features.indicators import GarchParams
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.options_her import OptionsHerParams
 from trading_rl.phases.reward_shaper import RewardShaperParams
@@ -66,10 +69,11 @@ def test_no_fold_fits_is_an_error_that_says_what_is_needed():
 
 
 def test_gap_smaller_than_the_feature_lookback_is_rejected_by_key():
-    lookback = max_lookback(NO_GARCH["features"])
+    features = feature_section(NO_GARCH).features
+    lookback = max_lookback(features)
     with pytest.raises(ValueError, match=r"walk_forward\.gap_bars"):
-        section({"gap_bars": lookback - 1}).with_gap(NO_GARCH)
-    assert section({"gap_bars": None}).with_gap(NO_GARCH).gap_bars == lookback
+        section({"gap_bars": lookback - 1}).with_gap(features)
+    assert section({"gap_bars": None}).with_gap(features).gap_bars == lookback
     assert section({"max_folds": "all"}).max_folds is None
     with pytest.raises(ValueError, match=r"walk_forward\.agents"):
         section({"agents": ["nope"]})
@@ -82,27 +86,28 @@ def test_fold_training_data_ignores_everything_after_the_training_window(feature
     """Rewriting the gap and test bars (and beyond) must not change one number the agent trains on,
     and the scaler must be the one fitted on the training window alone."""
     prices = synthetic_prices(900, seed=1)
-    index = windows.tradable_index(prices, feature_params)
-    fold = windows.make_folds(len(index), 400, 100, 100, section().with_gap(feature_params).gap_bars)[0]
-    config = {"window_size": 5}
-    spec = windows.fold_env_spec("X", prices, fold, feature_params, config, 252.0)
+    params = feature_section(feature_params)
+    index = windows.tradable_index(prices, params.features)
+    fold = windows.make_folds(len(index), 400, 100, 100, section().with_gap(params.features).gap_bars)[0]
+    config = EnvConfig(window_size=5)
+    spec = windows.fold_env_spec("X", prices, fold, params, config, 252.0)
 
     train_end = index[fold.train_stop - 1]
     changed = prices.copy()
     future = changed.index > train_end
     changed.loc[future, ["open", "high", "low", "close"]] *= np.linspace(0.5, 2.0, future.sum())[:, None]
     changed.loc[future, "volume"] *= 3.0
-    other = windows.fold_env_spec("X", changed, fold, feature_params, config, 252.0)
+    other = windows.fold_env_spec("X", changed, fold, params, config, 252.0)
 
     assert spec.prices["train"].index.max() == train_end
-    assert spec.prices["test"].index[config["window_size"] - 1] == index[fold.test_start]
+    assert spec.prices["test"].index[config.window_size - 1] == index[fold.test_start]
     pd.testing.assert_frame_equal(spec.prices["train"], other.prices["train"])
     pd.testing.assert_frame_equal(spec.features["train"], other.features["train"])
 
     # Independent reference: features of the training window from its own history only.
-    features_config = dict(feature_params["features"])
-    if features_config.get("garch", {}) is not None:
-        features_config["garch"] = {"fit_end": train_end.isoformat()}
+    features_config = params.features
+    if features_config.garch is not None:
+        features_config = dataclasses.replace(features_config, garch=GarchParams(fit_end=train_end.isoformat()))
     history = compute_features(prices.loc[:train_end], features_config)
     train_rows = history.loc[index[fold.train_start] : train_end]
     scaler = fit_scaler(train_rows, **feature_params["scaler"])
@@ -651,7 +656,7 @@ def test_default_walk_forward_never_reads_a_bar_of_the_test_split(monkeypatch):
 
 def test_data_end_that_is_not_a_date_is_rejected_by_key():
     with pytest.raises(ValueError, match="walk_forward.data_end"):
-        windows.development_prices(synthetic_prices(300, seed=1), "yesterday-ish", NO_GARCH)
+        windows.development_prices(synthetic_prices(300, seed=1), "yesterday-ish", feature_section(NO_GARCH))
 
 
 def test_summary_trading_share_reads_verdicts_as_saved_to_csv():

@@ -22,7 +22,7 @@ def _catalog(setup, params):
         {
             "sac_icm_model": MemoryDataset(setup.model, copy_mode="assign"),
             "env_spec": MemoryDataset(setup.spec, copy_mode="assign"),
-            "feature_params": MemoryDataset({"sp500": setup.feature_params}),
+            "feature_params": MemoryDataset({"sp500": setup.feature_params.to_dict()}),
             "scalers": MemoryDataset({"sp500": setup.scaler}),
             "params:export": MemoryDataset(params),
             "params:seed": MemoryDataset(7),

@@ -13,7 +13,7 @@ import yaml
 from helpers.kedro_project import bootstrap
 
 from trading_rl.data import PriceValidationError, load_prices
-from trading_rl.features import compute_features, max_lookback
+from trading_rl.features import FeatureParams, compute_features, max_lookback
 from trading_rl.integration.datasets import RawPriceFilesDataset
 from trading_rl.pipeline_registry import register_pipelines
 from trading_rl.pipelines.feature_extraction.nodes import (
@@ -58,12 +58,12 @@ def test_session_writes_versioned_causal_outputs(foundation_project):
     assert set(features["symbol"]) == {"sp500", "nasdaq"}
     assert features.shape[1] - 1 >= 20
     assert np.isfinite(scaled.drop(columns="symbol").to_numpy()).all()
-    assert splits["sp500"]["gap_bars"] == max_lookback({})
+    assert splits["sp500"]["gap_bars"] == max_lookback(FeatureParams())
     train_end = pd.Timestamp(splits["sp500"]["train"]["end"])
     validation_start = pd.Timestamp(splits["sp500"]["validation"]["start"])
     prices = load_prices("sp500")
     bars_between = ((prices.index > train_end) & (prices.index < validation_start)).sum()
-    assert bars_between == max_lookback({})
+    assert bars_between == max_lookback(FeatureParams())
     feature_params = yaml.safe_load(_latest(foundation_project, "data/06_models/feature_params.json").read_text())
     garch = feature_params["sp500"]["garch"]["params"]
     assert 0 < garch["alpha"] + garch["beta"] < 1  # fitted, stationary
@@ -97,7 +97,9 @@ def test_user_file_stale_opens_reported_per_split_and_left_out_of_the_scaler(tmp
     assert stale["longest_run"]["start"] == user.index[100].isoformat()
     assert [stale["by_split"][name]["count"] for name in ("train", "validation", "test")] == [3, 1, 1]
 
-    features = compute_features(prices.drop(columns="symbol"), {"garch": None}).iloc[max_lookback({}) :]
+    features = compute_features(prices.drop(columns="symbol"), FeatureParams(garch=None)).iloc[
+        max_lookback(FeatureParams()) :
+    ]
     assert (features["co_return"].loc[user.index[stale_bars]] == 0.0).all()
     scaler = fit_scalers_node(features.assign(symbol="USER"), prices, splits, params)["USER"]
     train_rows = features.loc[: splits["USER"]["train"]["end"]]

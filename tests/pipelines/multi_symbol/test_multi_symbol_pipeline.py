@@ -17,12 +17,12 @@ from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner, ThreadRunner
 
 from trading_rl.agents.shared_encoder import FrozenEncoderExtractor
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.pipelines.multi_symbol import create_pipeline
 from trading_rl.pipelines.multi_symbol.pipeline import ENCODER, WIRING_FILE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-FEATURES = {"garch": None}
+FEATURES = FeatureParams(garch=None)
 ENV = {"env": {"window_size": 5, "episode_length": 80}, "periods_per_year": 252}
 SAC_ICM = {
     "device": "cpu",

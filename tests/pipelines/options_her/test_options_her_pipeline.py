@@ -17,9 +17,9 @@ from trading_rl.agents import AgentParams
 from trading_rl.agents.hierarchical import HierarchicalAgent
 from trading_rl.agents.sac_icm import build_agent
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
+from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.evaluation.tearsheet_panels import PANELS
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
 from trading_rl.pipelines.options_her import create_pipeline
 from trading_rl.pipelines.options_her.nodes import evaluate_options_her
@@ -47,11 +47,17 @@ class KeptDataset(MemoryDataset):
 
 def _spec_and_scaler():
     prices = load_prices("sp500").iloc[:800]
-    features = compute_features(prices, {"garch": None}).dropna()
+    features = compute_features(prices, FeatureParams(garch=None)).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     spec = build_env_spec(
-        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {}, 252.0, feature_scaler=scaler
+        "sp500",
+        prices.loc[features.index],
+        apply_scaler(features, scaler),
+        splits,
+        EnvConfig(),
+        252.0,
+        feature_scaler=scaler,
     )
     return spec, scaler
 

@@ -11,8 +11,8 @@ from kedro.runner import SequentialRunner
 from trading_rl.agents import AgentParams
 from trading_rl.agents.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
-from trading_rl.envs import build_env_spec
-from trading_rl.features import apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.datasets.torch_module import TorchModuleDataset
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
@@ -37,11 +37,11 @@ class KeptDataset(MemoryDataset):
 
 def _spec():
     prices = load_prices("sp500").iloc[:700]
-    features = compute_features(prices, {"garch": None}).dropna()
+    features = compute_features(prices, FeatureParams(garch=None)).dropna()
     splits = make_splits(features.index, {"train_fraction": 0.6, "validation_fraction": 0.2})
     scaler = fit_scaler(features.loc[: splits["train"]["end"]])
     return build_env_spec(
-        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, {"episode_length": 80}, 252.0
+        "sp500", prices.loc[features.index], apply_scaler(features, scaler), splits, EnvConfig(episode_length=80), 252.0
     )
 
 

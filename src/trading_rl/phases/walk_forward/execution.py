@@ -30,6 +30,7 @@ from trading_rl.evaluation.folds import (
     tradable_index,
 )
 from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
+from trading_rl.features.indicators import FeatureParams
 from trading_rl.monitoring.collapse import CollapseThresholds, trading_verdict
 from trading_rl.phases.walk_forward.chains import RetrainTask, TrainedChain, run_retrain_group
 from trading_rl.phases.walk_forward.ledger import agent_seed
@@ -84,7 +85,7 @@ def prepare_fold(
     symbol: str, prices: pd.DataFrame, fold: Fold, job: WalkForwardJob
 ) -> tuple[EnvSpec, dict[str, pd.DataFrame]]:
     """A task: the fold's env spec and the baselines' test rollouts (``MARKET`` included)."""
-    spec = fold_env_spec(symbol, prices, fold, job.feature_params, job.env_config, job.periods_per_year[symbol])
+    spec = fold_env_spec(symbol, prices, fold, job.feature_extraction, job.env, job.periods_per_year[symbol])
     fold_seed = trial_seed(job.seed, SeedRole.WALK_FORWARD_FOLD, fold.index)
     rollouts = run_baselines(partial(spec.make_env, "test", evaluation=True), seed=fold_seed)
     rollouts[MARKET] = _market_rows(spec, fold_seed, rollouts["cash"])
@@ -124,12 +125,12 @@ def _chain_progress(keys: Sequence[ChainKey]) -> Callable[[int, Any], None]:
     return log
 
 
-def shared_protocol(variants: Sequence[WalkForwardParams], feature_params: Mapping[str, Any] | None) -> list:
+def shared_protocol(variants: Sequence[WalkForwardParams], features: FeatureParams) -> list:
     """Each variant with its gap checked, checked to share everything but ``agent_overrides``
     (the windows, folds and baselines that one execution computes once for all of them)."""
     if not variants:
         raise ValueError("run_walk_forward_variants needs at least one walk_forward parameter variant")
-    configs = [variant.with_gap(feature_params) for variant in variants]
+    configs = [variant.with_gap(features) for variant in variants]
     first = configs[0].to_dict()
     for index, config in enumerate(configs[1:], start=1):
         values = config.to_dict()
@@ -142,12 +143,12 @@ def shared_protocol(variants: Sequence[WalkForwardParams], feature_params: Mappi
     return configs
 
 
-def folds_of(prices: pd.DataFrame, config: WalkForwardParams, feature_params: Mapping[str, Any] | None) -> list[Fold]:
+def folds_of(prices: pd.DataFrame, config: WalkForwardParams, features: FeatureParams) -> list[Fold]:
     """The windows of one symbol's development ``prices`` under ``config`` (its gap checked,
     ``WalkForwardParams.with_gap``)."""
     assert config.gap_bars is not None, "the gap is checked first (WalkForwardParams.with_gap)"
     return make_folds(
-        len(tradable_index(prices, feature_params)),
+        len(tradable_index(prices, features)),
         config.train_length,
         config.test_length,
         config.step,
@@ -223,7 +224,7 @@ def run_walk_forward_variants(
     stay those of the full run.
     """
     executor = executor or SequentialExecutor()
-    configs = shared_protocol(variants, job.feature_params)
+    configs = shared_protocol(variants, job.feature_extraction.features)
     config = configs[0]
     seed_indices = list(range(config.seeds) if seed_indices is None else seed_indices)
     if not seed_indices or seed_indices != sorted(set(seed_indices) & set(range(config.seeds))):
@@ -236,8 +237,8 @@ def run_walk_forward_variants(
     if missing:
         raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
 
-    prices = {symbol: development_prices(prices[symbol], config.data_end, job.feature_params) for symbol in symbols}
-    symbol_folds = {symbol: folds_of(prices[symbol], config, job.feature_params) for symbol in symbols}
+    prices = {symbol: development_prices(prices[symbol], config.data_end, job.feature_extraction) for symbol in symbols}
+    symbol_folds = {symbol: folds_of(prices[symbol], config, job.feature_extraction.features) for symbol in symbols}
     fold_keys = [(symbol, fold) for symbol in symbols for fold in symbol_folds[symbol]]
     shared_prices = {symbol: executor.share(prices[symbol]) for symbol in symbols}
     prepared = executor.map(

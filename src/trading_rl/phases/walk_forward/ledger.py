@@ -63,7 +63,7 @@ def trial_rows(
     over seeds of their return attribution at the env's costs; ``source`` says who evaluated
     (``walk_forward``, ``tuning``), ``state`` whether every seed of ``params`` ran (``pruned``:
     the returns are those of the seeds a pruned tuning trial ran)."""
-    config = params.with_gap(job.feature_params)
+    config = params.with_gap(job.feature_extraction.features)
     cost_rate = env_cost_rate(job.env)
     agent_steps = returns[returns["kind"] == "agent"]
     stitched = stitch_out_of_sample(agent_steps)

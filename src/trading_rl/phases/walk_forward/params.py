@@ -13,6 +13,8 @@ from trading_rl.algorithms.es import EsParams
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvConfig
 from trading_rl.features import max_lookback
+from trading_rl.features.indicators import FeatureParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward.trainers import AGENT_TRAINERS
 
 PARAMS_PREFIX = "walk_forward"
@@ -64,11 +66,11 @@ class WalkForwardParams(Section):
         # Keys and values of the overrides are those of sac_icm.agent.
         AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
 
-    def with_gap(self, feature_params: Mapping[str, Any] | None) -> WalkForwardParams:
+    def with_gap(self, features: FeatureParams) -> WalkForwardParams:
         """These parameters with ``gap_bars`` checked against the features' longest look-back:
         ``null`` becomes that look-back; a smaller explicit gap is a ``ConfigError`` because test
         features would then reach back into training bars."""
-        lookback = max_lookback(dict(feature_params.get("features") or {}) if feature_params else None)
+        lookback = max_lookback(features)
         if self.gap_bars is None:
             return dataclasses.replace(self, gap_bars=lookback)
         if self.gap_bars < lookback:
@@ -82,12 +84,14 @@ class WalkForwardParams(Section):
 @dataclass(frozen=True)
 class WalkForwardJob:
     """What every task of one walk-forward execution shares besides the windows: the feature and
-    env parameters the fold specs are built from (``env_config`` as configured, which the ledger's
-    identity hashes; ``env`` the same resolved), periods per year by symbol, each agent's
-    parameters by agent name (``sac_icm``: an ``AgentParams``; ``options`` / ``shaped``:
-    ``{"source": AgentParams, "phase": that phase's section}``) and the run's seed."""
+    env parameters the fold specs are built from (``feature_params`` and ``env_config`` as
+    configured, which the ledger's identity hashes; ``feature_extraction`` and ``env`` the same
+    resolved), periods per year by symbol, each agent's parameters by agent name (``sac_icm``: an
+    ``AgentParams``; ``options`` / ``shaped``: ``{"source": AgentParams, "phase": that phase's
+    section}``) and the run's seed."""
 
     feature_params: Mapping[str, Any] | None
+    feature_extraction: FeatureExtractionParams
     env_config: Mapping[str, Any]
     env: EnvConfig
     periods_per_year: Mapping[str, float]

@@ -1,6 +1,5 @@
 from kedro.pipeline import Node, Pipeline
 
-from trading_rl.envs import symbol_env_spec
 from trading_rl.pipelines.env_construction import nodes
 
 
@@ -8,7 +7,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             Node(
-                symbol_env_spec,
+                nodes.symbol_env_spec_node,
                 inputs=[
                     "prices",
                     "scaled_features",

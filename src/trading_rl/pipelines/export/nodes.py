@@ -38,7 +38,7 @@ def export_agent(
         "symbol": symbol,
         "feature_params": feature_params[symbol],
         "scaler": scalers[symbol],
-        "env_config": env_spec.config,
+        "env_config": env_spec.config_data(),
         "feature_columns": list(env_spec.feature_columns),
         "safeguards": section.safeguards.to_dict(),
     }

@@ -1,6 +1,6 @@
 from kedro.pipeline import Node, Pipeline
 
-from trading_rl.phases.feature_extraction import build_features, scale_features
+from trading_rl.phases.feature_extraction import scale_features
 from trading_rl.pipelines.feature_extraction import nodes
 
 
@@ -36,7 +36,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["data"],
             ),
             Node(
-                build_features,
+                nodes.build_features_node,
                 inputs=["prices", "feature_params"],
                 outputs="features",
                 name="build_features",

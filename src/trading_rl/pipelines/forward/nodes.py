@@ -18,12 +18,13 @@ import pandas as pd
 
 from trading_rl.data import by_symbol, load_validated_prices
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.features.params import DEFAULT_MIN_ROWS, symbol_entries
+from trading_rl.features.params import PARAMS_PREFIX, FeatureExtractionParams
 from trading_rl.phases.forward import (
     FORWARD_SPLIT,
     Deployment,
     ForwardData,
     ForwardParams,
+    NoDeploymentMetadata,
     decay_alerts,
     empty_record,
     extend_record,
@@ -81,18 +82,18 @@ def prepare_forward_data(
     logger.info("forward: deployed %s", registry_deployment["reason"])
     try:
         deployment = Deployment.from_model(deployed_model)
-    except ValueError as error:  # a model trained before forward tracking: validation must still run
+    except NoDeploymentMetadata as error:  # a model trained before forward tracking: validation must still run
         logger.warning("forward: %s", error)
         return NotDeployed("deployed model has no deployment metadata")
-    entries = [e for e in symbol_entries(params.get("symbols")) if e["name"] == deployment.symbol]
+    section = FeatureExtractionParams.from_mapping(params, PARAMS_PREFIX)
+    entries = [entry for entry in section.symbols if entry.name == deployment.symbol]
     if not entries:
         raise ValueError(
             f"the deployed model trades {deployment.symbol!r}, which is not among feature_extraction.symbols "
-            f"{[e['name'] for e in symbol_entries(params.get('symbols'))]}"
+            f"{[entry.name for entry in section.symbols]}"
         )
-    min_rows = params.get("min_rows", DEFAULT_MIN_ROWS)
-    prices = by_symbol(load_validated_prices(entries, raw_price_files, min_rows))[deployment.symbol]
-    source = f"{entries[0]['source']} prices of {deployment.symbol}"
+    prices = by_symbol(load_validated_prices(entries, raw_price_files, section.min_rows))[deployment.symbol]
+    source = f"{entries[0].source} prices of {deployment.symbol}"
     data = forward_data(deployment, prices, source)
     check_model_fits_spec(
         deployed_model, data.spec, model_dataset="deployed_model", spec_dataset=source, pipeline="forward"

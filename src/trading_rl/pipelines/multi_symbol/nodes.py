@@ -12,7 +12,7 @@ import pandas as pd
 from trading_rl.agents import SACWithICM
 from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.shared_encoder import SharedEncoder, collect_observations, fit_shared_encoder
-from trading_rl.envs import EnvSpec, symbol_env_spec
+from trading_rl.envs import EnvConstructionParams, EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams, train_symbol_agent
 from trading_rl.phases.population_walk_forward import make_executor
@@ -47,7 +47,8 @@ def build_symbol_spec(
             f"parameter 'multi_symbol.symbols' lists {symbol!r}, which is not among the extracted symbols "
             f"{sorted(set(prices['symbol']))}: add it to feature_extraction.symbols"
         )
-    return symbol_env_spec(prices, scaled_features, splits, {**env_params, "symbol": symbol})
+    section = EnvConstructionParams.from_mapping({**env_params, "symbol": symbol}, "env_construction")
+    return symbol_env_spec(prices, scaled_features, splits, section)
 
 
 def fit_encoder(

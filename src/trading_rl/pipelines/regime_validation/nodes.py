@@ -40,7 +40,7 @@ def evaluate_regimes(
     """Per-regime metrics and return attribution of the walk-forward agents and baselines on their
     out-of-sample test steps, one row per symbol × model × seed × regime (periods per year, hold
     threshold and costs as walk_forward)."""
-    periods_per_year = periods_per_year_by_symbol(env_params, by_symbol(prices))
+    periods_per_year = periods_per_year_by_symbol(env_params.get("periods_per_year"), by_symbol(prices))
     config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
     return walk_forward_regime_metrics(
         returns, _labels_by_symbol(regime_labels), periods_per_year, config.hold_threshold, env_cost_rate(config)

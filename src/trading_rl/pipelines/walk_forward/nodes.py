@@ -98,7 +98,7 @@ def summarise_walk_forward(
         folds,
         returns,
         trials,
-        periods_per_year=periods_per_year_by_symbol(env_params, by_symbol(prices)),
+        periods_per_year=periods_per_year_by_symbol(env_params.get("periods_per_year"), by_symbol(prices)),
         cost_rate=env_cost_rate(EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")),
     )
     return summary, stitch_out_of_sample(returns)
@@ -120,7 +120,7 @@ def walk_forward_tearsheet(
     """One section per symbol: every agent seed's stitched out-of-sample test steps (the first seed's
     trades and actions drawn) next to the baselines' on the same windows."""
     frames = by_symbol(prices)
-    periods_per_year = periods_per_year_by_symbol(env_params, frames)
+    periods_per_year = periods_per_year_by_symbol(env_params.get("periods_per_year"), frames)
     env_config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
     regimes = regimes_of(regime_params)
     sections = []
