@@ -7,6 +7,7 @@ store) runs a probe pipeline whose two nodes are in flight at once."""
 from __future__ import annotations
 
 import threading
+import time
 
 import mlflow
 import pytest
@@ -78,21 +79,18 @@ def _probe_pipelines() -> dict[str, Pipeline]:
 
 @pytest.fixture
 def probe_project(tmp_path, project_copy, monkeypatch):
-    """A project copy with the probe catalog, its own MLflow store, and the probe pipelines registered."""
+    """A project copy with the probe catalog and the probe pipelines registered. Its MLflow store is
+    the ci one (``sqlite:///data/ci/mlflow.db``), which MLflow may resolve to an earlier session's
+    file in this process: the runs that count are the ones started since the fixture (ms, MLflow's clock)."""
     bootstrap()
     project = project_copy(tmp_path / "project")
     (project / "conf/ci/catalog_probe.yml").write_text(CATALOG)
-    (project / "conf/ci/mlflow.yml").write_text(
-        f"server:\n  mlflow_tracking_uri: sqlite:///{tmp_path / 'mlflow.db'}\n"
-        f"tracking:\n  experiment:\n    name: probe\n"
-        f"    create_experiment_kwargs:\n      artifact_location: {tmp_path / 'mlartifacts'}\n"
-    )
     monkeypatch.setattr(pipeline_registry, "register_pipelines", _probe_pipelines)
     pipelines.configure("trading_rl.pipeline_registry")  # load the patched registry on the next access
     monkeypatch.chdir(project)
     meeting.reset()
     node_threads.clear()
-    yield project, mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    yield project, int(time.time() * 1000)
     pipelines.configure("trading_rl.pipeline_registry")  # the next access loads the real registry again
 
 
@@ -101,11 +99,13 @@ def _run_threaded(project, pipeline: str) -> None:
         session.run(pipeline_names=[pipeline], runner=ThreadRunner())
 
 
-def _only_run(client):
-    """The store's one run: none started by a node thread that saw no active run."""
+def _only_run(started: int):
+    """The one run started since ``started``: none started by a node thread that saw no active run."""
+    client = mlflow.MlflowClient()
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    runs = [run for run in runs if run.info.start_time >= started]
     assert len(runs) == 1, [(r.info.run_name, r.info.status) for r in runs]
-    return runs[0]
+    return client, runs[0]
 
 
 def _artifacts(client, run_id: str, folder: str | None = None) -> set[str]:
@@ -116,11 +116,11 @@ def _artifacts(client, run_id: str, folder: str | None = None) -> set[str]:
 
 
 def test_what_nodes_log_from_worker_threads_reaches_the_pipeline_run(probe_project):
-    project, client = probe_project
+    project, started = probe_project
     _run_threaded(project, "probe")
 
     assert len(set(node_threads)) == 2 and threading.main_thread().name not in node_threads
-    run = _only_run(client)
+    client, run = _only_run(started)
     assert run.info.status == "FINISHED" and run.data.tags["runner"] == "ThreadRunner"
     assert mlflow.active_run() is None  # nothing left open in the main thread
     metrics = run.data.metrics
@@ -134,11 +134,11 @@ def test_what_nodes_log_from_worker_threads_reaches_the_pipeline_run(probe_proje
 
 
 def test_a_node_error_in_a_worker_thread_ends_the_pipeline_run_failed(probe_project):
-    project, client = probe_project
+    project, started = probe_project
     with pytest.raises(RuntimeError, match="probe node failed"):
         _run_threaded(project, "probe_failing")
 
-    run = _only_run(client)
+    _, run = _only_run(started)
     assert run.info.status == "FAILED"
     assert mlflow.active_run() is None
     assert run.data.metrics["probe/fail/loss"] == 2.0  # logged by the failing node before it raised
