@@ -51,19 +51,20 @@ def runner_name(runner: Any) -> str:
     return found.group(1) if found else text.rsplit(".", 1)[-1]
 
 
-def threaded_runner_warning(runner: str) -> str | None:
-    """What a run under a concurrent runner loses in MLflow, or ``None`` under the sequential one.
+def parallel_runner_warning(runner: str) -> str | None:
+    """What a run under ``ParallelRunner`` loses in MLflow, or ``None`` under the other runners.
 
-    MLflow keeps the active run per thread, and kedro-mlflow starts it in the main thread; nodes that
-    ``ThreadRunner`` (or ``ParallelRunner``) runs elsewhere see no active run, so what they log
-    themselves (training curves) and what the node hooks log for them (figures, reports, models)
-    is left out, silently but for this line."""
-    if runner == "SequentialRunner":
+    MLflow keeps the active run per thread; kedro-mlflow's ``before_node_run`` reopens the pipeline's
+    run in each node's thread, so ``ThreadRunner`` nodes log to it like sequential ones
+    (tests/integration/test_mlflow_threads.py). A worker process logs to the run as well, but the
+    project's hooks there are copies: what they collect for the end of the run never comes back."""
+    if runner != "ParallelRunner":
         return None
     return (
-        f"--runner {runner}: nodes run outside the main thread, where MLflow sees no active run (MLflow keeps "
-        "it per thread): their training curves, figures, reports and logged models are NOT logged to this MLflow "
-        "run; the saved datasets and the run summary are complete. Use the default runner for a complete MLflow run."
+        "--runner ParallelRunner: nodes run in worker processes, whose copies of the project's hooks do not "
+        "report back: logged models get no metrics of their own and none is registered, and the run summary "
+        "lacks those nodes' reports and is not set as the MLflow run's description. Use the default runner or "
+        "ThreadRunner for a complete MLflow run."
     )
 
 
@@ -142,7 +143,7 @@ class MlflowConventionHooks:
         if mlflow.active_run() is None:
             return
         runner = runner_name(run_params.get("runner"))
-        if (warning := threaded_runner_warning(runner)) is not None:
+        if (warning := parallel_runner_warning(runner)) is not None:
             logger.warning("%s", warning)
         name = run_name(run_params.get("pipeline_names"), symbol, self._save_version or run_params.get("run_id", ""))
         env = metadata.get("config_env") or run_params.get("env") or "local"  # Kedro's run_params: None for local
