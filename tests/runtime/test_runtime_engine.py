@@ -4,6 +4,8 @@ input order (Ray: the package's local 2-CPU session, see conftest)."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import torch
 from threadpoolctl import threadpool_info
 
 from trading_rl.runtime import RayExecutor, RuntimeParams, SequentialExecutor, make_runtime_executor
+from trading_rl.runtime.node_lock import holds_node_lock, node_lock
 
 
 def runtime(params):
@@ -81,3 +84,25 @@ def test_every_task_runs_single_threaded_on_both_engines(ray_session):
     # Ray's workers cannot import this test module: send its functions by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     assert make_runtime_executor(runtime({"engine": "ray"})).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]
+
+
+def test_a_node_waiting_on_ray_tasks_lets_another_node_compute(ray_session):
+    """Inside ``node_lock`` (OverlapRunner's nodes) the Ray engine gives the lock up while it waits:
+    another node computes before the tasks return; the waiting node holds the lock again after."""
+    computed_while_waiting = threading.Event()
+    returned = threading.Event()
+
+    def other_node() -> None:
+        with node_lock():
+            if not returned.is_set():
+                computed_while_waiting.set()
+
+    executor = make_runtime_executor(runtime({"engine": "ray"}))
+    with node_lock():
+        other = threading.Thread(target=other_node)
+        other.start()
+        assert executor.map(lambda seconds: time.sleep(seconds) or seconds, [{"seconds": 1.0}]) == [1.0]
+        returned.set()
+        assert holds_node_lock()
+    other.join(10.0)
+    assert computed_while_waiting.is_set()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from trading_rl.config import Section, setting
+from trading_rl.runtime.node_lock import released_while_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,8 @@ class RayExecutor(Executor):
         pending = {self._remote.remote(fn, **kwargs): index for index, kwargs in enumerate(kwargs_list)}
         results: list[Any] = [None] * len(pending)
         while pending:
-            (finished,), _ = ray.wait(list(pending), num_returns=1)
+            with released_while_waiting():  # another node may compute meanwhile (runtime.node_lock)
+                (finished,), _ = ray.wait(list(pending), num_returns=1)
             index = pending.pop(finished)
             results[index] = ray.get(finished)
             if on_result is not None:
