@@ -28,7 +28,7 @@ def _holding_node_lock(task: Callable[..., Any], *args: Any, **kwargs: Any) -> A
 class _NodeLockExecutor(ThreadPoolExecutor):
     """Each submitted Kedro task (a node's loads, run, hooks and saves) inside ``node_lock``."""
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:  # type: ignore[override]
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         return super().submit(_holding_node_lock, fn, *args, **kwargs)
 
 
