@@ -86,9 +86,11 @@ def test_every_task_runs_single_threaded_on_both_engines(ray_session):
     assert make_runtime_executor(runtime({"engine": "ray"})).map(thread_counts, [{}, {}]) == [(1, 1), (1, 1)]
 
 
-def test_a_node_waiting_on_ray_tasks_lets_another_node_compute(ray_session):
-    """Inside ``node_lock`` (OverlapRunner's nodes) the Ray engine gives the lock up while it waits:
-    another node computes before the tasks return; the waiting node holds the lock again after."""
+@pytest.mark.parametrize("others_may_compute", [True, False])
+def test_a_node_waiting_on_long_ray_tasks_lets_another_node_compute(ray_session, others_may_compute):
+    """Inside ``node_lock`` (OverlapRunner's nodes) the Ray engine gives the lock up while it waits
+    for tasks marked ``others_may_compute`` (another node computes before they return) and keeps it
+    for the others (short maps: the node goes on at once); the node holds the lock after either."""
     computed_while_waiting = threading.Event()
     returned = threading.Event()
 
@@ -101,8 +103,12 @@ def test_a_node_waiting_on_ray_tasks_lets_another_node_compute(ray_session):
     with node_lock():
         other = threading.Thread(target=other_node)
         other.start()
-        assert executor.map(lambda seconds: time.sleep(seconds) or seconds, [{"seconds": 1.0}]) == [1.0]
+        sleeping = [{"seconds": 1.0}]
+        results = executor.map(
+            lambda seconds: time.sleep(seconds) or seconds, sleeping, others_may_compute=others_may_compute
+        )
+        assert results == [1.0]
         returned.set()
         assert holds_node_lock()
     other.join(10.0)
-    assert computed_while_waiting.is_set()
+    assert computed_while_waiting.is_set() == others_may_compute

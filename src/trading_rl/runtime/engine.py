@@ -61,15 +61,25 @@ class Executor(Protocol):
     def share(self, value: Any) -> Any: ...
 
     def map(
-        self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
-    ) -> list[Any]: ...
+        self,
+        fn: Callable[..., Any],
+        kwargs_list: Sequence[Mapping[str, Any]],
+        on_result: OnResult | None = None,
+        *,
+        others_may_compute: bool = False,
+    ) -> list[Any]:
+        """``fn(**kwargs)`` per dict, results in input order. ``others_may_compute``: long remote work,
+        during whose wait another node may compute (``runtime.node_lock``); short maps keep their
+        node's turn, so that the node goes on at once."""
+        ...
 
     def run_retrain_groups(
         self, run_group: Callable[[Any], Any], tasks: Sequence[Any], on_result: OnResult | None = None
     ) -> list[Any]:
         """``run_group(task)`` for every walk-forward retrain task, results in input order; by default
-        one ``map`` task per chain (the population engine trains chains stage by stage instead)."""
-        return self.map(run_group, [{"task": task} for task in tasks], on_result)
+        one ``map`` task per chain (the population engine trains chains stage by stage instead), the
+        long wait during which other nodes may compute."""
+        return self.map(run_group, [{"task": task} for task in tasks], on_result, others_may_compute=True)
 
 
 @contextlib.contextmanager
@@ -94,8 +104,14 @@ class SequentialExecutor(Executor):
         return value
 
     def map(
-        self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
+        self,
+        fn: Callable[..., Any],
+        kwargs_list: Sequence[Mapping[str, Any]],
+        on_result: OnResult | None = None,
+        *,
+        others_may_compute: bool = False,
     ) -> list[Any]:
+        """In this process: nothing to wait for, so ``others_may_compute`` changes nothing."""
         results = []
         with single_threaded():
             for index, kwargs in enumerate(kwargs_list):
@@ -165,15 +181,21 @@ class RayExecutor(Executor):
         return ray.put(value)
 
     def map(
-        self, fn: Callable[..., Any], kwargs_list: Sequence[Mapping[str, Any]], on_result: OnResult | None = None
+        self,
+        fn: Callable[..., Any],
+        kwargs_list: Sequence[Mapping[str, Any]],
+        on_result: OnResult | None = None,
+        *,
+        others_may_compute: bool = False,
     ) -> list[Any]:
         """Results in input order; ``on_result`` sees each as it finishes (in finishing order)."""
         import ray
 
         pending = {self._remote.remote(fn, **kwargs): index for index, kwargs in enumerate(kwargs_list)}
         results: list[Any] = [None] * len(pending)
+        waiting = released_while_waiting if others_may_compute else contextlib.nullcontext
         while pending:
-            with released_while_waiting():  # another node may compute meanwhile (runtime.node_lock)
+            with waiting():  # another node may compute meanwhile (runtime.node_lock)
                 (finished,), _ = ray.wait(list(pending), num_returns=1)
             index = pending.pop(finished)
             results[index] = ray.get(finished)

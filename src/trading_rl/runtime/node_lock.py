@@ -5,7 +5,8 @@ so two nodes computing in threads at once draw from each other's streams (a Thre
 the project differs from the sequential run in every trained model) and close each other's figures.
 What may overlap is waiting: a node whose tasks run in Ray workers holds nothing in this process
 while it waits for them, and another node can compute meanwhile. A runner holds ``node_lock`` for
-each whole node (inputs, run, outputs); the Ray engine gives it up inside ``released_while_waiting``.
+each whole node (inputs, run, outputs); the Ray engine gives it up inside ``released_while_waiting``
+(for maps marked ``others_may_compute``: the walk-forward's chains, a symbol's training).
 """
 
 from __future__ import annotations
@@ -14,19 +15,44 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-_LOCK = threading.Lock()
+_STATE = threading.Condition()
+_busy = False  # a node computes
+_returning = 0  # nodes whose remote wait is over, waiting for their turn back
 _held = threading.local()
+
+
+def _acquire(returning: bool) -> None:
+    """Wait for the turn; a node back from its remote wait goes before nodes not yet started, so
+    that it hands out its next remote work as soon as the node computing now is done."""
+    global _busy, _returning
+    with _STATE:
+        if returning:
+            _returning += 1
+        try:
+            _STATE.wait_for(lambda: not _busy and (returning or _returning == 0))
+        finally:
+            if returning:
+                _returning -= 1
+        _busy = True
+    _held.value = True
+
+
+def _release() -> None:
+    global _busy
+    _held.value = False
+    with _STATE:
+        _busy = False
+        _STATE.notify_all()
 
 
 @contextlib.contextmanager
 def node_lock() -> Iterator[None]:
     """Run the block as the only node computing in this process."""
-    with _LOCK:
-        _held.value = True
-        try:
-            yield
-        finally:
-            _held.value = False
+    _acquire(returning=False)
+    try:
+        yield
+    finally:
+        _release()
 
 
 def holds_node_lock() -> bool:
@@ -41,10 +67,8 @@ def released_while_waiting() -> Iterator[None]:
     if not holds_node_lock():
         yield
         return
-    _held.value = False
-    _LOCK.release()
+    _release()
     try:
         yield
     finally:
-        _LOCK.acquire()
-        _held.value = True
+        _acquire(returning=True)

@@ -103,6 +103,7 @@ def train_symbol(
                 "encoder": shared_encoder,
             }
         ],
+        others_may_compute=True,  # the symbol's training: under OverlapRunner other symbols' nodes go on
     )
     log_history(f"multi_symbol/{env_spec.symbol}", result["history"])
     metadata = {
