@@ -181,10 +181,10 @@ class CountingExecutor(SequentialExecutor):
     def __init__(self) -> None:
         self.group_calls: list[int] = []
 
-    def map(self, fn, kwargs_list, on_result=None):
+    def map(self, fn, kwargs_list, on_result=None, *, others_may_compute=False):
         if fn is wf.run_retrain_group:
             self.group_calls.append(len(kwargs_list))
-        return super().map(fn, kwargs_list, on_result)
+        return super().map(fn, kwargs_list, on_result, others_may_compute=others_may_compute)
 
 
 def test_trials_asked_together_run_as_one_execution_and_score_as_alone(trainer):

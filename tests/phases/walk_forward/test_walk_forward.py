@@ -223,9 +223,9 @@ class CountingExecutor(SequentialExecutor):
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
 
-    def map(self, fn, kwargs_list, on_result=None):
+    def map(self, fn, kwargs_list, on_result=None, *, others_may_compute=False):
         self.calls.append((fn.__name__, len(kwargs_list)))
-        return super().map(fn, kwargs_list, on_result)
+        return super().map(fn, kwargs_list, on_result, others_may_compute=others_may_compute)
 
 
 def test_variants_share_one_execution_and_each_equals_its_own_run(monkeypatch):
