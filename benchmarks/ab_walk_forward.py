@@ -72,7 +72,8 @@ class ProcessExecutor(Executor):
     def share(self, value):
         return value
 
-    def map(self, fn, kwargs_list, on_result=None):
+    def map(self, fn, kwargs_list, on_result=None, *, others_may_compute=False):
+        """Outside Kedro's runners: no node waits here for another to compute (``others_may_compute``)."""
         with ProcessPoolExecutor(max_workers=self.jobs) as pool:
             results = list(pool.map(_single_threaded_call, [fn] * len(kwargs_list), kwargs_list))
         for index, result in enumerate(results if on_result is not None else []):

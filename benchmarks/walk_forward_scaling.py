@@ -61,9 +61,11 @@ class TimedExecutor(Executor):
     def share(self, value):
         return self.executor.share(value)
 
-    def map(self, fn, kwargs_list, on_result=None):
+    def map(self, fn, kwargs_list, on_result=None, *, others_may_compute=False):
         start = time.perf_counter()
-        timed = self.executor.map(cpu_timed, [{"timed_fn": fn, **kwargs} for kwargs in kwargs_list])
+        timed = self.executor.map(
+            cpu_timed, [{"timed_fn": fn, **kwargs} for kwargs in kwargs_list], others_may_compute=others_may_compute
+        )
         self.waves.append((len(kwargs_list), time.perf_counter() - start, sum(cpu for _, cpu in timed)))
         results = [result for result, _ in timed]
         for index, result in enumerate(results if on_result is not None else []):

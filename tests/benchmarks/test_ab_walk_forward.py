@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from ab_walk_forward import HER_LEARNING_STARTS, agent_parameters, summarise
+from ab_walk_forward import HER_LEARNING_STARTS, ProcessExecutor, agent_parameters, summarise
 from learning_curve import load_parameters
 
 
@@ -74,3 +74,13 @@ def test_hierarchical_agents_share_the_sac_arm_settings_and_networks():
     assert phase.sac.batch_size == source.sac.batch_size
     assert phase.sac.learning_starts >= HER_LEARNING_STARTS > 500  # HER needs a finished episode
     assert phase.device == "auto" and phase.options.enabled
+
+
+def _doubled(task: int) -> int:
+    return 2 * task
+
+
+def test_the_process_executor_runs_the_walk_forward_chains():
+    """``run_retrain_groups`` (the walk-forward's chains: a long map) goes through ``map``, which the
+    process executor must accept as the engine's executors do."""
+    assert ProcessExecutor(2).run_retrain_groups(_doubled, [1, 2, 3]) == [2, 4, 6]
