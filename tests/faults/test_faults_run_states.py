@@ -35,17 +35,19 @@ def test_ctrl_c_ends_the_mlflow_run_killed(tmp_path):
     # an explicit experiment: an earlier Kedro session in this process leaves its experiment id active
     run = mlflow.start_run(experiment_id=mlflow.create_experiment("ctrl_c"))
     hooks.before_pipeline_run()
+    for _ in range(2):  # kedro-mlflow's before_node_run reopens the run in every node: a stack of copies
+        mlflow.start_run(run_id=run.info.run_id, nested=True)
     try:
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-        finished = mlflow.MlflowClient().get_run(run.info.run_id)
+        finished, still_active = mlflow.MlflowClient().get_run(run.info.run_id), mlflow.active_run()
     finally:
         hooks.after_pipeline_run()
         while mlflow.active_run() is not None:
             mlflow.end_run()
         mlflow.set_tracking_uri(previous_uri)
         restored = signal.signal(signal.SIGINT, outer_handler)
-    assert finished.info.status == "KILLED"
+    assert finished.info.status == "KILLED" and still_active is None
     assert finished.data.tags["trading_rl.ended_by"] == "SIGINT"
     assert restored == handler_before
 

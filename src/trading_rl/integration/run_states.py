@@ -69,7 +69,11 @@ def end_mlflow_run_killed() -> None:
     run = mlflow.active_run()
     if run is not None:
         mlflow.set_tag("trading_rl.ended_by", "SIGINT")
-        mlflow.end_run(status="KILLED")
+        # kedro-mlflow reopens the pipeline's run for every node (``before_node_run``, nested), so
+        # this thread's stack holds it once per node run so far: ending one copy left the next for
+        # MLflow's exit handler, which ended the run FINISHED.
+        while mlflow.active_run() is not None:
+            mlflow.end_run(status="KILLED")
         logger.warning("interrupted: MLflow run %s ended KILLED", run.info.run_id)
 
 
