@@ -103,7 +103,7 @@ def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_unto
         logging.getLogger().addHandler(caplog.handler)
         try:
             with caplog.at_level(logging.INFO):
-                kedro_run(project, ["feature_extraction", "env_construction", "sac_icm", "walk_forward"], env="ci")
+                kedro_run(project, ["feature_extraction", "env_construction", "walk_forward"], env="ci")
         finally:
             logging.getLogger().removeHandler(caplog.handler)
         # The log as its records (which handler prints them depends on the logging config in use),
@@ -123,7 +123,7 @@ def test_a_ci_run_after_a_base_run_leaves_base_versions_ledger_and_registry_unto
     assert client.get_model_version_by_alias(REGISTERED, "champion").version == version.version
 
     ci = project / "data/ci"
-    assert list((ci / "06_models/sac_icm_model.zip").iterdir()) and list((ci / "09_runs").rglob("*.json"))
+    assert list((ci / "06_models/walk_forward_models").iterdir()) and list((ci / "09_runs").rglob("*.json"))
     ci_ledger = read_ledger(ci / "08_reporting/trial_ledger")
     assert len(ci_ledger) and set(ci_ledger["config_env"]) == {"ci"}
     ci_store = f"sqlite:///{ci / 'mlflow.db'}"
