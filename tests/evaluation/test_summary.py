@@ -153,21 +153,27 @@ def test_alpha_with_its_ci_beta_exposure_and_the_matched_baseline_stand_next_to_
     assert "n/a [n/a, n/a]" in old and "n/a / n/a / n/a" in old
 
 
-def test_walk_forward_rows_show_the_stitched_attribution_and_the_standard_errors():
+def test_the_stitched_row_carries_the_stitched_attribution_and_the_standard_errors():
+    """Alpha, beta and exposure are measured on the stitched series: they stand on its row, and the
+    median-of-windows row, which no attribution describes, reads n/a."""
     entry = {
         **WALK_FORWARD["sp500"]["agents"]["sac_icm"],
+        "stitched_median": {"sharpe": 0.81, "total_return": 0.05, "max_drawdown": -0.04},
         "stitched_attribution_median": {**ATTRIBUTED, "sharpe": 99.0},
         "standard_errors": {"sharpe_stitched": 0.62, "alpha_stitched": 0.041, "sharpe_median_windows": 0.5},
         "min_detectable": {"sharpe_stitched": 1.24, "alpha_stitched": 0.082},
     }
     summary = {"sp500": {"agents": {**WALK_FORWARD["sp500"]["agents"], "sac_icm": entry}}}
-    [row] = agent_rows({"walk_forward_summary": summary})
-    assert row.metrics["sharpe"] == 1.1  # the median over windows, not the stitched series' Sharpe
+    windows, stitched = agent_rows({"walk_forward_summary": summary})
+    assert windows.metrics["sharpe"] == 1.1 and not windows.attribution and not windows.standard_errors
+    assert stitched.metrics["sharpe"] == 0.81  # the stitched series' Sharpe, not the attribution's
     text = summary_text({"walk_forward_summary": summary})
-    assert "1.10 / 3.0% / -3.0%" not in text and "+2.1% [-3.0%, +7.2%]  0.15 / 0.14 / 0.41" in text
+    windows_line, stitched_line = (line for line in text.splitlines() if "walk_forward  sac_icm on sp500 (" in line)
+    assert "n/a [n/a, n/a]" in windows_line
+    assert "0.81 / 5.0% / -4.0%  +2.1% [-3.0%, +7.2%]  0.15 / 0.14 / 0.41" in stitched_line
     assert (
-        "sac_icm on sp500 (median of windows): Sharpe SE 0.62 (a seed's stitched series), 0.50 (median over windows); "
-        "alpha SE 4.1%/yr; smallest detectable (2 SE) Sharpe 1.24, alpha 8.2%/yr"
+        "sac_icm on sp500 (stitched, median of seeds): Sharpe SE 0.62 (a seed's stitched series), "
+        "0.50 (median over windows); alpha SE 4.1%/yr; smallest detectable (2 SE) Sharpe 1.24, alpha 8.2%/yr"
     ) in text
 
 

@@ -105,24 +105,21 @@ def _walk_forward(reports: Mapping[str, Report]) -> list[AgentRow]:
             share = entry.get("trading_share")
             verdict = "n/a" if share is None else f"trading in {share:.0%} of windows (fills on >= 2% of bars)"
             label = f"{agent} on {symbol}"
-            rows.append(
-                AgentRow(
-                    "walk_forward",
-                    f"{label} (median of windows)",
-                    _medians(entry),
-                    baselines,
-                    verdict,
-                    attribution=entry.get("stitched_attribution_median") or {},
-                    standard_errors={
-                        **(entry.get("standard_errors") or {}),
-                        "min_detectable": entry.get("min_detectable"),
-                    },
-                )
-            )
+            rows.append(AgentRow("walk_forward", f"{label} (median of windows)", _medians(entry), baselines, verdict))
             if "stitched_median" in entry:
+                # alpha, beta, exposure and their standard errors are measured on the stitched series
                 rows.append(
                     AgentRow(
-                        "walk_forward", f"{label} (stitched, median of seeds)", entry["stitched_median"], stitched, ""
+                        "walk_forward",
+                        f"{label} (stitched, median of seeds)",
+                        entry["stitched_median"],
+                        stitched,
+                        "",
+                        attribution=entry.get("stitched_attribution_median") or {},
+                        standard_errors={
+                            **(entry.get("standard_errors") or {}),
+                            "min_detectable": entry.get("min_detectable"),
+                        },
                     )
                 )
     return rows
