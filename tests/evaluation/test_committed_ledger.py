@@ -54,3 +54,11 @@ def test_section_6_final_evaluation_against_the_test_looks():
 def test_the_validation_split_holds_the_recorded_ab_trials():
     # docs/protocol.md: N on sp500's validation split = these 4 + 24 documented pre-ledger trials.
     assert trials_for(LEDGER, "sp500", VALIDATION).n == 4
+
+
+def test_research_walk_forward_rows_are_the_configurations_the_real_data_table_shows():
+    # results.md "Real data": "Five configurations per symbol on this period are five ledger rows each"
+    research = Period.of("2004-02-04", "2015-12-31")
+    for symbol in ("sp500", "nasdaq"):
+        trials = trials_for(LEDGER, symbol, research)
+        assert trials.n == 5 and trials.by_source == {"walk_forward": 5}, symbol
