@@ -33,7 +33,7 @@ from trading_rl.agents.auxiliary import (
 from trading_rl.agents.curriculum import CurriculumParams
 from trading_rl.agents.device import resolve_device
 from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAverage
-from trading_rl.agents.sb3_logging import use_quiet_logger
+from trading_rl.agents.sb3_logging import quiet_logging_for_setup
 from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.config import Section, layer_widths_problem, require_not_above, setting
 from trading_rl.monitoring.collapse import CollapseThresholds
@@ -293,12 +293,8 @@ class SACWithICM(SAC):
         # folder (``agents.sb3_logging``): a fresh ``quiet_logger`` instead, for this ``learn`` only
         # as SB3's own (a logger set with ``set_logger`` is kept). Here, not where the model is built:
         # ``load`` (copies, checkpoints, reloaded models) drops a logger set before.
-        quiet = use_quiet_logger(self)
-        try:
+        with quiet_logging_for_setup(self):
             return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
-        finally:
-            if quiet:
-                self._custom_logger = False
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         state_dicts, variables = super()._get_torch_save_params()

@@ -11,7 +11,9 @@ the same recording, so callbacks and ``SACWithICM.train`` read ``logger.name_to_
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import HumanOutputFormat, KVWriter, Logger
@@ -32,3 +34,16 @@ def use_quiet_logger(model: BaseAlgorithm) -> bool:
         return False
     model.set_logger(quiet_logger(model.verbose))
     return True
+
+
+@contextlib.contextmanager
+def quiet_logging_for_setup(model: BaseAlgorithm) -> Iterator[None]:
+    """Around SB3's ``_setup_learn``: ``use_quiet_logger`` for this ``learn`` only, as SB3's own
+    logger is (a logger set with ``set_logger`` is kept; one given here is replaced at the next
+    ``learn``, and ``load`` drops it anyway)."""
+    quiet = use_quiet_logger(model)
+    try:
+        yield
+    finally:
+        if quiet:
+            model._custom_logger = False

@@ -51,7 +51,7 @@ from torch.nn import functional as F
 
 from trading_rl.agents.icm import IntrinsicCuriosityModule, MovingAverage, curiosity_loss, normalised_surprise
 from trading_rl.agents.sac_icm import SACWithICM, mix_curiosity
-from trading_rl.agents.sb3_logging import use_quiet_logger
+from trading_rl.agents.sb3_logging import quiet_logging_for_setup
 
 # SB3's squashed Gaussian (stable_baselines3.common.distributions.SquashedDiagGaussianDistribution).
 _SQUASH_EPSILON = 1e-6
@@ -380,12 +380,8 @@ def _quiet_setup(member: SAC, total_timesteps: int, reset_num_timesteps: bool) -
     """SB3's ``_setup_learn`` for one member with a ``quiet_logger`` (``agents.sb3_logging``), as
     ``SACWithICM`` does for itself: plain SB3 members would each leave an empty tempdir/SB3-<time>
     folder per ``learn``."""
-    quiet = use_quiet_logger(member)
-    try:
+    with quiet_logging_for_setup(member):
         return member._setup_learn(total_timesteps, None, reset_num_timesteps, "run", False)
-    finally:
-        if quiet:
-            member._custom_logger = False
 
 
 class PopulationSAC:
