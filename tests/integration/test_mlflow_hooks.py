@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
+from pathlib import Path
 
 import matplotlib
 
@@ -19,6 +21,7 @@ from kedro.framework.hooks.manager import _create_hook_manager  # noqa: E402
 from kedro.io import DataCatalog  # noqa: E402
 from kedro.pipeline import Node, Pipeline  # noqa: E402
 from kedro.runner import SequentialRunner  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks  # noqa: E402
 from trading_rl.integration.mlflow_tracking import metric_key, run_name  # noqa: E402
@@ -90,9 +93,10 @@ def _catalog(tmp_path, registered: str) -> DataCatalog:
             "filepath": str(tmp_path / "plot.png"),
             "metadata": reporting,
         },
-        # a figure per file name (a tearsheet's PNGs): one artifact each, no JSON of figure reprs
+        # a figure per file name (a tearsheet's PNGs): one artifact each, no JSON of figure reprs; the
+        # project's dataset keeps what it wrote, so the artifact is that file, drawn once
         "agent_tearsheet_plot": {
-            "type": "matplotlib.MatplotlibDataset",
+            "type": "trading_rl.integration.datasets.RenderedFiguresDataset",
             "filepath": str(tmp_path / "tearsheet_plot"),
             "metadata": reporting,
         },
@@ -109,8 +113,9 @@ def _catalog(tmp_path, registered: str) -> DataCatalog:
     return catalog
 
 
-def _figure():
+def _figure(label: str = ""):
     figure, axis = plt.subplots()
+    figure.set_label(label)
     axis.plot([1, 2, 3])
     return figure
 
@@ -132,7 +137,7 @@ def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: b
                 {"collapsed": collapsed},
                 metrics,
                 _figure(),
-                {"sp500_validation.png": _figure()},
+                {"sp500_validation.png": _figure("tearsheet")},
                 "<html>page</html>",
                 evaluation,
             ),
@@ -177,9 +182,20 @@ def _run(tmp_path, agent, registered: str, collapsed: bool, validation_passed: b
 
 
 @pytest.mark.slow
-def test_a_run_whose_gates_passed_logs_clean_metrics_artifacts_and_a_registered_model(tmp_path, tracking, agent):
+def test_a_run_whose_gates_passed_logs_clean_metrics_artifacts_and_a_registered_model(
+    tmp_path, tracking, agent, monkeypatch
+):
     registered = "passing_agent"
+    drawn: Counter[str] = Counter()
+    savefig = Figure.savefig
+
+    def counted_savefig(figure, *args, **kwargs):
+        drawn[figure.get_label()] += 1
+        return savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", counted_savefig)
     client, run_id = _run(tmp_path, agent, registered, collapsed=False, validation_passed=True)
+    assert drawn["tearsheet"] == 1  # saved and logged from one drawing
     run = client.get_run(run_id)
 
     assert run.info.run_name == run_name(["sac_icm"], "GOOGL", VERSION)
@@ -214,6 +230,9 @@ def test_a_run_whose_gates_passed_logs_clean_metrics_artifacts_and_a_registered_
         f"gates/{registered}.json",
     } <= artifacts
     assert not any(path.endswith(".png.png") or "tearsheet_plot.json" in path for path in artifacts)
+    artifact = "sac_icm/plots/agent_tearsheet_plot_sp500_validation.png"
+    logged = Path(client.download_artifacts(run_id, artifact, tmp_path))
+    assert logged.read_bytes() == (tmp_path / "tearsheet_plot" / "sp500_validation.png").read_bytes()
 
     models = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
     assert [m.name for m in models] == ["agent"]  # one logged model per trained agent

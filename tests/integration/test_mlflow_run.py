@@ -96,6 +96,12 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
     for phase in ("sac_icm", "options_her", "walk_forward"):
         assert f"{phase}/tearsheets/{phase}_tearsheet.html" in artifacts
     assert not [path for path in artifacts if path.endswith(".png.png")]
+    # each tearsheet page's PNG is the file saved in data/, byte for byte (drawn once, not again for MLflow)
+    saved = {path.read_bytes() for path in (project / "data/08_reporting/sac_icm_tearsheet").rglob("*.png")}
+    logged = [path for path in artifacts if path.startswith("sac_icm/plots/sac_icm_tearsheet_plot")]
+    assert saved and len(logged) == len(saved)
+    for path in logged:
+        assert Path(client.download_artifacts(run.info.run_id, path, str(tmp_path))).read_bytes() in saved, path
     for path in (p for p in artifacts if p.endswith(".json")):
         assert "Figure(" not in Path(client.download_artifacts(run.info.run_id, path, str(tmp_path))).read_text(), path
 

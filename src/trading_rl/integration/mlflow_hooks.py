@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import PurePosixPath
+import tempfile
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import mlflow
@@ -102,6 +103,22 @@ def _figures(data: Any) -> dict[str, Any]:
     return figures if figures and all(isinstance(f, Figure) for f in figures.values()) else {}
 
 
+def _log_figures(figures: dict[str, Any], dataset: Any, phase: str, dataset_name: str) -> None:
+    """Each figure as ``<phase>/plots/<dataset><suffix>.png``: the bytes the dataset just wrote when it
+    keeps them (``RenderedFiguresDataset``: no second drawing, the artifact is the file in ``data/``),
+    else drawn by ``mlflow.log_figure``."""
+    rendered = getattr(dataset, "rendered_png", None)
+    if rendered is None or len(rendered) != len(figures):
+        for suffix, figure in figures.items():
+            mlflow.log_figure(figure, f"{phase}/plots/{dataset_name}{PurePosixPath(suffix).stem}.png")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        for suffix, png in zip(figures, rendered, strict=True):
+            path = Path(folder, f"{dataset_name}{PurePosixPath(suffix).stem}.png")
+            path.write_bytes(png)
+            mlflow.log_artifact(str(path), f"{phase}/plots")
+
+
 class MlflowConventionHooks:
     def __init__(self) -> None:
         self._catalog = None
@@ -169,8 +186,8 @@ class MlflowConventionHooks:
             return
         phase = node.namespace or node.name
         figures = _figures(data)
-        for suffix, figure in figures.items():
-            mlflow.log_figure(figure, f"{phase}/plots/{dataset_name}{PurePosixPath(suffix).stem}.png")
+        dataset = self._catalog.get(dataset_name) if self._catalog is not None else None
+        _log_figures(figures, dataset, phase, dataset_name)
         if (
             isinstance(data, dict)
             and not figures
