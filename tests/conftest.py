@@ -41,15 +41,20 @@ def make_project_copy(target: Path, ci_data_root: str = "data") -> Path:
 
 
 def run_session(project: Path, pipeline_names, env: str = "ci", **kwargs):
-    """Run pipelines in a fresh KedroSession on ``project`` and return the run result."""
+    """Run pipelines in a fresh KedroSession on ``project`` and return the run result, from inside
+    ``project`` as ``kedro run`` runs: a relative ``sqlite:///...`` tracking URI names the project's
+    store, not one in the checkout the tests run from."""
     import mlflow
     from kedro.framework.session import KedroSession
 
     bootstrap()
+    cwd = os.getcwd()
+    os.chdir(project)
     try:
         with KedroSession.create(project_path=project, env=env, **kwargs) as session:
             return session.run(pipeline_names=list(pipeline_names))
     finally:
+        os.chdir(cwd)
         # kedro-mlflow leaves the run open in-process; the next session must start its own.
         while mlflow.active_run() is not None:
             mlflow.end_run()
@@ -97,3 +102,40 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)  # as the project's default `torch_threads: 1`; tests share 2 cores
+
+
+# Where a session or an in-process MLflow call run from the checkout would log: the checkout's own
+# stores, which are the user's real runs. The suite must leave them as they were.
+CHECKOUT_MLFLOW = ("mlflow.db", "data/ci/mlflow.db", "mlruns", "data/ci/mlartifacts", "mlartifacts")
+
+
+def _checkout_mlflow_state() -> dict[str, int | None]:
+    return {
+        name: (path.stat().st_mtime_ns if path.exists() else None)
+        for name in CHECKOUT_MLFLOW
+        for path in [PROJECT_ROOT / name]
+    }
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_CHECKOUT_MLFLOW_KEY] = _checkout_mlflow_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when a test wrote into the checkout's MLflow stores (a test that ran a session or
+    created an experiment without its own store or project folder)."""
+    before = session.config.stash.get(_CHECKOUT_MLFLOW_KEY, None)
+    if before is None or hasattr(session.config, "workerinput"):  # the xdist controller checks once
+        return
+    changed = [name for name, state in _checkout_mlflow_state().items() if state != before[name]]
+    if changed:
+        session.config.get_terminal_writer().line(
+            f"ERROR: the tests wrote into the checkout's MLflow stores: {', '.join(changed)} "
+            "(give the test its own store, as tests/pipelines/validation/conftest.py does, or run it inside "
+            "a project copy)",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_CHECKOUT_MLFLOW_KEY = pytest.StashKey[dict]()

@@ -78,8 +78,9 @@ def test_viz_build_writes_the_static_site(tmp_path, project_copy):
 
 
 @pytest.mark.slow
-def test_mistyped_pipeline_name_suggests_the_right_one_without_a_traceback():
-    result = _kedro(["run", "--env", "ci", "--pipelines", "sac_icmm"], PROJECT_ROOT)
+def test_mistyped_pipeline_name_suggests_the_right_one_without_a_traceback(tmp_path, project_copy):
+    # a copy: the session opens the ci MLflow store (data/ci/mlflow.db) before it looks the name up
+    result = _kedro(["run", "--env", "ci", "--pipelines", "sac_icmm"], project_copy(tmp_path / "project"))
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "Failed to find the pipeline named 'sac_icmm'" in output

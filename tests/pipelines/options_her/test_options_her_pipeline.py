@@ -98,7 +98,10 @@ def test_pipeline_trains_and_reports(tmp_path):
     hook_manager.register(hooks)
     hooks.after_catalog_created(catalog=catalog, save_version="2030-01-01T00.00.00.000Z")
     mlflow.set_tracking_uri(empty_store(tmp_path / "mlflow.db"))
-    mlflow.set_experiment("options_her")
+    # artifacts under tmp_path: a new experiment's default artifact root is ./mlruns in the checkout
+    mlflow.set_experiment(
+        experiment_id=mlflow.create_experiment("options_her", artifact_location=(tmp_path / "artifacts").as_uri())
+    )
     try:
         with mlflow.start_run() as run:
             SequentialRunner().run(create_pipeline(), catalog, hook_manager)

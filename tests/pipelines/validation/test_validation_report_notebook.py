@@ -54,7 +54,7 @@ def _execute(project):
 
 @pytest.mark.slow
 def test_notebook_shows_the_validation_run_even_after_a_user_data_run_on_another_symbol(
-    tmp_path, project_copy, kedro_run, monkeypatch
+    tmp_path, project_copy, kedro_run
 ):
     """A validation run on symbol X, then a user-CSV run (GOOGL) whose prices are the latest version:
     the notebook runs without an error and shows X's report, its figures and X's prices (the
@@ -78,7 +78,6 @@ def test_notebook_shows_the_validation_run_even_after_a_user_data_run_on_another
     ).to_csv(project / "data/01_raw/prices/GOOGL.csv", index=False)
     for name, content in LOCAL_PARAMETERS.items():
         (project / "conf/local" / name).write_text(yaml.safe_dump(content))
-    monkeypatch.chdir(project)  # as `kedro run` runs: its relative `sqlite:///mlflow.db` is the project's
     kedro_run(project, ["feature_extraction"], env="local")
     assert set(
         DataCatalog.from_config({"prices": {**PRICES_ENTRY, "filepath": str(project / PRICES_ENTRY["filepath"])}}).load(
