@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.mark.slow
-def test_kedro_airflow_writes_the_validation_dag_with_the_forward_nodes_grouped(tmp_path):
+def test_kedro_airflow_writes_the_validation_dag_with_the_forward_nodes_grouped(tmp_path, project_copy):
     kedro = Path(sys.executable).with_name("kedro")
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1"}
     result = subprocess.run(
@@ -37,7 +35,7 @@ def test_kedro_airflow_writes_the_validation_dag_with_the_forward_nodes_grouped(
             "--params",
             "schedule=0 6 * * 1",
         ],
-        cwd=PROJECT_ROOT,
+        cwd=project_copy(tmp_path / "project"),  # a copy: the session opens the ci MLflow store (data/ci/mlflow.db)
         env=env,
         capture_output=True,
         text=True,
