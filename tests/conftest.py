@@ -104,33 +104,38 @@ def pytest_configure(config):
     torch.set_num_threads(1)  # as the project's default `torch_threads: 1`; tests share 2 cores
 
 
-# Where a session or an in-process MLflow call run from the checkout would log: the checkout's own
-# stores, which are the user's real runs. The suite must leave them as they were.
-CHECKOUT_MLFLOW = ("mlflow.db", "data/ci/mlflow.db", "mlruns", "data/ci/mlartifacts", "mlartifacts")
+# What a session, a benchmark or an MLflow call run from the checkout would write to: its data/ (the
+# user's versions, ledger and ci store) and its MLflow stores. The suite must leave them as they were.
+CHECKOUT_MLFLOW = ("mlflow.db", "mlruns", "mlartifacts")
 
 
-def _checkout_mlflow_state() -> dict[str, int | None]:
-    return {
+def _checkout_state() -> dict[str, int | None]:
+    """Modification time (ns) of every file under the checkout's data/ and of its MLflow stores."""
+    state: dict[str, int | None] = {
         name: (path.stat().st_mtime_ns if path.exists() else None)
         for name in CHECKOUT_MLFLOW
         for path in [PROJECT_ROOT / name]
     }
+    for path in (PROJECT_ROOT / "data").rglob("*"):
+        state[str(path.relative_to(PROJECT_ROOT))] = path.stat().st_mtime_ns if path.is_file() else 0
+    return state
 
 
 def pytest_sessionstart(session):
-    session.config.stash[_CHECKOUT_MLFLOW_KEY] = _checkout_mlflow_state()
+    session.config.stash[_CHECKOUT_KEY] = _checkout_state()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when a test wrote into the checkout's MLflow stores (a test that ran a session or
-    created an experiment without its own store or project folder)."""
-    before = session.config.stash.get(_CHECKOUT_MLFLOW_KEY, None)
+    """Fail the run when a test wrote into the checkout's data/ or MLflow stores (a test that ran a
+    session, a command or an MLflow call without its own project copy or store)."""
+    before = session.config.stash.get(_CHECKOUT_KEY, None)
     if before is None or hasattr(session.config, "workerinput"):  # the xdist controller checks once
         return
-    changed = [name for name, state in _checkout_mlflow_state().items() if state != before[name]]
+    after = _checkout_state()
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     if changed:
         session.config.get_terminal_writer().line(
-            f"ERROR: the tests wrote into the checkout's MLflow stores: {', '.join(changed)} "
+            f"ERROR: the tests wrote into the checkout: {', '.join(changed[:10])} "
             "(give the test its own store, as tests/pipelines/validation/conftest.py does, or run it inside "
             "a project copy)",
             red=True,
@@ -138,4 +143,4 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-_CHECKOUT_MLFLOW_KEY = pytest.StashKey[dict]()
+_CHECKOUT_KEY = pytest.StashKey[dict]()
