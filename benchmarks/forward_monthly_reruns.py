@@ -193,10 +193,18 @@ def walk_forward_folds(
     return result.folds
 
 
-def run_forward(root: Path, save_version: str, parameters: dict, folds: pd.DataFrame, seed: int) -> DataCatalog:
+def run_forward(
+    root: Path,
+    save_version: str,
+    parameters: dict,
+    folds: pd.DataFrame,
+    seed: int,
+    load_versions: dict[str, str] | None = None,
+) -> DataCatalog:
     """One scheduled ``kedro run --pipelines forward``: the project's catalog entries for it
     (conf/base) with every file under ``root``, ``parameters`` as its ``params:`` inputs and
-    ``folds`` as the walk-forward reference (also used by tests/pipelines/forward)."""
+    ``folds`` as the walk-forward reference (also used by tests/pipelines/forward);
+    ``load_versions`` as ``--load-versions`` gives them."""
     config = yaml.safe_load((PROJECT / "conf/base/catalog_forward.yml").read_text())
     config["prior_trial_ledger"] = yaml.safe_load((PROJECT / "conf/base/catalog_ledger.yml").read_text())[
         "prior_trial_ledger"
@@ -214,7 +222,7 @@ def run_forward(root: Path, save_version: str, parameters: dict, folds: pd.DataF
     import mlflow
 
     mlflow.set_tracking_uri(store_uri(root))  # the registry that names the deployed version
-    catalog = DataCatalog.from_config(config, save_version=save_version)
+    catalog = DataCatalog.from_config(config, load_versions=load_versions, save_version=save_version)
     for key, value in {**parameters, "seed": seed}.items():
         catalog[f"params:{key}"] = value
     catalog["run_metadata"] = {"seed": seed, "save_version": save_version}

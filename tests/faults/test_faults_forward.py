@@ -8,17 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers.forward_setup import (
-    FEATURE_EXTRACTION,
-    TRAINED_BARS,
-    deploy,
-    market,
-    rerun,
-    run_forward,
-    versions,
-    walk_forward_folds,
-    write_prices,
-)
+from helpers.forward_setup import TRAINED_BARS, deploy, market, rerun, versions, write_prices
 
 from trading_rl.data.bad_bars import BadBarError
 from trading_rl.phases.forward import ForwardRecordError
@@ -131,13 +121,36 @@ def test_a_record_scored_from_bars_later_corrected_is_superseded_by_the_document
     write_prices(root, corrected)
     with pytest.raises(ForwardRecordError, match="scored bars that were later corrected"):
         rerun(root, RUNS[2])
-    parameters = {
-        "feature_extraction": FEATURE_EXTRACTION,
-        "forward": {"supersede_record": True},
-        "regime_validation": {"regimes": {"trend_window": 10, "vol_window": 5, "vol_lookback": 20}},
-        "tearsheet": {"rolling_window": 10, "dpi": 30},
-    }
-    run_forward(root, RUNS[2], parameters, walk_forward_folds(), seed=3)
+    rerun(root, RUNS[2], forward={"supersede_record": True})
     newest = pd.read_parquet(versions(root, RECORD)[-1])
     assert len(newest) == 25 and set(newest["scored_in"]) == {RUNS[2]}
     assert [len(pd.read_parquet(path)) for path in versions(root, RECORD)] == [10, 20, 25]
+
+
+def test_the_way_back_named_in_the_refusal_continues_the_older_record(root):
+    """``--load-versions previous_forward_record:<older>``, the command a garbled newest record's
+    refusal names, continues the older record: its bars kept, the rest scored by this run."""
+    write_prices(root, market(TRAINED_BARS + 25))
+    _edit_newest_record(root, _garbage)
+    rerun(root, RUNS[2], load_versions={"previous_forward_record": RUNS[0]})
+    newest = pd.read_parquet(versions(root, RECORD)[-1])
+    assert len(newest) == 25
+    assert list(newest["scored_in"]) == [RUNS[0]] * 10 + [RUNS[2]] * 15
+
+
+def test_a_garbage_record_without_an_older_version_is_superseded_not_a_dead_end(root):
+    """With no older version there is no way back to name: the refusal names the supersede command
+    alone, and that command writes a record replayed from the price file."""
+    import shutil
+
+    shutil.rmtree(versions(root, RECORD)[0].parent)
+    write_prices(root, market(TRAINED_BARS + 25))
+    version = _edit_newest_record(root, _garbage)
+    with pytest.raises(ForwardRecordError) as raised:
+        rerun(root, RUNS[2])
+    message = str(raised.value)
+    assert f"version {version}" in message and "forward.supersede_record=true" in message, message
+    assert "--load-versions" not in message, message
+    rerun(root, RUNS[2], forward={"supersede_record": True})
+    newest = pd.read_parquet(versions(root, RECORD)[-1])
+    assert len(newest) == 25 and set(newest["scored_in"]) == {RUNS[2]}

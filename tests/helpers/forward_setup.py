@@ -116,15 +116,23 @@ def walk_forward_folds(sharpes=(-1.0, 0.5, 2.0), drawdowns=(-0.05, -0.1, -0.2), 
     )
 
 
-def rerun(root: Path, save_version: str, folds: pd.DataFrame | None = None) -> DataCatalog:
-    """One scheduled ``kedro run --pipelines forward`` on the price file as it is now."""
+def rerun(
+    root: Path,
+    save_version: str,
+    folds: pd.DataFrame | None = None,
+    forward: dict | None = None,
+    load_versions: dict[str, str] | None = None,
+) -> DataCatalog:
+    """One scheduled ``kedro run --pipelines forward`` on the price file as it is now (``forward``:
+    its ``--params forward.*``, ``load_versions``: its ``--load-versions``)."""
     parameters = {
         "feature_extraction": FEATURE_EXTRACTION,
-        "forward": {},
+        "forward": forward or {},
         "regime_validation": {"regimes": {"trend_window": 10, "vol_window": 5, "vol_lookback": 20}},
         "tearsheet": {"rolling_window": 10, "dpi": 30},
     }
-    return run_forward(root, save_version, parameters, walk_forward_folds() if folds is None else folds, seed=3)
+    folds = walk_forward_folds() if folds is None else folds
+    return run_forward(root, save_version, parameters, folds, seed=3, load_versions=load_versions)
 
 
 def versions(root: Path, relative: str) -> list[Path]:

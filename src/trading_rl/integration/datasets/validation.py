@@ -88,8 +88,11 @@ class PreviousVersionParquetDataset(PreviousVersionDataset):
         try:
             frame = super().load()
         except Exception as error:  # a truncated or foreign file (pyarrow's errors vary): the check names it
+            cause = error.__cause__ or error  # the parser's own error, not the generic fix of ``parse``
             frame = pd.DataFrame()
-            frame.attrs["unreadable"] = f"{self._get_load_path()} is not a readable parquet table ({error})"
+            frame.attrs["unreadable"] = (
+                f"{self._get_load_path()} is not a readable parquet table ({type(cause).__name__}: {cause})"
+            )
         frame.attrs.update(version=version, earlier_versions=self.earlier_versions(version))
         return frame
 
