@@ -14,7 +14,9 @@ import pytest
 from helpers.synthetic_prices import tiny_env_spec
 from kedro.io import DatasetError
 
+from trading_rl.config import ConfigError
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import RawPriceFilesDataset
 from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices_node
 
@@ -65,8 +67,23 @@ def test_split_dates_out_of_order_are_refused_before_any_file_is_read():
         "symbols": [{"name": "GOOD", "source": "file"}],
         "splits": {"train_end": "2001-01-01", "validation_end": "2000-06-30"},
     }
-    with pytest.raises(ValueError, match=r"train_end='2001-01-01' must be before validation_end='2000-06-30'"):
+    with pytest.raises(ConfigError) as raised:
         load_and_validate_prices_node({"GOOD": never_read}, params)
+    message = str(raised.value)
+    for expected in (
+        "parameter 'feature_extraction.splits'",
+        "train_end='2001-01-01' must be before validation_end='2000-06-30'",
+        "Nothing was read or written",
+        "Fix: set 'feature_extraction.splits' in conf/<env>/parameters_feature_extraction.yml",
+    ):
+        assert expected in message, (expected, message)
+
+
+def test_split_fractions_that_leave_no_test_split_are_refused_naming_the_parameter():
+    with pytest.raises(ConfigError, match=r"'feature_extraction.splits': train_fraction \+ validation_fraction"):
+        FeatureExtractionParams.from_mapping(
+            {"symbols": ["GOOD"], "splits": {"train_fraction": 0.8, "validation_fraction": 0.2}}
+        )
 
 
 def test_every_symbol_input_of_a_phase_is_checked(spec):

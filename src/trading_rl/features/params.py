@@ -20,6 +20,7 @@ from trading_rl.data.selection import SymbolEntry
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.scaling import SCALING_METHODS
+from trading_rl.features.splits import check_split_params
 
 PARAMS_PREFIX = "feature_extraction"
 
@@ -53,6 +54,14 @@ class SplitParams(Section):
                 f"parameter '{prefix}' needs either train_end and validation_end, or train_fraction and "
                 "validation_fraction"
             )
+        try:  # dates in order, fractions that leave a test split: refused when parsed, before a file is read
+            check_split_params(self.to_dict())
+        except ValueError as error:
+            raise ConfigError(
+                f"parameter '{prefix}': {error}. Nothing was read or written. Fix: set '{prefix}' in "
+                "conf/<env>/parameters_feature_extraction.yml (or --params) so that train_end is before "
+                "validation_end, or train_fraction + validation_fraction < 1"
+            ) from error
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in super().to_dict().items() if value is not None}
