@@ -92,16 +92,54 @@ def test_every_symbol_input_of_a_phase_is_checked(spec):
 
     check_phase_inputs({"env_spec": spec, "feature_params": {"AAA": {}}, "scalers": {"AAA": {}}}, "AAA", "export")
     returns = pd.DataFrame({"symbol": ["FWD"], "return": [0.0]})
+    deployed = SimpleNamespace(trading_rl_metadata={"symbol": "AAA", "save_version": "V"})
+    check_phase_inputs({"deployed_model": deployed}, "AAA", "forward")
+    check_phase_inputs({"deployed_model": None}, "FWD", "forward")  # nothing promoted: forward says "not checked"
     cases = [
         ({"env_spec": spec}, "options_her", "dataset 'env_spec' is for symbol 'AAA'"),
+        ({"env_spec": spec}, "reward_shaper", "dataset 'env_spec' is for symbol 'AAA'"),
+        ({"deployed_model": deployed}, "forward", "dataset 'deployed_model' (version V) trades symbol 'AAA'"),
         ({"env_spec": spec, "scalers": {"FWD": {}}}, "export", "dataset 'scalers' holds symbols ['FWD']"),
         ({"walk_forward_returns": returns}, "regime_validation", "dataset 'walk_forward_returns' holds symbols"),
         ({"prices": returns, "params:env_construction": {}}, "walk_forward", "dataset 'prices' holds symbols"),
     ]
     for inputs, pipeline, named in cases:
-        symbol = "FWD" if "env_spec" in inputs and "scalers" not in inputs else "AAA"
+        symbol = "FWD" if ("env_spec" in inputs and "scalers" not in inputs) or "deployed_model" in inputs else "AAA"
         with pytest.raises(ModelCompatibilityError) as raised:
             check_phase_inputs(inputs, symbol, pipeline)
         assert named in str(raised.value) and f"--pipelines {pipeline}" in str(raised.value), str(raised.value)
     check_phase_inputs({"prices": returns}, "AAA", "feature_extraction")  # prices alone: not a phase's symbol
     check_phase_inputs({"walk_forward_returns": returns.iloc[:0]}, "AAA", "validation")  # no returns yet
+
+
+@pytest.mark.parametrize(
+    "phase",
+    [
+        "sac_icm",
+        "options_her",
+        "reward_shaper",
+        "regime_validation",
+        "export",
+        "walk_forward",
+        "final_evaluation",
+        "forward",
+    ],
+)
+def test_the_first_node_of_each_phase_loads_an_input_the_symbol_check_reads(phase):
+    """PhaseInputHooks checks a node's loaded inputs: the phase is refused before anything is written
+    only if the node it runs first already loads what names the symbol."""
+    from helpers.kedro_project import bootstrap
+
+    from trading_rl.pipeline_registry import register_pipelines
+
+    bootstrap()
+    first = register_pipelines()[phase].nodes[0]
+    inputs = set(first.inputs)
+    assert (
+        inputs & {"env_spec", "walk_forward_returns", "deployed_model"}
+        or {
+            "prices",
+            "params:env_construction",
+        }
+        <= inputs
+    ), (first.name, sorted(inputs))

@@ -133,6 +133,27 @@ def check_symbol_entry(by_symbol: Mapping[str, Any], symbol: str, *, dataset: st
     )
 
 
+def check_deployed_model_symbol(
+    model: Any, symbol: str, *, pipeline: str, model_dataset: str = "deployed_model"
+) -> None:
+    """Raise :class:`ModelCompatibilityError` when the deployed ``model`` was trained on another symbol
+    than ``symbol`` (parameter ``env_construction.symbol``, which names the run and its MLflow tags):
+    ``forward`` rebuilds its env from the model's own metadata, so it would score that symbol under
+    this one's name. A model without a recorded symbol is left to ``forward``'s own metadata check."""
+    metadata = model_metadata(model)
+    trained_on = metadata.get("symbol")
+    if trained_on is None or trained_on == symbol:
+        return
+    version = metadata.get("save_version")
+    raise ModelCompatibilityError(
+        f"dataset '{model_dataset}'" + (f" (version {version})" if version else "") + f" trades symbol "
+        f"{trained_on!r} but parameter 'env_construction.symbol' is {symbol!r}: `kedro run --pipelines {pipeline}` "
+        f"would score {trained_on!r} under the name {symbol!r}. Nothing was written. Fix: run it for the deployed "
+        f"symbol with `kedro run --pipelines {pipeline} --params env_construction.symbol={trained_on}`, or deploy a "
+        f"model of {symbol!r} with `kedro run --pipelines promote --params promote.version=<N>`."
+    )
+
+
 def check_model_fits_spec(
     model: Any,
     env_spec: Any,

@@ -6,8 +6,9 @@ another's name. :class:`PhaseInputHooks` checks a node's loaded inputs before th
 first node of a phase that loads one (``sac_icm``, ``options_her``, ``reward_shaper``,
 ``regime_validation``, ``export``, ``walk_forward``, ``final_evaluation`` …) refuses before anything
 is written, with the checks of ``envs.compatibility`` that name both sides and the fix. The model
-against its spec is checked by ``check_model_fits_spec`` in those phases' nodes; ``forward`` checks the
-deployed model against the spec it rebuilds from the model's own metadata.
+against its spec is checked by ``check_model_fits_spec`` in those phases' nodes; ``forward``'s deployed
+model must trade the symbol (``check_deployed_model_symbol``), and forward checks it against the spec it
+rebuilds from the model's own metadata.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import pandas as pd
 from kedro.framework.hooks import hook_impl
 
-from trading_rl.envs.compatibility import check_spec_symbol, check_symbol_entry
+from trading_rl.envs.compatibility import check_deployed_model_symbol, check_spec_symbol, check_symbol_entry
 
 ENV_PARAMS = "params:env_construction"
 # Per-symbol datasets checked next to an env spec (the phase reads the spec's symbol from them).
@@ -39,6 +40,8 @@ def check_phase_inputs(inputs: Mapping[str, Any], symbol: str, pipeline: str) ->
         checked = [name for name in WITH_SPEC if name in inputs]
     else:
         checked = []
+    if inputs.get("deployed_model") is not None:  # None: nothing promoted, forward reports "not checked"
+        check_deployed_model_symbol(inputs["deployed_model"], symbol, pipeline=pipeline)
     if "walk_forward_returns" in inputs:
         checked.append("walk_forward_returns")
     if "prices" in inputs and ENV_PARAMS in inputs:  # a phase that runs on prices by env settings

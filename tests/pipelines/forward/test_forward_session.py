@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 
 import mlflow
 import pytest
 from helpers.forward_setup import SYMBOL, TRAINED_BARS, deploy, market, versions, walk_forward_folds, write_prices
+
+from trading_rl.envs.compatibility import ModelCompatibilityError
 
 DEPLOYED = "2026-03-01T06.00.00.000Z"
 
@@ -30,15 +31,25 @@ def test_a_scheduled_forward_run_tracks_the_new_bars_and_ends_with_the_forward_l
     manifest.write_text(json.dumps({"save_version": DEPLOYED}))  # the deploying run completed
     write_prices(project, market(TRAINED_BARS + 20))
 
-    symbols = [{"name": "sp500", "source": "packaged"}, {"name": SYMBOL, "source": "file"}]
-    cwd = os.getcwd()
-    os.chdir(project)
-    try:
-        with caplog.at_level(logging.INFO):
-            kedro_run(project, ["forward"], runtime_params={"feature_extraction": {"symbols": symbols}})
-        run = mlflow.last_active_run()
-    finally:
-        os.chdir(cwd)
+    symbols = {
+        "feature_extraction": {"symbols": [{"name": "sp500", "source": "packaged"}, {"name": SYMBOL, "source": "file"}]}
+    }
+    # ci's env_construction.symbol is sp500: the run would score SYN under sp500's name and tags
+    with pytest.raises(ModelCompatibilityError) as raised:
+        kedro_run(project, ["forward"], runtime_params=symbols)
+    message = str(raised.value)
+    for expected in (
+        f"dataset 'deployed_model' (version {DEPLOYED}) trades symbol '{SYMBOL}'",
+        "parameter 'env_construction.symbol' is 'sp500'",
+        f"--pipelines forward --params env_construction.symbol={SYMBOL}",
+    ):
+        assert expected in message, (expected, message)
+    assert not versions(project, "data/07_model_output/forward_record.parquet")
+
+    with caplog.at_level(logging.INFO):
+        kedro_run(project, ["forward"], runtime_params={**symbols, "env_construction": {"symbol": SYMBOL}})
+    run = mlflow.last_active_run()
+    assert run.data.tags["trading_rl.symbol"] == SYMBOL
     # the rerun's metrics and its alert gate in MLflow
     assert run.data.metrics["forward/n_bars"] == 20 and "forward/total_return" in run.data.metrics
     assert run.data.metrics["forward/alerts"] == len(
