@@ -6,8 +6,11 @@ ends the MLflow run ``KILLED``.
 - ``--params`` given twice: Kedro keeps only the last one; refused, with the one-option form.
 - SIGINT (Ctrl-C) raises ``KeyboardInterrupt``, which is not an ``Exception``: kedro-mlflow's
   ``on_pipeline_error`` never runs and MLflow's exit handler would end the run ``FINISHED``. The
-  handler installed for the run ends it ``KILLED`` first. SIGKILL is handled at the next start
-  (``hooks.MlflowRunHygieneHooks``).
+  handler installed for the run ends it ``KILLED`` first. Python drops a ``KeyboardInterrupt`` raised
+  while it runs a weakref callback or a ``__del__`` ("Exception ignored in ..."): the pipeline then
+  ran on and kedro-mlflow reopened and finished the run (seen in 2 of 5 Ctrl-Cs of a real
+  ``feature_extraction`` run), so the interrupt is raised again at the next node boundary. SIGKILL is
+  handled at the next start (``hooks.MlflowRunHygieneHooks``).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ def end_mlflow_run_killed() -> None:
 class RunStateHooks:
     def __init__(self) -> None:
         self._previous_handler: Any = None
+        self._interrupted = False
 
     @hook_impl(tryfirst=True)
     def after_context_created(self, context) -> None:
@@ -88,17 +92,37 @@ class RunStateHooks:
 
     @hook_impl
     def before_pipeline_run(self) -> None:
+        self._interrupted = False
         if threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        """End the MLflow run ``KILLED``, then interrupt as the handler before this one would."""
-        end_mlflow_run_killed()
+        """End the MLflow run ``KILLED``, then interrupt as the handler before this one would (an
+        ignored SIGINT stays ignored: the run goes on, so it is not ended)."""
         previous = self._previous_handler
+        if previous == signal.SIG_IGN:
+            return
+        self._interrupted = previous in (signal.SIG_DFL, signal.default_int_handler)
+        end_mlflow_run_killed()
         if callable(previous):
             previous(signum, frame)
-        elif previous != signal.SIG_IGN:
+        else:
             signal.default_int_handler(signum, frame)
+
+    @hook_impl
+    def before_node_run(self) -> None:
+        self._raise_if_interrupted()
+
+    @hook_impl
+    def after_node_run(self) -> None:
+        self._raise_if_interrupted()
+
+    def _raise_if_interrupted(self) -> None:
+        """Raise the Ctrl-C that Python dropped (above) at the node boundary, ending any copy of the
+        run that kedro-mlflow reopened since."""
+        if self._interrupted:
+            end_mlflow_run_killed()
+            raise KeyboardInterrupt("Ctrl-C: the run was interrupted (its MLflow run ended KILLED)")
 
     @hook_impl
     def after_pipeline_run(self) -> None:
