@@ -83,7 +83,13 @@ def test_a_member_declaring_12_gb_is_refused_before_reading(spec, tmp_path):
     with pytest.raises(DatasetError) as raised:
         EnvSpecDataset(str(tmp_path / "env_spec.zip"), version=Version(None, None)).load()
     message = str(raised.value)
-    for expected in (str(path), "'features/train.parquet'", f"{DECLARED:,} bytes", "Nothing of it was read"):
+    for expected in (
+        str(path),
+        "'features/train.parquet'",
+        f"{DECLARED:,} bytes",
+        "Nothing of it was read",
+        "Fix: restore the file, or rerun the phase that writes it",
+    ):
         assert expected in message, (expected, message)
 
 
@@ -141,7 +147,7 @@ def test_a_model_zip_rewritten_with_its_manifest_is_named_by_path(model_zip, tmp
     with pytest.raises(DatasetError) as raised:
         dataset.load()
     message = str(raised.value)
-    assert str(path) in message and named in message, message
+    assert str(path) in message and named in message and "Fix: restore the file" in message, message
     assert "BytesIO object" not in message
 
 
