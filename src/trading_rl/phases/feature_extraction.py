@@ -26,16 +26,14 @@ from trading_rl.features import (
 )
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.params import FeatureExtractionParams
-from trading_rl.features.splits import check_split_params
 
 
 def load_and_validate_prices(
     raw_price_files: dict[str, Callable[[], pd.DataFrame]], params: FeatureExtractionParams
 ) -> pd.DataFrame:
     """Every selected symbol's prices, all validated before anything is returned
-    (``data.load_validated_prices``); the split parameters are checked first, so dates in the wrong
-    order are refused before ``prices`` is written."""
-    check_split_params(params.splits.to_dict())
+    (``data.load_validated_prices``). Split dates in the wrong order never reach it: parsing the
+    section (``SplitParams.validate``) refuses them before a file is read or ``prices`` is written."""
     return load_validated_prices(params.symbols, raw_price_files, params.min_rows)
 
 
