@@ -236,9 +236,7 @@ def main() -> None:
     env_config = params["env_construction"]["env"]
     periods_per_year = {symbol: 252.0 for symbol in args.symbols}
     job = WalkForwardJob(
-        params["feature_extraction"],
         FeatureExtractionParams.from_mapping(params["feature_extraction"], "feature_extraction"),
-        env_config,
         EnvConfig.from_mapping(env_config),
         periods_per_year,
         agent_params,

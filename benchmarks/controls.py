@@ -242,9 +242,7 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
         )
         config = WalkForwardParams.from_mapping({**wf, "data_end": "all"}, "walk_forward").with_gap(section.features)
         folds = folds_of(prices, config, section.features)
-        job = WalkForwardJob(
-            params, section, env_config, EnvConfig.from_mapping(env_config), {entry["name"]: 252.0}, {}, market_seed
-        )
+        job = WalkForwardJob(section, EnvConfig.from_mapping(env_config), {entry["name"]: 252.0}, {}, market_seed)
         series: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in policies}
         for fold in folds:
             _, rollouts = prepare_fold(entry["name"], prices, fold, job)
@@ -429,9 +427,7 @@ def main() -> None:
         started = time.perf_counter()
         section = WalkForwardParams.from_mapping(arm_wf, "walk_forward")
         job = WalkForwardJob(
-            feature_params,
             feature_section,
-            env_config,
             EnvConfig.from_mapping(env_config),
             periods_per_year,
             {"sac_icm": AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")},

@@ -181,9 +181,7 @@ def walk_forward_folds(
     params = {**_base("walk_forward"), "data_end": "all", "device": "cpu", "agents": ["sac_icm"], **budget}
     env_config = env_params["env"]
     job = WalkForwardJob(
-        feature_params,
         FeatureExtractionParams.from_mapping(feature_params, "feature_extraction"),
-        env_config,
         EnvConfig.from_mapping(env_config),
         {SYMBOL: 252.0},
         {"sac_icm": AgentParams.from_mapping(agent["sac_icm"], "sac_icm.agent")},

@@ -154,9 +154,7 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
 
     env_config = settings["env_config"]
     job = WalkForwardJob(
-        settings["feature_params"],
         settings["feature_section"],
-        env_config,
         EnvConfig.from_mapping(env_config),
         {symbol: settings["ppy"]},
         {},

@@ -76,9 +76,7 @@ def main() -> None:
         {args.symbol: load_prices(args.symbol)},
         WalkForwardParams.from_mapping(walk_forward, "walk_forward"),
         WalkForwardJob(
-            params["feature_extraction"],
             FeatureExtractionParams.from_mapping(params["feature_extraction"], "feature_extraction"),
-            env_config,
             EnvConfig.from_mapping(env_config),
             {args.symbol: 252.0},
             {"sac_icm": AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")},

@@ -91,9 +91,7 @@ def run(executor, args) -> tuple[object, float, list[tuple[int, float]]]:
     timed = TimedExecutor(executor)
     start = time.perf_counter()
     job = WalkForwardJob(
-        FEATURES,
         FeatureExtractionParams.from_mapping(FEATURES),
-        ENV,
         EnvConfig.from_mapping(ENV),
         {"sp500": 252.0},
         {"sac_icm": AgentParams.from_mapping(AGENT)},

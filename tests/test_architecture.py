@@ -330,13 +330,25 @@ def test_no_node_file_is_imported_outside_its_pipeline():
 # everything below them takes typed sections and never resolves one it was handed. A section's own
 # ``validate`` / ``from_mapping`` may check nested keys. Not sections: these ``resolve_*`` helpers.
 NOT_SECTION_RESOLVERS = {"resolve_device", "resolve_save_version", "resolve_load_version"}
-RESOLVING_MODULES = ("pipelines/", "config.py", "integration/parameter_sections.py")
+# The resolution layer: where a run's parameters become typed sections (parsed once, by the run's
+# parameter check) and where nodes are handed them.
+RESOLVING_MODULES = ("config.py", "integration/parameter_sections.py", "pipelines/typed_node.py")
+# The hooks that read the run's sections through the resolution layer: the parameter check (before
+# the first node), the MLflow run's symbol and the phase-input symbol check.
+RESOLVING_HOOKS = {
+    "integration/hooks.py": {"ParameterValidationHooks.before_pipeline_run"},
+    "integration/mlflow_hooks.py": {"MlflowConventionHooks.before_pipeline_run"},
+    "integration/phase_inputs.py": {"PhaseInputHooks.before_node_run"},
+}
 # The one exception: a stored file that holds sections as plain data is read into the typed
 # sections once, by the function that reads the file; that is where the data enters, as parameters
 # enter in a node, and what it returns holds no dict to resolve again. These functions, and no
 # others below the nodes, may call ``from_mapping``.
 DESERIALISERS = {
+    **RESOLVING_HOOKS,
     "envs/spec.py": {"EnvSpec.from_bytes"},  # an env spec archive's env config and market model
+    "pipelines/feature_extraction/nodes.py": {"build_features_node"},  # the stored feature_params
+    "pipelines/multi_symbol/pipeline.py": {"read_wiring"},  # the conf file the registry wires namespaces from
     "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
     "phases/forward.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
 }
@@ -365,7 +377,9 @@ def section_resolutions(path: Path, deserialisers: Collection[str]) -> list[int]
             if isinstance(child, ast.Call) and not inside:
                 function = child.func
                 name = getattr(function, "attr", None) or getattr(function, "id", "")
-                if name == "from_mapping" or (name.startswith("resolve_") and name not in NOT_SECTION_RESOLVERS):
+                if name in ("from_mapping", "resolved_section") or (
+                    name.startswith("resolve_") and name not in NOT_SECTION_RESOLVERS
+                ):
                     lines.append(child.lineno)
             visit(child, inside, child_scope)
 
@@ -373,7 +387,9 @@ def section_resolutions(path: Path, deserialisers: Collection[str]) -> list[int]
     return lines
 
 
-def test_sections_are_resolved_in_the_nodes_and_the_config_only():
+def test_sections_are_resolved_in_the_resolution_layer_only():
+    """Nodes get typed sections from ``typed_node``; nothing else parses a parameter section, but the
+    readers of a stored file's sections (``DESERIALISERS``)."""
     found = {}
     for path in sorted(SOURCE.rglob("*.py")):
         relative = path.relative_to(SOURCE).as_posix()
@@ -382,7 +398,7 @@ def test_sections_are_resolved_in_the_nodes_and_the_config_only():
         lines = section_resolutions(path, DESERIALISERS.get(relative, ()))
         if lines:
             found[relative] = lines
-    assert found == {}, "resolve the section in the node and pass the typed section down"
+    assert found == {}, "wire the node with typed_node and take the typed section it hands over"
 
 
 def test_each_deserialiser_reads_a_stored_section_where_it_is_named():

@@ -12,7 +12,7 @@ import pytest
 
 from trading_rl.agents import AgentParams, build_agent
 from trading_rl.config import ConfigError, Section, setting
-from trading_rl.integration.parameter_sections import SECTIONS, validate_parameters
+from trading_rl.integration.parameter_sections import SECTIONS, resolve_parameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENVIRONMENTS = sorted(path.name for path in (PROJECT_ROOT / "conf").iterdir() if path.is_dir() and path.name != "local")
@@ -34,7 +34,7 @@ def load_parameters(env: str) -> dict[str, Any]:
 def test_every_environment_loads_through_the_sections(env):
     parameters = load_parameters(env)
     assert set(parameters) - {"seed", "torch_threads"} == set(SECTIONS), "a section file without a dataclass"
-    validate_parameters(parameters)
+    resolve_parameters(parameters)
 
 
 def _default_of(field: dataclasses.Field) -> Any:
@@ -89,4 +89,4 @@ def test_a_changed_default_is_caught():
 def test_unknown_top_level_sections_are_refused_with_a_suggestion():
     parameters = load_parameters("ci")
     with pytest.raises(ConfigError, match=r"unknown parameter 'sac_icn' \(did you mean 'sac_icm'\?\)"):
-        validate_parameters({**parameters, "sac_icn": {"agent": {}}})
+        resolve_parameters({**parameters, "sac_icn": {"agent": {}}})

@@ -148,7 +148,15 @@ class Section:
         except (TypeError, ValueError) as error:
             raise ConfigError(f"parameter '{prefix}': {error}") from error
         section.validate(prefix)
+        # The mapping as written, for identities recorded from it (``as_written``).
+        object.__setattr__(section, "_written", copy.deepcopy(dict(mapping)))
         return section
+
+    def as_written(self) -> dict[str, Any]:
+        """The mapping this section was read from (``{}`` for a section at its defaults): what a
+        configuration's identity is computed from, so that identities recorded from the plain
+        ``conf/`` mappings stay the same (``provenance.identity_hash``)."""
+        return copy.deepcopy(getattr(self, "_written", {}))
 
     @classmethod
     def _unknown_message(cls, key: str, prefix: str, known: Mapping[str, Any]) -> str:

@@ -17,6 +17,7 @@ import yaml
 
 from trading_rl.agents import AgentParams
 from trading_rl.agents.identity import sac_icm_configuration
+from trading_rl.envs import EnvConstructionParams
 from trading_rl.evaluation import ledger
 from trading_rl.evaluation.final import (
     SpentTestSplitError,
@@ -26,11 +27,22 @@ from trading_rl.evaluation.final import (
     model_digest,
 )
 from trading_rl.evaluation.metrics import return_moments
+from trading_rl.features.params import FeatureExtractionParams
 
 PROJECT = Path(__file__).resolve().parents[2]
 COMMITTED_LEDGER = PROJECT / "docs" / "results" / "trial_ledger"
-ENV = {"symbol": "sp500", "env": {"window_size": 10}, "periods_per_year": 252.0}
-FEATURES = {"features": {"sma": [20]}, "scaler": {"kind": "standard"}, "splits": {"train_end": "2012-12-31"}}
+ENV = EnvConstructionParams.from_mapping(
+    {"symbol": "sp500", "env": {"window_size": 10}, "periods_per_year": 252.0}, "env_construction"
+)
+FEATURES = FeatureExtractionParams.from_mapping(
+    {
+        "symbols": [{"name": "sp500", "source": "packaged"}],
+        "features": {"sma_windows": [20]},
+        "scaler": {"method": "standard"},
+        "splits": {"train_end": "2012-12-31", "validation_end": "2015-12-31"},
+    },
+    "feature_extraction",
+)
 SEED = 42
 
 

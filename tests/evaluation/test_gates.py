@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.gates import gate_sections
 
 from trading_rl.evaluation.comparison import compare_reports
 from trading_rl.evaluation.gates import (
     GateFailure,
+    ValidationParams,
     es_vs_sac_gate,
     evaluate_gates,
     gate_values,
@@ -110,7 +112,7 @@ def test_values_pool_the_primary_agents_windows_only():
 
 def test_report_passes_when_every_gate_passes_and_skips_optional_gates_without_a_metric():
     values = gate_values(fold_table([1.0] * 6, [0.05] * 6), regime_table(GOOD_REGIMES), "sac_icm")
-    report = evaluate_gates(values, GATES)
+    report = evaluate_gates(values, gate_sections(GATES))
     assert report["passed"] and report["failed"] == []
     assert report["gates"]["option_usage"]["status"] == "skipped"
     entry = report["gates"]["max_drawdown"]
@@ -135,7 +137,7 @@ def test_an_agent_that_rarely_or_never_trades_fails_the_activity_gates_with_the_
     folds = fold_table([np.nan] * n_idle + [1.0] * (9 - n_idle), [0.0] * 9, n_trades=[0] * n_idle + [10] * (9 - n_idle))
     values = gate_values(folds, regime_table(GOOD_REGIMES, n_trades=0), "sac_icm")
     assert values["idle_windows"] == n_idle and values["windows"] == 9
-    report = evaluate_gates(values, {**GATES, **WIN_RATE, **ZERO_BAR})
+    report = evaluate_gates(values, gate_sections({**GATES, **WIN_RATE, **ZERO_BAR}))
     for name in ("max_drawdown", "win_rate", "profitable_regimes"):
         gate = report["gates"][name]
         assert gate["status"] == "fail" and gate["passed"] is False and gate["value"] is None, name
@@ -181,7 +183,7 @@ def test_a_regime_counts_as_profitable_only_where_the_agent_traded():
 )
 def test_report_fails_when_one_gate_fails(sharpes, drawdowns, regimes, dominant, failing):
     values = gate_values(fold_table(sharpes, drawdowns, dominant), regime_table(regimes), "sac_icm")
-    report = evaluate_gates(values, GATES)
+    report = evaluate_gates(values, gate_sections(GATES))
     assert not report["passed"]
     assert report["failed"] == [failing]
     assert report["gates"][failing]["passed"] is False
@@ -190,15 +192,22 @@ def test_report_fails_when_one_gate_fails(sharpes, drawdowns, regimes, dominant,
 
 
 def test_an_undefined_value_fails_rather_than_passes():
-    report = evaluate_gates({"max_drawdown_median": None}, {"max_drawdown": GATES["max_drawdown"]})
+    report = evaluate_gates({"max_drawdown_median": None}, gate_sections({"max_drawdown": GATES["max_drawdown"]}))
     assert not report["passed"] and report["gates"]["max_drawdown"]["status"] == "fail"
-    report = evaluate_gates({}, {"max_drawdown": GATES["max_drawdown"]})  # missing, not optional
+    report = evaluate_gates({}, gate_sections({"max_drawdown": GATES["max_drawdown"]}))  # missing, not optional
     assert not report["passed"]
 
 
 def test_bad_gate_config_is_named():
-    with pytest.raises(ValueError, match=r"validation\.gates\.g\.comparison"):
-        evaluate_gates({"m": 1.0}, {"g": {"metric": "m", "comparison": "=>", "threshold": 1}})
+    """A gate's bad comparison is refused when the ``validation`` section is parsed, naming its key."""
+    section = {
+        "primary_agent": "sac_icm",
+        "gates": {"g": {"metric": "m", "comparison": "=>", "threshold": 1}},
+        "fail_on_gate": False,
+        "comparison": {"tolerance": 0.05},
+    }
+    with pytest.raises(ValueError, match=r"'validation\.gates\.g\.comparison' must be one of"):
+        ValidationParams.from_mapping(section, "validation")
 
 
 def test_option_statistics_by_hand():
@@ -211,7 +220,7 @@ def _report(sharpes, drawdowns, regimes=GOOD_REGIMES):
     folds = fold_table(sharpes, drawdowns)
     values = gate_values(folds, regime_table(regimes), "sac_icm")
     summary = {"X": {"n_trials": 6, "agents": {}}}
-    return validation_report(values, GATES, summary, regime_table(regimes), {"save_version": "v"})
+    return validation_report(values, gate_sections(GATES), summary, regime_table(regimes), {"save_version": "v"})
 
 
 def test_comparison_detects_a_flipped_gate_and_moved_metrics():
@@ -243,9 +252,9 @@ def test_es_within_80_percent_of_sac_gate_uses_median_walk_forward_sharpe():
     values = gate_values(pd.concat([folds, es_rows]), regime_table(GOOD_REGIMES), "sac_icm")
     assert values["es_vs_sac_margin"] == pytest.approx(0.85 - 0.8)  # ES median 0.85 vs 80% of SAC's 1.0
     gate = {"es_vs_sac": {"metric": "es_vs_sac_margin", "comparison": ">=", "threshold": 0.0, "optional": True}}
-    assert evaluate_gates(values, gate)["passed"]
+    assert evaluate_gates(values, gate_sections(gate))["passed"]
     weak = pd.concat([folds, es_rows.assign(sharpe=[0.1, 0.2, 0.3])])
-    assert not evaluate_gates(gate_values(weak, regime_table(GOOD_REGIMES), "sac_icm"), gate)["passed"]
+    assert not evaluate_gates(gate_values(weak, regime_table(GOOD_REGIMES), "sac_icm"), gate_sections(gate))["passed"]
     assert "es_vs_sac_margin" not in gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")
 
 
@@ -258,7 +267,7 @@ def test_trading_agents_gate_is_the_share_of_windows_whose_agent_trades(verdicts
     value = gate_values(folds, regime_table(GOOD_REGIMES), "sac_icm")["trading_window_share"]
     assert value == pytest.approx(expected)
     gate = {"trading_agents": {"metric": "trading_window_share", "comparison": ">=", "threshold": 0.666}}
-    assert evaluate_gates({"trading_window_share": value}, gate)["passed"] == (expected >= 0.666)
+    assert evaluate_gates({"trading_window_share": value}, gate_sections(gate))["passed"] == (expected >= 0.666)
 
 
 @pytest.mark.parametrize(
@@ -300,19 +309,19 @@ def test_skill_gate_reads_the_stitched_attribution_and_does_not_block_by_default
         _summary_with_alpha_lows({"X": -0.02, "Y": -0.01, "Z": 0.03}, {"X": 0, "Y": 0.5, "Z": 1}), "sac_icm"
     )
     assert values == {"alpha_ci90_low_median": pytest.approx(-0.01), "skill_seed_share": 0.5}
-    report = evaluate_gates(values, SKILL)
+    report = evaluate_gates(values, gate_sections(SKILL))
     assert report["passed"] and report["failed"] == [] and report["advisory_failed"] == ["skill"]
     assert report["gates"]["skill"]["status"] == "fail" and report["gates"]["skill"]["blocking"] is False
-    blocking = evaluate_gates(values, {"skill": {**SKILL["skill"], "blocking": True}})
+    blocking = evaluate_gates(values, gate_sections({"skill": {**SKILL["skill"], "blocking": True}}))
     assert not blocking["passed"] and blocking["failed"] == ["skill"]
     skilled = skill_values(_summary_with_alpha_lows({"X": 0.01}, {"X": 1.0}), "sac_icm")
-    assert evaluate_gates(skilled, SKILL)["gates"]["skill"]["passed"]
+    assert evaluate_gates(skilled, gate_sections(SKILL))["gates"]["skill"]["passed"]
 
 
 def test_skill_gate_fails_rather_than_passes_on_a_summary_without_attribution():
     values = skill_values({"X": {"agents": {"sac_icm": {"kind": "agent"}}}}, "sac_icm")
     assert values == {"alpha_ci90_low_median": None, "skill_seed_share": None}
-    gate = evaluate_gates(values, {"skill": {**SKILL["skill"], "blocking": True}})["gates"]["skill"]
+    gate = evaluate_gates(values, gate_sections({"skill": {**SKILL["skill"], "blocking": True}}))["gates"]["skill"]
     assert gate["status"] == "fail" and "undefined" in gate["reason"]
 
 
@@ -326,7 +335,7 @@ def test_flat_validation_metrics_carry_the_stitched_attribution_for_the_next_run
         "stitched_attribution_median": {"alpha_annual": 0.02, "alpha_ci90_low": -0.01, "beta": 0.15, "alpha_t": 1.1},
     }
     summary = {"X": {"n_trials": 1, "agents": {"sac_icm": entry}}}
-    metrics = validation_report({}, {}, summary, regime_table(GOOD_REGIMES))["metrics"]
+    metrics = validation_report({}, gate_sections({}), summary, regime_table(GOOD_REGIMES))["metrics"]
     assert metrics["walk_forward/X/sac_icm/stitched_alpha_ci90_low_median"] == -0.01
     assert metrics["walk_forward/X/sac_icm/stitched_beta_median"] == 0.15
     assert "walk_forward/X/sac_icm/stitched_alpha_t_median" not in metrics

@@ -148,22 +148,24 @@ class _Holder:
 def test_feature_extraction_and_env_construction_carry_a_synthetic_market_to_the_oracle():
     """The Kedro nodes' path: a `source: synthetic` symbol is generated, validated and featured like
     any other; its env spec carries the market, so the phase reports' baselines include the oracle."""
-    from trading_rl.phases.feature_extraction import scale_features
-    from trading_rl.pipelines.env_construction.nodes import symbol_env_spec_node
-    from trading_rl.pipelines.feature_extraction import nodes
+    from helpers.wired import wired_functions
+
+    from trading_rl.pipelines.env_construction.pipeline import create_pipeline as env_construction
+    from trading_rl.pipelines.feature_extraction.pipeline import create_pipeline as feature_extraction
 
     params = {
         "symbols": [{"name": "S", "source": "synthetic", "market": {"family": "slow", "strength": 0.3, "n_bars": 900}}],
         "splits": {"train_fraction": 0.6, "validation_fraction": 0.2},
         "features": {"garch": None},
     }
-    prices = nodes.load_and_validate_prices_node({}, params)
-    splits = nodes.define_splits_node(prices, params)
-    feature_params = nodes.fit_feature_params_node(prices, splits, params)
-    features = nodes.build_features_node(prices, feature_params)
-    scalers = nodes.fit_scalers_node(features, prices, splits, params)
-    scaled = scale_features(features, scalers)
-    spec = symbol_env_spec_node(prices, scaled, splits, {"symbol": "S", "env": {}}, scalers, params)
+    node = wired_functions(feature_extraction(), env_construction())
+    prices = node["load_and_validate_prices"]({}, params)
+    splits = node["define_splits"](prices, params)
+    feature_params = node["fit_feature_params"](prices, splits, params)
+    features = node["build_features"](prices, feature_params)
+    scalers = node["fit_scalers"](features, prices, splits, params)
+    scaled = node["scale_features"](features, scalers)
+    spec = node["build_env_spec"](prices, scaled, splits, {"symbol": "S", "env": {}}, scalers, params)
     assert spec.market_model is not None and spec.market_model.family == "slow"
     metrics = evaluate_baselines(partial(spec.make_env, "validation", evaluation=True), spec.periods_per_year)
     assert {ORACLE, ORACLE_SHORT} <= set(metrics)

@@ -1,6 +1,8 @@
 """The end-of-run summary reads each phase's report shape; gates are named, long reasons kept for
 the WARNING line only."""
 
+from helpers.gates import gate_sections
+
 from trading_rl.evaluation.gates import evaluate_gates
 from trading_rl.evaluation.summary import agent_rows, gate_results, summary_text
 
@@ -92,10 +94,12 @@ def test_the_walk_forward_shows_window_medians_and_stitched_curves_each_named():
 def test_gates_are_named_in_the_table_and_explained_in_the_details():
     report = evaluate_gates(
         {"sharpe_median": 0.1, "max_drawdown_median": 0.05},
-        {
-            "sharpe": {"metric": "sharpe_median", "comparison": ">", "threshold": 0.5},
-            "max_drawdown": {"metric": "max_drawdown_median", "comparison": "<", "threshold": 0.15},
-        },
+        gate_sections(
+            {
+                "sharpe": {"metric": "sharpe_median", "comparison": ">", "threshold": 0.5},
+                "max_drawdown": {"metric": "max_drawdown_median", "comparison": "<", "threshold": 0.15},
+            }
+        ),
     )
     (migration, validation) = gate_results({"validation_report": report, "migration_comparison": MIGRATION})
     assert (migration.phase, migration.passed, migration.failed) == ("checkpoint_migration", False, "diversity (a.zip)")
@@ -180,7 +184,9 @@ def test_the_stitched_row_carries_the_stitched_attribution_and_the_standard_erro
 def test_a_failed_gate_that_does_not_block_is_shown_but_the_report_passes():
     report = evaluate_gates(
         {"alpha_ci90_low_median": -0.01},
-        {"skill": {"metric": "alpha_ci90_low_median", "comparison": ">", "threshold": 0.0, "blocking": False}},
+        gate_sections(
+            {"skill": {"metric": "alpha_ci90_low_median", "comparison": ">", "threshold": 0.0, "blocking": False}}
+        ),
     )
     [validation] = gate_results({"validation_report": report})
     assert validation.passed and validation.failed == "not blocking: skill" and validation.details == ""

@@ -12,13 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.synthetic_prices import tiny_env_spec
+from helpers.wired import wired_functions
 from kedro.io import DatasetError
 
 from trading_rl.config import ConfigError
 from trading_rl.envs.compatibility import ModelCompatibilityError, check_model_fits_spec, model_signature
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import RawPriceFilesDataset
-from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices_node
+from trading_rl.pipelines.feature_extraction.pipeline import create_pipeline as feature_extraction
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_split_dates_out_of_order_are_refused_before_any_file_is_read():
         "splits": {"train_end": "2001-01-01", "validation_end": "2000-06-30"},
     }
     with pytest.raises(ConfigError) as raised:
-        load_and_validate_prices_node({"GOOD": never_read}, params)
+        wired_functions(feature_extraction())["load_and_validate_prices"]({"GOOD": never_read}, params)
     message = str(raised.value)
     for expected in (
         "parameter 'feature_extraction.splits'",

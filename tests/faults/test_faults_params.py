@@ -16,7 +16,7 @@ import pytest
 
 from trading_rl.config import ConfigError
 from trading_rl.data import load_prices
-from trading_rl.integration.parameter_sections import validate_parameters
+from trading_rl.integration.parameter_sections import resolve_parameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ CASES = [
 @pytest.mark.parametrize(("key", "value", "says"), CASES, ids=[f"{key}={value!r}" for key, value, _ in CASES])
 def test_bad_parameter_is_refused_naming_its_dotted_key(key, value, says):
     with pytest.raises(ConfigError) as error:
-        validate_parameters(with_value(CI, key, value))
+        resolve_parameters(with_value(CI, key, value))
     message = str(error.value)
     named = "feature_extraction.symbols[0].source" if key == "feature_extraction.symbols" else key
     assert f"'{named}'" in message and says in message, message
@@ -127,7 +127,7 @@ def test_bad_parameter_is_refused_naming_its_dotted_key(key, value, says):
 
 @pytest.mark.parametrize("value", ["auto", "auto_0.1", 0.05])
 def test_accepted_entropy_coefficients(value):
-    validate_parameters(with_value(CI, "sac_icm.agent.sac.ent_coef", value))
+    resolve_parameters(with_value(CI, "sac_icm.agent.sac.ent_coef", value))
 
 
 def _write_csv(path: Path) -> None:
@@ -141,13 +141,12 @@ def test_a_user_symbol_is_chosen_from_the_command_line(tmp_path):
     from kedro.framework.cli.utils import _split_params
 
     from trading_rl.integration.datasets import RawPriceFilesDataset
-    from trading_rl.pipelines.feature_extraction.nodes import load_and_validate_prices_node
+    from trading_rl.phases.feature_extraction import load_and_validate_prices
 
     runtime = _split_params(None, None, "feature_extraction.symbols=MYSYM:file sp500,env_construction.symbol=MYSYM")
-    parameters = ci_parameters(runtime)
-    validate_parameters(parameters)
+    sections = resolve_parameters(ci_parameters(runtime))
     _write_csv(tmp_path / "MYSYM.csv")
-    prices = load_and_validate_prices_node(RawPriceFilesDataset(str(tmp_path)).load(), parameters["feature_extraction"])
+    prices = load_and_validate_prices(RawPriceFilesDataset(str(tmp_path)).load(), sections["feature_extraction"])
     assert list(prices["symbol"].unique()) == ["MYSYM", "sp500"]
 
 

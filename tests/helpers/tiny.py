@@ -15,6 +15,14 @@ TINY_AGENT: dict[str, Any] = {
     "icm": {"warmup_steps": 30, "feature_dim": 8, "hidden_dim": 16},
 }
 
+
+def tiny_sac_icm(agent: Mapping[str, Any] | None = None, **phase: Any) -> dict[str, Any]:
+    """A whole ``sac_icm`` section around ``agent`` (``TINY_AGENT`` when not given): its phase keys
+    have no code default, so a node that reads the section needs them."""
+    section = {"device": "cpu", "progress_bar": False, "evaluation_split": "validation", "resume_dir": "resume"}
+    return {**section, "agent": copy.deepcopy(dict(TINY_AGENT if agent is None else agent)), **phase}
+
+
 # A feature_extraction section: the tests' symbol X, fraction splits, features without GARCH (its fit
 # dominates a tiny run), robust scaling.
 TINY_FEATURES: dict[str, Any] = {

@@ -10,14 +10,14 @@ import yaml
 from kedro.io import DataCatalog
 
 from helpers.synthetic_prices import random_walk_prices
-from helpers.tiny import TINY_AGENT, TINY_FEATURES, TINY_WALK_FORWARD
+from helpers.tiny import TINY_FEATURES, TINY_WALK_FORWARD, tiny_sac_icm
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS = {
     "seed": 7,
     "feature_extraction": TINY_FEATURES,
     "env_construction": {"symbol": "X", "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
-    "sac_icm": {"agent": TINY_AGENT},
+    "sac_icm": tiny_sac_icm(),
     "walk_forward": TINY_WALK_FORWARD,
     "regime_validation": {"regimes": {"trend_window": 20, "vol_window": 10, "vol_lookback": 60}},
     "runtime": {"engine": "sequential"},
@@ -52,5 +52,4 @@ def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCata
     }
     for key, value in parameters.items():
         catalog[f"params:{key}"] = value
-    catalog["params:sac_icm.agent"] = TINY_AGENT
     return catalog

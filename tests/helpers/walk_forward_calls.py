@@ -52,9 +52,7 @@ def job(
     seed: int,
 ) -> WalkForwardJob:
     return WalkForwardJob(
-        feature_params=feature_params,
         feature_extraction=feature_section(feature_params),
-        env_config=dict(env_config),
         env=EnvConfig.from_mapping(env_config),
         periods_per_year=periods_per_year,
         agent_params=agent_sections(agent_params),

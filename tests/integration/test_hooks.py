@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
+from helpers.gates import gate_sections
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, Version
 from kedro.pipeline import Node, Pipeline
@@ -14,6 +15,7 @@ from trading_rl import settings
 from trading_rl.evaluation.gates import evaluate_gates
 from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK
 from trading_rl.integration.hooks import RunSummaryHooks
+from trading_rl.pipelines.typed_node import typed_node
 from trading_rl.pipelines.validation.nodes import enforce_gates
 
 GATES = {
@@ -32,7 +34,7 @@ def _run(report: dict, with_validation: bool = True) -> None:
     if with_validation:
         nodes += [
             Node(lambda: report, inputs=None, outputs="validation_report", name="build_validation_report"),
-            Node(
+            typed_node(
                 enforce_gates,
                 inputs=["validation_report", "comparison", "params:validation"],
                 outputs=None,
@@ -42,7 +44,12 @@ def _run(report: dict, with_validation: bool = True) -> None:
     pipeline = Pipeline(nodes)
     catalog = DataCatalog()
     catalog["comparison"] = {}
-    catalog["params:validation"] = {"fail_on_gate": False}
+    catalog["params:validation"] = {
+        "primary_agent": "sac_icm",
+        "gates": GATES,
+        "fail_on_gate": False,
+        "comparison": {"tolerance": 0.05},
+    }
     hook_manager.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=catalog)
     SequentialRunner().run(pipeline, catalog, hook_manager)
     logging.getLogger("trading_rl.other").info("a node logs after the gates")
@@ -51,7 +58,7 @@ def _run(report: dict, with_validation: bool = True) -> None:
 
 def test_failed_gates_are_warned_by_the_node_and_again_as_the_last_line_of_the_run(caplog):
     with caplog.at_level(logging.INFO):
-        _run(evaluate_gates(IDLE, GATES))
+        _run(evaluate_gates(IDLE, gate_sections(GATES)))
     last = caplog.records[-1]
     assert last.levelno == logging.WARNING and last.name == "trading_rl.integration.hooks"
     assert NAMED in last.getMessage() and "sharpe ('sharpe_median' is undefined)" in last.getMessage()
@@ -60,10 +67,10 @@ def test_failed_gates_are_warned_by_the_node_and_again_as_the_last_line_of_the_r
 
 
 def test_passing_gates_and_runs_without_validation_say_nothing(caplog):
-    passing = evaluate_gates({"max_drawdown_median": 0.05, "sharpe_median": 1.0}, GATES)
+    passing = evaluate_gates({"max_drawdown_median": 0.05, "sharpe_median": 1.0}, gate_sections(GATES))
     with caplog.at_level(logging.INFO):
         _run(passing)
-        _run(evaluate_gates(IDLE, GATES), with_validation=False)
+        _run(evaluate_gates(IDLE, gate_sections(GATES)), with_validation=False)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 

@@ -13,16 +13,18 @@ import mlflow
 import pandas as pd
 import pytest
 from helpers.mlflow_store import copy_without_runs
+from helpers.parse_count import count_section_parses
 
 SYMBOLS = ("sp500", "nasdaq")  # conf/ci/parameters_feature_extraction.yml
 
 
 @pytest.mark.slow
 def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_steps(
-    foundation_project, kedro_run, tmp_path
+    foundation_project, kedro_run, tmp_path, monkeypatch
 ):
     project = tmp_path / "project"
     copy_without_runs(foundation_project, project)
+    parses = count_section_parses(monkeypatch)
     cwd = os.getcwd()
     os.chdir(project)
     try:
@@ -32,6 +34,10 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
         client, run = mlflow.MlflowClient(), mlflow.last_active_run()
     finally:
         os.chdir(cwd)
+
+    # every section the phases read was parsed once, by the run's parameter check (the nodes got it typed)
+    read = {"sac_icm", "options_her", "walk_forward", "feature_extraction", "env_construction", "runtime", "tearsheet"}
+    assert read <= set(parses) and set(parses.values()) == {1}, parses
 
     # ci walk_forward: 2 seeds x 2 folds in one chain (retrain_frequency 2), per symbol
     chains = [f"{symbol}_sac_icm_seed{seed}_folds0-1" for symbol in SYMBOLS for seed in (0, 1)]

@@ -12,7 +12,7 @@ from helpers.walk_forward_calls import job, section
 from trading_rl.config import ConfigError
 from trading_rl.evaluation.ledger import Period, trial_row, trials_for
 from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
-from trading_rl.integration.parameter_sections import validate_parameters
+from trading_rl.integration.parameter_sections import resolve_parameters
 from trading_rl.phases import tuning
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.walk_forward import PolicyAgent
@@ -23,6 +23,14 @@ FEATURES = {
     "features": {"garch": None},
     "scaler": {"method": "robust", "clip": 5.0},
     "splits": {"train_end": TRAIN_END, "validation_end": "2013-01-31"},
+}
+# The ``sac_icm`` section around a default agent (its phase keys have no code default).
+SAC_ICM_SECTION = {
+    "device": "cpu",
+    "progress_bar": False,
+    "evaluation_split": "validation",
+    "resume_dir": "r",
+    "agent": {},
 }
 WALK_FORWARD = {
     "train_length": 200,
@@ -362,13 +370,13 @@ def test_pruning_needs_trials_with_more_seeds_than_its_rung(trainer):
     parameters = {
         "tuning": {"pruning": PRUNING, "walk_forward": {"seeds": 1}},
         "walk_forward": {"seeds": 2},
-        "feature_extraction": FEATURES,
-        "sac_icm": {"agent": {}},
+        "feature_extraction": {**FEATURES, "symbols": [{"name": "sp500", "source": "packaged"}]},
+        "sac_icm": SAC_ICM_SECTION,
     }
     with pytest.raises(ConfigError, match=message):
-        validate_parameters(parameters, ["tuning"])
+        resolve_parameters(parameters, ["tuning"])
     parameters["tuning"]["walk_forward"] = {}
-    validate_parameters(parameters, ["tuning"])
+    resolve_parameters(parameters, ["tuning"])
 
 
 def test_when_every_trial_fails_nothing_is_chosen(trainer):
@@ -504,17 +512,17 @@ def test_a_bound_the_agent_refuses_with_the_run_parameters_is_refused_before_the
     parameters = {
         "tuning": {"search_space": {"sac.batch_size": {"kind": "categorical", "choices": [64, 4096]}}},
         "walk_forward": {"agent_overrides": {"sac": {"buffer_size": 2000}}},
-        "feature_extraction": FEATURES,
-        "sac_icm": {"agent": {}},
+        "feature_extraction": {**FEATURES, "symbols": [{"name": "sp500", "source": "packaged"}]},
+        "sac_icm": SAC_ICM_SECTION,
     }
     with pytest.raises(
         ConfigError,
         match=r"'tuning\.search_space\.sac\.batch_size': the trials' agent refuses 4096 "
         r"\(parameter 'walk_forward\.agent_overrides\.sac\.batch_size' \(4096\) must be <=",
     ):
-        validate_parameters(parameters, ["tuning"])
+        resolve_parameters(parameters, ["tuning"])
     parameters["tuning"]["search_space"]["sac.batch_size"]["choices"] = [64, 2000]
-    validate_parameters(parameters, ["tuning"])
+    resolve_parameters(parameters, ["tuning"])
 
 
 def test_null_drops_a_dimension_and_int_ranges_sample_integers():

@@ -4,17 +4,21 @@ when it is trained, rebuilt from a run's parameters when the model is evaluated 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from trading_rl.agents.sac_icm import AgentParams
+from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.final import trained_configuration
+from trading_rl.features.params import FeatureExtractionParams
 
 
 def sac_icm_configuration(
-    agent_params: AgentParams, env_params: Mapping[str, Any], feature_params: Mapping[str, Any], seed: int
+    agent_params: AgentParams,
+    env_construction: EnvConstructionParams,
+    feature_extraction: FeatureExtractionParams,
+    seed: int,
 ) -> dict[str, Any]:
     """``trained_configuration`` of the sac_icm phase's agent: ``sac_icm.agent`` without its
     run-time keys and switched-off sections (``AgentParams.identity_view``)."""
     agent = AgentParams.identity_view(agent_params.to_dict())
-    return trained_configuration("sac_icm", agent, env_params, feature_params, seed)
+    return trained_configuration("sac_icm", agent, env_construction, feature_extraction, seed)

@@ -33,11 +33,12 @@ import pandas as pd
 
 from trading_rl.config import Section, setting
 from trading_rl.envs.compatibility import check_model_fits_spec, check_spec_symbol, model_metadata
-from trading_rl.envs.continuous import EnvConfig
+from trading_rl.envs.continuous import EnvConfig, EnvConstructionParams
 from trading_rl.evaluation.ledger import STREAMS, Period, Trials, deflated_sharpe, identified, trial_row, trials_for
 from trading_rl.evaluation.metrics import json_ready
 from trading_rl.evaluation.report import evaluate_policy
 from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.provenance import canonical, identity_hash
 
@@ -62,24 +63,27 @@ class SpentTestSplitError(RuntimeError):
 def trained_configuration(
     agent: str,
     agent_params: Mapping[str, Any],
-    env_params: Mapping[str, Any],
-    feature_params: Mapping[str, Any],
+    env_construction: EnvConstructionParams,
+    feature_extraction: FeatureExtractionParams,
     seed: int,
 ) -> dict[str, Any]:
     """What defines a trained agent, as its identity hashes it: the agent and its parameters as they
     act (``agent_params``: the caller's identity view, run-time keys dropped), the symbol, the env
     config and periods per year, the features, scaler and split dates, the algorithm version, and
     the seed (its random stream). The feature symbol list, other phases' budgets and run-time
-    settings (device, progress bar, resume) are not part of it. Recorded in the model when it is
-    trained and rebuilt from the run's parameters when it is evaluated."""
+    settings (device, progress bar, resume) are not part of it; the sections count as written in
+    ``conf/`` (``Section.as_written``), as recorded configurations were. Recorded in the model when
+    it is trained and rebuilt from the run's parameters when it is evaluated."""
+    written_env = env_construction.as_written()
+    written_features = feature_extraction.as_written()
     return identified(
         {
             "agent": agent,
             "agent_params": dict(agent_params),
-            "symbol": env_params["symbol"],
-            "env": EnvConfig.identity_view(dict(env_params.get("env") or {})),
-            "periods_per_year": env_params.get("periods_per_year"),
-            "features": {key: feature_params.get(key) for key in ("features", "scaler", "splits")},
+            "symbol": env_construction.symbol,
+            "env": EnvConfig.identity_view(env_construction.env.as_written()),
+            "periods_per_year": written_env.get("periods_per_year"),
+            "features": {key: written_features.get(key) for key in ("features", "scaler", "splits")},
             STREAMS: {"seed": seed},
         }
     )

@@ -35,7 +35,6 @@ from trading_rl.monitoring.actions import ACTION_BUCKETS
 from trading_rl.monitoring.collapse import trading_flags
 
 COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
-PARAMS_PREFIX = "validation.gates"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,35 +205,22 @@ def skill_values(walk_forward_summary: Mapping[str, Any], primary_agent: str) ->
     return {"alpha_ci90_low_median": _median(lows), "skill_seed_share": _median(shares)}
 
 
-def evaluate_gates(values: Mapping[str, float | None], gates: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def evaluate_gates(values: Mapping[str, float | None], gates: Mapping[str, ValidationGateParams]) -> dict[str, Any]:
     """Judge every gate; the report passes only when no blocking gate fails (skipped gates do not
     count; a gate with ``blocking: false`` that fails is listed in ``advisory_failed``)."""
     judged: dict[str, dict[str, Any]] = {}
     for name, gate in gates.items():
-        for key in ("metric", "comparison", "threshold"):
-            if key not in gate:
-                raise ValueError(f"parameter '{PARAMS_PREFIX}.{name}' has no '{key}'")
-        if gate["comparison"] not in COMPARISONS:
-            raise ValueError(
-                f"parameter '{PARAMS_PREFIX}.{name}.comparison' is {gate['comparison']!r}; "
-                f"expected one of {sorted(COMPARISONS)}"
-            )
-        metric = gate["metric"]
+        metric = gate.metric
         value = values.get(metric)
-        entry = {
-            "metric": metric,
-            "value": value,
-            "comparison": gate["comparison"],
-            "threshold": float(gate["threshold"]),
-        }
-        if metric not in values and gate.get("optional", False):
+        entry = {"metric": metric, "value": value, "comparison": gate.comparison, "threshold": gate.threshold}
+        if metric not in values and gate.optional:
             entry.update(passed=None, status="skipped", reason=f"no '{metric}' for this agent")
         elif value is None or not math.isfinite(float(value)):
             entry.update(value=None, passed=False, status="fail", reason=_undefined_reason(metric, values))
         else:
-            passed = bool(COMPARISONS[gate["comparison"]](float(value), float(gate["threshold"])))
+            passed = bool(COMPARISONS[gate.comparison](float(value), gate.threshold))
             entry.update(value=float(value), passed=passed, status="pass" if passed else "fail")
-        entry["blocking"] = bool(gate.get("blocking", True))
+        entry["blocking"] = gate.blocking
         judged[name] = entry
     failing = [name for name, entry in judged.items() if entry["status"] == "fail"]
     failed = sorted(name for name in failing if judged[name]["blocking"])
@@ -305,7 +291,7 @@ def flat_validation_metrics(
 
 def validation_report(
     values: Mapping[str, float | None],
-    gates: Mapping[str, Mapping[str, Any]],
+    gates: Mapping[str, ValidationGateParams],
     walk_forward_summary: Mapping[str, Any],
     regimes: pd.DataFrame,
     run: Mapping[str, Any] | None = None,

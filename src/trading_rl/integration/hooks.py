@@ -123,10 +123,10 @@ class ParameterValidationHooks:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, pipeline, catalog) -> None:
-        from trading_rl.integration.parameter_sections import validate_parameters
+        from trading_rl.integration.parameter_sections import resolve_parameters
 
         used = {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
-        validate_parameters(catalog.load("parameters"), used)
+        resolve_parameters(catalog.load("parameters"), used)
 
 
 class RunSummaryHooks:

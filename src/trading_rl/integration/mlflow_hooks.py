@@ -38,6 +38,7 @@ from trading_rl.integration.mlflow_tracking import (
     register_if_gates_pass,
     run_name,
 )
+from trading_rl.integration.parameter_sections import resolved_section
 
 logger = logging.getLogger(__name__)
 
@@ -140,11 +141,8 @@ class MlflowConventionHooks:
     @hook_impl(trylast=True)  # after kedro-mlflow has started the run and ReproducibilityHooks set run_metadata
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
         self._reports, self._tables, self._models = {}, {}, []
-        symbol = (
-            (catalog.load("params:env_construction") or {}).get("symbol")
-            if "params:env_construction" in catalog
-            else None
-        )
+        section = catalog.load("params:env_construction") if "params:env_construction" in catalog else None
+        symbol = resolved_section("env_construction", section).symbol if section else None
         input_versions = {}
         for name in sorted(pipeline.inputs()):
             dataset = catalog.get(name) if not name.startswith("params:") else None

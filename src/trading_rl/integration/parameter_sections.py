@@ -1,17 +1,23 @@
-"""Every parameter section of ``conf/*/parameters*.yml``, by its top-level key, with its check.
+"""Every parameter section of ``conf/*/parameters*.yml``, by its top-level key, with its check: the
+one place where a run's parameters are turned into typed sections.
 
-``validate_parameters`` runs the checks of the sections a run reads (``hooks.ParameterValidationHooks``
-calls it before the first node, so a bad parameter fails the run before anything is written) and
-refuses top-level keys that no section owns. A new section is added here, next to its dataclass.
+``resolve_parameters`` resolves the sections a run reads (``hooks.ParameterValidationHooks`` calls it
+before the first node, so a bad parameter fails the run before anything is written), runs the checks
+that read several sections and refuses top-level keys that no section owns. ``resolved_section``
+hands a node its typed section (``pipelines.typed_node``): the section parsed once per distinct
+content in this process, so the hook's parse is the run's only one. A new section is added here,
+next to its dataclass.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.config import ConfigError, Section
 from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.final import FinalEvaluationParams
@@ -19,7 +25,6 @@ from trading_rl.evaluation.gates import ValidationParams
 from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.tearsheet_panels import TearsheetParams
 from trading_rl.export.onnx_export import ExportParams
-from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
@@ -56,11 +61,35 @@ SECTIONS: dict[str, type[Section]] = {
 }
 
 
-def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
-    symbol = parameters["env_construction"]["symbol"]
+# Every distinct section content resolved in this process, by (section, content): the parse a node's
+# wrapper finds instead of parsing again. Sections are frozen; nothing below mutates one.
+_RESOLVED: dict[tuple[str, str], Section] = {}
+# How many times each section was parsed in this process (the parse-once test counts them).
+PARSES: Counter[str] = Counter()
+
+
+def resolved_section(name: str, raw: Mapping[str, Any] | Section | None) -> Any:
+    """The typed section ``name`` of a run's parameters (``raw``: what Kedro hands over for
+    ``params:<name>``), parsed on its first request and the same object on every later one."""
+    kind = SECTIONS[name]
+    if isinstance(raw, Section):
+        if not isinstance(raw, kind):
+            raise TypeError(f"parameter '{name}' is a {type(raw).__name__}, not a {kind.__name__}")
+        return raw
+    key = (name, json.dumps(raw, sort_keys=True, default=repr))
+    if key not in _RESOLVED:
+        PARSES[name] += 1
+        _RESOLVED[key] = kind.from_mapping(raw, name)
+    return _RESOLVED[key]
+
+
+SectionOf = Callable[[str], Any]
+
+
+def _env_symbol_is_extracted(parameters: Mapping[str, Any], section: SectionOf) -> None:
+    symbol = section("env_construction").symbol
     if "feature_extraction" in parameters:
-        section = FeatureExtractionParams.from_mapping(parameters["feature_extraction"], "feature_extraction")
-        names = [entry.name for entry in section.symbols]
+        names = [entry.name for entry in section("feature_extraction").symbols]
         if symbol not in names:
             raise ConfigError(
                 f"parameter 'env_construction.symbol' is {symbol!r}, "
@@ -68,53 +97,47 @@ def _env_symbol_is_extracted(parameters: Mapping[str, Any]) -> None:
             )
 
 
-def _features(parameters: Mapping[str, Any]) -> FeatureParams:
-    """``feature_extraction.features``, whose longest look-back the walk-forward's gap must reach."""
-    return FeatureParams.from_mapping(
-        (parameters.get("feature_extraction") or {}).get("features"), "feature_extraction.features"
-    )
-
-
-def _walk_forward_agents(parameters: Mapping[str, Any]) -> None:
-    config = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
-    config.with_gap(_features(parameters))
+def _walk_forward_agents(parameters: Mapping[str, Any], section: SectionOf) -> None:
+    config = section("walk_forward")
+    config.with_gap(section("feature_extraction").features)
     # What the walk-forward's SAC+ICM agents train with: sac_icm.agent under the overrides.
-    agent = AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")
-    agent_section("sac_icm", {"sac_icm": agent}, config.agent_overrides)
+    agent_section("sac_icm", {"sac_icm": section("sac_icm").agent}, config.agent_overrides)
 
 
-def _tuning_bounds(parameters: Mapping[str, Any]) -> None:
+def _tuning_bounds(parameters: Mapping[str, Any], section: SectionOf) -> None:
     """What the trials run with is valid at every bound of the search space: the walk_forward
     section under ``tuning.walk_forward``, and ``sac_icm.agent`` under the overrides; with pruning,
     the trials have seeds beyond its rung."""
-    tuning = TuningParams.from_mapping(parameters.get("tuning"), "tuning")
-    walk_forward = WalkForwardParams.from_mapping(parameters.get("walk_forward"), "walk_forward")
-    protocol = trial_protocol(walk_forward, tuning).with_gap(_features(parameters))
+    tuning = section("tuning")
+    protocol = trial_protocol(section("walk_forward"), tuning).with_gap(section("feature_extraction").features)
     check_pruning(tuning, protocol)
-    check_search_space(
-        tuning, protocol, AgentParams.from_mapping((parameters.get("sac_icm") or {}).get("agent"), "sac_icm.agent")
-    )
+    check_search_space(tuning, protocol, section("sac_icm").agent)
 
 
 # Checks that read more than their own section.
-CROSS_CHECKS: dict[str, Callable[[Mapping[str, Any]], None]] = {
+CROSS_CHECKS: dict[str, Callable[[Mapping[str, Any], SectionOf], None]] = {
     "env_construction": _env_symbol_is_extracted,
     "walk_forward": _walk_forward_agents,
     "tuning": _tuning_bounds,
 }
 
 
-def validate_parameters(parameters: Mapping[str, Any], sections: Iterable[str] | None = None) -> None:
-    """Refuse unknown top-level keys, then check ``sections`` (default: every section); the first
-    problem raises ``ConfigError`` naming its dotted key."""
+def resolve_parameters(parameters: Mapping[str, Any], sections: Iterable[str] | None = None) -> dict[str, Section]:
+    """Refuse unknown top-level keys, then resolve ``sections`` (default: every section) and run their
+    cross-section checks; the first problem raises ``ConfigError`` naming its dotted key."""
     known = [*RUN_KEYS, *SECTIONS]
     for key in parameters:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f"; known sections: {sorted(SECTIONS)}"
             raise ConfigError(f"unknown parameter '{key}'{hint}")
-    for name in SECTIONS if sections is None else sections:
-        if name in SECTIONS:
-            SECTIONS[name].from_mapping(parameters.get(name), name)
-            if name in CROSS_CHECKS:
-                CROSS_CHECKS[name](parameters)
+
+    def section(name: str) -> Any:
+        return resolved_section(name, parameters.get(name))
+
+    names = [name for name in (SECTIONS if sections is None else sections) if name in SECTIONS]
+    resolved = {name: section(name) for name in names}
+    for name in names:
+        if name in CROSS_CHECKS:
+            CROSS_CHECKS[name](parameters, section)
+    return resolved

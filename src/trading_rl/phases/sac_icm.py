@@ -11,11 +11,12 @@ from trading_rl.agents import build_agent, train_agent
 from trading_rl.agents.identity import sac_icm_configuration
 from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.training import TrainingOutcome
-from trading_rl.envs import EnvSpec
+from trading_rl.envs import EnvConstructionParams, EnvSpec
 from trading_rl.envs.compatibility import model_metadata, model_signature, set_model_metadata
 from trading_rl.evaluation.final import CONFIGURATION_METADATA
 from trading_rl.evaluation.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.monitoring.collapse import enforce
 from trading_rl.phases.forward import deployment_metadata
 
@@ -26,14 +27,14 @@ def train_sac_icm(
     seed: int,
     run_metadata: Mapping[str, Any],
     feature_params: Mapping[str, Any] | None = None,
-    env_params: Mapping[str, Any] | None = None,
-    feature_extraction: Mapping[str, Any] | None = None,
+    env_construction: EnvConstructionParams | None = None,
+    feature_extraction: FeatureExtractionParams | None = None,
     metrics_callback: Callable[[dict[str, float], int], None] | None = None,
 ) -> TrainingOutcome:
     """Train on random episodes of the training split, evaluating on ``evaluation_split`` (each
     evaluation's metrics to ``metrics_callback``). With ``feature_params`` (by symbol), the models
     carry what a forward rerun rebuilds their observations from (``phases.forward.
-    deployment_metadata``); with ``env_params`` and ``feature_extraction``, the configuration they
+    deployment_metadata``); with ``env_construction`` and ``feature_extraction``, the configuration they
     were trained with (``agents.identity.sac_icm_configuration``), which final_evaluation spends
     the test split on."""
     agent_params = params.agent
@@ -52,8 +53,10 @@ def train_sac_icm(
         run_parameters={"seed": seed, "evaluation_split": eval_split, "env_spec": env_spec.digest()},
     )
     metadata = {**run_metadata, **model_signature(env_spec), "best_timestep": outcome.best_timestep}
-    if env_params is not None and feature_extraction is not None:
-        metadata[CONFIGURATION_METADATA] = sac_icm_configuration(agent_params, env_params, feature_extraction, seed)
+    if env_construction is not None and feature_extraction is not None:
+        metadata[CONFIGURATION_METADATA] = sac_icm_configuration(
+            agent_params, env_construction, feature_extraction, seed
+        )
     if feature_params is not None:
         metadata["deployment"] = deployment_metadata(env_spec, feature_params[env_spec.symbol])
     for trained in (outcome.model, outcome.best_model):

@@ -20,12 +20,13 @@ from kedro.pipeline import Node
 
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.ledger import Period, trials_for
-from trading_rl.evaluation.regimes import RegimeParams, RegimeValidationParams
+from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
 from trading_rl.evaluation.summary import gate_results
 from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK, Verdict, build_tearsheet, tearsheet_outputs
 from trading_rl.evaluation.tearsheet_panels import TearsheetOptions, TearsheetParams
 from trading_rl.evaluation.tearsheet_section import TearsheetSection, env_section
+from trading_rl.pipelines.typed_node import typed
 
 TEARSHEET_PARAMS = "params:tearsheet"
 
@@ -54,7 +55,7 @@ def env_tearsheet(
     split: str,
     make_env: Callable[[], gym.Env],
     seed: int,
-    regime_params: Mapping[str, Any] | None,
+    regime_validation: RegimeValidationParams,
     env_overrides: Mapping[str, Any] | None = None,
 ) -> TearsheetInput:
     """One section: ``agents`` (rollouts on ``make_env``'s episode) next to the baselines on it;
@@ -69,7 +70,7 @@ def env_tearsheet(
         make_env,
         env_spec.closes,
         seed,
-        regimes_of(regime_params),
+        regime_validation.regimes,
     )
     section.facts.update(
         {
@@ -80,11 +81,6 @@ def env_tearsheet(
         }
     )
     return TearsheetInput(title, config.hold_threshold, [section])
-
-
-def regimes_of(regime_params: Mapping[str, Any] | None) -> RegimeParams:
-    """The ``regime_validation.regimes`` section a tearsheet labels its bars with."""
-    return RegimeValidationParams.from_mapping(regime_params, "regime_validation").regimes
 
 
 def verdicts_of(reports: Mapping[str, Any]) -> list[Verdict]:
@@ -98,7 +94,7 @@ def verdicts_of(reports: Mapping[str, Any]) -> list[Verdict]:
 
 def render_tearsheet(
     spec: TearsheetInput,
-    params: dict[str, Any] | None,
+    config: TearsheetParams,
     ledger: pd.DataFrame,
     run_metadata: dict[str, Any],
     gate_reports: Mapping[str, Any] | None = None,
@@ -106,7 +102,6 @@ def render_tearsheet(
     """``(rollouts, {"<section>.png": figure}, html)`` of ``spec``; DSR counts the ledger's trials. A
     spec without sections (a phase with nothing to show yet, e.g. no forward bars) gives an empty
     table, one figure and a page that say so under the spec's title."""
-    config = TearsheetParams.from_mapping(params, "tearsheet")
     if not spec.sections:
         figure = plt.figure(figsize=(6, 1))
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
@@ -135,22 +130,24 @@ def tearsheet_node(
     gates: Sequence[str] = (),
 ) -> Node:
     """A node ``render_<prefix>_tearsheet``: ``sections(*inputs)`` then ``render_tearsheet``, with
-    the ``gates`` reports (``evaluation.summary.GATE_REPORTS`` names) as the page's verdict banner."""
+    the ``gates`` reports (``evaluation.summary.GATE_REPORTS`` names) as the page's verdict banner;
+    ``sections`` receives typed parameter sections (``typed_node.typed``)."""
 
     def node_function(*args: Any) -> tuple[pd.DataFrame, dict[str, Any], str]:
         split = len(args) - len(gates)
-        *phase_inputs, params, trial_ledger, run_metadata = args[:split]
+        *phase_inputs, config, trial_ledger, run_metadata = args[:split]
         reports = dict(zip(gates, args[split:]))
-        return render_tearsheet(sections(*phase_inputs), params, trial_ledger, run_metadata, reports)
+        return render_tearsheet(sections(*phase_inputs), config, trial_ledger, run_metadata, reports)
 
-    # Named after the phase's function for kedro-viz; no ``__wrapped__``, so Kedro checks the inputs
-    # against this function's own ``*args`` signature.
+    # Named after the phase's function for kedro-viz; Kedro checks the inputs against this function's
+    # own ``*args`` signature (``sections`` is not its ``__wrapped__``).
     node_function.__name__ = node_function.__qualname__ = sections.__name__
     node_function.__doc__ = sections.__doc__
 
+    all_inputs = [*inputs, TEARSHEET_PARAMS, ledger, "run_metadata", *gates]
     return Node(
-        node_function,
-        inputs=[*inputs, TEARSHEET_PARAMS, ledger, "run_metadata", *gates],
+        typed(node_function, all_inputs),
+        inputs=all_inputs,
         outputs=tearsheet_outputs(prefix),
         name=f"render_{prefix}_tearsheet",
         tags=["report"],

@@ -10,12 +10,13 @@ import pytest
 import torch
 from helpers.synthetic_prices import random_walk_prices
 from helpers.walk_forward_calls import job, section
+from helpers.wired import wired_functions
 from kedro.config import OmegaConfigLoader
 
 from trading_rl.data import load_prices
 from trading_rl.evaluation import folds as windows
 from trading_rl.phases import walk_forward as wf
-from trading_rl.pipelines.walk_forward.nodes import walk_forward
+from trading_rl.pipelines.walk_forward.pipeline import create_pipeline
 from trading_rl.runtime import RuntimeParams, SequentialExecutor, make_runtime_executor
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -41,9 +42,10 @@ def test_validation_node_with_ci_budgets_gives_the_same_tables_on_ray(ray_sessio
         params["walk_forward"],
         {**params["feature_extraction"], "symbols": [first]},
         params["env_construction"],
-        params["sac_icm"]["agent"],
+        params["sac_icm"],
         params["seed"],
     )
+    walk_forward = wired_functions(create_pipeline())["walk_forward"]
     sequential = walk_forward(*arguments, {"engine": "sequential"})
     on_ray = walk_forward(*arguments, {**params["runtime"], "engine": "ray"})
     for expected, actual in zip(sequential[:2], on_ray[:2]):

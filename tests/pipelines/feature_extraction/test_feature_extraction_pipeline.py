@@ -14,14 +14,15 @@ from helpers.kedro_project import bootstrap
 
 from trading_rl.data import PriceValidationError, load_prices
 from trading_rl.features import FeatureParams, compute_features, max_lookback
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import RawPriceFilesDataset
-from trading_rl.pipeline_registry import register_pipelines
-from trading_rl.pipelines.feature_extraction.nodes import (
-    define_splits_node,
-    fit_scalers_node,
-    load_and_validate_prices_node,
-    report_price_quality_node,
+from trading_rl.phases.feature_extraction import (
+    define_splits,
+    fit_scalers,
+    load_and_validate_prices,
+    report_price_quality,
 )
+from trading_rl.pipeline_registry import register_pipelines
 
 
 def _latest(project: Path, relative: str) -> Path:
@@ -84,14 +85,17 @@ def test_user_file_stale_opens_reported_per_split_and_left_out_of_the_scaler(tmp
     user["High"] = user[["Open", "High"]].max(axis=1)
     user["Low"] = user[["Open", "Low"]].min(axis=1)
     _write(folder / "USER.csv", user)
-    params = {
-        "symbols": [{"name": "USER", "source": "file"}],
-        "splits": {"train_fraction": 0.5, "validation_fraction": 0.25},
-        "features": {"garch": None},
-    }
-    prices = load_and_validate_prices_node(RawPriceFilesDataset(str(folder)).load(), params)
-    splits = define_splits_node(prices, params)
-    stale = report_price_quality_node(prices, splits, params)["USER"]["stale_opens"]
+    params = FeatureExtractionParams.from_mapping(
+        {
+            "symbols": [{"name": "USER", "source": "file"}],
+            "splits": {"train_fraction": 0.5, "validation_fraction": 0.25},
+            "features": {"garch": None},
+        },
+        "feature_extraction",
+    )
+    prices = load_and_validate_prices(RawPriceFilesDataset(str(folder)).load(), params)
+    splits = define_splits(prices, params)
+    stale = report_price_quality(prices, splits, params)["USER"]["stale_opens"]
     assert stale["count"] == len(stale_bars)
     assert stale["longest_run"]["bars"] == 3
     assert stale["longest_run"]["start"] == user.index[100].isoformat()
@@ -101,7 +105,7 @@ def test_user_file_stale_opens_reported_per_split_and_left_out_of_the_scaler(tmp
         max_lookback(FeatureParams()) :
     ]
     assert (features["co_return"].loc[user.index[stale_bars]] == 0.0).all()
-    scaler = fit_scalers_node(features.assign(symbol="USER"), prices, splits, params)["USER"]
+    scaler = fit_scalers(features.assign(symbol="USER"), prices, splits, params)["USER"]
     train_rows = features.loc[: splits["USER"]["train"]["end"]]
     real_moves = train_rows["co_return"].drop(index=user.index[stale_bars[:3]])
     assert scaler["center"]["co_return"] == pytest.approx(real_moves.median())
@@ -166,12 +170,15 @@ def test_bad_raw_file_stops_with_named_error_and_file_untouched(tmp_path, case):
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     symbol = path.stem
     with pytest.raises(ValueError) as error:
-        load_and_validate_prices_node(
+        load_and_validate_prices(
             RawPriceFilesDataset(str(folder)).load(),
-            {
-                "symbols": [{"name": "sp500", "source": "packaged"}, {"name": symbol, "source": "file"}],
-                "splits": {"train_fraction": 0.6, "validation_fraction": 0.2},
-            },
+            FeatureExtractionParams.from_mapping(
+                {
+                    "symbols": [{"name": "sp500", "source": "packaged"}, {"name": symbol, "source": "file"}],
+                    "splits": {"train_fraction": 0.6, "validation_fraction": 0.2},
+                },
+                "feature_extraction",
+            ),
         )
     message = str(error.value)
     assert symbol in message

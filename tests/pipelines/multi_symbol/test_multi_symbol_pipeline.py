@@ -23,7 +23,7 @@ from trading_rl.pipelines.multi_symbol.pipeline import ENCODER, WIRING_FILE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FEATURES = FeatureParams(garch=None)
-ENV = {"env": {"window_size": 5, "episode_length": 80}, "periods_per_year": 252}
+ENV = {"symbol": "AAA", "env": {"window_size": 5, "episode_length": 80}, "periods_per_year": 252}
 SAC_ICM = {
     "device": "cpu",
     "evaluation_split": "validation",

@@ -9,6 +9,7 @@ import torch
 import yaml
 from helpers.mlflow_store import empty_store
 from helpers.tearsheet_inputs import tearsheet_inputs
+from helpers.wired import wired_functions
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
@@ -22,7 +23,6 @@ from trading_rl.evaluation.tearsheet_panels import PANELS
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
 from trading_rl.pipelines.options_her import create_pipeline
-from trading_rl.pipelines.options_her.nodes import evaluate_options_her
 
 torch.set_num_threads(1)
 
@@ -149,4 +149,5 @@ def test_pipeline_trains_and_reports(tmp_path):
 
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "max_usage": 0.0}}
     with pytest.raises(ValueError, match="option gates failed"):
+        evaluate_options_her = wired_functions(create_pipeline())["evaluate_options_her"]
         evaluate_options_her(agent, spec, catalog.load("options_her_training"), failing, 3)

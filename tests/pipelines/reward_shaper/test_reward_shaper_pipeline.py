@@ -14,6 +14,7 @@ from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.datasets.torch_module import TorchModuleDataset
+from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
@@ -118,7 +119,9 @@ def test_pipeline_shapes_and_reports(tmp_path):
     metrics = catalog.load("reward_shaper_metrics")
     assert "final/total_return" in metrics and not any(key.startswith(("reward/", "eval/")) for key in metrics)
 
-    failing = {**PARAMS, "gates": {"fail_on_gate": True, "min_entropy": 5.0}}
+    failing = RewardShaperParams.from_mapping(
+        {**PARAMS, "gates": {"fail_on_gate": True, "min_entropy": 5.0}}, "reward_shaper"
+    )
     _, _, failing_fit = fit_reward_shaper(catalog.load("reward_shaper_rollouts"), source, failing, 5)
     assert not failing_fit["weight_gates_passed"]
     with pytest.raises(ValueError, match="weight gates failed"):

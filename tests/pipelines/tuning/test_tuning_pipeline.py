@@ -39,7 +39,7 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
     from kedro.framework.session import KedroSession
 
     from trading_rl.evaluation.ledger import read_ledger
-    from trading_rl.integration.parameter_sections import validate_parameters
+    from trading_rl.integration.parameter_sections import resolve_parameters
 
     project = tmp_path / "project"
     copy_without_runs(foundation_project, project)
@@ -71,7 +71,7 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
         # ... a run given it validates and trains with it (walk-forward overrides included), ...
         with KedroSession.create(project_path=project, env="ci", runtime_params=tuned) as session:
             params = session.load_context().params
-        validate_parameters(params)
+        resolve_parameters(params)
         assert params["walk_forward"]["agent_overrides"]["sac"]["learning_rate"] == learning_rate
         assert params["walk_forward"]["agent_overrides"]["sac"]["buffer_size"] == 2000  # ci's, kept
         # ... and so does a config env holding it as a parameters file.
@@ -79,7 +79,7 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
         shutil.copy(_versions(project, TUNED)[0], project / "conf/tuned/parameters_tuned.yml")
         with KedroSession.create(project_path=project, env="tuned") as session:
             params = session.load_context().params
-        validate_parameters(params)
+        resolve_parameters(params)
         assert params["sac_icm"]["agent"]["sac"]["learning_rate"] == learning_rate
 
         # Another study (another sampler seed): its trials add to the count the new DSR uses.

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers.synthetic_prices import random_walk_prices
-from helpers.tiny import TINY_AGENT, TINY_FEATURES, TINY_WALK_FORWARD
+from helpers.tiny import TINY_FEATURES, TINY_WALK_FORWARD, tiny_sac_icm
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 
@@ -20,8 +20,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 PARAMS = {
     "seed": 7,
     "feature_extraction": TINY_FEATURES,
-    "env_construction": {"periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
-    "sac_icm.agent": TINY_AGENT,
+    "env_construction": {"symbol": "X", "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}},
+    "sac_icm": tiny_sac_icm(),
     "walk_forward": {**TINY_WALK_FORWARD, "seeds": 2, "timesteps": 40, "finetune_timesteps": 0},
     "runtime": {"engine": "sequential"},
 }

@@ -43,8 +43,8 @@ def trial_configuration(agent: str, config: WalkForwardParams, job: WalkForwardJ
         "agent": agent,
         "agent_params": identity_params(agent, section),
         "walk_forward": {key: value for key, value in protocol.items() if key not in NOT_CONFIGURATION},
-        "features": {key: (job.feature_params or {}).get(key) for key in ("features", "scaler")},
-        "env": EnvConfig.identity_view(job.env_config),
+        "features": {key: job.feature_extraction.as_written().get(key) for key in ("features", "scaler")},
+        "env": EnvConfig.identity_view(job.env.as_written()),
         "symbol": symbol,
         STREAMS: {"seed": job.seed, "seeds": config.seeds, "agent_stream": SHARED_AGENT_STREAM},
     }

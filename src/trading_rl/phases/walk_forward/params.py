@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trading_rl.agents.sac_icm import AgentParams
+import pandas as pd
+
+from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.algorithms.actor_learner import VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams
 from trading_rl.config import ConfigError, Section, setting
-from trading_rl.envs import EnvConfig
+from trading_rl.envs import EnvConfig, EnvConstructionParams, periods_per_year_by_symbol
 from trading_rl.features import max_lookback
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.params import FeatureExtractionParams
@@ -83,20 +85,36 @@ class WalkForwardParams(Section):
 
 @dataclass(frozen=True)
 class WalkForwardJob:
-    """What every task of one walk-forward execution shares besides the windows: the feature and
-    env parameters the fold specs are built from (``feature_params`` and ``env_config`` as
-    configured, which the ledger's identity hashes; ``feature_extraction`` and ``env`` the same
-    resolved), periods per year by symbol, each agent's parameters by agent name (``sac_icm``: an
-    ``AgentParams``; ``options`` / ``shaped``: ``{"source": AgentParams, "phase": that phase's
-    section}``) and the run's seed."""
+    """What every task of one walk-forward execution shares besides the windows: the resolved
+    ``feature_extraction`` and ``env_construction.env`` sections the fold specs are built from (the
+    ledger's identity hashes them as written, ``Section.as_written``), periods per year by symbol,
+    each agent's parameters by agent name (``sac_icm``: an ``AgentParams``; ``options`` / ``shaped``:
+    ``{"source": AgentParams, "phase": that phase's section}``) and the run's seed."""
 
-    feature_params: Mapping[str, Any] | None
     feature_extraction: FeatureExtractionParams
-    env_config: Mapping[str, Any]
     env: EnvConfig
     periods_per_year: Mapping[str, float]
     agent_params: Mapping[str, Any]
     seed: int
+
+    @classmethod
+    def of(
+        cls,
+        frames: Mapping[str, pd.DataFrame],
+        feature_extraction: FeatureExtractionParams,
+        env_construction: EnvConstructionParams,
+        sac_icm: SacIcmParams,
+        seed: int,
+    ) -> WalkForwardJob:
+        """The job of a run's sections (``walk_forward`` and ``tuning`` run it); ``frames``: prices
+        by symbol, whose bars give the periods per year ``env_construction`` does not set."""
+        return cls(
+            feature_extraction=feature_extraction,
+            env=env_construction.env,
+            periods_per_year=periods_per_year_by_symbol(env_construction.periods_per_year, frames),
+            agent_params={"sac_icm": sac_icm.agent},
+            seed=seed,
+        )
 
     def with_walk_forward_agents(self, config: WalkForwardParams) -> dict[str, Any]:
         """``agent_params`` plus the agents configured inside ``walk_forward`` (``vtrace``, ``es``)."""

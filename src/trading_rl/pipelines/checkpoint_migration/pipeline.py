@@ -1,28 +1,30 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
+from trading_rl.phases import checkpoint_migration as phase
 from trading_rl.pipelines.checkpoint_migration import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
-                nodes.check_and_back_up_legacy_checkpoints_node,
+            typed_node(
+                phase.check_and_back_up_legacy_checkpoints,
                 inputs=["legacy_checkpoints", "env_spec", "params:checkpoint_migration"],
                 outputs="legacy_checkpoint_backups",
                 name="check_and_back_up_legacy_checkpoints",
                 tags=["data"],
             ),
-            Node(
-                nodes.provide_discrete_checkpoints_node,
+            typed_node(
+                phase.provide_discrete_checkpoints,
                 inputs=["legacy_checkpoint_backups", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="discrete_checkpoints",
                 name="provide_discrete_checkpoints",
                 tags=["train"],
             ),
-            Node(
-                nodes.migrate_checkpoints_node,
+            typed_node(
+                phase.migrate_checkpoints,
                 inputs=[
                     "discrete_checkpoints",
                     "env_spec",
@@ -34,15 +36,15 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="migrate_checkpoints",
                 tags=["train"],
             ),
-            Node(
+            typed_node(
                 nodes.fine_tune_models_node,
                 inputs=["migrated_models", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="fine_tuned_models",
                 name="fine_tune_migrated_models",
                 tags=["train"],
             ),
-            Node(
-                nodes.compare_discrete_and_continuous_node,
+            typed_node(
+                phase.compare_discrete_and_continuous,
                 inputs=[
                     "discrete_checkpoints",
                     "migrated_models",

@@ -1,28 +1,10 @@
-"""Thin nodes around ``trading_rl.envs``: the spec (``envs.symbol_env_spec``) and its checks."""
+"""The env checks node; the spec itself is ``envs.symbol_env_spec``, wired in ``pipeline.py``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from trading_rl.envs import EnvConstructionParams, EnvSpec, env_check_report, symbol_env_spec
-from trading_rl.features.params import PARAMS_PREFIX, FeatureExtractionParams
-
-
-def symbol_env_spec_node(
-    prices: pd.DataFrame,
-    scaled_features: pd.DataFrame,
-    splits: dict[str, Any],
-    params: dict[str, Any],
-    scalers: dict[str, Any],
-    feature_params: dict[str, Any],
-) -> EnvSpec:
-    """``envs.symbol_env_spec`` with the ``env_construction`` and ``feature_extraction`` sections
-    resolved (the latter for a synthetic symbol's market model)."""
-    section = EnvConstructionParams.from_mapping(params, "env_construction")
-    feature_section = FeatureExtractionParams.from_mapping(feature_params, PARAMS_PREFIX)
-    return symbol_env_spec(prices, scaled_features, splits, section, scalers, feature_section)
+from trading_rl.envs import EnvSpec, env_check_report
 
 
 def check_env(env_spec: EnvSpec) -> dict[str, Any]:

@@ -1,13 +1,15 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
+from trading_rl.envs import symbol_env_spec
 from trading_rl.pipelines.env_construction import nodes
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
-                nodes.symbol_env_spec_node,
+            typed_node(
+                symbol_env_spec,
                 inputs=[
                     "prices",
                     "scaled_features",
@@ -20,6 +22,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="build_env_spec",
                 tags=["data"],
             ),
-            Node(nodes.check_env, inputs="env_spec", outputs="env_check_report", name="check_env", tags=["report"]),
+            typed_node(
+                nodes.check_env, inputs="env_spec", outputs="env_check_report", name="check_env", tags=["report"]
+            ),
         ]
     )

@@ -14,7 +14,7 @@ def export_agent(
     env_spec: EnvSpec,
     feature_params: dict[str, Any],
     scalers: dict[str, Any],
-    params: dict[str, Any],
+    section: ExportParams,
     seed: int,
     model_dataset: str = "sac_icm_model",
 ) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
@@ -25,7 +25,6 @@ def export_agent(
     """
     check_model_fits_spec(model, env_spec, model_dataset=model_dataset, pipeline="export")
     symbol = env_spec.symbol
-    section = ExportParams.from_mapping(params, "export")
     parity_env = env_spec.make_env(section.parity.split)
     onnx_bytes, report = export_and_verify(model, parity_env, section, seed=seed)
     report = {

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial, update_wrapper
 
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from trading_rl.pipelines.export import nodes
+from trading_rl.pipelines.typed_node import typed_node
 
 EXPORTED_AGENTS = ("sac_icm_model",)
 
@@ -20,7 +21,7 @@ EXPORTED_AGENTS = ("sac_icm_model",)
 def create_pipeline(agents: Sequence[str] = EXPORTED_AGENTS, **kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 update_wrapper(partial(nodes.export_agent, model_dataset=agent), nodes.export_agent),
                 inputs=[agent, "env_spec", "feature_params", "scalers", "params:export", "params:seed"],
                 outputs=[f"{agent}_onnx", f"{agent}_export_report", f"{agent}_inference_config"],

@@ -1,56 +1,57 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
-from trading_rl.phases.feature_extraction import scale_features
+from trading_rl.phases import feature_extraction as phase
 from trading_rl.pipelines.feature_extraction import nodes
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
-                nodes.load_and_validate_prices_node,
+            typed_node(
+                phase.load_and_validate_prices,
                 inputs=["raw_price_files", "params:feature_extraction"],
                 outputs="prices",
                 name="load_and_validate_prices",
                 tags=["data"],
             ),
-            Node(
-                nodes.define_splits_node,
+            typed_node(
+                phase.define_splits,
                 inputs=["prices", "params:feature_extraction"],
                 outputs="splits",
                 name="define_splits",
                 tags=["data"],
             ),
-            Node(
-                nodes.report_price_quality_node,
+            typed_node(
+                phase.report_price_quality,
                 inputs=["prices", "splits", "params:feature_extraction"],
                 outputs="price_quality_report",
                 name="report_price_quality",
                 tags=["report"],
             ),
-            Node(
+            typed_node(
                 nodes.fit_feature_params_node,
                 inputs=["prices", "splits", "params:feature_extraction"],
                 outputs="feature_params",
                 name="fit_feature_params",
                 tags=["data"],
             ),
-            Node(
+            typed_node(
                 nodes.build_features_node,
                 inputs=["prices", "feature_params"],
                 outputs="features",
                 name="build_features",
                 tags=["data"],
             ),
-            Node(
-                nodes.fit_scalers_node,
+            typed_node(
+                phase.fit_scalers,
                 inputs=["features", "prices", "splits", "params:feature_extraction"],
                 outputs="scalers",
                 name="fit_scalers",
                 tags=["data"],
             ),
-            Node(
-                scale_features,
+            typed_node(
+                phase.scale_features,
                 inputs=["features", "scalers"],
                 outputs="scaled_features",
                 name="scale_features",

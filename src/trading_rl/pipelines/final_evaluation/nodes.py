@@ -7,17 +7,19 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents import AgentParams
 from trading_rl.agents.identity import sac_icm_configuration
+from trading_rl.agents.sac_icm import SacIcmParams
+from trading_rl.envs import EnvConstructionParams
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.evaluation.final import (
-    PARAMS_PREFIX,
     SPLIT,
     FinalEvaluationParams,
     check_test_split,
     evaluate_on_test,
     evaluated_configuration,
 )
+from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 
 
@@ -25,10 +27,10 @@ def check_final_evaluation(
     prior_trial_ledger: pd.DataFrame,
     model: Any,
     env_spec: Any,
-    params: dict[str, Any],
-    sac_icm_params: dict[str, Any],
-    env_params: dict[str, Any],
-    feature_params: dict[str, Any],
+    params: FinalEvaluationParams,
+    sac_icm: SacIcmParams,
+    env_construction: EnvConstructionParams,
+    feature_extraction: FeatureExtractionParams,
     seed: int,
 ) -> dict[str, Any]:
     """The evaluation's identity (the model's recorded configuration and weights' digest), saved as
@@ -36,12 +38,10 @@ def check_final_evaluation(
     before anything is evaluated when the model does not fit ``env_spec``, when this run's parameters
     disagree with the model's configuration, or when its test split was already spent and
     ``final_evaluation.allow_repeat`` is false."""
-    resolved = FinalEvaluationParams.from_mapping(params, PARAMS_PREFIX)
     check_model_fits_spec(model, env_spec, model_dataset="sac_icm_model", pipeline="final_evaluation")
-    agent = AgentParams.from_mapping(sac_icm_params["agent"], "sac_icm.agent")
-    run_configuration = sac_icm_configuration(agent, env_params, feature_params, seed)
+    run_configuration = sac_icm_configuration(sac_icm.agent, env_construction, feature_extraction, seed)
     configuration = evaluated_configuration(model, run_configuration, "sac_icm_model")
-    return check_test_split(prior_trial_ledger, configuration, resolved.allow_repeat)
+    return check_test_split(prior_trial_ledger, configuration, params.allow_repeat)
 
 
 def evaluate_final(
@@ -57,10 +57,10 @@ def evaluate_final(
 
 
 def final_evaluation_tearsheet(
-    model: Any, env_spec: Any, identity: dict[str, Any], seed: int, regime_params: dict[str, Any]
+    model: Any, env_spec: Any, identity: dict[str, Any], seed: int, regime_validation: RegimeValidationParams
 ) -> TearsheetInput:
     """The test-split run behind ``final_evaluation_report`` (same env and seed), with the baselines.
     Takes the identity so it runs only once the test split was found unspent (or a repeat allowed)."""
     make_env = partial(env_spec.make_env, SPLIT)
     agents = sb3_rollouts({identity["configuration"]["agent"]: model}, make_env, seed)
-    return env_tearsheet("final_evaluation", agents, env_spec, SPLIT, make_env, seed, regime_params)
+    return env_tearsheet("final_evaluation", agents, env_spec, SPLIT, make_env, seed, regime_validation)

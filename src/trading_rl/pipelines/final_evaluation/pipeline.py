@@ -1,13 +1,14 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from trading_rl.pipelines.final_evaluation import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 nodes.check_final_evaluation,
                 inputs=[
                     "prior_trial_ledger",
@@ -23,7 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="check_final_evaluation",
                 tags=["evaluate"],
             ),
-            Node(
+            typed_node(
                 nodes.evaluate_final,
                 inputs=[
                     "sac_icm_model",

@@ -18,7 +18,8 @@ import pandas as pd
 
 from trading_rl.data import by_symbol, load_validated_prices
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.features.params import PARAMS_PREFIX, FeatureExtractionParams
+from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.forward import (
     FORWARD_SPLIT,
     Deployment,
@@ -71,7 +72,7 @@ def prepare_forward_data(
     deployed_model: Any,
     registry_deployment: dict[str, Any],
     raw_price_files: dict[str, Callable[[], pd.DataFrame]],
-    params: dict[str, Any],
+    section: FeatureExtractionParams,
 ) -> Inputs:
     """The deployed model's symbol read and validated like ``feature_extraction`` does, its features
     rebuilt with the model's frozen parameters and scaler; ``NotDeployed`` (with the registry's
@@ -85,7 +86,6 @@ def prepare_forward_data(
     except NoDeploymentMetadata as error:  # a model trained before forward tracking: validation must still run
         logger.warning("forward: %s", error)
         return NotDeployed("deployed model has no deployment metadata")
-    section = FeatureExtractionParams.from_mapping(params, PARAMS_PREFIX)
     entries = [entry for entry in section.symbols if entry.name == deployment.symbol]
     if not entries:
         raise ValueError(
@@ -107,7 +107,7 @@ def score_forward_bars(
     data: ForwardData,
     previous_record: pd.DataFrame | None,
     run_metadata: dict[str, Any],
-    params: dict[str, Any] | None = None,
+    params: ForwardParams,
 ) -> pd.DataFrame:
     """The previous record plus every forward bar it lacks (``extend_record``); with
     ``forward.supersede_record`` the replay replaces it."""
@@ -117,7 +117,7 @@ def score_forward_bars(
         replayed,
         data.deployment.model_version,
         str(run_metadata["save_version"]),
-        supersede=ForwardParams.from_mapping(params, "forward").supersede_record,
+        supersede=params.supersede_record,
     )
     if record.empty:
         logger.info("forward: no bar after the deployed model's data end %s yet", data.deployment.data_end)
@@ -148,10 +148,10 @@ def report_forward(
     lambda data, **_: {"status": data.reason, "features": [], "drifted_features": [], "actions": None, "window": None}
 )
 def measure_forward_drift(
-    deployed_model: Any, data: ForwardData, record: pd.DataFrame, params: dict[str, Any]
+    deployed_model: Any, data: ForwardData, record: pd.DataFrame, params: ForwardParams
 ) -> dict[str, Any]:
     """Feature drift of the newest forward bars against the training split; the agent's action drift."""
-    return forward_drift(deployed_model, data, record, ForwardParams.from_mapping(params, "forward").drift)
+    return forward_drift(deployed_model, data, record, params.drift)
 
 
 def check_forward_decay(
@@ -159,11 +159,11 @@ def check_forward_decay(
     record: pd.DataFrame,
     drift: dict[str, Any],
     walk_forward_folds: pd.DataFrame,
-    params: dict[str, Any],
+    params: ForwardParams,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``forward_alerts`` and this rerun's MLflow metrics (``forward_metrics``); every alert is
     logged at WARNING (and again by the end-of-run summary)."""
-    alerts = decay_alerts(report, record, drift, walk_forward_folds, ForwardParams.from_mapping(params, "forward"))
+    alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
     for check in alerts["checks"]:
         if check["status"] == "alert":
             logger.warning(
@@ -195,13 +195,13 @@ def forward_metrics(report: dict[str, Any], alerts: dict[str, Any]) -> dict[str,
 
 @unless_deployed(lambda data, **_: TearsheetInput(f"forward: not checked: {data.reason}", 0.1, []))
 def forward_tearsheet(
-    record: pd.DataFrame, data: ForwardData, drift: dict[str, Any], seed: int, regime_params: dict[str, Any]
+    record: pd.DataFrame, data: ForwardData, drift: dict[str, Any], seed: int, regime_validation: RegimeValidationParams
 ) -> TearsheetInput:
     """Equity since deployment against the baselines on the forward bars, and the drift table."""
     if not data.has_new_bars:
         return TearsheetInput(f"forward: not checked: no bars after {data.deployment.data_end.date()} yet", 0.1, [])
     tearsheet = env_tearsheet(
-        "forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed, regime_params
+        "forward", {"deployed": record}, data.spec, FORWARD_SPLIT, data.make_env, seed, regime_validation
     )
     rows = sorted(drift["features"], key=lambda row: -(row["psi"] if row["psi"] == row["psi"] else 0.0))
     section = tearsheet.sections[0]

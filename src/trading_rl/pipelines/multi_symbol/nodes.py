@@ -3,6 +3,7 @@ and ``wired_symbols`` are bound when the pipeline is built (see ``pipeline.py``)
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,13 @@ from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.shared_encoder import SharedEncoder, collect_observations, fit_shared_encoder
 from trading_rl.envs import EnvConstructionParams, EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
-from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams, train_symbol_agent
+from trading_rl.phases.multi_symbol import MultiSymbolParams, train_symbol_agent
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
 
 
-def _check_wiring(params: dict[str, Any], wired_symbols: list[str]) -> MultiSymbolParams:
-    config = MultiSymbolParams.from_mapping(params, PARAMS_PREFIX)
+def _check_wiring(config: MultiSymbolParams, wired_symbols: list[str]) -> MultiSymbolParams:
     if config.symbols != wired_symbols:
         raise ValueError(
             f"parameter 'multi_symbol.symbols' resolved to {config.symbols}, but the pipeline was wired for "
@@ -35,8 +35,8 @@ def build_symbol_spec(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,
     splits: dict[str, Any],
-    env_params: dict[str, Any],
-    params: dict[str, Any],
+    env_construction: EnvConstructionParams,
+    params: MultiSymbolParams,
     symbol: str,
     wired_symbols: list[str],
 ) -> EnvSpec:
@@ -47,23 +47,22 @@ def build_symbol_spec(
             f"parameter 'multi_symbol.symbols' lists {symbol!r}, which is not among the extracted symbols "
             f"{sorted(set(prices['symbol']))}: add it to feature_extraction.symbols"
         )
-    section = EnvConstructionParams.from_mapping({**env_params, "symbol": symbol}, "env_construction")
-    return symbol_env_spec(prices, scaled_features, splits, section)
+    return symbol_env_spec(prices, scaled_features, splits, dataclasses.replace(env_construction, symbol=symbol))
 
 
 def fit_encoder(
     prices: pd.DataFrame,
     scaled_features: pd.DataFrame,
     splits: dict[str, Any],
-    env_params: dict[str, Any],
-    params: dict[str, Any],
+    env_construction: EnvConstructionParams,
+    params: MultiSymbolParams,
     seed: int,
     wired_symbols: list[str],
 ) -> tuple[SharedEncoder, dict[str, Any]]:
     """The frozen shared encoder, fitted on every symbol's training split, and its training report."""
     config = _check_wiring(params, wired_symbols).shared_encoder
     specs = [
-        build_symbol_spec(prices, scaled_features, splits, env_params, params, symbol, wired_symbols)
+        build_symbol_spec(prices, scaled_features, splits, env_construction, params, symbol, wired_symbols)
         for symbol in wired_symbols
     ]
     observations = collect_observations(specs, config.steps_per_symbol, seed)
@@ -80,24 +79,24 @@ def fit_encoder(
 
 def train_symbol(
     env_spec: EnvSpec,
-    sac_icm_params: dict[str, Any],
+    sac_icm: SacIcmParams,
     seed: int,
     run_metadata: dict[str, Any],
-    runtime_params: dict[str, Any],
+    runtime: RuntimeParams,
     shared_encoder: SharedEncoder | None = None,
 ) -> tuple[Any, Any, list[dict]]:
     """Train the symbol's agent as one task on the ``runtime.engine`` executor (a Ray task with its
     GPU share under ``ray``); final model, best model and training history. The history reaches
     MLflow (``multi_symbol/<symbol>/<key>`` at each evaluation's timestep) when the task returns:
     a worker process has no MLflow run to stream to (docs/tearsheets.md, "Live training feedback")."""
-    work_dir = Path(sac_icm_params["resume_dir"]).resolve() / "multi_symbol" / env_spec.symbol
-    executor = make_executor(RuntimeParams.from_mapping(runtime_params, "runtime"))
+    work_dir = Path(sac_icm.resume_dir).resolve() / "multi_symbol" / env_spec.symbol
+    executor = make_executor(runtime)
     (result,) = executor.map(
         train_symbol_agent,
         [
             {
                 "spec": env_spec,
-                "sac_icm": SacIcmParams.from_mapping(sac_icm_params, "sac_icm"),
+                "sac_icm": sac_icm,
                 "seed": seed,
                 "work_dir": str(work_dir),
                 "encoder": shared_encoder,

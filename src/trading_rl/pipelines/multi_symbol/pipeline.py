@@ -12,11 +12,12 @@ from functools import partial, update_wrapper
 from pathlib import Path
 
 import yaml
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 from kedro.utils import find_kedro_project
 
 from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams
 from trading_rl.pipelines.multi_symbol import nodes
+from trading_rl.pipelines.typed_node import typed_node
 
 WIRING_FILE = Path("conf") / "base" / "parameters_multi_symbol.yml"
 ENCODER = "multi_symbol_shared_encoder"
@@ -49,7 +50,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
 
     encoder = Pipeline(
         [
-            Node(
+            typed_node(
                 _bound(nodes.fit_encoder, wired_symbols=symbols),
                 inputs=[*shared_data, "params:env_construction", "params:multi_symbol", "params:seed"],
                 outputs=[ENCODER, "multi_symbol_encoder_report"],
@@ -61,14 +62,14 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
     per_symbol = [
         Pipeline(
             [
-                Node(
+                typed_node(
                     _bound(nodes.build_symbol_spec, symbol=symbol, wired_symbols=symbols),
                     inputs=[*shared_data, "params:env_construction", "params:multi_symbol"],
                     outputs="env_spec",
                     name="build_symbol_env_spec",
                     tags=["data"],
                 ),
-                Node(
+                typed_node(
                     nodes.train_symbol,
                     inputs=[
                         "env_spec",

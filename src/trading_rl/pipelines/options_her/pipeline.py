@@ -1,21 +1,23 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
+from trading_rl.phases.options_her import evaluate_and_report
 from trading_rl.pipelines.options_her import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 nodes.train_options_her,
                 inputs=["env_spec", "sac_icm_model", "params:options_her", "params:seed"],
                 outputs=["options_her_model", "options_her_training"],
                 name="train_options_her",
                 tags=["train"],
             ),
-            Node(
-                nodes.evaluate_options_her,
+            typed_node(
+                evaluate_and_report,
                 inputs=["options_her_model", "env_spec", "options_her_training", "params:options_her", "params:seed"],
                 outputs=["option_usage_report", "her_report", "options_her_evaluation"],
                 name="evaluate_options_her",

@@ -12,11 +12,10 @@ logger = logging.getLogger(__name__)
 
 
 def promote_model(
-    registry: dict[str, Any], params: dict[str, Any], run_metadata: dict[str, Any]
+    registry: dict[str, Any], config: PromoteParams, run_metadata: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The alias move (to the registry and as the run's ``promotion_report``); the version is checked
     to exist and to have passed every gate it was registered with."""
-    config = PromoteParams.from_mapping(params, "promote")
     decision = promotion(
         registry["registered_model"],
         registry["versions"],

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 from matplotlib.figure import Figure
 
 from trading_rl.data import by_symbol
-from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
+from trading_rl.envs import EnvConstructionParams, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.regimes import (
@@ -19,10 +17,10 @@ from trading_rl.evaluation.regimes import (
 )
 
 
-def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: RegimeValidationParams) -> pd.DataFrame:
     """Long frame (timestamp index, ``symbol``, ``regime``) of causal labels for every symbol; the
     first node, so walk-forward returns made on other prices are refused before a label is written."""
-    regimes = RegimeValidationParams.from_mapping(params, "regime_validation").regimes
+    regimes = params.regimes
     frames = by_symbol(prices)
     check_returns_match_prices(returns, frames)
     return pd.concat(
@@ -35,13 +33,13 @@ def _labels_by_symbol(regime_labels: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def evaluate_regimes(
-    returns: pd.DataFrame, regime_labels: pd.DataFrame, prices: pd.DataFrame, env_params: dict[str, Any]
+    returns: pd.DataFrame, regime_labels: pd.DataFrame, prices: pd.DataFrame, env_construction: EnvConstructionParams
 ) -> pd.DataFrame:
     """Per-regime metrics and return attribution of the walk-forward agents and baselines on their
     out-of-sample test steps, one row per symbol × model × seed × regime (periods per year, hold
     threshold and costs as walk_forward)."""
-    periods_per_year = periods_per_year_by_symbol(env_params.get("periods_per_year"), by_symbol(prices))
-    config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
+    periods_per_year = periods_per_year_by_symbol(env_construction.periods_per_year, by_symbol(prices))
+    config = env_construction.env
     return walk_forward_regime_metrics(
         returns, _labels_by_symbol(regime_labels), periods_per_year, config.hold_threshold, env_cost_rate(config)
     )

@@ -10,9 +10,9 @@ from functools import partial
 from typing import Any
 
 from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
+from trading_rl.evaluation.regimes import RegimeValidationParams
 from trading_rl.evaluation.report import flat_metrics
 from trading_rl.phases.reward_shaper import (
-    PARAMS_PREFIX,
     RewardShaperParams,
     collect_rollouts,
     continue_training,
@@ -23,24 +23,28 @@ from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_ro
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
-def collect_reward_rollouts(sac_icm_model, env_spec, params: dict[str, Any], seed: int) -> dict:
+def collect_reward_rollouts(sac_icm_model, env_spec, params: RewardShaperParams, seed: int) -> dict:
     """Rollouts of the source agent on the training split with every objective recorded; the first
     node, so a source agent not trained on ``env_spec`` is refused before anything is written."""
     check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="reward_shaper")
-    return collect_rollouts(sac_icm_model, env_spec, RewardShaperParams.from_mapping(params, PARAMS_PREFIX), seed)
+    return collect_rollouts(sac_icm_model, env_spec, params, seed)
 
 
-def fit_reward_shaper(rollouts: dict, sac_icm_model, params: dict[str, Any], seed: int):
+def fit_reward_shaper(rollouts: dict, sac_icm_model, params: RewardShaperParams, seed: int):
     """Objective-weight network and potential Φ (discounted with the agent's γ), plus their fit report."""
-    section = RewardShaperParams.from_mapping(params, PARAMS_PREFIX)
-    return fit_reward_models(rollouts, section, float(sac_icm_model.gamma), seed)
+    return fit_reward_models(rollouts, params, float(sac_icm_model.gamma), seed)
 
 
 def train_shaped_agent(
-    sac_icm_model, env_spec, weight_network, potential, params: dict[str, Any], seed: int, run_metadata: dict[str, Any]
+    sac_icm_model,
+    env_spec,
+    weight_network,
+    potential,
+    section: RewardShaperParams,
+    seed: int,
+    run_metadata: dict[str, Any],
 ):
     """Continue the source agent on the shaped reward; returns the model and its training record."""
-    section = RewardShaperParams.from_mapping(params, PARAMS_PREFIX)
     outcome, reward_history, adaptation_history = continue_training(
         sac_icm_model,
         env_spec,
@@ -57,13 +61,18 @@ def train_shaped_agent(
 
 
 def report_reward_shaping(
-    shaped_model, sac_icm_model, env_spec, fit_report: dict, training: dict, params: dict[str, Any], seed: int
+    shaped_model,
+    sac_icm_model,
+    env_spec,
+    fit_report: dict,
+    training: dict,
+    section: RewardShaperParams,
+    seed: int,
 ) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     """Shaping report and the MLflow metrics of its end (validation metrics as ``final/*`` and weight
     gates at the last training step); the ``reward/*`` and ``eval/*`` histories were streamed while
     training ran, so they are not logged a second time here (``eval/*`` at the last step would be a
     second point at one step, and the final evaluation is another measurement: the whole split)."""
-    section = RewardShaperParams.from_mapping(params, PARAMS_PREFIX)
     report = shaping_report(shaped_model, sac_icm_model, env_spec, fit_report, training, section, seed)
     metrics: dict[str, list[dict]] = {}
     evaluation = {"metrics": report["shaped_agent"]["metrics"], "baselines": report["baselines"]}
@@ -76,10 +85,15 @@ def report_reward_shaping(
 
 
 def reward_shaper_tearsheet(
-    shaped_model, sac_icm_model, env_spec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
+    shaped_model,
+    sac_icm_model,
+    env_spec,
+    params: RewardShaperParams,
+    seed: int,
+    regime_validation: RegimeValidationParams,
 ) -> TearsheetInput:
     """The shaped agent and its source (unshaped SAC+ICM) on the evaluation split, with the baselines."""
-    split = RewardShaperParams.from_mapping(params, PARAMS_PREFIX).evaluation_split
+    split = params.evaluation_split
     make_env = partial(env_spec.make_env, split)
     agents = sb3_rollouts({"reward_shaped": shaped_model, "sac_icm (source)": sac_icm_model}, make_env, seed)
-    return env_tearsheet("reward_shaper", agents, env_spec, split, make_env, seed, regime_params)
+    return env_tearsheet("reward_shaper", agents, env_spec, split, make_env, seed, regime_validation)

@@ -1,27 +1,28 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from trading_rl.pipelines.reward_shaper import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 nodes.collect_reward_rollouts,
                 inputs=["sac_icm_model", "env_spec", "params:reward_shaper", "params:seed"],
                 outputs="reward_shaper_rollouts",
                 name="collect_reward_rollouts",
                 tags=["data"],
             ),
-            Node(
+            typed_node(
                 nodes.fit_reward_shaper,
                 inputs=["reward_shaper_rollouts", "sac_icm_model", "params:reward_shaper", "params:seed"],
                 outputs=["objective_weight_network", "potential_function", "reward_shaper_fit"],
                 name="fit_reward_shaper",
                 tags=["train"],
             ),
-            Node(
+            typed_node(
                 nodes.train_shaped_agent,
                 inputs=[
                     "sac_icm_model",
@@ -36,7 +37,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="train_shaped_agent",
                 tags=["train"],
             ),
-            Node(
+            typed_node(
                 nodes.report_reward_shaping,
                 inputs=[
                     "reward_shaped_model",

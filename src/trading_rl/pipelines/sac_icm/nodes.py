@@ -10,7 +10,9 @@ from functools import partial
 from typing import Any
 
 from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.envs import EnvSpec
+from trading_rl.envs import EnvConstructionParams, EnvSpec
+from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases import sac_icm
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
@@ -18,41 +20,33 @@ from trading_rl.pipelines.tracking import stream_to_mlflow
 
 def train_sac_icm_node(
     env_spec: EnvSpec,
-    params: dict[str, Any],
+    params: SacIcmParams,
     seed: int,
     run_metadata: dict[str, Any],
     feature_params: dict[str, Any] | None = None,
-    env_params: dict[str, Any] | None = None,
-    feature_extraction: dict[str, Any] | None = None,
+    env_construction: EnvConstructionParams | None = None,
+    feature_extraction: FeatureExtractionParams | None = None,
 ) -> tuple[Any, Any, list[dict]]:
     """``phases.sac_icm.train_sac_icm``; every evaluation's metrics reach MLflow while training
     runs (``stream_to_mlflow``)."""
     outcome = sac_icm.train_sac_icm(
         env_spec,
-        SacIcmParams.from_mapping(params, "sac_icm"),
+        params,
         seed,
         run_metadata,
         feature_params,
-        env_params,
+        env_construction,
         feature_extraction,
         stream_to_mlflow("sac_icm"),
     )
     return outcome.model, outcome.best_model, outcome.history
 
 
-def evaluate_sac_icm_node(
-    model: Any, env_spec: EnvSpec, params: dict[str, Any], seed: int
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict]]:
-    """``phases.sac_icm.evaluate_sac_icm``: the final model next to the baselines; optionally fails
-    the run on collapse."""
-    return sac_icm.evaluate_sac_icm(model, env_spec, SacIcmParams.from_mapping(params, "sac_icm"), seed)
-
-
 def sac_icm_tearsheet(
-    model: Any, env_spec: EnvSpec, params: dict[str, Any], seed: int, regime_params: dict[str, Any]
+    model: Any, env_spec: EnvSpec, params: SacIcmParams, seed: int, regime_validation: RegimeValidationParams
 ) -> TearsheetInput:
     """The final model's deterministic run on the evaluation split, next to the baselines."""
-    split = params["evaluation_split"]
+    split = params.evaluation_split
     make_env = partial(env_spec.make_env, split)
     agents = sb3_rollouts({"sac_icm": model}, make_env, seed)
-    return env_tearsheet("sac_icm", agents, env_spec, split, make_env, seed, regime_params)
+    return env_tearsheet("sac_icm", agents, env_spec, split, make_env, seed, regime_validation)

@@ -1,13 +1,15 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
+from trading_rl.phases import sac_icm
 from trading_rl.pipelines.sac_icm import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 nodes.train_sac_icm_node,
                 inputs=[
                     "env_spec",
@@ -26,8 +28,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="train_sac_icm",
                 tags=["train"],
             ),
-            Node(
-                nodes.evaluate_sac_icm_node,
+            typed_node(
+                sac_icm.evaluate_sac_icm,
                 inputs=["sac_icm_model", "env_spec", "params:sac_icm", "params:seed"],
                 outputs=["sac_icm_evaluation_report", "sac_icm_collapse_report", "sac_icm_eval_metrics"],
                 name="evaluate_sac_icm",

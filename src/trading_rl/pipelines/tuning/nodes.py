@@ -7,11 +7,13 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data import by_symbol
+from trading_rl.envs import EnvConstructionParams
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.tuning import TuningParams, run_tuning, tuning_report
-from trading_rl.phases.walk_forward import WalkForwardParams
-from trading_rl.pipelines.walk_forward_job import walk_forward_job
+from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams
 from trading_rl.runtime import RuntimeParams
 
 logger = logging.getLogger(__name__)
@@ -19,13 +21,13 @@ logger = logging.getLogger(__name__)
 
 def tune(
     prices: pd.DataFrame,
-    params: dict[str, Any],
-    walk_forward_params: dict[str, Any],
-    feature_params: dict[str, Any],
-    env_params: dict[str, Any],
-    sac_icm_agent_params: dict[str, Any],
+    params: TuningParams,
+    walk_forward: WalkForwardParams,
+    feature_extraction: FeatureExtractionParams,
+    env_construction: EnvConstructionParams,
+    sac_icm: SacIcmParams,
     seed: int,
-    runtime_params: dict[str, Any],
+    runtime: RuntimeParams,
     run_metadata: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The trials table, their trial-ledger rows (appended to the ledger) and the chosen
@@ -34,10 +36,10 @@ def tune(
     frames = by_symbol(prices)
     result = run_tuning(
         frames,
-        TuningParams.from_mapping(params, "tuning"),
-        WalkForwardParams.from_mapping(walk_forward_params, "walk_forward"),
-        walk_forward_job(frames, feature_params, env_params, sac_icm_agent_params, seed),
-        make_executor(RuntimeParams.from_mapping(runtime_params, "runtime")),
+        params,
+        walk_forward,
+        WalkForwardJob.of(frames, feature_extraction, env_construction, sac_icm, seed),
+        make_executor(runtime),
         run_metadata,
     )
     return result.trials, result.ledger_rows, result.parameters

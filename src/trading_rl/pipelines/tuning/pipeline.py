@@ -1,12 +1,13 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from trading_rl.pipelines.tuning import nodes
+from trading_rl.pipelines.typed_node import typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 nodes.tune,
                 inputs=[
                     "prices",
@@ -14,7 +15,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:walk_forward",
                     "params:feature_extraction",
                     "params:env_construction",
-                    "params:sac_icm.agent",
+                    "params:sac_icm",
                     "params:seed",
                     "params:runtime",
                     "run_metadata",
@@ -23,7 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="tune",
                 tags=["train", "evaluate"],
             ),
-            Node(
+            typed_node(
                 nodes.report_tuning,
                 inputs=["tuning_trials", "trial_ledger", "tuned_parameters", "run_metadata"],
                 outputs=["tuning_report", "tuning_metrics"],

@@ -9,6 +9,7 @@ import pandas as pd
 
 from trading_rl.evaluation.comparison import compare_reports
 from trading_rl.evaluation.gates import (
+    ValidationParams,
     failure_message,
     gate_values,
     raise_on_failure,
@@ -24,31 +25,31 @@ def build_validation_report(
     returns: pd.DataFrame,
     summary: dict[str, Any],
     regimes: pd.DataFrame,
-    params: dict[str, Any],
+    params: ValidationParams,
     run_metadata: dict[str, Any],
 ) -> dict[str, Any]:
     """Every gate with value, threshold, comparison and pass/fail, plus flat metrics and provenance;
     the ``skill`` gate reads the walk-forward summary's stitched attribution."""
     values = {
-        **gate_values(folds, regimes, params["primary_agent"], returns),
-        **skill_values(summary, params["primary_agent"]),
+        **gate_values(folds, regimes, params.primary_agent, returns),
+        **skill_values(summary, params.primary_agent),
     }
-    return validation_report(values, params["gates"], summary, regimes, run_metadata)
+    return validation_report(values, params.gates, summary, regimes, run_metadata)
 
 
 def compare_with_previous(
-    report: dict[str, Any], previous_report: dict[str, Any] | None, params: dict[str, Any]
+    report: dict[str, Any], previous_report: dict[str, Any] | None, params: ValidationParams
 ) -> dict[str, Any]:
     """Gates that flipped and metrics that moved beyond tolerance since the previous report."""
-    comparison = params["comparison"]
-    return compare_reports(report, previous_report, float(comparison["tolerance"]), comparison.get("tolerances"))
+    comparison = params.comparison
+    return compare_reports(report, previous_report, comparison.tolerance, comparison.tolerances)
 
 
-def enforce_gates(report: dict[str, Any], comparison: dict[str, Any], params: dict[str, Any]) -> None:
+def enforce_gates(report: dict[str, Any], comparison: dict[str, Any], params: ValidationParams) -> None:
     """Warn, naming the failed gates, and fail the run (after both reports are saved) when
     ``fail_on_gate`` asks for it."""
     message = failure_message(report)
     if message is not None:
         logger.warning(message)
-    if params["fail_on_gate"]:
+    if params.fail_on_gate:
         raise_on_failure(report)

@@ -1,7 +1,8 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from trading_rl.pipelines.forward import create_pipeline as forward
 from trading_rl.pipelines.regime_validation import create_pipeline as regime_validation
+from trading_rl.pipelines.typed_node import typed_node
 from trading_rl.pipelines.validation import nodes
 from trading_rl.pipelines.walk_forward import create_pipeline as walk_forward
 
@@ -14,7 +15,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         + forward()
         + Pipeline(
             [
-                Node(
+                typed_node(
                     nodes.build_validation_report,
                     inputs=[
                         "walk_forward_folds",
@@ -28,14 +29,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                     name="build_validation_report",
                     tags=["report"],
                 ),
-                Node(
+                typed_node(
                     nodes.compare_with_previous,
                     inputs=["validation_report", "previous_validation_report", "params:validation"],
                     outputs="validation_comparison",
                     name="compare_with_previous_validation",
                     tags=["report"],
                 ),
-                Node(
+                typed_node(
                     nodes.enforce_gates,
                     inputs=["validation_report", "validation_comparison", "params:validation"],
                     outputs=None,

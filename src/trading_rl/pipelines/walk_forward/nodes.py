@@ -9,20 +9,27 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from trading_rl.agents import SACWithICM
+from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.agents.saved import load_agent
 from trading_rl.data import by_symbol
-from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
+from trading_rl.envs import EnvConstructionParams, periods_per_year_by_symbol
 from trading_rl.evaluation import plots
 from trading_rl.evaluation.attribution import env_cost_rate
 from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.ledger import Period, trials_for
-from trading_rl.evaluation.regimes import label_regimes
+from trading_rl.evaluation.regimes import RegimeValidationParams, label_regimes
 from trading_rl.evaluation.tearsheet_section import TearsheetSection
+from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.population_walk_forward import make_executor
-from trading_rl.phases.walk_forward import WalkForwardParams, chain_histories, run_walk_forward, trial_rows
-from trading_rl.pipelines.tearsheet import TearsheetInput, regimes_of
+from trading_rl.phases.walk_forward import (
+    WalkForwardJob,
+    WalkForwardParams,
+    chain_histories,
+    run_walk_forward,
+    trial_rows,
+)
+from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.pipelines.tracking import log_history
-from trading_rl.pipelines.walk_forward_job import walk_forward_job
 from trading_rl.runtime import RuntimeParams
 
 logger = logging.getLogger(__name__)
@@ -30,12 +37,12 @@ logger = logging.getLogger(__name__)
 
 def walk_forward(
     prices: pd.DataFrame,
-    params: dict[str, Any],
-    feature_params: dict[str, Any],
-    env_params: dict[str, Any],
-    sac_icm_agent_params: dict[str, Any],
+    params: WalkForwardParams,
+    feature_extraction: FeatureExtractionParams,
+    env_construction: EnvConstructionParams,
+    sac_icm: SacIcmParams,
     seed: int,
-    runtime_params: dict[str, Any],
+    runtime: RuntimeParams,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Per-fold metrics table, every test step, for every symbol × fold × agent × seed, run on the
     ``runtime.engine`` executor (same numbers either way), and each chain's final agent
@@ -45,9 +52,9 @@ def walk_forward(
     frames = by_symbol(prices)
     result = run_walk_forward(
         frames,
-        WalkForwardParams.from_mapping(params, "walk_forward"),
-        walk_forward_job(frames, feature_params, env_params, sac_icm_agent_params, seed),
-        make_executor(RuntimeParams.from_mapping(runtime_params, "runtime")),
+        params,
+        WalkForwardJob.of(frames, feature_extraction, env_construction, sac_icm, seed),
+        make_executor(runtime),
     )
     for name, history in chain_histories(result.chains, result.folds).items():
         log_history(f"walk_forward/{name}", history)
@@ -63,20 +70,16 @@ def walk_forward(
 def record_walk_forward_trials(
     returns: pd.DataFrame,
     prices: pd.DataFrame,
-    params: dict[str, Any],
-    feature_params: dict[str, Any],
-    env_params: dict[str, Any],
-    sac_icm_agent_params: dict[str, Any],
+    params: WalkForwardParams,
+    feature_extraction: FeatureExtractionParams,
+    env_construction: EnvConstructionParams,
+    sac_icm: SacIcmParams,
     seed: int,
     run_metadata: dict[str, Any],
 ) -> pd.DataFrame:
     """The trial-ledger rows of this run: one per symbol × agent configuration evaluated."""
-    return trial_rows(
-        returns,
-        WalkForwardParams.from_mapping(params, "walk_forward"),
-        walk_forward_job(by_symbol(prices), feature_params, env_params, sac_icm_agent_params, seed),
-        run_metadata,
-    )
+    job = WalkForwardJob.of(by_symbol(prices), feature_extraction, env_construction, sac_icm, seed)
+    return trial_rows(returns, params, job, run_metadata)
 
 
 def summarise_walk_forward(
@@ -84,7 +87,7 @@ def summarise_walk_forward(
     returns: pd.DataFrame,
     trial_ledger: pd.DataFrame,
     prices: pd.DataFrame,
-    env_params: dict[str, Any],
+    env_construction: EnvConstructionParams,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Median/IQR summary with PSR and DSR (trials counted from the whole ledger, this run's rows
     included, on this run's out-of-sample period), the stitched curves' return attribution at the
@@ -98,8 +101,8 @@ def summarise_walk_forward(
         folds,
         returns,
         trials,
-        periods_per_year=periods_per_year_by_symbol(env_params.get("periods_per_year"), by_symbol(prices)),
-        cost_rate=env_cost_rate(EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")),
+        periods_per_year=periods_per_year_by_symbol(env_construction.periods_per_year, by_symbol(prices)),
+        cost_rate=env_cost_rate(env_construction.env),
     )
     return summary, stitch_out_of_sample(returns)
 
@@ -115,14 +118,17 @@ def plot_walk_forward(folds: pd.DataFrame, stitched: pd.DataFrame) -> tuple[Figu
 
 
 def walk_forward_tearsheet(
-    stitched: pd.DataFrame, prices: pd.DataFrame, env_params: dict[str, Any], regime_params: dict[str, Any]
+    stitched: pd.DataFrame,
+    prices: pd.DataFrame,
+    env_construction: EnvConstructionParams,
+    regime_validation: RegimeValidationParams,
 ) -> TearsheetInput:
     """One section per symbol: every agent seed's stitched out-of-sample test steps (the first seed's
     trades and actions drawn) next to the baselines' on the same windows."""
     frames = by_symbol(prices)
-    periods_per_year = periods_per_year_by_symbol(env_params.get("periods_per_year"), frames)
-    env_config = EnvConfig.from_mapping(env_params.get("env"), "env_construction.env")
-    regimes = regimes_of(regime_params)
+    periods_per_year = periods_per_year_by_symbol(env_construction.periods_per_year, frames)
+    env_config = env_construction.env
+    regimes = regime_validation.regimes
     sections = []
     for symbol, data in stitched.groupby("symbol", sort=False):
         agents = data[data["kind"] == "agent"]

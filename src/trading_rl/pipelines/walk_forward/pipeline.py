@@ -1,20 +1,21 @@
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from trading_rl.pipelines.tearsheet import tearsheet_node
+from trading_rl.pipelines.typed_node import typed_node
 from trading_rl.pipelines.walk_forward import nodes
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
+            typed_node(
                 nodes.walk_forward,
                 inputs=[
                     "prices",
                     "params:walk_forward",
                     "params:feature_extraction",
                     "params:env_construction",
-                    "params:sac_icm.agent",
+                    "params:sac_icm",
                     "params:seed",
                     "params:runtime",
                 ],
@@ -22,7 +23,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="walk_forward",
                 tags=["train", "evaluate"],
             ),
-            Node(
+            typed_node(
                 nodes.record_walk_forward_trials,
                 inputs=[
                     "walk_forward_returns",
@@ -30,7 +31,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:walk_forward",
                     "params:feature_extraction",
                     "params:env_construction",
-                    "params:sac_icm.agent",
+                    "params:sac_icm",
                     "params:seed",
                     "run_metadata",
                 ],
@@ -38,7 +39,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="record_walk_forward_trials",
                 tags=["report"],
             ),
-            Node(
+            typed_node(
                 nodes.summarise_walk_forward,
                 inputs=[
                     "walk_forward_folds",
@@ -51,7 +52,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="summarise_walk_forward",
                 tags=["report"],
             ),
-            Node(
+            typed_node(
                 nodes.plot_walk_forward,
                 inputs=["walk_forward_folds", "walk_forward_equity"],
                 outputs=[
