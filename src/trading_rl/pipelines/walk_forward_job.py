@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents import AgentParams
 from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
 from trading_rl.features.params import PARAMS_PREFIX, FeatureExtractionParams
 from trading_rl.phases.walk_forward import WalkForwardJob
+from trading_rl.training.params import AgentParams
 
 
 def walk_forward_job(

@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trading_rl.agents.sac_icm import AgentParams
-from trading_rl.algorithms.actor_learner import VTraceLearnerParams
-from trading_rl.algorithms.es import EsParams
+from trading_rl.algorithms.es.es import EsParams
+from trading_rl.algorithms.vtrace.actor_learner import VTraceLearnerParams
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvConfig
 from trading_rl.features import max_lookback
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward.trainers import AGENT_TRAINERS
+from trading_rl.training.params import AgentParams
 
 PARAMS_PREFIX = "walk_forward"
 

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from trading_rl.envs import EnvSpec
-from trading_rl.evaluation.tearsheet_section import env_section
+from trading_rl.evaluation.reporting.tearsheet_section import env_section
 from trading_rl.migration.checkpoints import DiscreteCheckpoint
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.phases import checkpoint_migration as phase

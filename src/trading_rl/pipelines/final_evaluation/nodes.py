@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.evaluation.final``."""
+"""Thin nodes around ``trading_rl.evaluation.ledger.final``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents import AgentParams
-from trading_rl.agents.identity import sac_icm_configuration
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.evaluation.final import (
+from trading_rl.evaluation.ledger.final import (
     PARAMS_PREFIX,
     SPLIT,
     FinalEvaluationParams,
@@ -19,6 +17,8 @@ from trading_rl.evaluation.final import (
     evaluated_configuration,
 )
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.training.identity import sac_icm_configuration
+from trading_rl.training.params import AgentParams
 
 
 def check_final_evaluation(

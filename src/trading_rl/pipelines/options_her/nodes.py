@@ -5,12 +5,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from trading_rl.agents.device import resolve_device
-from trading_rl.agents.hierarchical import HierarchicalAgent, rollout_agent
+from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
 from trading_rl.phases.options_her import PARAMS_PREFIX, OptionsHerParams, evaluate_and_report, train_from_spec
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.training.device import resolve_device
 
 
 def train_options_her(env_spec, sac_icm_model, params: dict[str, Any], seed: int):

@@ -8,16 +8,16 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.agents import SACWithICM
-from trading_rl.agents.saved import load_agent
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+from trading_rl.algorithms.saved import load_agent
 from trading_rl.data import by_symbol
 from trading_rl.envs import EnvConfig, periods_per_year_by_symbol
-from trading_rl.evaluation import plots
-from trading_rl.evaluation.attribution import env_cost_rate
-from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
-from trading_rl.evaluation.ledger import Period, trials_for
-from trading_rl.evaluation.regimes import label_regimes
-from trading_rl.evaluation.tearsheet_section import TearsheetSection
+from trading_rl.evaluation.ledger.ledger import Period, trials_for
+from trading_rl.evaluation.metrics.attribution import env_cost_rate
+from trading_rl.evaluation.reporting import plots
+from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection
+from trading_rl.evaluation.validation.folds import stitch_out_of_sample, summarise
+from trading_rl.evaluation.validation.regimes import label_regimes
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import WalkForwardParams, chain_histories, run_walk_forward, trial_rows
 from trading_rl.pipelines.tearsheet import TearsheetInput, regimes_of
