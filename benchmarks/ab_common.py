@@ -178,7 +178,7 @@ def report(rows: list[dict], args: argparse.Namespace, non_numeric: tuple[str, .
 def _trial_configuration(configuration: dict, spec, seeds) -> dict:
     """What a variant's ledger row hashes: its parameters, the symbol, the env config and, as its
     random streams, the seeds."""
-    from trading_rl.evaluation.ledger import STREAMS, identified
+    from trading_rl.evaluation.ledger.ledger import STREAMS, identified
 
     return identified(
         {**configuration, "symbol": spec.symbol, "env": spec.config_data(), STREAMS: {"seeds": sorted(seeds)}}
@@ -191,8 +191,8 @@ def check_test_unspent(args: argparse.Namespace, source: str, spec, configuratio
     check reads ``--ledger``, the project's ledger and the committed one, whichever ``--ledger``
     says, and ``--no-ledger`` is refused: a look at the test split that is not recorded is a trial no
     later DSR can count. Other ``--seeds`` are another configuration, evaluated and counted."""
-    from trading_rl.evaluation.final import earlier_spends
-    from trading_rl.evaluation.ledger import read_ledgers
+    from trading_rl.evaluation.ledger.final import earlier_spends
+    from trading_rl.evaluation.ledger.ledger import read_ledgers
 
     if args.no_ledger:
         raise SystemExit(
@@ -231,8 +231,8 @@ def record_trials(
     if args.no_ledger:
         print("--no-ledger: no trials recorded (dry run)")
         return
-    from trading_rl.evaluation.ledger import append_rows, trial_row
-    from trading_rl.evaluation.metrics import pool_moments
+    from trading_rl.evaluation.ledger.ledger import append_rows, trial_row
+    from trading_rl.evaluation.metrics.metrics import pool_moments
     from trading_rl.provenance import git_commit
 
     run = {"git_commit": git_commit(), "save_version": None}

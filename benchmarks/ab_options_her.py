@@ -39,7 +39,7 @@ def _variant_params(params: dict, options: bool, her: bool) -> dict:
 def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> dict:
     import torch
 
-    from trading_rl.agents.sac_icm import SACWithICM
+    from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
     from trading_rl.phases.options_her import (
         PARAMS_PREFIX,
         OptionsHerParams,

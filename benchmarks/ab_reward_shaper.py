@@ -30,9 +30,9 @@ from ab_common import load_inputs, parse_args, record_trials, report, run_all
 def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) -> dict:
     import torch
 
-    from trading_rl.agents.sac_icm import SACWithICM
-    from trading_rl.evaluation.report import evaluate_policy
-    from trading_rl.evaluation.rollout import policy_from_sb3
+    from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+    from trading_rl.evaluation.metrics.report import evaluate_policy
+    from trading_rl.evaluation.metrics.rollout import policy_from_sb3
     from trading_rl.monitoring.collapse import CollapseThresholds
     from trading_rl.phases.reward_shaper import (
         PARAMS_PREFIX,

@@ -32,11 +32,13 @@ def _agent_params(params: dict, icm: bool) -> dict:
 def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> dict:
     import torch
 
-    from trading_rl.agents import AgentParams, build_agent, train_agent
-    from trading_rl.evaluation.final import model_digest
-    from trading_rl.evaluation.report import evaluate_policy
-    from trading_rl.evaluation.rollout import policy_from_sb3
+    from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+    from trading_rl.evaluation.ledger.final import model_digest
+    from trading_rl.evaluation.metrics.report import evaluate_policy
+    from trading_rl.evaluation.metrics.rollout import policy_from_sb3
     from trading_rl.monitoring.collapse import CollapseThresholds
+    from trading_rl.training.loop import train_agent
+    from trading_rl.training.params import AgentParams
 
     torch.set_num_threads(1)
     agent_params = _agent_params(params, icm)
@@ -109,7 +111,7 @@ def run_one(spec, params: dict, icm: bool, seed: int, final: bool = False) -> di
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "ab_sac_icm.json")
     spec, params, _ = load_inputs(args)
-    from trading_rl.agents.sac_icm import AgentParams
+    from trading_rl.training.params import AgentParams
 
     configurations = {  # the parameters as they act: run-time keys and switched-off sections left out
         name: {

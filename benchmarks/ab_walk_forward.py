@@ -85,10 +85,10 @@ def agent_parameters(params: dict) -> dict:
     """``agent_params`` for ``run_walk_forward``: the sac_icm agent section, and the hierarchical and
     shaped agents' ``{"source", "phase"}`` sections built from it and the options_her and
     reward_shaper phases."""
-    from trading_rl.agents import AgentParams
     from trading_rl.phases.options_her import OptionsHerParams
     from trading_rl.phases.reward_shaper import RewardShaperParams
     from trading_rl.phases.walk_forward import agent_section
+    from trading_rl.training.params import AgentParams
 
     agent = AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")
     source = agent_section("sac_icm", {"sac_icm": agent}, params["walk_forward"].get("agent_overrides") or {})
@@ -105,8 +105,8 @@ def agent_parameters(params: dict) -> dict:
 
 def summarise(folds: pd.DataFrame, pairs: list[tuple[str, str]]) -> dict:
     """Per-agent medians with intervals, baselines on the same windows, and paired differences."""
-    from trading_rl.evaluation.bootstrap import bootstrap_ci, difference_ci
-    from trading_rl.evaluation.metrics import window_sharpes
+    from trading_rl.evaluation.metrics.bootstrap import bootstrap_ci, difference_ci
+    from trading_rl.evaluation.metrics.metrics import window_sharpes
     from trading_rl.monitoring.collapse import trading_flags
 
     agents = folds[folds["kind"] == "agent"].copy()
@@ -265,7 +265,7 @@ def main() -> None:
         )
     )
     if not args.no_ledger:
-        from trading_rl.evaluation.ledger import append_rows
+        from trading_rl.evaluation.ledger.ledger import append_rows
         from trading_rl.provenance import git_commit
 
         rows = trial_rows(result.returns, section, job, run={"git_commit": args.commit or git_commit()})

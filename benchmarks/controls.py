@@ -7,7 +7,7 @@ Each market is a planted-edge synthetic symbol (``data.synthetic``: family and s
 the walk-forward's own code path (``run_walk_forward``: rolling windows, fold-wise features and
 scalers, retrain + fine-tune chains, baselines and the market's **oracle** on the same test env and
 costs). Per market and seed, the agent's stitched out-of-sample series is attributed against the
-market line (``evaluation.attribution``); reported:
+market line (``evaluation.metrics.attribution``); reported:
 
 - ``capture``: the agent's information ratio over the oracle's on the same windows (the oracle
   that respects the env's shorting rule; a long-only agent is compared with the long-only oracle);
@@ -87,8 +87,8 @@ def merged(base: dict, over: dict) -> dict:
 def market_rows(result, arm: str, env_config: dict, periods_per_year: float) -> list[dict]:
     """One row per symbol x seed: the agent's stitched attribution next to the oracle's."""
     from trading_rl.envs import EnvConfig
-    from trading_rl.evaluation.attribution import env_cost_rate
-    from trading_rl.evaluation.folds import stitch_out_of_sample, stitched_attribution
+    from trading_rl.evaluation.metrics.attribution import env_cost_rate
+    from trading_rl.evaluation.validation.folds import stitch_out_of_sample, stitched_attribution
 
     config = EnvConfig.from_mapping(env_config)
     cost_rate = env_cost_rate(config)
@@ -224,9 +224,9 @@ def null_false_positives(markets: int, n_bars: int, wf: dict, feature_params: di
     from trading_rl.data.frames import by_symbol
     from trading_rl.data.selection import load_validated_prices
     from trading_rl.envs import EnvConfig
-    from trading_rl.evaluation.attribution import env_cost_rate, return_attribution, rollout_exposure
-    from trading_rl.evaluation.baselines import MARKET
-    from trading_rl.evaluation.folds import development_prices
+    from trading_rl.evaluation.metrics.attribution import env_cost_rate, return_attribution, rollout_exposure
+    from trading_rl.evaluation.metrics.baselines import MARKET
+    from trading_rl.evaluation.validation.folds import development_prices
     from trading_rl.features.params import FeatureExtractionParams
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, folds_of, prepare_fold
 
@@ -373,12 +373,12 @@ def main() -> None:
         plot(summary, out.with_suffix(".png"))
         return
 
-    from trading_rl.agents import AgentParams
     from trading_rl.envs import EnvConfig
     from trading_rl.phases.population_walk_forward import PopulationExecutor
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
     from trading_rl.provenance import git_commit
     from trading_rl.runtime.engine import SequentialExecutor
+    from trading_rl.training.params import AgentParams
 
     code = git_commit()  # recorded in the JSON and each ledger row: which code gave these numbers
 
@@ -469,7 +469,7 @@ def main() -> None:
     # Every test step of every arm (agents, baselines, oracles): re-summarise without training.
     pd.concat(returns_parts, ignore_index=True).to_parquet(out.with_suffix(".returns.parquet"))
     if ledger_rows:
-        from trading_rl.evaluation.ledger import append_rows
+        from trading_rl.evaluation.ledger.ledger import append_rows
 
         print(f"trial ledger: {len(ledger_rows)} row(s) appended as {append_rows(args.ledger, ledger_rows)}")
 

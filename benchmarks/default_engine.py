@@ -31,7 +31,6 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
 from learning_curve import load_parameters  # noqa: E402
 
-from trading_rl.agents import AgentParams  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import EnvConfig  # noqa: E402
 from trading_rl.features.params import FeatureExtractionParams  # noqa: E402
@@ -42,6 +41,7 @@ from trading_rl.phases.walk_forward import (  # noqa: E402
     run_walk_forward,  # noqa: E402
 )
 from trading_rl.runtime import RuntimeParams, connect_ray  # noqa: E402
+from trading_rl.training.params import AgentParams  # noqa: E402
 
 ENGINES = ("sequential", "ray", "population")
 SYMBOLS = ("sp500", "nasdaq")

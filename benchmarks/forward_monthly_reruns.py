@@ -36,14 +36,13 @@ from kedro.io import DataCatalog
 from kedro.io.core import Version
 from kedro.runner import SequentialRunner
 
-from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConstructionParams, symbol_env_spec
 from trading_rl.envs.continuous import EnvConfig
-from trading_rl.evaluation.final import ARTIFACT, check_test_split, model_digest
-from trading_rl.evaluation.ledger import STREAMS, append_rows, identified, read_ledgers, trial_row
-from trading_rl.evaluation.metrics import return_moments, sharpe_ratio
-from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.ledger.final import ARTIFACT, check_test_split, model_digest
+from trading_rl.evaluation.ledger.ledger import STREAMS, append_rows, identified, read_ledgers, trial_row
+from trading_rl.evaluation.metrics.metrics import return_moments, sharpe_ratio
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 from trading_rl.features import make_splits, max_lookback
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import SB3ModelDataset
@@ -52,6 +51,7 @@ from trading_rl.phases.sac_icm import train_sac_icm
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, identity_params, run_walk_forward
 from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.provenance import git_commit
+from trading_rl.training.params import AgentParams, SacIcmParams
 
 PROJECT = Path(__file__).resolve().parents[1]
 SYMBOL = "sp500"
@@ -167,7 +167,10 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
     )
     model = outcome.model
     SB3ModelDataset(
-        str(root / MODEL_FILE), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, version)
+        str(root / MODEL_FILE),
+        "trading_rl.algorithms.sac_icm.sac_icm.SACWithICM",
+        device="cpu",
+        version=Version(None, version),
     ).save(model)
     promote_saved_model(store_uri(root), version)
     return feature_params, env_params, {"sac_icm": agent}, fitted, scalers
@@ -323,7 +326,7 @@ def main() -> None:
 
     record = pd.read_parquet(_versions(root, RECORD)[-1])
     model = SB3ModelDataset(
-        str(_versions(root, MODEL_FILE)[0]), "trading_rl.agents.sac_icm.SACWithICM", device="cpu"
+        str(_versions(root, MODEL_FILE)[0]), "trading_rl.algorithms.sac_icm.sac_icm.SACWithICM", device="cpu"
     ).load()
     tracked = prices.loc[: month_ends[: args.months][-1]]
     single = independent_evaluation(model, tracked, feature_params, fitted, scalers, env_params)

@@ -23,7 +23,7 @@ import platform
 import numpy as np
 import torch
 
-from trading_rl.agents import AgentParams, build_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.export import (
@@ -37,6 +37,7 @@ from trading_rl.export import (
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler, make_splits
 from trading_rl.features.indicators import FeatureParams, GarchParams
+from trading_rl.training.params import AgentParams
 
 
 def _setup():

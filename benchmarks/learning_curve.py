@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from trading_rl.agents import AgentParams
 from trading_rl.monitoring.collapse import CollapseThresholds
+from trading_rl.training.params import AgentParams
 
 PROJECT = Path(__file__).resolve().parents[1]
 MEASURED = ("sharpe", "total_return", "max_drawdown", "fill_rate", "action_entropy")
@@ -100,10 +100,10 @@ def run_one(
     torch.set_num_threads(1)
     from stable_baselines3.common.utils import set_random_seed
 
-    from trading_rl.agents import build_agent
-    from trading_rl.evaluation.folds import fold_env_spec
-    from trading_rl.evaluation.metrics import compute_metrics, return_moments
-    from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+    from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+    from trading_rl.evaluation.metrics.metrics import compute_metrics, return_moments
+    from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
+    from trading_rl.evaluation.validation.folds import fold_env_spec
     from trading_rl.monitoring.collapse import trading_verdict
     from trading_rl.seeding import SeedRole, trial_seed
 
@@ -149,7 +149,7 @@ def run_one(
 def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> list[dict]:
     """Metrics of the baselines on the fold's test window (same env and costs as the agents)."""
     from trading_rl.envs import EnvConfig
-    from trading_rl.evaluation.metrics import compute_metrics
+    from trading_rl.evaluation.metrics.metrics import compute_metrics
     from trading_rl.phases.walk_forward import WalkForwardJob, prepare_fold
 
     env_config = settings["env_config"]
@@ -178,8 +178,8 @@ def fold_baselines(symbol: str, prices: pd.DataFrame, fold, settings: dict) -> l
 
 def summarise(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     """Median [90% bootstrap CI] of each measure per variant × budget, next to the baselines."""
-    from trading_rl.evaluation.bootstrap import bootstrap_ci, difference_ci
-    from trading_rl.evaluation.metrics import window_sharpes
+    from trading_rl.evaluation.metrics.bootstrap import bootstrap_ci, difference_ci
+    from trading_rl.evaluation.metrics.metrics import window_sharpes
 
     rows = []
     for (variant, budget), group in runs.groupby(["variant", "budget"], sort=True):
@@ -246,8 +246,8 @@ def compare_variants(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     """Each variant minus ``reference`` on the same (symbol, fold, seed) runs at the same budget:
     median paired difference [90% bootstrap CI] of Sharpe (a never-trading run counts 0), max
     drawdown and fill rate; only complete pairs count."""
-    from trading_rl.evaluation.bootstrap import difference_ci
-    from trading_rl.evaluation.metrics import window_sharpes
+    from trading_rl.evaluation.metrics.bootstrap import difference_ci
+    from trading_rl.evaluation.metrics.metrics import window_sharpes
 
     base = runs[runs["variant"] == reference].set_index([*PAIR_KEYS, "budget"])
     rows = []
@@ -308,8 +308,8 @@ def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str)
     symbol, its fold x seed test returns pooled (the deflated Sharpe of anything chosen from this
     curve counts them)."""
     from trading_rl.envs.continuous import EnvConfig
-    from trading_rl.evaluation.ledger import STREAMS, append_rows, trial_row
-    from trading_rl.evaluation.metrics import pool_moments
+    from trading_rl.evaluation.ledger.ledger import STREAMS, append_rows, trial_row
+    from trading_rl.evaluation.metrics.metrics import pool_moments
     from trading_rl.phases.walk_forward import identity_params
     from trading_rl.provenance import git_commit
 
@@ -463,7 +463,7 @@ def main() -> None:
         raise SystemExit(f"prices written to {args.dump_prices}")
 
     from trading_rl.envs import EnvConfig
-    from trading_rl.evaluation.folds import development_prices, make_folds, tradable_index
+    from trading_rl.evaluation.validation.folds import development_prices, make_folds, tradable_index
     from trading_rl.features.params import FeatureExtractionParams
     from trading_rl.phases.walk_forward import WalkForwardParams
 

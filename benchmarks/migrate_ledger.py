@@ -33,10 +33,9 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents import AgentParams
 from trading_rl.data import load_prices
 from trading_rl.envs.continuous import EnvConfig
-from trading_rl.evaluation.ledger import (
+from trading_rl.evaluation.ledger.ledger import (
     FILE_SUFFIX,
     STREAMS,
     current_configuration,
@@ -46,6 +45,7 @@ from trading_rl.evaluation.ledger import (
 from trading_rl.phases.walk_forward import identity_params
 from trading_rl.phases.walk_forward.trainers import AGENT_PARAMS_SOURCE, OVERRIDDEN_AGENT_PARAMS
 from trading_rl.provenance import identity_hash
+from trading_rl.training.params import AgentParams
 
 LEGACY_ALGORITHM_VERSION = "0+{commit}"
 # Sources whose rows recorded the first bar of the split or window, not of the evaluated returns.

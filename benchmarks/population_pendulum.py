@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3 import SAC
 
-from trading_rl.algorithms.population_sac import PopulationSAC
+from trading_rl.algorithms.population.population_sac import PopulationSAC
 from trading_rl.runtime.engine import single_threaded
 
 # Small nets and batch (the walk-forward's size) and SB3 zoo's Pendulum learning rate.

@@ -38,9 +38,9 @@ from gymnasium import spaces
 from stable_baselines3 import SAC
 from stable_baselines3.common.env_util import make_vec_env
 
-from trading_rl.agents import AgentParams
-from trading_rl.agents.sb3_logging import quiet_logger
-from trading_rl.algorithms.population_sac import PopulationSAC
+from trading_rl.algorithms.population.population_sac import PopulationSAC
+from trading_rl.training.params import AgentParams
+from trading_rl.training.sb3_logging import quiet_logger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
 
@@ -151,7 +151,7 @@ def measure_end_to_end(n: int, steps: int, icm: bool, device: str = "cpu") -> tu
     or off) on the trading env, their networks on ``device``."""
     from train_throughput import make_env_factory
 
-    from trading_rl.agents import build_agent
+    from trading_rl.algorithms.sac_icm.sac_icm import build_agent
     from trading_rl.phases.walk_forward import WalkForwardParams
 
     make_env, _ = make_env_factory()

@@ -35,7 +35,6 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning_curve import load_parameters  # noqa: E402
 
-from trading_rl.agents import AgentParams  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import EnvConfig  # noqa: E402
 from trading_rl.features.params import FeatureExtractionParams  # noqa: E402
@@ -43,6 +42,7 @@ from trading_rl.monitoring.collapse import trading_flags  # noqa: E402
 from trading_rl.phases.population_walk_forward import PopulationExecutor  # noqa: E402
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward  # noqa: E402
 from trading_rl.runtime import SequentialExecutor  # noqa: E402
+from trading_rl.training.params import AgentParams  # noqa: E402
 
 METRICS = ("sharpe", "total_return", "hold_share", "action_entropy", "fill_rate")
 ENGINES = {"sequential": SequentialExecutor, "population": PopulationExecutor}

@@ -23,9 +23,9 @@ from stable_baselines3 import HerReplayBuffer
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_view, replay_buffer_kwargs
-from trading_rl.agents.option_env import augmented_space
-from trading_rl.agents.options import OPTION_NAMES
+from trading_rl.algorithms.options_her.her import FastHerReplayBuffer, HerParams, goal_view, replay_buffer_kwargs
+from trading_rl.algorithms.options_her.option_env import augmented_space
+from trading_rl.algorithms.options_her.options import OPTION_NAMES
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits

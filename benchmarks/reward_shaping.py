@@ -32,7 +32,7 @@ import torch  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
-from trading_rl.agents.icm import IntrinsicCuriosityModule  # noqa: E402
+from trading_rl.algorithms.sac_icm.icm import IntrinsicCuriosityModule  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import ContinuousTradingEnv, EnvConfig  # noqa: E402
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler  # noqa: E402

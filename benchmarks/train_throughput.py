@@ -24,8 +24,8 @@ import time
 import torch
 from stable_baselines3 import SAC
 
-from trading_rl.agents import AgentParams, build_agent
-from trading_rl.agents.sac_icm import sac_kwargs
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent, sac_kwargs
+from trading_rl.training.params import AgentParams
 
 
 def make_env_factory():

@@ -27,8 +27,8 @@ import numpy as np
 import ray
 import torch
 
-from trading_rl.agents import AgentParams, build_agent
-from trading_rl.algorithms.actor_learner import (
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+from trading_rl.algorithms.vtrace.actor_learner import (
     PARAMS_PREFIX,
     RolloutWorker,
     VTraceLearner,
@@ -39,6 +39,7 @@ from trading_rl.algorithms.actor_learner import (
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits, split_frame
+from trading_rl.training.params import AgentParams
 
 
 def sp500_spec():

@@ -21,12 +21,12 @@ import time
 
 import pandas as pd
 
-from trading_rl.agents import AgentParams
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward
 from trading_rl.runtime import Executor, RayExecutor, SequentialExecutor, connect_ray
+from trading_rl.training.params import AgentParams
 
 AGENT = {
     "sac": {"learning_starts": 200, "batch_size": 64, "buffer_size": 20_000},

@@ -22,9 +22,9 @@ DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
     ("features",),
     ("envs",),
     ("monitoring",),
-    ("evaluation",),
-    ("agents",),
-    ("algorithms",),
+    ("evaluation",),  # inside it, EVALUATION_ORDER
+    ("training",),
+    ("algorithms",),  # inside it, ALGORITHM_BASES
     ("rewards",),
     ("migration", "export"),
 )
@@ -33,6 +33,22 @@ PHASES = "phases"
 # datasets, run manifest, parameter sections), then the pipelines, which may use it. Above them only
 # Kedro's entry modules (settings, pipeline_registry, __main__), which may import anything.
 ADAPTERS = ("integration", "pipelines")
+# The sub-packages of ``evaluation``, lowest first: scoring one policy (metrics), the trial ledger and
+# the test split's one spending (ledger), validation across folds and regimes and the gates
+# (validation), the drawings and summaries (reporting). Each imports only those before it.
+EVALUATION_ORDER = ("metrics", "ledger", "validation", "reporting")
+# One package per algorithm under ``algorithms/`` (shared parts are ``training``, below). An algorithm
+# package imports no other one, except the one it builds on: the hierarchical agent's low level is a
+# SAC+ICM (options_her), and the population updates N SAC+ICM learners batched with the ICM's
+# losses (population). The modules directly under ``algorithms/`` (``saved``: the one saved form of
+# every agent) may use every algorithm package.
+ALGORITHM_BASES: dict[str, set[str]] = {
+    "sac_icm": set(),
+    "options_her": {"sac_icm"},
+    "vtrace": set(),
+    "es": set(),
+    "population": {"sac_icm"},
+}
 RANK = {package: rank for rank, packages in enumerate(DOMAIN_ORDER) for package in packages}
 RANK[PHASES] = len(DOMAIN_ORDER)
 RANK.update({package: len(DOMAIN_ORDER) + 1 + rank for rank, package in enumerate(ADAPTERS)})
@@ -73,9 +89,29 @@ def top(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+def sub_package(module: str) -> str:
+    """The package under ``trading_rl.<top>`` (``""`` for a module directly in it)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 else ""
+
+
 def layering_problem(importer: str, imported: str) -> str | None:
     """Why ``importer`` may not import ``imported`` (``None`` when it may)."""
     source, target = top(importer), top(imported)
+    if source == "evaluation" == target:
+        own, other = sub_package(importer), sub_package(imported)
+        if (
+            own in EVALUATION_ORDER
+            and other in EVALUATION_ORDER
+            and EVALUATION_ORDER.index(other) > EVALUATION_ORDER.index(own)
+        ):
+            return f"evaluation.{own} imports evaluation.{other}, which is not below it (EVALUATION_ORDER)"
+        return None
+    if source == "algorithms" == target:
+        own, other = sub_package(importer), sub_package(imported)
+        if own and other and other != own and other not in ALGORITHM_BASES.get(own, set()):
+            return f"algorithm {own} imports algorithm {other} (ALGORITHM_BASES names what an algorithm builds on)"
+        return None
     if source == "pipelines" == target:
         own = importer.split(".")[2]
         other = imported.split(".")[2] if imported.count(".") >= 2 else ""
@@ -164,21 +200,26 @@ def test_a_public_name_is_defined_in_one_module():
 @pytest.mark.parametrize(
     "importer, imported",
     [
-        ("trading_rl.agents.sac_icm", "trading_rl.phases.walk_forward"),
-        ("trading_rl.evaluation.gates", "trading_rl.algorithms.es"),
+        ("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.phases.walk_forward"),
+        ("trading_rl.evaluation.validation.gates", "trading_rl.algorithms.es.es"),
         ("trading_rl.envs.spec", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.runtime.engine", "trading_rl.export.onnx_export"),
         ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.nodes"),
         ("trading_rl.pipelines.multi_symbol.nodes", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
-        ("trading_rl.runtime.engine", "trading_rl.algorithms.actor_learner"),
+        ("trading_rl.runtime.engine", "trading_rl.algorithms.vtrace.actor_learner"),
         ("trading_rl.integration.hooks", "trading_rl.pipelines.tearsheet"),
         ("trading_rl.phases.walk_forward", "trading_rl.integration.parameter_sections"),
         ("trading_rl.pipelines.sac_icm.nodes", "trading_rl.settings"),
-        ("trading_rl.runtime.engine", "trading_rl.agents.shared_encoder"),
+        ("trading_rl.runtime.engine", "trading_rl.algorithms.sac_icm.shared_encoder"),
         ("trading_rl.runtime.engine", "trading_rl.phases.walk_forward.chains"),
         ("trading_rl.phases.walk_forward.execution", "trading_rl.integration.parameter_sections"),
         ("trading_rl.phases.sac_icm", "trading_rl.pipelines.sac_icm.nodes"),
+        ("trading_rl.training.loop", "trading_rl.algorithms.sac_icm.sac_icm"),
+        ("trading_rl.algorithms.vtrace.actor_learner", "trading_rl.algorithms.sac_icm.sac_icm"),
+        ("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.algorithms.options_her.hierarchical"),
+        ("trading_rl.evaluation.metrics.metrics", "trading_rl.evaluation.ledger.ledger"),
+        ("trading_rl.evaluation.validation.regimes", "trading_rl.evaluation.reporting.plots"),
     ],
 )
 def test_an_upward_or_sideways_import_is_named(importer, imported):
@@ -186,31 +227,38 @@ def test_an_upward_or_sideways_import_is_named(importer, imported):
 
 
 def test_allowed_imports_pass():
-    assert layering_problem("trading_rl.phases.walk_forward", "trading_rl.agents.sac_icm") is None
-    assert layering_problem("trading_rl.agents.sac_icm", "trading_rl.evaluation.metrics") is None
-    assert layering_problem("trading_rl.algorithms.actor_learner", "trading_rl.runtime.engine") is None
+    assert layering_problem("trading_rl.phases.walk_forward", "trading_rl.algorithms.sac_icm.sac_icm") is None
+    assert layering_problem("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.evaluation.metrics.metrics") is None
+    assert layering_problem("trading_rl.algorithms.vtrace.actor_learner", "trading_rl.runtime.engine") is None
     assert layering_problem("trading_rl.pipelines.tracking", "trading_rl.integration.mlflow_tracking") is None
     assert layering_problem("trading_rl.integration.parameter_sections", "trading_rl.phases.walk_forward") is None
     assert layering_problem("trading_rl.settings", "trading_rl.integration.hooks") is None
     assert layering_problem("trading_rl.phases.walk_forward.chains", "trading_rl.runtime.engine") is None
-    assert layering_problem("trading_rl.phases.multi_symbol", "trading_rl.agents.shared_encoder") is None
+    assert layering_problem("trading_rl.phases.multi_symbol", "trading_rl.algorithms.sac_icm.shared_encoder") is None
     assert layering_problem("trading_rl.pipelines.sac_icm.nodes", "trading_rl.phases.sac_icm") is None
     assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
+    assert (
+        layering_problem("trading_rl.algorithms.options_her.hierarchical", "trading_rl.algorithms.sac_icm.sac_icm")
+        is None
+    )
+    assert layering_problem("trading_rl.algorithms.saved", "trading_rl.algorithms.options_her.hierarchical") is None
+    assert layering_problem("trading_rl.algorithms.es.es", "trading_rl.training.params") is None
+    assert layering_problem("trading_rl.evaluation.reporting.plots", "trading_rl.evaluation.validation.regimes") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward.nodes")
 
 
 def test_imports_inside_functions_and_relative_imports_are_seen(tmp_path, monkeypatch):
     package = tmp_path / "trading_rl" / "envs"
     package.mkdir(parents=True)
-    (tmp_path / "trading_rl" / "agents").mkdir()
-    (tmp_path / "trading_rl" / "agents" / "training.py").write_text("")
+    (tmp_path / "trading_rl" / "training").mkdir()
+    (tmp_path / "trading_rl" / "training" / "loop.py").write_text("")
     module = package / "spec.py"
-    module.write_text("def f():\n    from ..agents import training\n    import trading_rl.phases.x\n")
+    module.write_text("def f():\n    from ..training import loop\n    import trading_rl.phases.x\n")
     monkeypatch.setattr(__import__(__name__), "SOURCE", tmp_path / "trading_rl")
     assert imported_modules(module) == [
-        (2, "trading_rl.agents"),
-        (2, "trading_rl.agents.training"),
+        (2, "trading_rl.training"),
+        (2, "trading_rl.training.loop"),
         (3, "trading_rl.phases.x"),
     ]
 

@@ -10,9 +10,10 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from trading_rl.agents import AgentParams, build_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.integration.parameter_sections import SECTIONS, resolve_parameters
+from trading_rl.training.params import AgentParams
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENVIRONMENTS = sorted(path.name for path in (PROJECT_ROOT / "conf").iterdir() if path.is_dir() and path.name != "local")

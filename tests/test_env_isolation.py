@@ -15,7 +15,7 @@ import mlflow
 import pytest
 from log_gaps import log_gaps
 
-from trading_rl.evaluation.ledger import Period, append_rows, read_ledger, trial_row, trials_for
+from trading_rl.evaluation.ledger.ledger import Period, append_rows, read_ledger, trial_row, trials_for
 
 REGISTERED = "trading_rl_sac_icm"
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from ab_common import check_test_unspent, record_trials
 
-from trading_rl.evaluation.ledger import read_ledger
-from trading_rl.evaluation.metrics import json_ready, return_moments
+from trading_rl.evaluation.ledger.ledger import read_ledger
+from trading_rl.evaluation.metrics.metrics import json_ready, return_moments
 
 SPEC = SimpleNamespace(
     symbol="sp500",
@@ -93,7 +93,7 @@ def test_final_cannot_skip_the_record_or_read_another_ledger(tmp_path, monkeypat
     project's ledger (or the committed one); other ``--seeds`` are evaluated and counted."""
     import ab_common
 
-    from trading_rl.evaluation.ledger import Period, trials_for
+    from trading_rl.evaluation.ledger.ledger import Period, trials_for
 
     rows, _ = _rows()
     for row in rows:

@@ -8,10 +8,11 @@ import pytest
 from arch.data import sp500
 from learning_curve import agent_params, load_parameters, parse_variant
 
-from trading_rl.agents import AgentParams, build_agent
-from trading_rl.agents.auxiliary import AuxiliaryTargets, MarketEncoder
-from trading_rl.agents.curriculum import Curriculum
+from trading_rl.algorithms.sac_icm.auxiliary import AuxiliaryTargets, MarketEncoder
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.training.curriculum import Curriculum
+from trading_rl.training.params import AgentParams
 
 VARIANTS = {
     "sac_icm": "sac_icm",

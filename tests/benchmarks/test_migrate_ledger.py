@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 from migrate_ledger import migrate_file, migrate_rows
 
-from trading_rl.evaluation.ledger import LATER_COLUMNS, read_ledger, trial_key, trial_row
-from trading_rl.evaluation.metrics import return_moments
+from trading_rl.evaluation.ledger.ledger import LATER_COLUMNS, read_ledger, trial_key, trial_row
+from trading_rl.evaluation.metrics.metrics import return_moments
 from trading_rl.provenance import identity_hash
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "results" / "trial_ledger"

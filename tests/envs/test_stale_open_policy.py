@@ -11,9 +11,9 @@ import pytest
 from arch.data import sp500
 from helpers.walk_forward_calls import feature_section
 
+from trading_rl.algorithms.options_her.goal import GOAL_KEYS, GoalConditionedView
 from trading_rl.envs import ContinuousTradingEnv, DiscreteAction, EnvConfig, build_env_spec
-from trading_rl.envs.goal import GOAL_KEYS, GoalConditionedView
-from trading_rl.evaluation.folds import Fold, fold_env_spec
+from trading_rl.evaluation.validation.folds import Fold, fold_env_spec
 
 # open[2] == close[1] and open[4] == close[3]: stale. open[3] and open[5] gap away.
 OPEN = [100.0, 101.0, 101.5, 104.0, 103.5, 105.0]

@@ -8,8 +8,8 @@ import pytest
 from test_portfolio import COMMISSION, SLIPPAGE, scripted_env
 
 from trading_rl.envs import Portfolio
-from trading_rl.evaluation.baselines import baseline_policies
-from trading_rl.evaluation.rollout import run_episode
+from trading_rl.evaluation.metrics.baselines import baseline_policies
+from trading_rl.evaluation.metrics.rollout import run_episode
 
 
 def portfolio(**overrides) -> Portfolio:

@@ -20,13 +20,13 @@ from helpers.synthetic_prices import tiny_env_spec
 from kedro.io import DatasetError
 from kedro.io.core import Version
 
-from trading_rl.agents.resume import CheckpointRejected, read_checkpoint
 from trading_rl.archives import ArchiveTooLargeError, check_member_sizes
-from trading_rl.evaluation import ledger
-from trading_rl.evaluation.metrics import return_moments
+from trading_rl.evaluation.ledger import ledger
+from trading_rl.evaluation.metrics.metrics import return_moments
 from trading_rl.integration.datasets import SB3ModelDataset, TrialLedgerDataset
 from trading_rl.integration.datasets.bytes_dataset import sha256_line
 from trading_rl.integration.datasets.env_spec import EnvSpecDataset
+from trading_rl.training.resume import CheckpointRejected, read_checkpoint
 
 DECLARED = 12 * 1024**3  # the review's member: 12 GB once inflated
 
@@ -142,7 +142,10 @@ def _model_version(tmp_path: Path, raw: bytes) -> Path:
 def test_a_model_zip_rewritten_with_its_manifest_is_named_by_path(model_zip, tmp_path, rewrite, named):
     path = _model_version(tmp_path, rewrite(model_zip))
     dataset = SB3ModelDataset(
-        str(tmp_path / "model.zip"), "trading_rl.agents.sac_icm.SACWithICM", device="cpu", version=Version(None, None)
+        str(tmp_path / "model.zip"),
+        "trading_rl.algorithms.sac_icm.sac_icm.SACWithICM",
+        device="cpu",
+        version=Version(None, None),
     )
     with pytest.raises(DatasetError) as raised:
         dataset.load()

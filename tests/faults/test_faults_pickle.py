@@ -26,7 +26,8 @@ from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 from kedro.io import DataCatalog, DatasetError
 from stable_baselines3 import PPO, SAC
 
-from trading_rl.agents import AgentParams, build_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+from trading_rl.training.params import AgentParams
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -198,7 +199,7 @@ def _hierarchical_zip(sac_model, controller: bytes) -> bytes:
 
 
 def test_a_hostile_controller_is_refused_by_the_weights_only_loader(marker, sac_model):
-    from trading_rl.agents.hierarchical import HierarchicalAgent
+    from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent
 
     with pytest.raises(Exception, match=r"(?i)weights_only|unpickl"):
         HierarchicalAgent.from_bytes(_hierarchical_zip(sac_model, hostile_pickle(marker)))

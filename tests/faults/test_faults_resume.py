@@ -21,9 +21,11 @@ import torch as th
 from helpers.hostile_files import hostile_pickle, tree_digest
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 
-from trading_rl.agents import AgentParams, build_agent, train_agent
-from trading_rl.agents.resume import SET_ASIDE_DIR, _lock_path
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.file_lock import FileLock
+from trading_rl.training.loop import train_agent
+from trading_rl.training.params import AgentParams
+from trading_rl.training.resume import SET_ASIDE_DIR, _lock_path
 
 TOTAL = 90
 CHECKPOINT_STEP = 30

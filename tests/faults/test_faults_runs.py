@@ -25,10 +25,10 @@ from helpers.manifest_faults_setup import (
 )
 from stable_baselines3 import PPO
 
-from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data.bad_bars import BadBarError
 from trading_rl.features.garch import GarchFitError
 from trading_rl.phases.sac_icm import train_sac_icm
+from trading_rl.training.params import SacIcmParams
 
 pytestmark = pytest.mark.slow
 

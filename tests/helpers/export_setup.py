@@ -10,10 +10,11 @@ import numpy as np
 import torch
 
 from helpers.tiny import tiny_agent
-from trading_rl.agents import AgentParams, build_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import apply_scaler, compute_features, fit_garch, fit_scaler
 from trading_rl.features.indicators import FeatureParams, GarchParams
+from trading_rl.training.params import AgentParams
 
 TRAIN_END = "2018-08-31"
 SPLITS = {

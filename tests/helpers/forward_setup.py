@@ -14,13 +14,13 @@ from kedro.io.core import Version
 from helpers.mlflow_store import empty_store
 from helpers.synthetic_prices import ohlcv_frame
 from helpers.tiny import tiny_agent
-from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConstructionParams, symbol_env_spec
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.phases import feature_extraction as fe
 from trading_rl.phases.sac_icm import train_sac_icm
+from trading_rl.training.params import SacIcmParams
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,10 @@ AGENT = tiny_agent(
     training={"total_timesteps": 60, "eval_freq": 60, "resume_every": 60},
 )
 ENV = {"symbol": SYMBOL, "periods_per_year": 252, "env": {"window_size": 5, "episode_length": 100}}
-MODEL_DATASET = {"filepath": "data/06_models/sac_icm_model.zip", "model_class": "trading_rl.agents.sac_icm.SACWithICM"}
+MODEL_DATASET = {
+    "filepath": "data/06_models/sac_icm_model.zip",
+    "model_class": "trading_rl.algorithms.sac_icm.sac_icm.SACWithICM",
+}
 
 
 def market(n_bars: int, break_at: int | None = None, vol_factor: float = 4.0) -> pd.DataFrame:

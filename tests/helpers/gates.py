@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trading_rl.evaluation.gates import ValidationGateParams
+from trading_rl.evaluation.validation.gates import ValidationGateParams
 
 
 def gate_sections(gates: Mapping[str, Mapping[str, Any]]) -> dict[str, ValidationGateParams]:

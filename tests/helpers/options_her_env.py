@@ -6,11 +6,11 @@ import functools
 
 import numpy as np
 
-from trading_rl.agents import AgentParams
-from trading_rl.agents.sac_icm import build_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
+from trading_rl.training.params import AgentParams
 
 SMALL_SAC = {
     "policy": {"net_arch": [32, 32], "activation": "relu"},

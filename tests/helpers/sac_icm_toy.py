@@ -14,8 +14,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from trading_rl.agents import AgentParams, build_agent, train_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.envs import EnvConfig
+from trading_rl.training.loop import train_agent
+from trading_rl.training.params import AgentParams
 
 # Tiny nets gain nothing from threads, and on a busy 2-core machine extra threads make SAC ~30x slower.
 torch.set_num_threads(1)

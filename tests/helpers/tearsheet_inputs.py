@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kedro.io import MemoryDataset
 
-from trading_rl.evaluation.ledger import empty_ledger
+from trading_rl.evaluation.ledger.ledger import empty_ledger
 
 
 def tearsheet_inputs() -> dict[str, MemoryDataset]:

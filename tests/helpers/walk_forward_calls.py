@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trading_rl.agents import AgentParams
-from trading_rl.algorithms.actor_learner import VTraceLearnerParams
-from trading_rl.algorithms.es import EsParams
+from trading_rl.algorithms.es.es import EsParams
+from trading_rl.algorithms.vtrace.actor_learner import VTraceLearnerParams
 from trading_rl.envs import EnvConfig
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams
+from trading_rl.training.params import AgentParams
 
 # What a test's ``feature_extraction`` mapping (features and scaler) lacks to be the section: a
 # symbol and splits (read by the walk-forward only for ``data_end: train / validation``).

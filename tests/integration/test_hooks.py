@@ -12,8 +12,8 @@ from kedro.pipeline import Node, Pipeline
 from kedro.runner import SequentialRunner
 
 from trading_rl import settings
-from trading_rl.evaluation.gates import evaluate_gates
-from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.evaluation.reporting.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.evaluation.validation.gates import evaluate_gates
 from trading_rl.integration.hooks import RunSummaryHooks
 from trading_rl.pipelines.typed_node import typed_node
 from trading_rl.pipelines.validation.nodes import enforce_gates

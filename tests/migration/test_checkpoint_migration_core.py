@@ -14,7 +14,6 @@ import pytest
 import torch
 from stable_baselines3 import PPO, SAC
 
-from trading_rl.agents.streaming import with_episode_rewards
 from trading_rl.migration import (
     CheckpointError,
     build_migrated_sac,
@@ -25,6 +24,7 @@ from trading_rl.migration import (
     train_discrete_baseline,
     validate_migrated_model,
 )
+from trading_rl.training.streaming import with_episode_rewards
 
 OBS_DIM = 6
 HIDDEN = (16, 8)

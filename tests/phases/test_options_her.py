@@ -1,6 +1,6 @@
 """The options_her phase's option-collapse gates."""
 
-from trading_rl.agents.options import OPTION_NAMES
+from trading_rl.algorithms.options_her.options import OPTION_NAMES
 from trading_rl.phases.options_her import OptionGateParams, option_gates
 
 

@@ -10,8 +10,8 @@ from helpers.synthetic_prices import random_walk_prices
 from helpers.walk_forward_calls import job, section
 
 from trading_rl.config import ConfigError
-from trading_rl.evaluation.ledger import Period, trial_row, trials_for
-from trading_rl.evaluation.metrics import expected_max_sharpe, psr_from_moments, return_moments
+from trading_rl.evaluation.ledger.ledger import Period, trial_row, trials_for
+from trading_rl.evaluation.metrics.metrics import expected_max_sharpe, psr_from_moments, return_moments
 from trading_rl.integration.parameter_sections import resolve_parameters
 from trading_rl.phases import tuning
 from trading_rl.phases import walk_forward as wf

@@ -7,7 +7,7 @@ import pytest
 import torch
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
-from trading_rl.agents.icm import IntrinsicCuriosityModule
+from trading_rl.algorithms.sac_icm.icm import IntrinsicCuriosityModule
 from trading_rl.envs import ContinuousTradingEnv, EnvConfig
 from trading_rl.rewards import (
     OBJECTIVES,

@@ -130,7 +130,7 @@ class ParameterValidationHooks:
 
 
 class RunSummaryHooks:
-    """End every run with a summary (``evaluation.summary``): each phase's agent next to capped
+    """End every run with a summary (``evaluation.reporting.summary``): each phase's agent next to capped
     buy-and-hold and random, collapse verdicts, gates with failures named, the MLflow run(s) and the
     reports, plots and tearsheets written with this save version. Failed gates follow at WARNING, the
     validation gates last, so the log's last lines say what failed even when
@@ -164,14 +164,14 @@ class RunSummaryHooks:
 
     @hook_impl
     def after_node_run(self, outputs: dict[str, Any]) -> None:
-        from trading_rl.evaluation.summary import SUMMARY_REPORTS
+        from trading_rl.evaluation.reporting.summary import SUMMARY_REPORTS
 
         self._reports.update({name: data for name, data in outputs.items() if name in SUMMARY_REPORTS})
         self._note_mlflow_run()
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
-        from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK, tearsheet_outputs
+        from trading_rl.evaluation.reporting.tearsheet import EMPTY_PAGE_MARK, tearsheet_outputs
 
         self._saved.append(dataset_name)
         if dataset_name.endswith("_tearsheet") and isinstance(data, str) and EMPTY_PAGE_MARK in data:
@@ -220,7 +220,7 @@ class RunSummaryHooks:
 
     @hook_impl
     def after_pipeline_run(self) -> None:
-        from trading_rl.evaluation.summary import gate_results, summary_text
+        from trading_rl.evaluation.reporting.summary import gate_results, summary_text
 
         summary = summary_text(self._reports, list(self._runs.values()), self._written_paths())
         logger.info("%s", summary)

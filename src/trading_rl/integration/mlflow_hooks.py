@@ -27,9 +27,9 @@ from kedro.io.core import DatasetError
 from mlflow.exceptions import MlflowException
 
 from trading_rl.envs.compatibility import model_metadata
-from trading_rl.evaluation.folds import chain_metrics
-from trading_rl.evaluation.summary import GATE_REPORTS, agent_rows, gate_result_text, gate_results
-from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.evaluation.reporting.summary import GATE_REPORTS, agent_rows, gate_result_text, gate_results
+from trading_rl.evaluation.reporting.tearsheet import EMPTY_PAGE_MARK
+from trading_rl.evaluation.validation.folds import chain_metrics
 from trading_rl.integration.mlflow_tracking import (
     NOT_PRODUCED,
     is_loggable,

@@ -2,7 +2,7 @@
 actions``). ``mlflow_tracking.log_agent_model`` logs this file with the agent's bytes as an
 artifact, so the logged model holds no pickled Python object.
 
-The agent loads as ``agents.saved.load_agent`` loads it (the hierarchical agent acts through its
+The agent loads as ``algorithms.saved.load_agent`` loads it (the hierarchical agent acts through its
 option-conditioned SAC, ``mlflow_tracking.policy_of``). A Dict observation (HER) comes
 in as one named tensor per entry."""
 
@@ -15,7 +15,7 @@ import mlflow
 import numpy as np
 from mlflow.pyfunc import PythonModel
 
-from trading_rl.agents.saved import load_agent
+from trading_rl.algorithms.saved import load_agent
 from trading_rl.integration.mlflow_tracking import policy_of
 
 

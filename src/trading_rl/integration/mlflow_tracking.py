@@ -26,7 +26,7 @@ import numpy as np
 from mlflow.models import ModelSignature
 from mlflow.types import Schema, TensorSpec
 
-from trading_rl.agents.saved import agent_bytes
+from trading_rl.algorithms.saved import agent_bytes
 
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
 # The step a model is logged at as a run output. MLflow 3 links every run metric logged without a

@@ -17,13 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from trading_rl.agents.sac_icm import SacIcmParams
 from trading_rl.config import ConfigError, Section
 from trading_rl.envs.continuous import EnvConstructionParams
-from trading_rl.evaluation.final import FinalEvaluationParams
-from trading_rl.evaluation.gates import ValidationParams
-from trading_rl.evaluation.regimes import RegimeValidationParams
-from trading_rl.evaluation.tearsheet_panels import TearsheetParams
+from trading_rl.evaluation.ledger.final import FinalEvaluationParams
+from trading_rl.evaluation.reporting.tearsheet_panels import TearsheetParams
+from trading_rl.evaluation.validation.gates import ValidationParams
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.model_registry import PromoteParams
@@ -35,6 +34,7 @@ from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_pruning, check_search_space, trial_protocol
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.runtime.engine import RuntimeParams
+from trading_rl.training.params import SacIcmParams
 
 # Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
 RUN_KEYS = ("seed", "torch_threads")

@@ -35,8 +35,8 @@ import torch
 from stable_baselines3 import PPO, SAC
 from torch import nn
 
-from trading_rl.agents.saved import sb3_zip_bytes
-from trading_rl.agents.sb3_logging import use_quiet_logger
+from trading_rl.algorithms.saved import sb3_zip_bytes
+from trading_rl.training.sb3_logging import use_quiet_logger
 
 PPO_POLICY_CLASS = "stable_baselines3.common.policies.ActorCriticPolicy"
 # Hyperparameters only PPO stores; A2C shares the policy class but has neither.

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from trading_rl.envs.continuous import trading_env
-from trading_rl.evaluation.attribution import attribution_metrics, env_cost_rate, rollout_attribution
-from trading_rl.evaluation.baselines import market_returns
-from trading_rl.evaluation.metrics import compute_metrics
-from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.metrics.attribution import attribution_metrics, env_cost_rate, rollout_attribution
+from trading_rl.evaluation.metrics.baselines import market_returns
+from trading_rl.evaluation.metrics.metrics import compute_metrics
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 
 REPORTED_METRICS = (
     "action_entropy",
@@ -28,7 +28,7 @@ REPORTED_METRICS = (
     "total_return",
     "max_drawdown",
     "n_steps",
-    # return attribution against the market line (evaluation.attribution)
+    # return attribution against the market line (evaluation.metrics.attribution)
     "alpha_annual",
     "alpha_ci90_low",
     "alpha_ci90_high",

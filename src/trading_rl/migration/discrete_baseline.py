@@ -10,7 +10,7 @@ from typing import Any
 
 from stable_baselines3 import PPO
 
-from trading_rl.agents.sb3_logging import use_quiet_logger
+from trading_rl.training.sb3_logging import use_quiet_logger
 
 
 def train_discrete_baseline(

@@ -17,11 +17,9 @@ from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
 
-from trading_rl.agents.device import resolve_device
-from trading_rl.agents.streaming import MetricsCallback, with_episode_rewards
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
-from trading_rl.evaluation.baselines import evaluate_baselines
+from trading_rl.evaluation.metrics.baselines import evaluate_baselines
 from trading_rl.migration import (
     build_migrated_sac,
     compare_checkpoint,
@@ -35,6 +33,8 @@ from trading_rl.migration import (
 from trading_rl.migration.checkpoints import DiscreteCheckpoint, migration_metadata
 from trading_rl.migration.comparison import comparison_row
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.training.device import resolve_device
+from trading_rl.training.streaming import MetricsCallback, with_episode_rewards
 
 logger = logging.getLogger(__name__)
 

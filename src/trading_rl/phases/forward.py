@@ -27,10 +27,10 @@ import pandas as pd
 from trading_rl.config import Section, setting
 from trading_rl.data import validate_features
 from trading_rl.envs import EnvConfig, EnvSpec, build_env_spec
-from trading_rl.evaluation.baselines import evaluate_baselines
-from trading_rl.evaluation.metrics import probabilistic_sharpe_ratio
-from trading_rl.evaluation.report import attributed_metrics
-from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.metrics.baselines import evaluate_baselines
+from trading_rl.evaluation.metrics.metrics import probabilistic_sharpe_ratio
+from trading_rl.evaluation.metrics.report import attributed_metrics
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 from trading_rl.features import apply_scaler, compute_features
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.monitoring.collapse import CollapseThresholds, action_stats, collapse_report

@@ -1,6 +1,6 @@
 """The multi_symbol phase: its parameters (the symbols and the shared encoder's settings) and its task,
 one symbol's agent trained as the ``sac_icm`` phase trains it, with the shared encoder
-(``agents.shared_encoder``) as its frozen features extractor when given."""
+(``algorithms.sac_icm.shared_encoder``) as its frozen features extractor when given."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from stable_baselines3.common.utils import set_random_seed
 
-from trading_rl.agents import train_agent
-from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.agents.saved import sb3_zip_bytes
-from trading_rl.agents.shared_encoder import SharedEncoder, build_agent_with_encoder
+from trading_rl.algorithms.sac_icm.shared_encoder import SharedEncoder, build_agent_with_encoder
+from trading_rl.algorithms.saved import sb3_zip_bytes
 from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
+from trading_rl.training.loop import train_agent
+from trading_rl.training.params import SacIcmParams
 
 PARAMS_PREFIX = "multi_symbol"
 # A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.

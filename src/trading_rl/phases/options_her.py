@@ -1,8 +1,8 @@
 """The options_her phase: its parameter section, training and evaluation of the hierarchical agent
 from an env spec, the option-collapse gates and the phase's reports.
 
-The section's HER and option sub-sections are ``agents.her.HerParams`` and
-``agents.options.OptionParams``."""
+The section's HER and option sub-sections are ``algorithms.options_her.her.HerParams`` and
+``algorithms.options_her.options.OptionParams``."""
 
 from __future__ import annotations
 
@@ -14,25 +14,30 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3 import SAC
 
-from trading_rl.agents.controller import ControllerConfig
-from trading_rl.agents.curriculum import CurriculumParams
-from trading_rl.agents.her import FastHerReplayBuffer, HerParams, goal_achievement_against_control, relabelled_fraction
-from trading_rl.agents.hierarchical import (
+from trading_rl.algorithms.options_her.controller import ControllerConfig
+from trading_rl.algorithms.options_her.her import (
+    FastHerReplayBuffer,
+    HerParams,
+    goal_achievement_against_control,
+    relabelled_fraction,
+)
+from trading_rl.algorithms.options_her.hierarchical import (
     HierarchicalAgent,
     build_hierarchical_agent,
     rollout_agent,
     train_hierarchical_agent,
 )
-from trading_rl.agents.option_env import OptionsCallback, OptionVecEnv
-from trading_rl.agents.options import OPTION_NAMES, OptionParams
-from trading_rl.agents.sac_icm import SacParams
-from trading_rl.agents.training_env import wrap_training_env
+from trading_rl.algorithms.options_her.option_env import OptionsCallback, OptionVecEnv
+from trading_rl.algorithms.options_her.options import OPTION_NAMES, OptionParams
+from trading_rl.algorithms.sac_icm.training_env import wrap_training_env
 from trading_rl.config import Section, setting
 from trading_rl.envs.continuous import EnvConfig
-from trading_rl.evaluation.baselines import evaluate_baselines
-from trading_rl.evaluation.metrics import json_ready, return_moments
-from trading_rl.evaluation.report import attributed_metrics
+from trading_rl.evaluation.metrics.baselines import evaluate_baselines
+from trading_rl.evaluation.metrics.metrics import json_ready, return_moments
+from trading_rl.evaluation.metrics.report import attributed_metrics
 from trading_rl.seeding import SeedRole, trial_seed
+from trading_rl.training.curriculum import CurriculumParams
+from trading_rl.training.params import SacParams
 
 PARAMS_PREFIX = "options_her"
 

@@ -21,8 +21,7 @@ from typing import Any
 
 from stable_baselines3.common.utils import set_random_seed
 
-from trading_rl.agents import resolve_device
-from trading_rl.algorithms.population_sac import PopulationSAC, population_groups
+from trading_rl.algorithms.population.population_sac import PopulationSAC, population_groups
 from trading_rl.phases.walk_forward.chains import Chain, ChainResult, RetrainTask, train_chains
 from trading_rl.phases.walk_forward.trainers import SB3Agent, sac_on_fold
 from trading_rl.runtime.engine import (
@@ -33,6 +32,7 @@ from trading_rl.runtime.engine import (
     make_runtime_executor,
     single_threaded,
 )
+from trading_rl.training.device import resolve_device
 
 # Walk-forward agents the population trains -> whether their ICM is on (as in AGENT_TRAINERS).
 POPULATION_AGENTS: dict[str, bool] = {"sac_icm": True, "sac": False}

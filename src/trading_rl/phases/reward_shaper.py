@@ -20,12 +20,10 @@ import torch as th
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
-from trading_rl.agents import build_agent
-from trading_rl.agents.sac_icm import AgentParams, TrainingParams
-from trading_rl.agents.training import train_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.config import Section, setting
-from trading_rl.evaluation.report import evaluate_policy
-from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.evaluation.metrics.report import evaluate_policy
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3
 from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.rewards.objectives import OBJECTIVES, ObjectiveParams
 from trading_rl.rewards.potential import PotentialParams, discounted_returns, train_potential
@@ -43,6 +41,8 @@ from trading_rl.rewards.weights import (
     train_weight_network,
     weight_gates,
 )
+from trading_rl.training.loop import train_agent
+from trading_rl.training.params import AgentParams, TrainingParams
 
 PARAMS_PREFIX = "reward_shaper"
 

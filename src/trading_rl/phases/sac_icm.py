@@ -7,18 +7,19 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from trading_rl.agents import build_agent, train_agent
-from trading_rl.agents.identity import sac_icm_configuration
-from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.agents.training import TrainingOutcome
-from trading_rl.envs import EnvConstructionParams, EnvSpec
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_metadata, model_signature, set_model_metadata
-from trading_rl.evaluation.final import CONFIGURATION_METADATA
-from trading_rl.evaluation.report import evaluate_policy, flat_metrics
-from trading_rl.evaluation.rollout import policy_from_sb3
+from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.ledger.final import CONFIGURATION_METADATA
+from trading_rl.evaluation.metrics.report import evaluate_policy, flat_metrics
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.monitoring.collapse import enforce
 from trading_rl.phases.forward import deployment_metadata
+from trading_rl.training.identity import sac_icm_configuration
+from trading_rl.training.loop import TrainingOutcome, train_agent
+from trading_rl.training.params import SacIcmParams
 
 
 def train_sac_icm(
@@ -35,7 +36,7 @@ def train_sac_icm(
     evaluation's metrics to ``metrics_callback``). With ``feature_params`` (by symbol), the models
     carry what a forward rerun rebuilds their observations from (``phases.forward.
     deployment_metadata``); with ``env_construction`` and ``feature_extraction``, the configuration they
-    were trained with (``agents.identity.sac_icm_configuration``), which final_evaluation spends
+    were trained with (``training.identity.sac_icm_configuration``), which final_evaluation spends
     the test split on."""
     agent_params = params.agent
     eval_split = params.evaluation_split

@@ -13,7 +13,7 @@ median rule stops (prunes) the trials whose objective there is below the median 
 trials', and only the others train their remaining seeds.
 
 Tuning is selection, and selection inflates the best Sharpe: every trial, a failed or pruned one
-included, becomes a row of the trial ledger (``evaluation.ledger``), so the Deflated Sharpe of the
+included, becomes a row of the trial ledger (``evaluation.ledger.ledger``), so the Deflated Sharpe of the
 chosen configuration, and of anything evaluated after it, counts all of them.
 
 The chosen values are written as a parameters mapping (``sac_icm.agent`` and
@@ -37,10 +37,9 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from trading_rl.agents.sac_icm import AgentParams
 from trading_rl.config import ConfigError, Section, setting
-from trading_rl.evaluation.ledger import Period, deflated_sharpe, trial_row, trials_for
-from trading_rl.evaluation.metrics import MOMENT_KEYS, json_ready, psr_from_moments, return_moments
+from trading_rl.evaluation.ledger.ledger import Period, deflated_sharpe, trial_row, trials_for
+from trading_rl.evaluation.metrics.metrics import MOMENT_KEYS, json_ready, psr_from_moments, return_moments
 from trading_rl.phases.walk_forward import (
     WalkForwardJob,
     WalkForwardParams,
@@ -52,6 +51,7 @@ from trading_rl.phases.walk_forward import (
     trial_rows,
 )
 from trading_rl.runtime.engine import Executor
+from trading_rl.training.params import AgentParams
 
 logger = logging.getLogger(__name__)
 

@@ -19,13 +19,13 @@ import pandas as pd
 from kedro.pipeline import Node
 
 from trading_rl.envs import EnvSpec
-from trading_rl.evaluation.ledger import Period, trials_for
-from trading_rl.evaluation.regimes import RegimeValidationParams
-from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
-from trading_rl.evaluation.summary import gate_results
-from trading_rl.evaluation.tearsheet import EMPTY_PAGE_MARK, Verdict, build_tearsheet, tearsheet_outputs
-from trading_rl.evaluation.tearsheet_panels import TearsheetOptions, TearsheetParams
-from trading_rl.evaluation.tearsheet_section import TearsheetSection, env_section
+from trading_rl.evaluation.ledger.ledger import Period, trials_for
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.reporting.summary import gate_results
+from trading_rl.evaluation.reporting.tearsheet import EMPTY_PAGE_MARK, Verdict, build_tearsheet, tearsheet_outputs
+from trading_rl.evaluation.reporting.tearsheet_panels import TearsheetOptions, TearsheetParams
+from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection, env_section
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.pipelines.typed_node import typed
 
 TEARSHEET_PARAMS = "params:tearsheet"
@@ -130,7 +130,7 @@ def tearsheet_node(
     gates: Sequence[str] = (),
 ) -> Node:
     """A node ``render_<prefix>_tearsheet``: ``sections(*inputs)`` then ``render_tearsheet``, with
-    the ``gates`` reports (``evaluation.summary.GATE_REPORTS`` names) as the page's verdict banner;
+    the ``gates`` reports (``evaluation.reporting.summary.GATE_REPORTS`` names) as the page's verdict banner;
     ``sections`` receives typed parameter sections (``typed_node.typed``)."""
 
     def node_function(*args: Any) -> tuple[pd.DataFrame, dict[str, Any], str]:

@@ -18,7 +18,7 @@ from scipy.signal import lfilter
 from torch import nn
 
 from trading_rl.config import Section, setting
-from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.evaluation.metrics.metrics import sharpe_ratio
 from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
 

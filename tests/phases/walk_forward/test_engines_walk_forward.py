@@ -14,7 +14,7 @@ from helpers.wired import wired_functions
 from kedro.config import OmegaConfigLoader
 
 from trading_rl.data import load_prices
-from trading_rl.evaluation import folds as windows
+from trading_rl.evaluation.validation import folds as windows
 from trading_rl.phases import walk_forward as wf
 from trading_rl.pipelines.walk_forward.pipeline import create_pipeline
 from trading_rl.runtime import RuntimeParams, SequentialExecutor, make_runtime_executor

@@ -9,7 +9,7 @@ import pytest
 from helpers.synthetic_prices import random_walk_prices
 from helpers.walk_forward_calls import job, section
 
-from trading_rl.algorithms import population_sac
+from trading_rl.algorithms.population import population_sac
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.population_walk_forward import PopulationExecutor, make_executor
 from trading_rl.runtime import RuntimeParams, SequentialExecutor

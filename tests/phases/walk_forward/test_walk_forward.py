@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from helpers.walk_forward_calls import feature_section, job, section
 
-from trading_rl.agents import SACWithICM
-from trading_rl.agents.saved import load_agent
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+from trading_rl.algorithms.saved import load_agent
 from trading_rl.envs import EnvConfig
-from trading_rl.evaluation import folds as windows
-from trading_rl.evaluation.attribution import return_attribution
-from trading_rl.evaluation.ledger import Trials, trial_key
+from trading_rl.evaluation.ledger.ledger import Trials, trial_key
+from trading_rl.evaluation.metrics.attribution import return_attribution
+from trading_rl.evaluation.validation import folds as windows
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.features.indicators import GarchParams
 from trading_rl.phases import walk_forward as wf
@@ -690,7 +690,7 @@ def test_hierarchical_agents_train_fine_tune_and_are_scored_through_their_option
     """``options_her`` joins the walk-forward: fold 0 trains from scratch, fold 1 fine-tunes the
     same agent (controller and replay buffer carried over), and each test window is scored with the
     agent's own option layer and env settings (shorting on, no smoothing), not as a flat SB3 policy."""
-    from trading_rl.agents.hierarchical import HierarchicalAgent
+    from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent
 
     prices = synthetic_prices(700, seed=3)
     source = {"policy": {"net_arch": [16, 16]}, "sac": {"learning_starts": 50, "batch_size": 16, "buffer_size": 3000}}

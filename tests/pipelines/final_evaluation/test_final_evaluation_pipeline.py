@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.mlflow_store import copy_without_runs
 
-from trading_rl.evaluation.final import SpentTestSplitError
+from trading_rl.evaluation.ledger.final import SpentTestSplitError
 
 LEDGER = "data/08_reporting/trial_ledger"
 REPORT = "data/08_reporting/final_evaluation/final_evaluation_report.json"
@@ -38,7 +38,7 @@ def _reports(project: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_test_split_is_spent_once_per_model(foundation_project, kedro_run, tmp_path):
-    from trading_rl.evaluation.ledger import read_ledger
+    from trading_rl.evaluation.ledger.ledger import read_ledger
 
     project = tmp_path / "project"
     copy_without_runs(foundation_project, project)

@@ -23,7 +23,7 @@ from helpers.forward_setup import (
 )
 
 from trading_rl.data import load_prices
-from trading_rl.evaluation.metrics import sharpe_ratio
+from trading_rl.evaluation.metrics.metrics import sharpe_ratio
 from trading_rl.integration.datasets import SB3ModelDataset
 from trading_rl.phases.forward import Deployment, ForwardRecordError, forward_data, replay
 

@@ -16,7 +16,7 @@ from helpers.tiny import tiny_agent
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner, ThreadRunner
 
-from trading_rl.agents.shared_encoder import FrozenEncoderExtractor
+from trading_rl.algorithms.sac_icm.shared_encoder import FrozenEncoderExtractor
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.pipelines.multi_symbol import create_pipeline
 from trading_rl.pipelines.multi_symbol.pipeline import ENCODER, WIRING_FILE

@@ -14,15 +14,15 @@ from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
-from trading_rl.agents import AgentParams
-from trading_rl.agents.hierarchical import HierarchicalAgent
-from trading_rl.agents.sac_icm import build_agent
+from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
-from trading_rl.evaluation.tearsheet_panels import PANELS
+from trading_rl.evaluation.reporting.tearsheet_panels import PANELS
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
 from trading_rl.pipelines.options_her import create_pipeline
+from trading_rl.training.params import AgentParams
 
 torch.set_num_threads(1)
 

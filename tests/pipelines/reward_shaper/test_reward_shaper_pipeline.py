@@ -8,8 +8,7 @@ from helpers.tearsheet_inputs import tearsheet_inputs
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
-from trading_rl.agents import AgentParams
-from trading_rl.agents.sac_icm import SACWithICM, build_agent
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM, build_agent
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
@@ -18,6 +17,7 @@ from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.pipelines.reward_shaper import create_pipeline
 from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
+from trading_rl.training.params import AgentParams
 
 PARAMS = {
     "device": "cpu",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trading_rl.agents import SACWithICM
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.envs import EnvSpec
 from trading_rl.integration.datasets import SB3ModelDataset
 
@@ -28,7 +28,9 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
         os.chdir(cwd)
 
     model_path = _latest(foundation_project, "data/06_models/sac_icm_model.zip")
-    model = SB3ModelDataset(str(model_path), model_class="trading_rl.agents.sac_icm.SACWithICM", device="cpu").load()
+    model = SB3ModelDataset(
+        str(model_path), model_class="trading_rl.algorithms.sac_icm.sac_icm.SACWithICM", device="cpu"
+    ).load()
     assert isinstance(model, SACWithICM) and model.icm is not None
     metadata = model.trading_rl_metadata
     assert {"seed", "config_hash", "git_commit", "symbol"} <= set(metadata)
@@ -37,7 +39,9 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     env = spec.make_env("validation")
     obs, _ = env.reset(seed=0)
     batch = np.stack([obs] * 4)
-    reloaded = SB3ModelDataset(str(model_path), model_class="trading_rl.agents.sac_icm.SACWithICM", device="cpu").load()
+    reloaded = SB3ModelDataset(
+        str(model_path), model_class="trading_rl.algorithms.sac_icm.sac_icm.SACWithICM", device="cpu"
+    ).load()
     np.testing.assert_array_equal(
         model.predict(batch, deterministic=True)[0], reloaded.predict(batch, deterministic=True)[0]
     )
@@ -61,7 +65,7 @@ def test_sac_icm_session_saves_restorable_model_and_reports(foundation_project, 
     # the shared evaluation step: rollout parquet, one PNG per section and the HTML page, one version
     import pandas as pd
 
-    from trading_rl.evaluation.tearsheet_panels import PANELS
+    from trading_rl.evaluation.reporting.tearsheet_panels import PANELS
 
     rollout = pd.read_parquet(_latest(foundation_project, "data/08_reporting/sac_icm_rollout.parquet"))
     assert set(rollout["agent"]) == {"sac_icm", "buy_and_hold", "cash", "random", "sma_crossover", "buy_and_hold_full"}
@@ -113,7 +117,7 @@ def test_sac_icm_session_with_auxiliary_heads_and_curriculum(foundation_project,
     assert last["curriculum/stage"] == len(changes)
     model = SB3ModelDataset(
         str(_latest(foundation_project, "data/06_models/sac_icm_model.zip")),
-        model_class="trading_rl.agents.sac_icm.SACWithICM",
+        model_class="trading_rl.algorithms.sac_icm.sac_icm.SACWithICM",
         device="cpu",
     ).load()
     assert model.auxiliary is not None and model.auxiliary_config.weights["regime"] == 0.5

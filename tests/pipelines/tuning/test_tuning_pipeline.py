@@ -38,7 +38,7 @@ def test_tuning_records_every_trial_and_its_parameters_apply(foundation_project,
     from kedro.framework.cli.utils import _split_params
     from kedro.framework.session import KedroSession
 
-    from trading_rl.evaluation.ledger import read_ledger
+    from trading_rl.evaluation.ledger.ledger import read_ledger
     from trading_rl.integration.parameter_sections import resolve_parameters
 
     project = tmp_path / "project"

@@ -12,7 +12,7 @@ import pytest
 from helpers.validation_fixtures import catalog_for, market
 from kedro.runner import SequentialRunner
 
-from trading_rl.evaluation.ledger import read_ledger
+from trading_rl.evaluation.ledger.ledger import read_ledger
 from trading_rl.pipelines.validation import create_pipeline
 
 

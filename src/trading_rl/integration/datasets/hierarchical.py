@@ -33,7 +33,7 @@ class HierarchicalAgentDataset(BytesVersionedDataset):
         return data.to_bytes()
 
     def from_bytes(self, raw: bytes) -> Any:
-        from trading_rl.agents.device import resolve_device
-        from trading_rl.agents.hierarchical import HierarchicalAgent
+        from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent
+        from trading_rl.training.device import resolve_device
 
         return HierarchicalAgent.from_bytes(raw, device=resolve_device(self._device))

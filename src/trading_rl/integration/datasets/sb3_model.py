@@ -53,7 +53,7 @@ class SB3ModelDataset(BytesVersionedDataset):
     def from_bytes(self, raw: bytes) -> Any:
         from stable_baselines3.common.base_class import BaseAlgorithm
 
-        from trading_rl.agents.device import resolve_device
+        from trading_rl.training.device import resolve_device
 
         model_class = import_class(self._model_class_path)
         if not issubclass(model_class, BaseAlgorithm):

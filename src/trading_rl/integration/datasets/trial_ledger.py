@@ -1,6 +1,6 @@
 """The trial ledger as a catalog dataset: a folder where every save adds a new immutable file.
 
-``save(rows)`` appends (``evaluation.ledger.append_rows``) and ``load()`` returns every row so far,
+``save(rows)`` appends (``evaluation.ledger.ledger.append_rows``) and ``load()`` returns every row so far,
 so each run's rows are a version of their own and nothing is ever rewritten. With
 ``read_only: true`` the entry only reads (for a node that must see the ledger before this run
 appends to it through the writing entry). ``also_read`` folders (the project's committed ledger
@@ -8,7 +8,7 @@ under ``docs/results/``) are read with it, never written: what a fresh clone's d
 committed record still counts and still refuses to spend again.
 
 ``TestSplitClaimDataset``: saving a final evaluation's identity claims the test split for it
-(``evaluation.final.claim_test_split``: exclusive marker files), loading returns that claim.
+(``evaluation.ledger.final.claim_test_split``: exclusive marker files), loading returns that claim.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
 
-from trading_rl.evaluation.final import claim_test_split
-from trading_rl.evaluation.ledger import FILE_SUFFIX, append_rows, read_ledgers, sweep_stale_staging
+from trading_rl.evaluation.ledger.final import claim_test_split
+from trading_rl.evaluation.ledger.ledger import FILE_SUFFIX, append_rows, read_ledgers, sweep_stale_staging
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Walk-forward validation: rolling train/test windows, retrained or fine-tuned agents, several seeds.
 
-The windows, their env specs and the summaries are ``evaluation.folds``; this package trains the
+The windows, their env specs and the summaries are ``evaluation.validation.folds``; this package trains the
 agents and scores them: ``params`` (the ``walk_forward`` section and the ``WalkForwardJob`` one
 execution shares), ``trainers`` (the ``Agent`` protocol and ``AGENT_TRAINERS``), ``chains`` (the retrain
 task and the one chain loop of every engine), ``execution`` (folds, chains on the executor, scoring)

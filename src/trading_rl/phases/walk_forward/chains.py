@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.utils import set_random_seed
 
-from trading_rl.evaluation.folds import chain_name
+from trading_rl.evaluation.validation.folds import chain_name
 from trading_rl.phases.walk_forward.trainers import Agent, Trainer
 
 # Test-window metrics logged with each fold's training point.

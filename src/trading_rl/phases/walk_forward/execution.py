@@ -14,14 +14,15 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.envs import EnvSpec
-from trading_rl.evaluation.attribution import (
+from trading_rl.evaluation.metrics.attribution import (
     attribution_metrics,
     env_cost_rate,
     return_attribution,
     rollout_exposure,
 )
-from trading_rl.evaluation.baselines import MARKET, market_returns, run_baselines
-from trading_rl.evaluation.folds import (
+from trading_rl.evaluation.metrics.baselines import MARKET, market_returns, run_baselines
+from trading_rl.evaluation.metrics.metrics import compute_metrics, json_ready, return_metrics
+from trading_rl.evaluation.validation.folds import (
     Fold,
     development_prices,
     fold_env_spec,
@@ -29,7 +30,6 @@ from trading_rl.evaluation.folds import (
     retrain_groups,
     tradable_index,
 )
-from trading_rl.evaluation.metrics import compute_metrics, json_ready, return_metrics
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.monitoring.collapse import CollapseThresholds, trading_verdict
 from trading_rl.phases.walk_forward.chains import RetrainTask, TrainedChain, run_retrain_group
@@ -61,7 +61,7 @@ def _test_rows(rollout: pd.DataFrame, labels: dict[str, Any], exposure: np.ndarr
             **labels,
             "timestamp": pd.to_datetime(rollout["timestamp"]).to_numpy(),
             "return": rollout["return"].to_numpy(dtype=np.float64),
-            # for the return attribution of stitched series and regimes (evaluation.attribution)
+            # for the return attribution of stitched series and regimes (evaluation.metrics.attribution)
             "exposure": exposure,
             "market": market,
             "action_raw": rollout["action_raw"].to_numpy(dtype=np.float64),
@@ -345,7 +345,7 @@ def run_walk_forward(
 ) -> WalkForwardResult:
     """Every symbol × fold × agent × seed, plus the baselines per fold, scored on the test window.
 
-    ``prices``: ``{symbol: OHLCV frame}``. Baselines (``evaluation.baselines``) run through the same
+    ``prices``: ``{symbol: OHLCV frame}``. Baselines (``evaluation.metrics.baselines``) run through the same
     test env, with the same costs, as the agents; ``buy_and_hold_full`` is the uncapped, cost-free
     market line (return metrics only).
 

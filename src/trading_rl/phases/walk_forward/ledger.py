@@ -8,10 +8,10 @@ from typing import Any
 import pandas as pd
 
 from trading_rl.envs import EnvConfig
-from trading_rl.evaluation.attribution import env_cost_rate
-from trading_rl.evaluation.folds import stitch_out_of_sample, stitched_attribution
-from trading_rl.evaluation.ledger import STREAMS, trial_row
-from trading_rl.evaluation.metrics import return_moments
+from trading_rl.evaluation.ledger.ledger import STREAMS, trial_row
+from trading_rl.evaluation.metrics.attribution import env_cost_rate
+from trading_rl.evaluation.metrics.metrics import return_moments
+from trading_rl.evaluation.validation.folds import stitch_out_of_sample, stitched_attribution
 from trading_rl.phases.walk_forward.params import WalkForwardJob, WalkForwardParams
 from trading_rl.phases.walk_forward.trainers import agent_section, identity_params
 from trading_rl.seeding import SeedRole, trial_seed

@@ -9,15 +9,15 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents.sac_icm import AgentParams, SacIcmParams
-from trading_rl.algorithms.actor_learner import VTraceLearnerParams
-from trading_rl.algorithms.es import EsParams
+from trading_rl.algorithms.es.es import EsParams
+from trading_rl.algorithms.vtrace.actor_learner import VTraceLearnerParams
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.envs import EnvConfig, EnvConstructionParams, periods_per_year_by_symbol
 from trading_rl.features import max_lookback
 from trading_rl.features.indicators import FeatureParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward.trainers import AGENT_TRAINERS
+from trading_rl.training.params import AgentParams, SacIcmParams
 
 PARAMS_PREFIX = "walk_forward"
 

@@ -17,16 +17,18 @@ from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
-from trading_rl.agents import build_agent, resolve_device, wrap_training_env
-from trading_rl.agents.sac_icm import AgentParams
-from trading_rl.agents.saved import sb3_zip_bytes
-from trading_rl.algorithms.actor_learner import VTraceAgent, train_vtrace
-from trading_rl.algorithms.es import train_es_agent
+from trading_rl.algorithms.es.es import train_es_agent
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+from trading_rl.algorithms.sac_icm.training_env import wrap_training_env
+from trading_rl.algorithms.saved import sb3_zip_bytes
+from trading_rl.algorithms.vtrace.actor_learner import VTraceAgent, train_vtrace
 from trading_rl.config import plain
 from trading_rl.envs import EnvSpec
-from trading_rl.evaluation.rollout import policy_from_sb3, run_episode
+from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 from trading_rl.phases.options_her import OptionsHerParams, continue_on_spec, train_from_spec
 from trading_rl.phases.reward_shaper import RewardShaperParams, train_shaped
+from trading_rl.training.device import resolve_device
+from trading_rl.training.params import AgentParams
 
 
 @runtime_checkable
@@ -38,7 +40,7 @@ class Agent(Protocol):
         ...
 
     def save(self) -> bytes | None:
-        """The saved form (``agents.saved.load_agent`` reads it), ``None`` for agents without one."""
+        """The saved form (``algorithms.saved.load_agent`` reads it), ``None`` for agents without one."""
         ...
 
     def episode_rewards(self) -> list[float]:

@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.evaluation.final``."""
+"""Thin nodes around ``trading_rl.evaluation.ledger.final``."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents.identity import sac_icm_configuration
-from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.envs import EnvConstructionParams
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.evaluation.final import (
+from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.ledger.final import (
     SPLIT,
     FinalEvaluationParams,
     check_test_split,
     evaluate_on_test,
     evaluated_configuration,
 )
-from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.training.identity import sac_icm_configuration
+from trading_rl.training.params import SacIcmParams
 
 
 def check_final_evaluation(

@@ -18,7 +18,7 @@ import pandas as pd
 
 from trading_rl.data import by_symbol, load_validated_prices
 from trading_rl.envs.compatibility import check_model_fits_spec
-from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.forward import (
     FORWARD_SPLIT,

@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.agents.shared_encoder`` and ``trading_rl.phases.multi_symbol``; ``symbol``
+"""Thin nodes around ``trading_rl.algorithms.sac_icm.shared_encoder`` and ``trading_rl.phases.multi_symbol``; ``symbol``
 and ``wired_symbols`` are bound when the pipeline is built (see ``pipeline.py``)."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.agents import SACWithICM
-from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.agents.shared_encoder import SharedEncoder, collect_observations, fit_shared_encoder
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+from trading_rl.algorithms.sac_icm.shared_encoder import SharedEncoder, collect_observations, fit_shared_encoder
 from trading_rl.envs import EnvConstructionParams, EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import MultiSymbolParams, train_symbol_agent
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
+from trading_rl.training.params import SacIcmParams
 
 
 def _check_wiring(config: MultiSymbolParams, wired_symbols: list[str]) -> MultiSymbolParams:

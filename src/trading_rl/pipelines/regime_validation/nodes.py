@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.evaluation.regimes`` and ``plots``."""
+"""Thin nodes around ``trading_rl.evaluation.validation.regimes`` and ``plots``."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from trading_rl.data import by_symbol
-from trading_rl.envs import EnvConstructionParams, periods_per_year_by_symbol
-from trading_rl.evaluation import plots
-from trading_rl.evaluation.attribution import env_cost_rate
-from trading_rl.evaluation.regimes import (
+from trading_rl.envs import periods_per_year_by_symbol
+from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.metrics.attribution import env_cost_rate
+from trading_rl.evaluation.reporting import plots
+from trading_rl.evaluation.validation.regimes import (
     RegimeValidationParams,
     check_returns_match_prices,
     label_regimes,

@@ -10,8 +10,8 @@ from functools import partial
 from typing import Any
 
 from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
-from trading_rl.evaluation.regimes import RegimeValidationParams
-from trading_rl.evaluation.report import flat_metrics
+from trading_rl.evaluation.metrics.report import flat_metrics
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.phases.reward_shaper import (
     RewardShaperParams,
     collect_rollouts,

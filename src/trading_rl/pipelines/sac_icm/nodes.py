@@ -9,13 +9,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.envs import EnvConstructionParams, EnvSpec
-from trading_rl.evaluation.regimes import RegimeValidationParams
+from trading_rl.envs import EnvSpec
+from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases import sac_icm
 from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.training.params import SacIcmParams
 
 
 def train_sac_icm_node(

@@ -1,4 +1,4 @@
-"""Thin nodes around ``trading_rl.evaluation.gates`` and ``comparison``."""
+"""Thin nodes around ``trading_rl.evaluation.validation.gates`` and ``comparison``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.evaluation.comparison import compare_reports
-from trading_rl.evaluation.gates import (
+from trading_rl.evaluation.reporting.comparison import compare_reports
+from trading_rl.evaluation.validation.gates import (
     ValidationParams,
     failure_message,
     gate_values,

@@ -8,17 +8,17 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from trading_rl.agents import SACWithICM
-from trading_rl.agents.sac_icm import SacIcmParams
-from trading_rl.agents.saved import load_agent
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+from trading_rl.algorithms.saved import load_agent
 from trading_rl.data import by_symbol
-from trading_rl.envs import EnvConstructionParams, periods_per_year_by_symbol
-from trading_rl.evaluation import plots
-from trading_rl.evaluation.attribution import env_cost_rate
-from trading_rl.evaluation.folds import stitch_out_of_sample, summarise
-from trading_rl.evaluation.ledger import Period, trials_for
-from trading_rl.evaluation.regimes import RegimeValidationParams, label_regimes
-from trading_rl.evaluation.tearsheet_section import TearsheetSection
+from trading_rl.envs import periods_per_year_by_symbol
+from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.ledger.ledger import Period, trials_for
+from trading_rl.evaluation.metrics.attribution import env_cost_rate
+from trading_rl.evaluation.reporting import plots
+from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection
+from trading_rl.evaluation.validation.folds import stitch_out_of_sample, summarise
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams, label_regimes
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import (
@@ -31,6 +31,7 @@ from trading_rl.phases.walk_forward import (
 from trading_rl.pipelines.tearsheet import TearsheetInput
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
+from trading_rl.training.params import SacIcmParams
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The evolution-strategy baseline."""

@@ -1,0 +1,1 @@
+"""N SB3 SAC(+ICM) agents updated as one batched population."""

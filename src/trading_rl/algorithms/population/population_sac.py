@@ -1,0 +1,634 @@
+"""A population of independent SB3 SAC agents updated in one batched computation per gradient step.
+
+Walk-forward validation trains folds × seeds × configurations of small SAC agents. Each SB3 run is
+bound by its gradient steps, and a step of a [64, 64] network on a batch of 64 is a few hundred tiny
+kernels whose cost is Python and dispatch overhead, not arithmetic. Here N agents share those
+kernels: their parameters are stacked along a leading member axis (``torch.func.stack_module_state``)
+and every network call is ``torch.func.vmap`` over ``torch.func.functional_call`` of the member's own
+SB3 module, so the forward code is SB3's; only the SAC update is written here.
+
+What stays per member, exactly as in SB3: the env and its episode loop (``collect_rollouts``), the
+replay buffer, the reward scale, the entropy coefficient and target entropy, ``learning_rate`` (and
+its schedule), ``gamma``, ``tau``, ``target_update_interval`` and the three Adam states. Each member's
+update is SB3's ``SAC.train`` step (same order: entropy-coefficient loss and step, then the critic,
+then the actor on the updated critic, then Polyak) — ``tests/algorithms/test_population_sac.py``
+checks parameters against ``SAC.train`` on fixed batches. The batched Adam is elementwise with a
+per-member learning rate and step count, which is what N independent ``torch.optim.Adam`` are.
+
+Curiosity (``SACWithICM``'s ICM) is batched the same way: the curious members' ICMs are stacked, one
+``vmap`` computes every member's forward error and inverse loss, one clipped AdamW step (per-member
+norm, learning rate and weight decay) updates them all, and the moving statistics behind the
+intrinsic reward and its mixing (``normalised_surprise``, ``mix_curiosity``) are the members' own, one
+entry per member; the test holds it to each member's own ``SACWithICM.train``.
+
+The members *are* ordinary SB3 models: while a ``PopulationSAC`` lives, every member's parameter (and
+ICM statistic) is a view into the stacked tensor, so ``predict``, rollouts and ``save`` see the
+current weights; after ``release()`` each member owns its weights and optimiser states again and saves
+as a normal SB3 zip.
+
+Not batched: env steps and action selection (one ``collect_rollouts`` step per member). Not supported
+(refused with a message): gSDE, auxiliary heads, batch-norm buffers, episode-based ``train_freq``, and
+members that differ in batch size, gradient steps, train frequency, learning starts, step count,
+device, network shapes or ICM shapes and ``icm.train_freq`` cycle (they cannot share one batched
+step; ``population_groups`` splits members into populations that can).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch as th
+from stable_baselines3 import SAC
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.type_aliases import ReplayBufferSamples, TrainFreq, TrainFrequencyUnit
+from stable_baselines3.sac.policies import Actor
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+from torch.nn import functional as F
+
+from trading_rl.algorithms.sac_icm.icm import (
+    IntrinsicCuriosityModule,
+    MovingAverage,
+    curiosity_loss,
+    normalised_surprise,
+)
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM, mix_curiosity
+from trading_rl.training.sb3_logging import quiet_logging_for_setup
+
+# SB3's squashed Gaussian (stable_baselines3.common.distributions.SquashedDiagGaussianDistribution).
+_SQUASH_EPSILON = 1e-6
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+class PopulationError(ValueError):
+    """The members cannot be trained as one population; the message names the setting."""
+
+
+class _ActorHead(nn.Module):
+    """SB3's actor up to the Gaussian's parameters (features, latent net, mean, clamped log-std)."""
+
+    def __init__(self, actor: Actor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        mean, log_std, _ = self.actor.get_action_dist_params(obs)
+        return mean, log_std
+
+
+def squashed_gaussian_sample(mean: th.Tensor, log_std: th.Tensor, noise: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    """``tanh(mean + noise·std)`` and its log-probability ``[batch, 1]``, as SB3 computes them (torch's
+    ``Normal.rsample``/``log_prob`` formulas, then the tanh correction with SB3's epsilon)."""
+    std = th.ones_like(mean) * log_std.exp()
+    gaussian = mean + noise * std
+    action = th.tanh(gaussian)
+    log_prob = (-((gaussian - mean) ** 2) / (2 * std**2) - std.log() - _LOG_SQRT_2PI).sum(dim=-1)
+    log_prob = log_prob - th.log(1 - action**2 + _SQUASH_EPSILON).sum(dim=-1)
+    return action, log_prob.reshape(-1, 1)
+
+
+@dataclass
+class _AdamGroup:
+    """Stacked leaves ``[N, ...]`` of one SB3 optimiser per member, their Adam moments and per-member
+    step counts, and the members' own tensors (views into the stack while bound)."""
+
+    params: list[th.Tensor]
+    member_tensors: Sequence[Sequence[th.Tensor]]  # [parameter][member]
+    optimizers: list[th.optim.Optimizer]
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: np.ndarray  # per member, decoupled (AdamW); zeros for SB3's Adam
+    exp_avg: list[th.Tensor] = field(default_factory=list)
+    exp_avg_sq: list[th.Tensor] = field(default_factory=list)
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    names: list[str] = field(default_factory=list)
+
+    @classmethod
+    def stack(cls, stacked: list[th.Tensor], member_tensors: Sequence[Sequence[th.Tensor]], optimizers, what: str):
+        group = optimizers[0].param_groups[0]
+        for i, optimizer in enumerate(optimizers):
+            settings = optimizer.param_groups[0]
+            if not isinstance(optimizer, th.optim.Adam) or settings.get("amsgrad") or settings.get("maximize"):
+                raise PopulationError(f"member {i}'s {what} optimiser must be Adam or AdamW (no amsgrad or maximize)")
+            decoupled = settings.get("decoupled_weight_decay", False)
+            if settings["weight_decay"] and not decoupled:
+                raise PopulationError(f"member {i}'s {what} Adam has coupled weight decay (population: none)")
+            if (settings["betas"], settings["eps"], decoupled) != (
+                group["betas"],
+                group["eps"],
+                group.get("decoupled_weight_decay", False),
+            ):
+                raise PopulationError(
+                    f"member {i}'s {what} optimiser differs from member 0's (betas, eps, Adam/AdamW); "
+                    "the population needs one Adam configuration"
+                )
+        weight_decay = np.array([float(o.param_groups[0]["weight_decay"]) for o in optimizers], dtype=np.float64)
+        adam = cls(stacked, member_tensors, list(optimizers), tuple(group["betas"]), float(group["eps"]), weight_decay)
+        steps = []
+        for i, optimizer in enumerate(optimizers):
+            states = [optimizer.state.get(tensors[i], {}) for tensors in member_tensors]
+            steps.append(int(states[0]["step"]) if states[0] else 0)
+        for index, param in enumerate(stacked):
+            moments = [optimizers[i].state.get(member_tensors[index][i], {}) for i in range(len(optimizers))]
+            adam.exp_avg.append(th.stack([m["exp_avg"] if m else th.zeros_like(param[0]) for m in moments]))
+            adam.exp_avg_sq.append(th.stack([m["exp_avg_sq"] if m else th.zeros_like(param[0]) for m in moments]))
+        adam.steps = np.asarray(steps, dtype=np.int64)
+        adam.bind()
+        return adam
+
+    def bind(self) -> None:
+        """Make every member tensor a view of its row of the stack (in-place updates reach it)."""
+        for stacked, tensors in zip(self.params, self.member_tensors):
+            for i, tensor in enumerate(tensors):
+                tensor.data = stacked.detach()[i]
+
+    def release(self) -> None:
+        """Members own their weights again, with their Adam moments and step in their optimisers."""
+        for index, tensors in enumerate(self.member_tensors):
+            for i, tensor in enumerate(tensors):
+                tensor.data = tensor.data.clone()
+                settings = self.optimizers[i].param_groups[0]
+                # torch keeps the step on the parameter's device for fused/capturable Adam, else on CPU.
+                on_device = settings.get("fused") or settings.get("capturable")
+                self.optimizers[i].state[tensor] = {
+                    "step": th.tensor(float(self.steps[i]), device=tensor.device if on_device else None),
+                    "exp_avg": self.exp_avg[index][i].clone(),
+                    "exp_avg_sq": self.exp_avg_sq[index][i].clone(),
+                }
+
+    @th.no_grad()
+    def step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
+        """One ``torch.optim.Adam`` (or ``AdamW``) step per member (single-tensor algorithm), member
+        ``i`` with ``learning_rates[i]``."""
+        beta1, beta2 = self.betas
+        self.steps += 1
+        bias_correction1 = 1 - beta1 ** self.steps.astype(np.float64)
+        bias_correction2_sqrt = np.sqrt(1 - beta2 ** self.steps.astype(np.float64))
+        device, dtype = self.params[0].device, self.params[0].dtype
+        step_size = th.as_tensor(learning_rates / bias_correction1, device=device, dtype=dtype)
+        denom_scale = th.as_tensor(bias_correction2_sqrt, device=device, dtype=dtype)
+        decay = th.as_tensor(1 - learning_rates * self.weight_decay, device=device, dtype=dtype)
+        for param, grad, exp_avg, exp_avg_sq in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
+            shape = (-1,) + (1,) * (param.dim() - 1)
+            if self.weight_decay.any():
+                param.mul_(decay.view(shape))
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (exp_avg_sq.sqrt() / denom_scale.view(shape)).add_(self.eps)
+            param.sub_(step_size.view(shape) * (exp_avg / denom))
+
+
+def _stacked_average(averages: Sequence[MovingAverage], device: th.device) -> MovingAverage:
+    """One moving average per member, stacked; each member's buffers become views of its entry."""
+    stacked = MovingAverage(th.tensor([a.decay for a in averages], dtype=th.float64, device=device))
+    for name in ("average", "weight"):
+        rows = th.stack([getattr(a, name).detach() for a in averages])
+        setattr(stacked, name, rows)
+        for i, average in enumerate(averages):
+            getattr(average, name).data = rows[i]
+    return stacked
+
+
+def _curiosity_key(member: SAC) -> tuple | None:
+    """What the members' ICMs must share to run as one batched computation (``None``: no ICM)."""
+    icm = getattr(member, "icm", None)
+    if icm is None:
+        return None
+    assert isinstance(member, SACWithICM)
+    train_freq = icm.config.train_freq
+    shapes = tuple(tuple(p.shape) for p in icm.parameters())
+    return shapes, train_freq, member.icm_batches % train_freq
+
+
+class _PopulationCuriosity:
+    """The members' ICMs as one computation: ``SACWithICM.curious_batch`` for every curious member
+    at once (their stacked weights through ``vmap(functional_call)``, one AdamW step for all, per-member
+    moving statistics and settings). ``members``: the population's members that have an ICM."""
+
+    def __init__(self, members: Sequence[SACWithICM], device: th.device) -> None:
+        self.members = list(members)
+        icms: list[IntrinsicCuriosityModule] = []
+        for member in self.members:
+            assert member.icm is not None, "only members with an ICM are curious"
+            icms.append(member.icm)
+        self._icms = icms
+        self._template = icms[0]  # functional_call runs its forward on each member's weights
+        stacked, _ = stack_module_state(icms)
+        names = list(stacked)
+        member_tensors = [[icm.get_parameter(name) for icm in icms] for name in names]
+        self.weights = _AdamGroup.stack(
+            [stacked[name] for name in names], member_tensors, [icm.optimizer for icm in icms], "ICM"
+        )
+        self.weights.names = names
+        self.median = _stacked_average([icm.intrinsic_median for icm in icms], device)
+        self.spread = _stacked_average([icm.intrinsic_spread for icm in icms], device)
+        self.extrinsic_scale = _stacked_average([icm.extrinsic_scale for icm in icms], device)
+
+        def column(values: Sequence[float], dtype=th.float32) -> th.Tensor:
+            return th.tensor(values, dtype=dtype, device=device)
+
+        configs = [icm.config for icm in icms]
+        self._eta = column([c.eta for c in configs])[:, None]
+        self._beta = column([c.beta for c in configs])
+        self._grad_clip = column([c.grad_clip for c in configs])
+        self._reward_clip = column([c.reward_clip for c in configs], th.float64)[:, None]
+        self._match = th.tensor([c.match_extrinsic_scale for c in configs], device=device)
+        self._train_freq = configs[0].train_freq
+        self._learning_rates = np.array([icm.optimizer.param_groups[0]["lr"] for icm in icms], dtype=np.float64)
+        self._extrinsic_weight = column([m.extrinsic_weight for m in self.members])[:, None, None]
+        self._intrinsic_weight = column([m.intrinsic_weight for m in self.members])[:, None, None]
+        self._warmup = np.array([m.icm_warmup_steps for m in self.members])
+        self._call = vmap(self._call_icm)
+
+    def _call_icm(self, params: dict[str, th.Tensor], observations, actions, next_observations):
+        return functional_call(self._template, params, (observations, actions, next_observations))
+
+    def learner_rewards(self, batch: ReplayBufferSamples) -> th.Tensor:
+        """The members' learner rewards ``[M, batch, 1]`` from their stacked batches (rewards already
+        scaled), after one ICM update each when ``icm.train_freq`` says so, as ``curious_batch``."""
+        update = self.members[0].icm_batches % self._train_freq == 0
+        params = dict(zip(self.weights.names, self.weights.params))
+        with th.set_grad_enabled(update):
+            error, inverse_loss = self._call(params, batch.observations, batch.actions, batch.next_observations)
+        if update:
+            forward_loss = error.mean(dim=1)
+            total = curiosity_loss(forward_loss, inverse_loss, self._beta)
+            self._optimise(forward_loss, inverse_loss, total)
+        raw = self._eta * error.detach()
+        intrinsic = normalised_surprise(raw, self.median, self.spread, self._reward_clip, True)
+        mixed, stats = mix_curiosity(
+            batch.rewards,
+            intrinsic,
+            self.extrinsic_scale,
+            self._match,
+            self._extrinsic_weight,
+            self._intrinsic_weight,
+        )
+        warm = np.array([m.num_timesteps for m in self.members]) >= self._warmup
+        values = dict(zip(stats, th.stack(list(stats.values())).tolist()))
+        for i, member in enumerate(self.members):
+            member.icm_batches += 1
+            member._accumulate(
+                {name: column[i] for name, column in values.items() if warm[i] or name != "icm/effective_share"}
+            )
+        warm_rows = th.as_tensor(warm, device=mixed.device)[:, None, None]
+        return th.where(warm_rows, mixed, batch.rewards)
+
+    def _optimise(self, forward_loss: th.Tensor, inverse_loss: th.Tensor, total: th.Tensor) -> None:
+        """``IntrinsicCuriosityModule._optimise`` per member: a non-finite loss stops training (the
+        member's divergence guard names it), else one step of clipped AdamW."""
+        losses = {"forward_loss": forward_loss, "inverse_loss": inverse_loss, "total_loss": total}
+        values = th.stack([loss.detach() for loss in losses.values()]).tolist()  # [3][M]
+        for i, member in enumerate(self.members):
+            member_losses = {name: column[i] for name, column in zip(losses, values)}
+            member._raise_if_diverged({f"icm_{name}": value for name, value in member_losses.items()})
+            member._accumulate({f"icm/{name}": value for name, value in member_losses.items()})
+        grads = th.autograd.grad(total.sum(), self.weights.params)
+        # clip_grad_norm_ per member: the 2-norm over all of its ICM gradients.
+        norms = th.stack([grad.flatten(1).norm(dim=1) for grad in grads]).norm(dim=0)
+        clip = (self._grad_clip / (norms + 1e-6)).clamp(max=1.0)
+        grads = tuple(grad * clip.view((-1,) + (1,) * (grad.dim() - 1)) for grad in grads)
+        self.weights.step(grads, self._learning_rates)
+
+    def release(self) -> None:
+        self.weights.release()
+        for icm in self._icms:
+            for average in (icm.intrinsic_median, icm.intrinsic_spread, icm.extrinsic_scale):
+                for buffer in (average.average, average.weight):
+                    buffer.data = buffer.data.clone()
+
+
+# What every member of one population must share: they take their gradient steps in lockstep, on
+# batches of one size, through networks of one shape.
+_LOCKSTEP_SETTINGS = ("batch_size", "gradient_steps", "train_freq", "learning_starts", "num_timesteps", "device")
+
+
+def _network_shapes(member: SAC, what: str) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(p.shape) for p in getattr(member, what).parameters())
+
+
+def population_key(member: SAC) -> tuple:
+    """What SAC members of one population share: the lockstep settings, whether the entropy
+    coefficient is learned, and the network shapes (their ICMs, if any: ``population_groups``)."""
+    return (
+        tuple(str(getattr(member, name)) for name in _LOCKSTEP_SETTINGS),
+        member.ent_coef_optimizer is not None,
+        _network_shapes(member, "actor"),
+        _network_shapes(member, "critic"),
+    )
+
+
+def population_groups(members: Sequence[SAC]) -> list[list[int]]:
+    """``members``' indices split into the fewest populations ``PopulationSAC`` accepts: one per
+    ``population_key``, split further by ICM shape and ``icm.train_freq`` cycle; members without an
+    ICM join their key's first curious group (the population trains mixed groups)."""
+    by_key: dict[tuple, dict[tuple | None, list[int]]] = {}
+    for i, member in enumerate(members):
+        by_key.setdefault(population_key(member), {}).setdefault(_curiosity_key(member), []).append(i)
+    groups = []
+    for by_curiosity in by_key.values():
+        plain = by_curiosity.pop(None, [])
+        curious = list(by_curiosity.values()) or [[]]
+        curious[0] = sorted(curious[0] + plain)
+        groups += curious
+    return groups
+
+
+def _check_members(members: Sequence[SAC]) -> None:
+    if not members:
+        raise PopulationError("a population needs at least one member")
+    for i, member in enumerate(members):
+        if not isinstance(member, SAC):
+            raise PopulationError(f"member {i} is a {type(member).__name__}, not an SB3 SAC")
+        if member.use_sde:
+            raise PopulationError(
+                f"member {i} uses gSDE (use_sde=True), which the population update does not implement"
+            )
+        if getattr(member, "auxiliary", None) is not None:
+            raise PopulationError(
+                f"member {i} has auxiliary heads (sac_icm.agent.auxiliary.enabled: true), which the population "
+                "does not train; switch them off or use runtime.engine: sequential or ray"
+            )
+        if list(member.critic.buffers()) or list(member.actor.buffers()):
+            raise PopulationError(
+                f"member {i}'s networks have buffers (batch norm), which the population does not track"
+            )
+        if not isinstance(member.train_freq, TrainFreq) or member.train_freq.unit != TrainFrequencyUnit.STEP:
+            raise PopulationError(f"member {i} has an episode-based train_freq; the population steps in env steps")
+    for name in _LOCKSTEP_SETTINGS:
+        values = [getattr(member, name) for member in members]
+        if any(value != values[0] for value in values):
+            raise PopulationError(
+                f"members differ in '{name}' ({values}); a population trains in lockstep and needs one value"
+            )
+    curiosity = {_curiosity_key(member) for member in members} - {None}
+    if len(curiosity) > 1:
+        raise PopulationError(
+            "the members' ICMs differ in network shape (icm.feature_dim, icm.hidden_dim), icm.train_freq or "
+            "their position in its cycle; their curiosity steps cannot run as one"
+        )
+    auto = [member.ent_coef_optimizer is not None for member in members]
+    if any(flag != auto[0] for flag in auto):
+        raise PopulationError(f"members mix a learned and a fixed ent_coef ({auto}); use one kind per population")
+    for what in ("actor", "critic"):
+        shapes = [_network_shapes(m, what) for m in members]
+        if any(shape != shapes[0] for shape in shapes):
+            raise PopulationError(
+                f"members' {what} networks differ in shape (policy.net_arch); stack equal networks only"
+            )
+
+
+def _quiet_setup(member: SAC, total_timesteps: int, reset_num_timesteps: bool) -> tuple[int, BaseCallback]:
+    """SB3's ``_setup_learn`` for one member with a ``quiet_logger`` (``training.sb3_logging``), as
+    ``SACWithICM`` does for itself: plain SB3 members would each leave an empty tempdir/SB3-<time>
+    folder per ``learn``."""
+    with quiet_logging_for_setup(member):
+        return member._setup_learn(total_timesteps, None, reset_num_timesteps, "run", False)
+
+
+class PopulationSAC:
+    """N SB3 SAC (or ``SACWithICM``) models trained together: ``learn`` steps every member's env once
+    per env step and runs their gradient steps as one batched update. Call ``release()`` when done
+    (before saving or training a member on its own)."""
+
+    def __init__(self, members: Sequence[SAC]) -> None:
+        _check_members(members)
+        self.members = list(members)
+        self.device = members[0].device
+        heads = [_ActorHead(member.actor) for member in self.members]
+        self._actor_template = heads[0]
+        self._critic_template = self.members[0].critic
+        self.actor = self._stack_modules(heads, [m.actor.optimizer for m in self.members], "actor")
+        self.critic = self._stack_modules(
+            [m.critic for m in self.members], [m.critic.optimizer for m in self.members], "critic"
+        )
+        target_params, _ = stack_module_state([m.critic_target for m in self.members])
+        self._target_names = list(target_params)
+        self.critic_target = [target_params[name].detach() for name in self._target_names]
+        for name, stacked in zip(self._target_names, self.critic_target):
+            for i, member in enumerate(self.members):
+                member.critic_target.get_parameter(name).data = stacked[i]
+        self.entropy: _AdamGroup | None = None
+        if self.members[0].ent_coef_optimizer is not None:
+            member_log_ent_coefs = [m.log_ent_coef for m in self.members if m.log_ent_coef is not None]
+            log_ent_coef = th.stack([t.detach() for t in member_log_ent_coefs]).requires_grad_(True)
+            self.entropy = _AdamGroup.stack(
+                [log_ent_coef],
+                [member_log_ent_coefs],
+                [m.ent_coef_optimizer for m in self.members],
+                "entropy-coefficient",
+            )
+            self._fixed_ent_coef: th.Tensor | None = None
+        else:
+            self._fixed_ent_coef = th.stack([m.ent_coef_tensor.reshape(1) for m in self.members])
+        self._target_entropy = th.tensor(
+            [[float(m.target_entropy)] for m in self.members], device=self.device, dtype=th.float32
+        )
+        self._tau = np.array([m.tau for m in self.members], dtype=np.float64)
+        self._gamma = th.tensor([[[m.gamma]] for m in self.members], device=self.device, dtype=th.float32)
+        curious = [i for i, member in enumerate(self.members) if getattr(member, "icm", None) is not None]
+        self._curious_rows = th.tensor(curious, device=self.device)
+        self._curiosity = (
+            _PopulationCuriosity([self.members[i] for i in curious], self.device)  # type: ignore[misc]
+            if curious
+            else None
+        )
+        self._actor_call = vmap(self._call_actor)
+        self._critic_call = vmap(self._call_critic)
+        self._released = False
+
+    def _stack_modules(
+        self, modules: Sequence[nn.Module], optimizers: list[th.optim.Optimizer], what: str
+    ) -> _AdamGroup:
+        stacked, _ = stack_module_state(modules)
+        names = list(stacked)
+        member_tensors = [[module.get_parameter(name) for module in modules] for name in names]
+        group = _AdamGroup.stack([stacked[name] for name in names], member_tensors, optimizers, what)
+        group.names = names
+        return group
+
+    # ------------------------------------------------------------------ batched network calls
+
+    def _call_actor(self, params: dict[str, th.Tensor], obs: th.Tensor, noise: th.Tensor):
+        mean, log_std = functional_call(self._actor_template, params, (obs,))
+        return squashed_gaussian_sample(mean, log_std, noise)
+
+    def _call_critic(self, params: dict[str, th.Tensor], obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        """The member's critics' Q-values side by side, ``[batch, n_critics]``."""
+        return th.cat(functional_call(self._critic_template, params, (obs, actions)), dim=1)
+
+    def _params(self, group: _AdamGroup) -> dict[str, th.Tensor]:
+        return dict(zip(group.names, group.params))
+
+    def _standard_normal(self, shape: tuple[int, ...]) -> th.Tensor:
+        """The reparameterisation noise (torch's global RNG, as SB3 draws it)."""
+        return th.randn(shape, device=self.device)
+
+    # ------------------------------------------------------------------ training
+
+    def _sample(self, batch_size: int) -> ReplayBufferSamples:
+        """One learner batch per member from its own buffer (what ``SACWithICM.learner_batch`` gives:
+        reward scale, then curiosity), stacked along the member axis."""
+        batches = []
+        for member in self.members:
+            assert member.replay_buffer is not None, "a member without a replay buffer"
+            batch = member.replay_buffer.sample(batch_size, env=member._vec_normalize_env)
+            # The reward scale per member; curiosity below, for every curious member at once.
+            batches.append(member.scaled_batch(batch) if isinstance(member, SACWithICM) else batch)
+        discounts = [b.discounts for b in batches if b.discounts is not None]
+        stacked = ReplayBufferSamples(
+            observations=th.stack([b.observations for b in batches]),
+            actions=th.stack([b.actions for b in batches]),
+            next_observations=th.stack([b.next_observations for b in batches]),
+            dones=th.stack([b.dones for b in batches]),
+            rewards=th.stack([b.rewards for b in batches]),
+            discounts=th.stack(discounts) if len(discounts) == len(batches) else None,
+        )
+        if self._curiosity is None:
+            return stacked
+        if len(self._curious_rows) == len(self.members):
+            return stacked._replace(rewards=self._curiosity.learner_rewards(stacked))
+        rows = self._curious_rows
+        curious = stacked._replace(
+            observations=stacked.observations[rows],
+            actions=stacked.actions[rows],
+            next_observations=stacked.next_observations[rows],
+            rewards=stacked.rewards[rows],
+        )
+        rewards = stacked.rewards.clone()
+        rewards[rows] = self._curiosity.learner_rewards(curious)
+        return stacked._replace(rewards=rewards)
+
+    def _learning_rates(self) -> np.ndarray:
+        return np.array([m.lr_schedule(m._current_progress_remaining) for m in self.members], dtype=np.float64)
+
+    def gradient_step(self, batch: ReplayBufferSamples, learning_rates: np.ndarray, polyak: np.ndarray) -> th.Tensor:
+        """Every member's SB3 SAC update on its row of ``batch``; returns losses ``[4, N]`` (actor,
+        critic, entropy-coefficient loss or NaN, entropy coefficient). ``polyak[i]``: whether member
+        ``i`` updates its target critic this step."""
+        n = len(self.members)
+        action_shape = batch.actions.shape
+        actor_params = self._params(self.actor)
+        actions_pi, log_prob = self._actor_call(actor_params, batch.observations, self._standard_normal(action_shape))
+
+        if self.entropy is not None:
+            log_ent_coef = self.entropy.params[0]  # [N, 1]
+            ent_coef = th.exp(log_ent_coef.detach())
+            ent_coef_loss = -(log_ent_coef[:, None, :] * (log_prob + self._target_entropy[:, None, :]).detach()).mean(
+                dim=(1, 2)
+            )
+            (grad,) = th.autograd.grad(ent_coef_loss.sum(), [log_ent_coef])
+            self.entropy.step([grad], learning_rates)
+        else:
+            assert self._fixed_ent_coef is not None
+            ent_coef = self._fixed_ent_coef
+            ent_coef_loss = th.full((n,), float("nan"), device=self.device)
+        ent_coef = ent_coef[:, None, :]  # [N, 1, 1]
+
+        with th.no_grad():
+            next_actions, next_log_prob = self._actor_call(
+                actor_params, batch.next_observations, self._standard_normal(action_shape)
+            )
+            target_params = dict(zip(self._target_names, self.critic_target))
+            next_q = self._critic_call(target_params, batch.next_observations, next_actions)
+            next_q = th.min(next_q, dim=-1, keepdim=True)[0] - ent_coef * next_log_prob
+            discounts = batch.discounts if batch.discounts is not None else self._gamma
+            target_q = batch.rewards + (1 - batch.dones) * discounts * next_q
+
+        critic_params = self._params(self.critic)
+        current_q = self._critic_call(critic_params, batch.observations, batch.actions)  # [N, B, n_critics]
+        critic_loss = 0.5 * th.stack(
+            [
+                F.mse_loss(current_q[..., j : j + 1], target_q, reduction="none").mean(dim=(1, 2))
+                for j in range(current_q.shape[-1])
+            ]
+        ).sum(dim=0)
+        grads = th.autograd.grad(critic_loss.sum(), self.critic.params)
+        self.critic.step(grads, learning_rates)
+
+        q_pi = self._critic_call(critic_params, batch.observations, actions_pi)
+        min_q_pi = th.min(q_pi, dim=-1, keepdim=True)[0]
+        actor_loss = (ent_coef * log_prob - min_q_pi).mean(dim=(1, 2))
+        grads = th.autograd.grad(actor_loss.sum(), self.actor.params)
+        self.actor.step(grads, learning_rates)
+
+        if polyak.any():
+            tau = th.as_tensor(np.where(polyak, self._tau, 0.0), device=self.device, dtype=th.float32)
+            with th.no_grad():
+                for param, target in zip(self.critic.params, self.critic_target):
+                    shape = (-1,) + (1,) * (param.dim() - 1)
+                    target.mul_(1 - tau.view(shape))
+                    target.add_(param.detach() * tau.view(shape))
+        return th.stack([actor_loss.detach(), critic_loss.detach(), ent_coef_loss.detach(), ent_coef.reshape(n)])
+
+    def train(self, gradient_steps: int, batch_size: int) -> None:
+        """SB3's ``SAC.train(gradient_steps, batch_size)`` for every member at once."""
+        if self._released:
+            raise RuntimeError("this population was released; build a new PopulationSAC to train its members again")
+        learning_rates = self._learning_rates()
+        intervals = np.array([m.target_update_interval for m in self.members])
+        losses = []
+        for gradient_step in range(gradient_steps):
+            batch = self._sample(batch_size)
+            losses.append(self.gradient_step(batch, learning_rates, polyak=gradient_step % intervals == 0))
+        means = th.stack(losses).mean(dim=0).tolist()  # [4][N]
+        for i, member in enumerate(self.members):
+            member._n_updates += gradient_steps
+            stats = {"actor_loss": means[0][i], "critic_loss": means[1][i], "ent_coef": means[3][i]}
+            if self.entropy is not None:
+                stats["ent_coef_loss"] = means[2][i]
+            for key, value in stats.items():
+                member.logger.record(f"train/{key}", value)
+            if isinstance(member, SACWithICM):  # its divergence guard and training statistics
+                member._raise_if_diverged(stats)
+                member._accumulate({f"train/{key}": value for key, value in stats.items()})
+
+    def learn(self, total_timesteps: int, reset_num_timesteps: bool = True, log_interval: int = 4) -> PopulationSAC:
+        """SB3's ``learn`` for every member in lockstep: one env step each (their own
+        ``collect_rollouts``), then one batched ``train`` once past ``learning_starts``."""
+        lead = self.members[0]
+        setups = [_quiet_setup(m, total_timesteps, reset_num_timesteps) for m in self.members]
+        total = setups[0][0]
+        callbacks = [callback for _, callback in setups]
+        for callback in callbacks:
+            callback.on_training_start(locals(), globals())
+        while lead.num_timesteps < total:
+            rollouts = [
+                member.collect_rollouts(
+                    member.env,  # type: ignore[arg-type]
+                    train_freq=member.train_freq,  # type: ignore[arg-type]
+                    action_noise=member.action_noise,
+                    callback=callback,
+                    learning_starts=member.learning_starts,
+                    replay_buffer=member.replay_buffer,  # type: ignore[arg-type]
+                    log_interval=log_interval,
+                )
+                for member, callback in zip(self.members, callbacks)
+            ]
+            if not all(rollout.continue_training for rollout in rollouts):
+                break
+            if lead.num_timesteps > 0 and lead.num_timesteps > lead.learning_starts:
+                gradient_steps = lead.gradient_steps if lead.gradient_steps >= 0 else rollouts[0].episode_timesteps
+                if gradient_steps > 0:
+                    self.train(gradient_steps, lead.batch_size)
+        for callback in callbacks:
+            callback.on_training_end()
+        return self
+
+    def release(self) -> list[SAC]:
+        """Hand the members back as independent SB3 models (own weights and Adam states)."""
+        if not self._released:
+            groups = [self.actor, self.critic] + ([self.entropy] if self.entropy is not None else [])
+            for group in groups:
+                group.release()
+            if self._curiosity is not None:
+                self._curiosity.release()
+            for name in self._target_names:
+                for member in self.members:
+                    tensor = member.critic_target.get_parameter(name)
+                    tensor.data = tensor.data.clone()
+            self._released = True
+        return self.members

@@ -1,0 +1,1 @@
+"""V-trace targets and the IMPALA-style actor-learner that uses them."""

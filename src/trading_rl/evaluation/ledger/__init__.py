@@ -1,0 +1,1 @@
+"""The trial ledger and the one spending of the test split (final evaluation)."""

@@ -1,0 +1,1 @@
+"""Validation across folds and market regimes, and the gates a run must pass."""
