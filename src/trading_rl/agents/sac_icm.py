@@ -36,6 +36,7 @@ from trading_rl.agents.icm import ICMConfig, IntrinsicCuriosityModule, MovingAve
 from trading_rl.agents.sb3_logging import quiet_logging_for_setup
 from trading_rl.agents.training_env import wrap_training_env
 from trading_rl.config import Section, layer_widths_problem, require_not_above, setting
+from trading_rl.evaluation.metrics import metric_keys
 from trading_rl.monitoring.collapse import CollapseThresholds
 
 PARAMS_PREFIX = "sac_icm"
@@ -62,6 +63,11 @@ def entropy_coefficient_problem(value: str | float) -> str | None:
             return expected
         return None if math.isfinite(initial) and initial > 0 else expected
     return None if value > 0 else expected
+
+
+def _best_metric_problem(value: str) -> str | None:
+    """``training.best_metric``: a key of the evaluation's metrics (``compute_metrics``)."""
+    return None if value in metric_keys() else f"one of {list(metric_keys())}"
 
 
 # The sections of ``sac_icm.agent`` (docs/pipelines.md, "sac_icm"). conf/base states
@@ -115,7 +121,8 @@ class TrainingParams(Section):
     # parameters (trading_rl.agents.resume).
     resume: str = setting("auto", choices=("auto", "force"), runtime=True)
     log_interval: int = setting(10, interval="[1, inf)", runtime=True)
-    best_metric: str = "sharpe"
+    # The evaluation metric that picks the best model (higher is better): a key of compute_metrics.
+    best_metric: str = setting("sharpe", check=_best_metric_problem)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from trading_rl.agents.sac_icm import AgentParams
 from trading_rl.algorithms.actor_learner import VTraceLearnerParams
 from trading_rl.algorithms.es import EsParams
@@ -18,6 +20,17 @@ from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.walk_forward.trainers import AGENT_TRAINERS
 
 PARAMS_PREFIX = "walk_forward"
+
+
+def _data_end_problem(data_end: str) -> str | None:
+    """``walk_forward.data_end``: what ``evaluation.folds.development_prices`` accepts."""
+    if data_end in ("train", "validation", "all"):
+        return None
+    try:
+        pd.Timestamp(data_end)
+    except (TypeError, ValueError):
+        return "'train', 'validation', 'all' or a date"
+    return None
 
 
 def _agents_problem(agents: list[str]) -> str | None:
@@ -33,7 +46,7 @@ class WalkForwardParams(Section):
     checks it). ``vtrace`` and ``es`` configure those agents when ``agents`` lists them."""
 
     symbols: list[str] | None = None
-    data_end: str | None = "validation"
+    data_end: str | None = setting("validation", check=_data_end_problem)
     train_length: int = setting(1000, interval="[1, inf)")
     test_length: int = setting(250, interval="[1, inf)")
     step: int = setting(250, interval="[1, inf)")
