@@ -18,7 +18,7 @@ from helpers.mlflow_store import empty_store
 
 from trading_rl import settings
 from trading_rl.config import ConfigError
-from trading_rl.integration.run_states import RunStateHooks, check_config_env, check_params_once
+from trading_rl.integration.run_states import CommandLineError, RunStateHooks, check_config_env, check_params_once
 
 
 @contextlib.contextmanager
@@ -153,6 +153,16 @@ def test_one_params_option_and_other_commands_pass():
     check_params_once(["pytest", "--params", "a", "--params", "b"])
 
 
+def test_a_refused_command_line_is_a_config_error_that_click_prints_alone():
+    """Inside ``kedro run`` click prints ``Error: <message>`` and exits 1; from Python it is a ConfigError."""
+    import click
+
+    assert issubclass(CommandLineError, ConfigError) and issubclass(CommandLineError, click.ClickException)
+    with pytest.raises(CommandLineError) as raised:
+        check_params_once(["kedro", "run", "--params", "a=1", "--params", "b=2"])
+    assert str(raised.value) == raised.value.message and raised.value.exit_code == 1
+
+
 def test_an_unknown_env_is_refused_naming_the_known_ones(tmp_path):
     for env in ("base", "ci", "local"):
         (tmp_path / "conf" / env).mkdir(parents=True)
@@ -184,5 +194,8 @@ def test_kedro_run_with_an_unknown_env_ends_in_the_plain_sentence(tmp_path):
     )
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
-    assert "--env cii: there is no conf/cii folder" in last_line, result.stderr[-2000:]
+    assert last_line.startswith("Error: --env cii: there is no conf/cii folder"), result.stderr[-2000:]
+    assert "environments ['ci', 'gpu', 'local'" in last_line and "`--env ci`" in last_line, last_line
+    # the clear message alone: Kedro printed its whole traceback first
+    assert "Traceback" not in result.stderr and "ConfigError" not in result.stderr, result.stderr[-2000:]
     assert_unchanged(project, before)

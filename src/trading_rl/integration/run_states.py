@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import click
 from kedro.framework.hooks import hook_impl
 
 from trading_rl.config import ConfigError
@@ -30,12 +31,21 @@ from trading_rl.config import ConfigError
 logger = logging.getLogger(__name__)
 
 
+class CommandLineError(ConfigError, click.ClickException):
+    """A refused command line. Raised inside ``kedro run`` (a hook), click prints its message alone,
+    ``Error: <message>``, and exits with status 1; it printed Kedro's whole traceback first. Callers
+    from Python (a session in a notebook or a test) get it as the :class:`ConfigError` it also is."""
+
+    def __init__(self, message: str) -> None:
+        click.ClickException.__init__(self, message)
+
+
 def check_config_env(project_path: Path, env: str | None) -> None:
     """Refuse a ``--env`` whose ``conf/<env>`` folder does not exist, listing the ones that do."""
     if env is None or (project_path / "conf" / env).is_dir():
         return
     known = sorted(p.name for p in (project_path / "conf").iterdir() if p.is_dir() and p.name != "base")
-    raise ConfigError(
+    raise CommandLineError(
         f"--env {env}: there is no conf/{env} folder, so the run would use conf/base alone. Nothing was run. "
         f"Fix: use one of the environments {known} (e.g. `--env ci`), or create conf/{env}/."
     )
@@ -58,7 +68,7 @@ def check_params_once(argv: Sequence[str]) -> None:
         return
     values = repeated_params(argv)
     if len(values) > 1:
-        raise ConfigError(
+        raise CommandLineError(
             f"--params was given {len(values)} times ({', '.join(repr(v) for v in values)}); Kedro keeps only the "
             f"last and would drop the others silently. Nothing was run. Fix: give them in one option, "
             f'`--params "{",".join(values)}"`.'
