@@ -93,6 +93,10 @@ CASES = [
     ("sac_icm.agent.sac.ent_coef", 0.0, "'auto', 'auto_<positive number>' or a positive number"),
     ("sac_icm.agent.sac.buffer_size", "1e5", "must be an integer"),
     ("sac_icm.agent.training.total_timesteps", 0, "must be in [1, inf)"),
+    # Checked when the section is parsed, not at the first evaluation (it named 'sac_icm.training.best_metric').
+    ("sac_icm.agent.training.best_metric", "sharp", "must be one of ['total_return'"),
+    ("walk_forward.agent_overrides.training.best_metric", "sharp", "must be one of"),
+    ("walk_forward.data_end", "validaton", "'train', 'validation', 'all' or a date"),
     ("sac_icm.agent.reward_scale", 0.0, "must be in (0, inf)"),
     ("sac_icm.agent.policy.activation", "swish", "must be one of"),
     ("sac_icm.evaluation_split", "valid", "must be one of"),

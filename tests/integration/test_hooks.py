@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from types import SimpleNamespace
 
 from helpers.gates import gate_sections
@@ -154,3 +155,39 @@ def test_summary_names_agents_baselines_gates_mlflow_run_and_written_tearsheet(t
     assert "mlflow_staging" not in summary and "forward_tearsheet" not in summary
     last = caplog.records[-1]
     assert last.levelno == logging.WARNING and "sac_icm gates failed: deterministic: dominance" in last.getMessage()
+
+
+def test_a_run_summary_over_mlflows_tag_limit_arrives_whole_as_an_artifact(tmp_path):
+    """The summary was only the run's description, a tag that MLflow cut at 8,000 characters."""
+    import mlflow
+    from helpers.mlflow_store import empty_store
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    from trading_rl.integration.hooks import SUMMARY_ARTIFACT
+
+    client = mlflow.MlflowClient(empty_store(tmp_path / "mlflow.db"))
+    experiment = client.create_experiment("summary", artifact_location=(tmp_path / "artifacts").as_uri())
+    summaries = {
+        "long": "run summary\n" + "\n".join(f"| row {index:05d} | {'x' * 60} |" for index in range(400)),
+        "short": "run summary\n| one row |",
+    }
+    hooks = RunSummaryHooks()
+    for kind, summary in summaries.items():
+        run_id = client.create_run(experiment).info.run_id
+        client.set_terminated(run_id)  # the summary is written after kedro-mlflow ended the run
+        hooks._runs = {run_id: "a run"}
+        previous_uri = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(client.tracking_uri)
+        try:
+            hooks._describe_runs(summary)
+        finally:
+            mlflow.set_tracking_uri(previous_uri)
+        artifact = Path(client.download_artifacts(run_id, SUMMARY_ARTIFACT, str(tmp_path / kind)))
+        assert artifact.read_text() == summary
+        description = client.get_run(run_id).data.tags["mlflow.note.content"]
+        assert len(description) <= MAX_TAG_VAL_LENGTH
+        if kind == "long":
+            assert len(summary) > MAX_TAG_VAL_LENGTH and description.startswith("```\nrun summary\n| row 00000")
+            assert f"is the run's artifact {SUMMARY_ARTIFACT}" in description
+        else:
+            assert description == f"```\n{summary}\n```"

@@ -12,6 +12,7 @@ import torch as th
 from helpers.sac_icm_toy import ToyTradingEnv, run_training, toy_agent
 
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+from trading_rl.config import ConfigError
 from trading_rl.envs import EnvConfig
 from trading_rl.evaluation.metrics.metrics import compute_metrics
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
@@ -131,15 +132,10 @@ def test_bad_training_parameters_fail_by_name(tmp_path):
             tmp_path,
             **TOY,
         )
-    with pytest.raises(ValueError, match=r"best_metric' is 'sharp'"):
-        train_agent(
-            model,
-            ToyTradingEnv,
-            AgentParams.from_mapping(
-                {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, "sac_icm.agent"
-            ),
-            tmp_path,
-            **TOY,
+    # Refused when the section is parsed, before any training, under its real dotted key.
+    with pytest.raises(ConfigError, match=r"'sac_icm\.agent\.training\.best_metric' must be one of \[.*'sharpe'"):
+        AgentParams.from_mapping(
+            {**params, "training": {"total_timesteps": 40, "best_metric": "sharp"}}, "sac_icm.agent"
         )
 
 

@@ -129,6 +129,22 @@ class ParameterValidationHooks:
         resolve_parameters(catalog.load("parameters"), used)
 
 
+SUMMARY_ARTIFACT = "run_summary.md"
+
+
+def run_description(summary: str) -> str:
+    """The MLflow run description of ``summary``: the whole summary as a code block where it fits
+    MLflow's tag value limit, else its first lines and the name of the artifact that holds it whole."""
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    whole = f"```\n{summary}\n```"
+    if len(whole) <= MAX_TAG_VAL_LENGTH:
+        return whole
+    note = f"\n```\n(cut: the whole summary, {len(summary):,} characters, is the run's artifact {SUMMARY_ARTIFACT})"
+    head = summary[: MAX_TAG_VAL_LENGTH - len(note) - len("```\n")]
+    return f"```\n{head.rsplit(chr(10), 1)[0]}{note}"
+
+
 class RunSummaryHooks:
     """End every run with a summary (``evaluation.reporting.summary``): each phase's agent next to capped
     buy-and-hold and random, collapse verdicts, gates with failures named, the MLflow run(s) and the
@@ -189,14 +205,18 @@ class RunSummaryHooks:
             )
 
     def _describe_runs(self, summary: str) -> None:
-        """The summary as each MLflow run's description (the UI's "Description"; the run is closed
-        already, which a tag may still be set on)."""
+        """The summary, whole, as each MLflow run's artifact ``SUMMARY_ARTIFACT``, and as its
+        description (the UI's "Description"; the run is closed already, which a tag may still be set
+        on): whole where it fits MLflow's tag limit, else cut, naming the artifact (MLflow cut it at
+        8,000 characters itself, with a warning)."""
         import mlflow
         from mlflow.exceptions import MlflowException
 
         for run_id in self._runs:  # none when tracking is off: no store is opened
+            client = mlflow.MlflowClient()
             try:
-                mlflow.MlflowClient().set_tag(run_id, "mlflow.note.content", f"```\n{summary}\n```")
+                client.log_text(run_id, summary, SUMMARY_ARTIFACT)
+                client.set_tag(run_id, "mlflow.note.content", run_description(summary))
             except MlflowException as error:  # the summary is in the log already; the run goes on
                 logger.warning("MLflow run %s: summary not set as its description: %s", run_id, error)
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import click
 from kedro.framework.hooks import hook_impl
 
 from trading_rl.config import ConfigError
@@ -30,12 +31,21 @@ from trading_rl.config import ConfigError
 logger = logging.getLogger(__name__)
 
 
+class CommandLineError(ConfigError, click.ClickException):
+    """A refused command line. Raised inside ``kedro run`` (a hook), click prints its message alone,
+    ``Error: <message>``, and exits with status 1; it printed Kedro's whole traceback first. Callers
+    from Python (a session in a notebook or a test) get it as the :class:`ConfigError` it also is."""
+
+    def __init__(self, message: str) -> None:
+        click.ClickException.__init__(self, message)
+
+
 def check_config_env(project_path: Path, env: str | None) -> None:
     """Refuse a ``--env`` whose ``conf/<env>`` folder does not exist, listing the ones that do."""
     if env is None or (project_path / "conf" / env).is_dir():
         return
     known = sorted(p.name for p in (project_path / "conf").iterdir() if p.is_dir() and p.name != "base")
-    raise ConfigError(
+    raise CommandLineError(
         f"--env {env}: there is no conf/{env} folder, so the run would use conf/base alone. Nothing was run. "
         f"Fix: use one of the environments {known} (e.g. `--env ci`), or create conf/{env}/."
     )
@@ -58,18 +68,26 @@ def check_params_once(argv: Sequence[str]) -> None:
         return
     values = repeated_params(argv)
     if len(values) > 1:
-        raise ConfigError(
+        raise CommandLineError(
             f"--params was given {len(values)} times ({', '.join(repr(v) for v in values)}); Kedro keeps only the "
             f"last and would drop the others silently. Nothing was run. Fix: give them in one option, "
             f'`--params "{",".join(values)}"`.'
         )
 
 
-def end_mlflow_run_killed() -> None:
-    """End the active MLflow run ``KILLED`` (what SIGINT does before it interrupts the run)."""
+def end_mlflow_run_killed(ended_run_id: str | None = None) -> None:
+    """End the active MLflow run ``KILLED`` (what SIGINT does before it interrupts the run). With no
+    active run, ``ended_run_id`` (the pipeline's run, which kedro-mlflow's ``after_pipeline_run`` may
+    have ended ``FINISHED`` before the project's last hooks wrote the run manifest) is set ``KILLED``."""
     import mlflow
 
     run = mlflow.active_run()
+    if run is None and ended_run_id is not None:
+        client = mlflow.MlflowClient()
+        client.set_tag(ended_run_id, "trading_rl.ended_by", "SIGINT")
+        client.set_terminated(ended_run_id, status="KILLED")
+        logger.warning("interrupted: MLflow run %s ended KILLED", ended_run_id)
+        return
     if run is not None:
         mlflow.set_tag("trading_rl.ended_by", "SIGINT")
         # kedro-mlflow reopens the pipeline's run for every node (``before_node_run``, nested), so
@@ -84,15 +102,20 @@ class RunStateHooks:
     def __init__(self) -> None:
         self._previous_handler: Any = None
         self._interrupted = False
+        self._ended_run_id: str | None = None
 
     @hook_impl(tryfirst=True)
     def after_context_created(self, context) -> None:
         check_config_env(Path(context.project_path), context.env)
         check_params_once(sys.argv)
 
-    @hook_impl
+    # tryfirst: installed before kedro-mlflow's before_pipeline_run starts the MLflow run (a Ctrl-C
+    # while it started the run and logged the parameters left the run to MLflow's exit handler,
+    # which ended it FINISHED); only RunLockHooks' refusal comes first, and it starts nothing.
+    @hook_impl(tryfirst=True)
     def before_pipeline_run(self) -> None:
         self._interrupted = False
+        self._ended_run_id = None
         if threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
 
@@ -103,7 +126,7 @@ class RunStateHooks:
         if previous == signal.SIG_IGN:
             return
         self._interrupted = previous in (signal.SIG_DFL, signal.default_int_handler)
-        end_mlflow_run_killed()
+        end_mlflow_run_killed(self._ended_run_id)
         if callable(previous):
             previous(signum, frame)
         else:
@@ -124,9 +147,22 @@ class RunStateHooks:
             end_mlflow_run_killed()
             raise KeyboardInterrupt("Ctrl-C: the run was interrupted (its MLflow run ended KILLED)")
 
-    @hook_impl
-    def after_pipeline_run(self) -> None:
-        self._restore()
+    # A wrapper around every after_pipeline_run: the handler stays until the last of them (the run
+    # manifest) is done, so a Ctrl-C while they run still ends the MLflow run KILLED, even after
+    # kedro-mlflow's own after_pipeline_run has ended it.
+    @hook_impl(hookwrapper=True)
+    def after_pipeline_run(self) -> Any:
+        import mlflow
+
+        run = mlflow.active_run()
+        self._ended_run_id = run.info.run_id if run is not None else None
+        try:
+            yield
+        finally:
+            self._restore()
+            self._ended_run_id = None
+        if self._interrupted:  # a Ctrl-C that Python dropped while the hooks ran
+            raise KeyboardInterrupt("Ctrl-C: the run was interrupted (its MLflow run ended KILLED)")
 
     @hook_impl
     def on_pipeline_error(self) -> None:

@@ -219,13 +219,8 @@ class _Trainer:
         self.log_evaluation(entry)
         self.state.last_eval_step = model.num_timesteps
 
-        best_metric = self.training["best_metric"]
-        if best_metric not in metrics:
-            raise ValueError(
-                f"parameter 'sac_icm.training.best_metric' is {best_metric!r}, not an evaluation metric; "
-                f"choose one of {sorted(metrics)}"
-            )
-        score = _score(metrics[best_metric])
+        # A metric key: checked when ``sac_icm.agent.training`` was parsed (TrainingParams).
+        score = _score(metrics[self.training["best_metric"]])
         if self.best is None or score > self.state.best_score:
             self.state.best_score = score
             self.state.best_timestep = model.num_timesteps

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from torch import nn
 
 from trading_rl.config import ConfigError, Section, layer_widths_problem, require_not_above, setting
+from trading_rl.evaluation.metrics.metrics import metric_keys
 from trading_rl.evaluation.validation.regimes import RegimeParams
 from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.training.curriculum import CurriculumParams
@@ -50,6 +51,11 @@ def entropy_coefficient_problem(value: str | float) -> str | None:
 # The sections of ``sac_icm.agent`` (docs/pipelines.md, "sac_icm"). conf/base states
 # the same values (tests/test_config.py checks it). Every section is validated here, so a typo
 # anywhere fails before training starts.
+def _best_metric_problem(value: str) -> str | None:
+    """``training.best_metric``: a key of the evaluation's metrics (``compute_metrics``)."""
+    return None if value in metric_keys() else f"one of {list(metric_keys())}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class SacParams(Section):
     """SB3 SAC keyword arguments."""
@@ -136,7 +142,8 @@ class TrainingParams(Section):
     # parameters (trading_rl.training.resume).
     resume: str = setting("auto", choices=("auto", "force"), runtime=True)
     log_interval: int = setting(10, interval="[1, inf)", runtime=True)
-    best_metric: str = "sharpe"
+    # The evaluation metric that picks the best model (higher is better): a key of compute_metrics.
+    best_metric: str = setting("sharpe", check=_best_metric_problem)
 
 
 @dataclass(frozen=True, kw_only=True)

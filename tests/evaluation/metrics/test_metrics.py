@@ -207,6 +207,16 @@ def test_compute_metrics_on_a_hand_built_rollout():
     json.dumps(result)
 
 
+def test_metric_keys_are_the_keys_compute_metrics_returns():
+    """``metric_keys`` (what ``training.best_metric`` may name) is what every rollout's metrics hold."""
+    flat = pd.DataFrame(
+        {"equity": 1000.0, "return": 0.0, "position": 0.0, "trade_value": 0.0, "action_raw": 0.0}, index=range(20)
+    )
+    for rollout in (_hand_rollout(), flat):
+        assert m.metric_keys() == tuple(m.compute_metrics(rollout, periods_per_year=252, hold_threshold=0.1))
+    assert "sharpe" in m.metric_keys()
+
+
 def test_compute_metrics_turns_undefined_values_into_none():
     flat = pd.DataFrame(
         {"equity": 1000.0, "return": 0.0, "position": 0.0, "trade_value": 0.0, "action_raw": 0.0}, index=range(20)

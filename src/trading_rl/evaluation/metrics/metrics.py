@@ -18,6 +18,7 @@ ratio, as in the papers; ``sharpe_ratio(r, periods_per_year=1)`` gives it.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -324,3 +325,20 @@ def compute_metrics(rollout: pd.DataFrame, periods_per_year: float, hold_thresho
     )
     metrics.update({f"action_share_{bucket}": shares[bucket] for bucket in ACTION_BUCKETS})
     return json_ready(metrics)
+
+
+@functools.cache
+def metric_keys() -> tuple[str, ...]:
+    """The keys :func:`compute_metrics` returns, in its order: the same for every rollout, so they
+    are read off a two-step rollout here rather than listed a second time. What
+    ``sac_icm.agent.training.best_metric`` may name (checked when the section is parsed)."""
+    probe = pd.DataFrame(
+        {
+            "return": [0.01, -0.01],
+            "equity": [1.01, 0.9999],
+            "position": [1.0, 0.0],
+            "trade_value": [1.0, -1.0],
+            "action_raw": [0.5, -0.5],
+        }
+    )
+    return tuple(compute_metrics(probe, periods_per_year=252.0, hold_threshold=0.1))

@@ -22,6 +22,17 @@ from trading_rl.training.params import AgentParams, SacIcmParams
 PARAMS_PREFIX = "walk_forward"
 
 
+def _data_end_problem(data_end: str) -> str | None:
+    """``walk_forward.data_end``: what ``evaluation.folds.development_prices`` accepts."""
+    if data_end in ("train", "validation", "all"):
+        return None
+    try:
+        pd.Timestamp(data_end)
+    except (TypeError, ValueError):
+        return "'train', 'validation', 'all' or a date"
+    return None
+
+
 def _agents_problem(agents: list[str]) -> str | None:
     unknown = [name for name in agents if name not in AGENT_TRAINERS]
     if not agents or unknown or len(set(agents)) != len(agents):
@@ -35,7 +46,7 @@ class WalkForwardParams(Section):
     checks it). ``vtrace`` and ``es`` configure those agents when ``agents`` lists them."""
 
     symbols: list[str] | None = None
-    data_end: str | None = "validation"
+    data_end: str | None = setting("validation", check=_data_end_problem)
     train_length: int = setting(1000, interval="[1, inf)")
     test_length: int = setting(250, interval="[1, inf)")
     step: int = setting(250, interval="[1, inf)")
