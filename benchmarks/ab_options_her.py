@@ -39,14 +39,14 @@ def _variant_params(params: dict, options: bool, her: bool) -> dict:
 def run_one(spec, source_bytes: bytes, params: dict, name: str, seed: int) -> dict:
     import torch
 
-    from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
-    from trading_rl.phases.options_her import (
+    from trading_rl.algorithms.options_her.from_spec import (
         PARAMS_PREFIX,
         OptionsHerParams,
         evaluate_from_spec,
-        option_gates,
         train_from_spec,
     )
+    from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+    from trading_rl.phases.options_her import option_gates
 
     torch.set_num_threads(1)
     source = SACWithICM.load(io.BytesIO(source_bytes), device="cpu")

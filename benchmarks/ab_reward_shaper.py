@@ -34,7 +34,7 @@ def run_one(spec, source_bytes: bytes, params: dict, shaped: bool, seed: int) ->
     from trading_rl.evaluation.metrics.report import evaluate_policy
     from trading_rl.evaluation.metrics.rollout import policy_from_sb3
     from trading_rl.monitoring.collapse import CollapseThresholds
-    from trading_rl.phases.reward_shaper import (
+    from trading_rl.rewards.shaped_training import (
         PARAMS_PREFIX,
         RewardShaperParams,
         collect_rollouts,

@@ -85,9 +85,9 @@ def agent_parameters(params: dict) -> dict:
     """``agent_params`` for ``run_walk_forward``: the sac_icm agent section, and the hierarchical and
     shaped agents' ``{"source", "phase"}`` sections built from it and the options_her and
     reward_shaper phases."""
-    from trading_rl.phases.options_her import OptionsHerParams
-    from trading_rl.phases.reward_shaper import RewardShaperParams
+    from trading_rl.algorithms.options_her.from_spec import OptionsHerParams
     from trading_rl.phases.walk_forward import agent_section
+    from trading_rl.rewards.shaped_training import RewardShaperParams
     from trading_rl.training.params import AgentParams
 
     agent = AgentParams.from_mapping(params["sac_icm"]["agent"], "sac_icm.agent")

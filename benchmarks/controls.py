@@ -374,8 +374,8 @@ def main() -> None:
         return
 
     from trading_rl.envs import EnvConfig
-    from trading_rl.phases.population_walk_forward import PopulationExecutor
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
+    from trading_rl.phases.walk_forward.population import PopulationExecutor
     from trading_rl.provenance import git_commit
     from trading_rl.runtime.engine import SequentialExecutor
     from trading_rl.training.params import AgentParams

@@ -5,7 +5,7 @@
 Runs ``run_walk_forward`` with the default run's own work — conf/base's ``walk_forward`` section
 (its symbols, folds, seeds, agents, nets and ``agent_overrides``), features, env and ``sac_icm``
 agent, on the packaged S&P 500 and NASDAQ bars — once per engine, in this process, through
-``phases.population_walk_forward.make_executor`` (what the pipeline node calls). Only the budgets are
+``phases.walk_forward.population.make_executor`` (what the pipeline node calls). Only the budgets are
 shrunk: ``--timesteps`` from scratch and a tenth of it per fine-tune (conf/base: 20,000 and 2,000),
 so the ratio between engines is that of the full run as long as the updates dominate (past the
 300 ``learning_starts``). Ray's start-up is timed apart (once per process) and reported with it.
@@ -34,12 +34,12 @@ from learning_curve import load_parameters  # noqa: E402
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import EnvConfig  # noqa: E402
 from trading_rl.features.params import FeatureExtractionParams  # noqa: E402
-from trading_rl.phases.population_walk_forward import make_executor  # noqa: E402
 from trading_rl.phases.walk_forward import (  # noqa: E402
     WalkForwardJob,
     WalkForwardParams,
     run_walk_forward,  # noqa: E402
 )
+from trading_rl.phases.walk_forward.population import make_executor  # noqa: E402
 from trading_rl.runtime import RuntimeParams, connect_ray  # noqa: E402
 from trading_rl.training.params import AgentParams  # noqa: E402
 

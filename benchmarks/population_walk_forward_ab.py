@@ -39,8 +39,8 @@ from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import EnvConfig  # noqa: E402
 from trading_rl.features.params import FeatureExtractionParams  # noqa: E402
 from trading_rl.monitoring.collapse import trading_flags  # noqa: E402
-from trading_rl.phases.population_walk_forward import PopulationExecutor  # noqa: E402
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward  # noqa: E402
+from trading_rl.phases.walk_forward.population import PopulationExecutor  # noqa: E402
 from trading_rl.runtime import SequentialExecutor  # noqa: E402
 from trading_rl.training.params import AgentParams  # noqa: E402
 

@@ -36,7 +36,6 @@ from trading_rl.algorithms.sac_icm.icm import IntrinsicCuriosityModule  # noqa: 
 from trading_rl.data import load_prices  # noqa: E402
 from trading_rl.envs import ContinuousTradingEnv, EnvConfig  # noqa: E402
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler  # noqa: E402
-from trading_rl.phases.reward_shaper import RewardShaperParams  # noqa: E402
 from trading_rl.rewards import (  # noqa: E402
     ObjectiveParams,
     ObjectiveWeightNetwork,
@@ -46,6 +45,7 @@ from trading_rl.rewards import (  # noqa: E402
     ShapedRewardWrapper,
     context_indices,
 )
+from trading_rl.rewards.shaped_training import RewardShaperParams  # noqa: E402
 from trading_rl.rewards.shaper import ShapingParams  # noqa: E402
 
 

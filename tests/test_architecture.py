@@ -49,6 +49,10 @@ ALGORITHM_BASES: dict[str, set[str]] = {
     "es": set(),
     "population": {"sac_icm"},
 }
+# A phase's home (``phases/<phase>.py`` or ``phases/<phase>/``) imports no other phase's: what two
+# phases share lives in the domain. The one exception: tuning scores its trials with the walk-forward
+# protocol, so it runs the walk-forward's execution.
+PHASE_BASES: dict[str, set[str]] = {"tuning": {"walk_forward"}}
 RANK = {package: rank for rank, packages in enumerate(DOMAIN_ORDER) for package in packages}
 RANK[PHASES] = len(DOMAIN_ORDER)
 RANK.update({package: len(DOMAIN_ORDER) + 1 + rank for rank, package in enumerate(ADAPTERS)})
@@ -111,6 +115,11 @@ def layering_problem(importer: str, imported: str) -> str | None:
         own, other = sub_package(importer), sub_package(imported)
         if own and other and other != own and other not in ALGORITHM_BASES.get(own, set()):
             return f"algorithm {own} imports algorithm {other} (ALGORITHM_BASES names what an algorithm builds on)"
+        return None
+    if source == PHASES == target:
+        own, other = importer.split(".")[2], imported.split(".")[2] if imported.count(".") >= 2 else ""
+        if other and other != own and other not in PHASE_BASES.get(own, set()):
+            return f"phase {own} imports phase {other} (what phases share belongs in the domain; PHASE_BASES)"
         return None
     if source == "pipelines" == target:
         own = importer.split(".")[2]
@@ -220,6 +229,9 @@ def test_a_public_name_is_defined_in_one_module():
         ("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.algorithms.options_her.hierarchical"),
         ("trading_rl.evaluation.metrics.metrics", "trading_rl.evaluation.ledger.ledger"),
         ("trading_rl.evaluation.validation.regimes", "trading_rl.evaluation.reporting.plots"),
+        ("trading_rl.phases.sac_icm", "trading_rl.phases.forward"),
+        ("trading_rl.phases.walk_forward.trainers", "trading_rl.phases.options_her"),
+        ("trading_rl.phases.walk_forward.execution", "trading_rl.phases.tuning"),
     ],
 )
 def test_an_upward_or_sideways_import_is_named(importer, imported):
@@ -228,6 +240,10 @@ def test_an_upward_or_sideways_import_is_named(importer, imported):
 
 def test_allowed_imports_pass():
     assert layering_problem("trading_rl.phases.walk_forward", "trading_rl.algorithms.sac_icm.sac_icm") is None
+    assert layering_problem("trading_rl.phases.tuning", "trading_rl.phases.walk_forward") is None
+    assert (
+        layering_problem("trading_rl.phases.walk_forward.population", "trading_rl.phases.walk_forward.chains") is None
+    )
     assert layering_problem("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.evaluation.metrics.metrics") is None
     assert layering_problem("trading_rl.algorithms.vtrace.actor_learner", "trading_rl.runtime.engine") is None
     assert layering_problem("trading_rl.pipelines.tracking", "trading_rl.integration.mlflow_tracking") is None
@@ -398,7 +414,7 @@ DESERIALISERS = {
     "pipelines/feature_extraction/nodes.py": {"build_features_node"},  # the stored feature_params
     "pipelines/multi_symbol/pipeline.py": {"read_wiring"},  # the conf file the registry wires namespaces from
     "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
-    "phases/forward.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
+    "envs/deployment.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
 }
 
 

@@ -5,14 +5,13 @@ import pandas as pd
 import pytest
 
 from trading_rl.config import ConfigError
+from trading_rl.envs.deployment import Deployment, NoDeploymentMetadata
 from trading_rl.features import FeatureParams
 from trading_rl.phases.forward import (
     SCORED_COLUMNS,
     DecayParams,
-    Deployment,
     ForwardParams,
     ForwardRecordError,
-    NoDeploymentMetadata,
     decay_alerts,
     extend_record,
     psr_against,

@@ -1,7 +1,8 @@
 """The options_her phase's option-collapse gates."""
 
+from trading_rl.algorithms.options_her.from_spec import OptionGateParams
 from trading_rl.algorithms.options_her.options import OPTION_NAMES
-from trading_rl.phases.options_her import OptionGateParams, option_gates
+from trading_rl.phases.options_her import option_gates
 
 
 def test_option_gates():

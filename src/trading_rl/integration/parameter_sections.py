@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from trading_rl.algorithms.options_her.from_spec import OptionsHerParams
 from trading_rl.config import ConfigError, Section
 from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.ledger.final import FinalEvaluationParams
@@ -29,10 +30,9 @@ from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.phases.forward import ForwardParams
 from trading_rl.phases.multi_symbol import MultiSymbolParams
-from trading_rl.phases.options_her import OptionsHerParams
-from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.tuning import TuningParams, check_pruning, check_search_space, trial_protocol
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
+from trading_rl.rewards.shaped_training import RewardShaperParams
 from trading_rl.runtime.engine import RuntimeParams
 from trading_rl.training.params import SacIcmParams
 

@@ -11,12 +11,12 @@ from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_metadata, model_signature, set_model_metadata
 from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.envs.deployment import deployment_metadata
 from trading_rl.evaluation.ledger.final import CONFIGURATION_METADATA
 from trading_rl.evaluation.metrics.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.monitoring.collapse import enforce
-from trading_rl.phases.forward import deployment_metadata
 from trading_rl.training.identity import sac_icm_configuration
 from trading_rl.training.loop import TrainingOutcome, train_agent
 from trading_rl.training.params import SacIcmParams

@@ -49,8 +49,15 @@ def typed(func: Callable[..., Any], inputs: Sequence[str]) -> Callable[..., Any]
 
     names = list(inspect.signature(func).parameters)
     taken = {names[position] for position in sections if position < len(names)}
-    with_typed_sections.__annotations__ = {**func.__annotations__, **dict.fromkeys(taken, Mapping[str, Any])}
+    annotations = getattr(func, "__annotations__", {})
+    with_typed_sections.__annotations__ = {**annotations, **dict.fromkeys(taken, Mapping[str, Any])}
     return with_typed_sections
+
+
+def bound(func: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    """``func`` with ``kwargs`` fixed (a run-time collaborator such as ``metrics_callback``), keeping its
+    name and docstring for Kedro and kedro-viz."""
+    return functools.update_wrapper(functools.partial(func, **kwargs), func)
 
 
 def typed_node(

@@ -206,12 +206,12 @@ class RayExecutor(Executor):
 
 def make_runtime_executor(runtime: RuntimeParams) -> SequentialExecutor | RayExecutor:
     """The executor ``runtime.engine`` names. ``population`` trains walk-forward chains, phase work:
-    ``phases.population_walk_forward.make_executor`` builds it (and every other engine through this
+    ``phases.walk_forward.population.make_executor`` builds it (and every other engine through this
     function)."""
     if runtime.engine == "sequential":
         return SequentialExecutor()
     if runtime.engine == "population":
         raise ValueError(
-            "runtime.engine 'population' is built by trading_rl.phases.population_walk_forward.make_executor"
+            "runtime.engine 'population' is built by trading_rl.phases.walk_forward.population.make_executor"
         )
     return RayExecutor(runtime.ray.address, runtime.ray.num_cpus, runtime.ray.num_gpus_per_task)

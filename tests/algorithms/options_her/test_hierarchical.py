@@ -8,13 +8,13 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from trading_rl.algorithms.options_her.controller import ControllerConfig, OptionLearner
+from trading_rl.algorithms.options_her.from_spec import OptionsHerParams, train_from_spec
 from trading_rl.algorithms.options_her.her import FastHerReplayBuffer, HerParams
 from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent, build_hierarchical_agent, rollout_agent
 from trading_rl.algorithms.options_her.option_env import OptionVecEnv
 from trading_rl.algorithms.options_her.options import OPTION_NAMES, OptionParams, TradingOptions
 from trading_rl.algorithms.options_her.widening import WidenedLinear
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
-from trading_rl.phases.options_her import OptionsHerParams, train_from_spec
 from trading_rl.training.params import SacParams
 
 torch.set_num_threads(1)

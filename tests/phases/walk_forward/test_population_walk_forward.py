@@ -11,7 +11,7 @@ from helpers.walk_forward_calls import job, section
 
 from trading_rl.algorithms.population import population_sac
 from trading_rl.phases import walk_forward as wf
-from trading_rl.phases.population_walk_forward import PopulationExecutor, make_executor
+from trading_rl.phases.walk_forward.population import PopulationExecutor, make_executor
 from trading_rl.runtime import RuntimeParams, SequentialExecutor
 
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}

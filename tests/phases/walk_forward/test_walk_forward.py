@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from helpers.walk_forward_calls import feature_section, job, section
 
+from trading_rl.algorithms.options_her.from_spec import OptionsHerParams
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.algorithms.saved import load_agent
 from trading_rl.envs import EnvConfig
@@ -19,10 +20,9 @@ from trading_rl.evaluation.validation import folds as windows
 from trading_rl.features import compute_features, fit_scaler, max_lookback
 from trading_rl.features.indicators import GarchParams
 from trading_rl.phases import walk_forward as wf
-from trading_rl.phases.options_her import OptionsHerParams
-from trading_rl.phases.reward_shaper import RewardShaperParams
 from trading_rl.phases.walk_forward import PolicyAgent, chain_histories
 from trading_rl.provenance import config_hash
+from trading_rl.rewards.shaped_training import RewardShaperParams
 from trading_rl.runtime import SequentialExecutor
 
 NO_GARCH = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}

@@ -23,9 +23,10 @@ from helpers.forward_setup import (
 )
 
 from trading_rl.data import load_prices
+from trading_rl.envs.deployment import Deployment
 from trading_rl.evaluation.metrics.metrics import sharpe_ratio
 from trading_rl.integration.datasets import SB3ModelDataset
-from trading_rl.phases.forward import Deployment, ForwardRecordError, forward_data, replay
+from trading_rl.phases.forward import ForwardRecordError, forward_data, replay
 
 RECORD = "data/07_model_output/forward_record.parquet"
 ALERTS = "data/08_reporting/forward/forward_alerts.json"

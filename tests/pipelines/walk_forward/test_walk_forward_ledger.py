@@ -13,7 +13,7 @@ from helpers.tiny import TINY_FEATURES, TINY_WALK_FORWARD, tiny_sac_icm
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 
-from trading_rl.pipelines.tearsheet import verdicts_of
+from trading_rl.evaluation.reporting.phase_tearsheet import verdicts_of
 from trading_rl.pipelines.walk_forward import create_pipeline
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ on the way to the last one and would triple the models written and logged.
 ``train_chains`` steps chains stage by stage (stage ``k``: every chain's ``k``-th fold); a stage's
 training is the engine's: ``run_retrain_group`` trains one chain with its trainer (the sequential and
 Ray engines run one such task per chain), the population engine trains a stage's SAC agents as one
-batched population (``phases.population_walk_forward``).
+batched population (``phases.walk_forward.population``).
 
 Chains run in worker processes (Ray), which have no MLflow run; so a chain returns its record and
 the driver logs it with its steps (``pipelines/tracking.log_history``) — see docs/tearsheets.md.

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import pandas as pd
 
 from trading_rl.algorithms.es.es import train_es_agent
+from trading_rl.algorithms.options_her.from_spec import OptionsHerParams, continue_on_spec, train_from_spec
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.algorithms.sac_icm.training_env import wrap_training_env
 from trading_rl.algorithms.saved import sb3_zip_bytes
@@ -25,8 +26,7 @@ from trading_rl.algorithms.vtrace.actor_learner import VTraceAgent, train_vtrace
 from trading_rl.config import plain
 from trading_rl.envs import EnvSpec
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
-from trading_rl.phases.options_her import OptionsHerParams, continue_on_spec, train_from_spec
-from trading_rl.phases.reward_shaper import RewardShaperParams, train_shaped
+from trading_rl.rewards.shaped_training import RewardShaperParams, train_shaped
 from trading_rl.training.device import resolve_device
 from trading_rl.training.params import AgentParams
 

@@ -8,11 +8,11 @@ from functools import partial
 from typing import Any
 
 from trading_rl.envs import EnvSpec
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, sb3_rollouts
 from trading_rl.evaluation.reporting.tearsheet_section import env_section
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.migration.params import CheckpointMigrationParams
 from trading_rl.phases import checkpoint_migration as phase
-from trading_rl.pipelines.tearsheet import TearsheetInput, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 
 

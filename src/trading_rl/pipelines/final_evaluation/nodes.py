@@ -16,9 +16,9 @@ from trading_rl.evaluation.ledger.final import (
     evaluate_on_test,
     evaluated_configuration,
 )
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.training.identity import sac_icm_configuration
 from trading_rl.training.params import SacIcmParams
 

@@ -18,14 +18,14 @@ import pandas as pd
 
 from trading_rl.data import by_symbol, load_validated_prices
 from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.envs.deployment import Deployment, NoDeploymentMetadata
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.forward import (
     FORWARD_SPLIT,
-    Deployment,
     ForwardData,
     ForwardParams,
-    NoDeploymentMetadata,
     decay_alerts,
     empty_record,
     extend_record,
@@ -34,7 +34,6 @@ from trading_rl.phases.forward import (
     forward_report,
     replay,
 )
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from trading_rl.algorithms.sac_icm.shared_encoder import SharedEncoder, collect_
 from trading_rl.envs import EnvConstructionParams, EnvSpec, symbol_env_spec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.phases.multi_symbol import MultiSymbolParams, train_symbol_agent
-from trading_rl.phases.population_walk_forward import make_executor
+from trading_rl.phases.walk_forward.population import make_executor
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
 from trading_rl.training.params import SacIcmParams

@@ -8,7 +8,6 @@ resolved ``multi_symbol.symbols`` still matches the wiring.
 
 from __future__ import annotations
 
-from functools import partial, update_wrapper
 from pathlib import Path
 
 import yaml
@@ -17,7 +16,7 @@ from kedro.utils import find_kedro_project
 
 from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams
 from trading_rl.pipelines.multi_symbol import nodes
-from trading_rl.pipelines.typed_node import typed_node
+from trading_rl.pipelines.typed_node import bound, typed_node
 
 WIRING_FILE = Path("conf") / "base" / "parameters_multi_symbol.yml"
 ENCODER = "multi_symbol_shared_encoder"
@@ -36,11 +35,6 @@ def read_wiring(project_root: Path | None = None) -> MultiSymbolParams:
     return MultiSymbolParams.from_mapping((yaml.safe_load(path.read_text()) or {}).get("multi_symbol"), PARAMS_PREFIX)
 
 
-def _bound(func, **kwargs):
-    """``func`` with ``kwargs`` fixed, keeping its name and docstring for Kedro and kedro-viz."""
-    return update_wrapper(partial(func, **kwargs), func)
-
-
 def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
     wiring = read_wiring(project_root)
     symbols = wiring.symbols
@@ -51,7 +45,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
     encoder = Pipeline(
         [
             typed_node(
-                _bound(nodes.fit_encoder, wired_symbols=symbols),
+                bound(nodes.fit_encoder, wired_symbols=symbols),
                 inputs=[*shared_data, "params:env_construction", "params:multi_symbol", "params:seed"],
                 outputs=[ENCODER, "multi_symbol_encoder_report"],
                 name="fit_shared_encoder",
@@ -63,7 +57,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
         Pipeline(
             [
                 typed_node(
-                    _bound(nodes.build_symbol_spec, symbol=symbol, wired_symbols=symbols),
+                    bound(nodes.build_symbol_spec, symbol=symbol, wired_symbols=symbols),
                     inputs=[*shared_data, "params:env_construction", "params:multi_symbol"],
                     outputs="env_spec",
                     name="build_symbol_env_spec",

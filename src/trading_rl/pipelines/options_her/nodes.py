@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
+from trading_rl.algorithms.options_her.from_spec import OptionsHerParams, train_from_spec
 from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent, rollout_agent
 from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams
-from trading_rl.phases.options_her import OptionsHerParams, train_from_spec
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet
 from trading_rl.pipelines.tracking import stream_to_mlflow
 from trading_rl.training.device import resolve_device
 

@@ -11,16 +11,16 @@ from typing import Any
 
 from trading_rl.envs.compatibility import check_model_fits_spec, model_signature, set_model_metadata
 from trading_rl.evaluation.metrics.report import flat_metrics
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams
-from trading_rl.phases.reward_shaper import (
+from trading_rl.phases.reward_shaper import shaping_report
+from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.rewards.shaped_training import (
     RewardShaperParams,
     collect_rollouts,
     continue_training,
     fit_reward_models,
-    shaping_report,
 )
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
-from trading_rl.pipelines.tracking import stream_to_mlflow
 
 
 def collect_reward_rollouts(sac_icm_model, env_spec, params: RewardShaperParams, seed: int) -> dict:

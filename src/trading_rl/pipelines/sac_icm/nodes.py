@@ -11,10 +11,10 @@ from typing import Any
 
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.continuous import EnvConstructionParams
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases import sac_icm
-from trading_rl.pipelines.tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
 from trading_rl.pipelines.tracking import stream_to_mlflow
 from trading_rl.training.params import SacIcmParams
 

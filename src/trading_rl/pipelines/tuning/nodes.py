@@ -10,9 +10,9 @@ import pandas as pd
 from trading_rl.data import by_symbol
 from trading_rl.envs import EnvConstructionParams
 from trading_rl.features.params import FeatureExtractionParams
-from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.tuning import TuningParams, run_tuning, tuning_report
 from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams
+from trading_rl.phases.walk_forward.population import make_executor
 from trading_rl.runtime import RuntimeParams
 from trading_rl.training.params import SacIcmParams
 

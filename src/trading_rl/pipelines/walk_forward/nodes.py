@@ -16,11 +16,11 @@ from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.ledger.ledger import Period, trials_for
 from trading_rl.evaluation.metrics.attribution import env_cost_rate
 from trading_rl.evaluation.reporting import plots
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput
 from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection
 from trading_rl.evaluation.validation.folds import stitch_out_of_sample, summarise
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams, label_regimes
 from trading_rl.features.params import FeatureExtractionParams
-from trading_rl.phases.population_walk_forward import make_executor
 from trading_rl.phases.walk_forward import (
     WalkForwardJob,
     WalkForwardParams,
@@ -28,7 +28,7 @@ from trading_rl.phases.walk_forward import (
     run_walk_forward,
     trial_rows,
 )
-from trading_rl.pipelines.tearsheet import TearsheetInput
+from trading_rl.phases.walk_forward.population import make_executor
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
 from trading_rl.training.params import SacIcmParams
