@@ -31,7 +31,7 @@ from trading_rl.evaluation.metrics.metrics import compute_metrics
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, CollapseThresholds, action_stats, collapse_report
 from trading_rl.training.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
-from trading_rl.training.params import AgentParams, TrainingDivergedError, copy_sections
+from trading_rl.training.params import AgentParams, TrainingDivergedError
 from trading_rl.training.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
 from trading_rl.training.streaming import MetricsCallback
 
@@ -135,15 +135,15 @@ class _Trainer:
     def __init__(
         self,
         make_eval_env: Callable[[], Any],
-        params: dict,
+        params: AgentParams,
         slot: ResumeSlot,
         periods_per_year: float,
         metrics_callback: MetricsCallback | None,
     ) -> None:
-        self.training = params["training"]
-        self.collapse = params["collapse"]
+        self.training = params.training
+        self.collapse = params.collapse
         self.thresholds = CollapseThresholds(
-            **{k: self.collapse[k] for k in ("dominance_max", "entropy_min", "trade_rate_min")}
+            **{k: getattr(self.collapse, k) for k in ("dominance_max", "entropy_min", "trade_rate_min")}
         )
         self.eval_env = make_eval_env()
         # The env's own trade rule: the monitor, the evaluations and the reports count holds alike.
@@ -155,8 +155,8 @@ class _Trainer:
         self.state = _RunState()
         self.started: tuple[float, int] | None = None  # (monotonic time, timestep) when learn() began
         self.monitor = CollapseMonitorCallback(
-            window=self.collapse["window"],
-            check_freq=self.collapse["check_freq"],
+            window=self.collapse.window,
+            check_freq=self.collapse.check_freq,
             hold_threshold=self.hold_threshold,
             thresholds=self.thresholds,
         )
@@ -186,7 +186,7 @@ class _Trainer:
     def evaluate(self, model: BaseAlgorithm) -> None:
         hold = self.hold_threshold
         policy = policy_from_sb3(model, deterministic=True)
-        frames = [run_episode(self.eval_env, policy, seed=episode) for episode in range(self.training["eval_episodes"])]
+        frames = [run_episode(self.eval_env, policy, seed=episode) for episode in range(self.training.eval_episodes)]
         metrics = _mean_metrics([compute_metrics(frame, self.periods_per_year, hold) for frame in frames])
         rollout = pd.concat(frames, ignore_index=True)
         deterministic = action_stats(
@@ -220,7 +220,7 @@ class _Trainer:
         self.state.last_eval_step = model.num_timesteps
 
         # A metric key: checked when ``sac_icm.agent.training`` was parsed (TrainingParams).
-        score = _score(metrics[self.training["best_metric"]])
+        score = _score(metrics[self.training.best_metric])
         if self.best is None or score > self.state.best_score:
             self.state.best_score = score
             self.state.best_timestep = model.num_timesteps
@@ -230,7 +230,7 @@ class _Trainer:
 
     def log_evaluation(self, entry: dict[str, Any]) -> None:
         """One INFO line per evaluation: what it scored, whether it collapsed, time spent and left."""
-        step, total = entry["timestep"], int(self.training["total_timesteps"])
+        step, total = entry["timestep"], self.training.total_timesteps
         elapsed = eta = "-"
         if self.started is not None:
             start_time, start_step = self.started
@@ -255,18 +255,18 @@ class _Trainer:
 
     def on_step(self, model: BaseAlgorithm) -> None:
         step = model.num_timesteps
-        if step // self.training["eval_freq"] > self.state.last_eval_step // self.training["eval_freq"]:
+        if step // self.training.eval_freq > self.state.last_eval_step // self.training.eval_freq:
             self.evaluate(model)
         last_checkpoint = self.state.checkpoint_step or 0
-        if step // self.training["resume_every"] > last_checkpoint // self.training["resume_every"]:
+        if step // self.training.resume_every > last_checkpoint // self.training.resume_every:
             self.save_checkpoint(model)
 
 
-def _identity_parameters(resolved: dict, model: BaseAlgorithm, run_parameters: Mapping[str, Any]) -> dict:
+def _identity_parameters(params: AgentParams, model: BaseAlgorithm, run_parameters: Mapping[str, Any]) -> dict:
     """What defines a training run besides phase and symbol: the caller's (seed, data, phase
     settings), the agent's parameters except those that do not change what is learned, the model's
     class and spaces, and a digest of the weights it starts from."""
-    agent = copy_sections(resolved)
+    agent = params.to_dict()  # as recorded in the resume checkpoint's identity
     for key in ("resume", "log_interval"):
         agent["training"].pop(key)
     return {
@@ -309,13 +309,11 @@ def train_agent(
     resumed run lacks that one transition and starts a fresh episode. A diverged loss raises
     ``TrainingDivergedError``; the last resume checkpoint (written before the divergence) is kept.
     """
-    resolved = params.to_dict()
-    training = resolved["training"]
-    identity = RunIdentity(phase, str(symbol), _identity_parameters(resolved, model, run_parameters or {}))
-    slot = ResumeSlot(Path(work_dir), identity, training["resume"])
+    identity = RunIdentity(phase, str(symbol), _identity_parameters(params, model, run_parameters or {}))
+    slot = ResumeSlot(Path(work_dir), identity, params.training.resume)
     slot.open()
     try:
-        return _train(model, make_eval_env, resolved, slot, periods_per_year, metrics_callback, progress_bar)
+        return _train(model, make_eval_env, params, slot, periods_per_year, metrics_callback, progress_bar)
     finally:
         slot.close()
 
@@ -323,25 +321,25 @@ def train_agent(
 def _train(
     model: BaseAlgorithm,
     make_eval_env: Callable[[], Any],
-    resolved: dict,
+    params: AgentParams,
     slot: ResumeSlot,
     periods_per_year: float,
     metrics_callback: MetricsCallback | None,
     progress_bar: bool | str | None,
 ) -> TrainingOutcome:
-    training = resolved["training"]
-    trainer = _Trainer(make_eval_env, resolved, slot, periods_per_year, metrics_callback)
+    training = params.training
+    trainer = _Trainer(make_eval_env, params, slot, periods_per_year, metrics_callback)
     resumed_from = trainer.restore(model)
     progress_bar = progress_bar_enabled(progress_bar)
 
-    remaining = int(training["total_timesteps"]) - model.num_timesteps
+    remaining = training.total_timesteps - model.num_timesteps
     try:
         trainer.started = (time.monotonic(), model.num_timesteps)
         if remaining > 0:
             model.learn(
                 total_timesteps=remaining,
                 callback=[trainer.monitor, _EvaluationCallback(trainer)],
-                log_interval=int(training["log_interval"]),
+                log_interval=training.log_interval,
                 reset_num_timesteps=False,
                 progress_bar=progress_bar,
             )

@@ -9,7 +9,6 @@ them without importing one another's agent modules.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -268,9 +267,3 @@ class SacIcmParams(Section):
 
 class TrainingDivergedError(RuntimeError):
     """A loss became NaN/inf: the weights are no longer trustworthy."""
-
-
-def copy_sections(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A copy of an agent parameter dict that a caller may change section by section (each section
-    copied; scalar keys such as ``reward_scale`` as they are)."""
-    return {key: dict(value) if isinstance(value, Mapping) else value for key, value in dict(params or {}).items()}
