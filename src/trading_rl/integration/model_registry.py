@@ -66,7 +66,7 @@ def promotion(
     if not versions:
         raise PromotionError(
             f"registered model '{name}' has no version: a model is registered only when its run's gates "
-            "passed (docs/architecture.md#mlflow-conventions), so there is nothing to promote"
+            "passed (docs/tracking.md#mlflow-conventions), so there is nothing to promote"
         )
     by_number = {int(v["version"]): v for v in versions}
     chosen = max(by_number) if version is None else int(version)
