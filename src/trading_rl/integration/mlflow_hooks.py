@@ -21,15 +21,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import mlflow
-import pandas as pd
 from kedro.framework.hooks import hook_impl
 from kedro.io.core import DatasetError
 from mlflow.exceptions import MlflowException
 
 from trading_rl.envs.compatibility import model_metadata
-from trading_rl.evaluation.reporting.summary import GATE_REPORTS, agent_rows, gate_result_text, gate_results
+from trading_rl.evaluation.reporting.model_metrics import own_metrics
+from trading_rl.evaluation.reporting.summary import GATE_REPORTS, gate_result_text, gate_results
 from trading_rl.evaluation.reporting.tearsheet import EMPTY_PAGE_MARK
-from trading_rl.evaluation.validation.folds import chain_metrics
 from trading_rl.integration.mlflow_tracking import (
     NOT_PRODUCED,
     is_loggable,
@@ -125,14 +124,16 @@ class MlflowConventionHooks:
         self._catalog = None
         self._save_version: str | None = None
         self._reports: dict[str, dict] = {}
-        self._tables: dict[str, pd.DataFrame] = {}  # table reports a folder of models reads its metrics from
-        self._table_sources: set[str] = set()
+        # What logged models read their own metrics from (``metrics: <dataset>`` in their catalog
+        # metadata): the datasets named so, as this run saved them.
+        self._metric_sources: set[str] = set()
+        self._sources: dict[str, Any] = {}
         self._models: list[tuple[str, Any, dict[str, Any]]] = []
 
     @hook_impl
     def after_catalog_created(self, catalog, save_version) -> None:
         self._catalog, self._save_version = catalog, save_version
-        self._table_sources = {
+        self._metric_sources = {
             str(spec["metrics"])
             for name in catalog.keys()
             if "metrics" in (spec := dataset_metadata(catalog, name).get("mlflow") or {})
@@ -140,7 +141,7 @@ class MlflowConventionHooks:
 
     @hook_impl(trylast=True)  # after kedro-mlflow has started the run and ReproducibilityHooks set run_metadata
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
-        self._reports, self._tables, self._models = {}, {}, []
+        self._reports, self._sources, self._models = {}, {}, []
         section = catalog.load("params:env_construction") if "params:env_construction" in catalog else None
         symbol = resolved_section("env_construction", section).symbol if section else None
         input_versions = {}
@@ -178,8 +179,8 @@ class MlflowConventionHooks:
         metadata = dataset_metadata(self._catalog, dataset_name)
         if isinstance(data, dict) and layer_of(metadata) == "reporting":
             self._reports[dataset_name] = data
-        if isinstance(data, pd.DataFrame) and dataset_name in self._table_sources:
-            self._tables[dataset_name] = data
+        if dataset_name in self._metric_sources:
+            self._sources[dataset_name] = data
         if mlflow.active_run() is None:
             return
         phase = node.namespace or node.name
@@ -198,6 +199,8 @@ class MlflowConventionHooks:
         if isinstance(data, dict) and dataset_name in GATE_REPORTS:
             log_gate(dataset_name, data)
         spec = metadata.get("mlflow") or {}
+        if "metrics" in spec:  # a dataset-factory entry names its source only once resolved
+            self._metric_sources.add(str(spec["metrics"]))
         if "model" in spec:  # one model, or a folder dataset's {file name: model}
             for key, model in data.items() if isinstance(data, dict) else [(None, data)]:
                 name = spec["model"] if key is None else f"{spec['model']}_{PurePosixPath(key).stem}"
@@ -213,18 +216,14 @@ class MlflowConventionHooks:
         return log_agent_model(data, name, {**provenance, **model_metadata(data)})
 
     def _log_model_metrics(self) -> None:
-        """Each logged model's own evaluation (``metrics: <report>`` in its catalog metadata: the
-        report's row for the model, as the run summary reads it) as ``models/<name>/<metric>``,
-        linked to the model."""
+        """Each logged model's own evaluation (``metrics: <dataset>`` in its catalog metadata, read by
+        ``evaluation.reporting.model_metrics.own_metrics``) as ``models/<name>/<metric>``, linked
+        to the model."""
         for _, info, spec in self._models:
             source = spec.get("metrics", "")
-            if source in self._tables:  # a walk-forward chain: the medians over its own test windows
-                metrics = chain_metrics(self._tables[source], info.name.removeprefix(f"{spec['model']}_"))
-            elif source in self._reports:
-                rows = [row for row in agent_rows({source: self._reports[source]}) if row.agent == info.name]
-                metrics = dict(rows[0].metrics) if rows else {}
-            else:
+            if source not in self._sources:
                 continue
+            metrics = own_metrics(source, self._sources[source], spec["model"], info.name)
             for metric, value in metrics.items():
                 if is_loggable(value):
                     mlflow.log_metric(f"models/{info.name}/{metric}", float(value), model_id=info.model_id)
