@@ -45,7 +45,11 @@ MOVED_MODULES: dict[str, tuple[str, ...]] = {
         "trading_rl.algorithms.population.membership",
         "trading_rl.algorithms.population.stacking",
     ),
-    "trading_rl.algorithms.actor_learner": ("trading_rl.algorithms.vtrace.actor_learner",),
+    "trading_rl.algorithms.actor_learner": (
+        "trading_rl.algorithms.vtrace.actor_learner",
+        "trading_rl.algorithms.vtrace.actor_critic",
+        "trading_rl.algorithms.vtrace.rollouts",
+    ),
     "trading_rl.evaluation.regimes": ("trading_rl.evaluation.validation.regimes",),
     "trading_rl.evaluation.rollout": ("trading_rl.evaluation.metrics.rollout",),
 }
