@@ -28,14 +28,9 @@ import ray
 import torch
 
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
-from trading_rl.algorithms.vtrace.actor_learner import (
-    PARAMS_PREFIX,
-    RolloutWorker,
-    VTraceLearner,
-    VTraceParams,
-    policy_weights,
-    train_vtrace,
-)
+from trading_rl.algorithms.vtrace.actor_critic import policy_weights
+from trading_rl.algorithms.vtrace.actor_learner import PARAMS_PREFIX, VTraceLearner, VTraceParams, train_vtrace
+from trading_rl.algorithms.vtrace.rollouts import RolloutWorker
 from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits, split_frame

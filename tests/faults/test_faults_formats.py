@@ -26,7 +26,8 @@ from trading_rl.evaluation.metrics.metrics import return_moments
 from trading_rl.integration.datasets import SB3ModelDataset, TrialLedgerDataset
 from trading_rl.integration.datasets.bytes_dataset import sha256_line
 from trading_rl.integration.datasets.env_spec import EnvSpecDataset
-from trading_rl.training.resume import CheckpointRejected, read_checkpoint
+from trading_rl.training.resume_file import read_checkpoint
+from trading_rl.training.resume_state import CheckpointRejected
 
 DECLARED = 12 * 1024**3  # the review's member: 12 GB once inflated
 

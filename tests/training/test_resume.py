@@ -5,10 +5,10 @@ import pytest
 import torch as th
 from helpers.sac_icm_toy import ToyTradingEnv, toy_agent
 
-from trading_rl.training.resume import (
+from trading_rl.training.resume import ResumeSlot
+from trading_rl.training.resume_file import RunIdentity
+from trading_rl.training.resume_state import (
     CheckpointRejected,
-    ResumeSlot,
-    RunIdentity,
     apply_snapshot,
     replay_buffer_of,
     snapshot,

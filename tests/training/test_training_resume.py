@@ -18,7 +18,7 @@ from trading_rl.evaluation.metrics.metrics import compute_metrics
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 from trading_rl.training.loop import train_agent
 from trading_rl.training.params import AgentParams, TrainingDivergedError
-from trading_rl.training.resume import read_checkpoint
+from trading_rl.training.resume_file import read_checkpoint
 
 PROBE_OBS = np.random.default_rng(11).normal(size=(16, 4)).astype(np.float32)
 TOY_SCRIPT = Path(__file__).resolve().parents[1] / "helpers" / "sac_icm_toy.py"

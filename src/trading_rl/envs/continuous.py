@@ -33,6 +33,7 @@ from trading_rl.data.sources import OHLC_COLUMNS
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import HOLD, Portfolio
+from trading_rl.envs.step_rules import portfolio_state, smooth_action
 
 # Writes the five float32 state values (STATE_FIELDS order) into an observation's buffer.
 _pack_state = struct.Struct(f"={len(STATE_FIELDS)}f").pack_into
@@ -138,31 +139,6 @@ def _close_history(prices: pd.DataFrame, close_history: pd.Series | None) -> tup
     if not np.array_equal(history[positions], prices["close"].to_numpy(dtype=np.float64)):
         raise ValueError("close_history disagrees with the env's close prices on their common bars")
     return history, positions
-
-
-def smooth_action(raw: float, previous: float | None, alpha: float) -> float:
-    """The env's action smoothing: an EMA of clipped raw actions, the first decision unsmoothed."""
-    if previous is None:
-        return raw
-    return alpha * raw + (1.0 - alpha) * previous
-
-
-def portfolio_state(
-    portfolio: Portfolio, close: float, time_in_position: int, episode_length: int, last_action: float
-) -> tuple[float, float, float, float, float]:
-    """The observation's state block (``STATE_FIELDS`` order) for ``portfolio`` marked at ``close``."""
-    cash = portfolio.cash
-    position_value = portfolio.units * close
-    equity = cash + position_value
-    inverse_equity = 1.0 / equity if equity > 0.0 else 0.0
-    time_fraction = time_in_position / episode_length
-    return (
-        position_value * inverse_equity,
-        portfolio.unrealized_pnl(close),
-        cash * inverse_equity,
-        time_fraction if time_fraction < 1.0 else 1.0,
-        last_action,
-    )
 
 
 class TradingEnvBase(gym.Env):

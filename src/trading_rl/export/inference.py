@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.envs.continuous import EnvConfig, portfolio_state, smooth_action
+from trading_rl.envs.continuous import EnvConfig
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
+from trading_rl.envs.step_rules import portfolio_state, smooth_action
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME, inference_session
 from trading_rl.features import apply_scaler, compute_features, max_lookback
 from trading_rl.features.indicators import FeatureParams

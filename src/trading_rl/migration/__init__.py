@@ -3,18 +3,20 @@
 from trading_rl.migration.checkpoints import (
     CheckpointError,
     DiscreteCheckpoint,
-    build_migrated_sac,
     discrete_policy_from_checkpoint,
-    fine_tune_migrated,
-    hidden_weight_differences,
     inspect_discrete_checkpoint,
-    layer_mapping,
-    sb3_zip_bytes,
     sha256_hex,
-    validate_migrated_model,
 )
 from trading_rl.migration.comparison import compare_checkpoint, diversity_gate, evaluate_agent
 from trading_rl.migration.discrete_baseline import train_discrete_baseline
+from trading_rl.migration.migrated_sac import (
+    build_migrated_sac,
+    fine_tune_migrated,
+    hidden_weight_differences,
+    layer_mapping,
+    sb3_zip_bytes,
+    validate_migrated_model,
+)
 
 __all__ = [
     "CheckpointError",

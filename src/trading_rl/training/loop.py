@@ -32,7 +32,9 @@ from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 from trading_rl.monitoring.collapse import CollapseMonitorCallback, CollapseThresholds, action_stats, collapse_report
 from trading_rl.training.curriculum import curriculum_entry, curriculum_states, load_curriculum_states
 from trading_rl.training.params import AgentParams, TrainingDivergedError
-from trading_rl.training.resume import ResumeSlot, RunIdentity, apply_snapshot, snapshot, weights_digest
+from trading_rl.training.resume import ResumeSlot
+from trading_rl.training.resume_file import RunIdentity
+from trading_rl.training.resume_state import apply_snapshot, snapshot, weights_digest
 from trading_rl.training.streaming import MetricsCallback
 
 logger = logging.getLogger(__name__)

@@ -40,8 +40,16 @@ MOVED_MODULES: dict[str, tuple[str, ...]] = {
     "trading_rl.agents.curriculum": ("trading_rl.training.curriculum",),
     "trading_rl.agents.training": ("trading_rl.training.loop",),
     "trading_rl.agents.streaming": ("trading_rl.training.streaming",),
-    "trading_rl.algorithms.population_sac": ("trading_rl.algorithms.population.population_sac",),
-    "trading_rl.algorithms.actor_learner": ("trading_rl.algorithms.vtrace.actor_learner",),
+    "trading_rl.algorithms.population_sac": (
+        "trading_rl.algorithms.population.population_sac",
+        "trading_rl.algorithms.population.membership",
+        "trading_rl.algorithms.population.stacking",
+    ),
+    "trading_rl.algorithms.actor_learner": (
+        "trading_rl.algorithms.vtrace.actor_learner",
+        "trading_rl.algorithms.vtrace.actor_critic",
+        "trading_rl.algorithms.vtrace.rollouts",
+    ),
     "trading_rl.evaluation.regimes": ("trading_rl.evaluation.validation.regimes",),
     "trading_rl.evaluation.rollout": ("trading_rl.evaluation.metrics.rollout",),
 }

@@ -14,12 +14,8 @@ import torch as th
 from stable_baselines3 import SAC
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
-from trading_rl.algorithms.population.population_sac import (
-    PopulationError,
-    PopulationSAC,
-    population_groups,
-    population_key,
-)
+from trading_rl.algorithms.population.membership import PopulationError, population_key
+from trading_rl.algorithms.population.population_sac import PopulationSAC, population_groups
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.runtime.engine import single_threaded
 from trading_rl.training.params import ICMConfig

@@ -11,6 +11,7 @@ import torch
 from helpers.options_her_env import small_spec
 from scipy.stats import norm
 
+from trading_rl.algorithms.vtrace import actor_critic, rollouts
 from trading_rl.algorithms.vtrace import actor_learner as al
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 
@@ -29,7 +30,7 @@ def params():
 
 def make_model(spec, params, seed=0):
     env = spec.make_env("train")
-    return al.build_actor_critic(env.observation_space.shape[0], 1, params, seed)
+    return actor_critic.build_actor_critic(env.observation_space.shape[0], 1, params, seed)
 
 
 def test_log_rhos_are_exactly_zero_when_behaviour_is_the_target(spec, params):
@@ -58,8 +59,8 @@ def test_log_rhos_are_gaussian_density_ratios_of_the_continuous_actions(spec, pa
     with torch.no_grad():
         behaviour.mean_net[-1].bias += 0.3
         behaviour.log_std += 0.4
-    worker = al.RolloutWorker(spec, params, seed=3)
-    trajectory = worker.rollout(al.policy_weights(behaviour))
+    worker = rollouts.RolloutWorker(spec, params, seed=3)
+    trajectory = worker.rollout(actor_critic.policy_weights(behaviour))
     assert np.any(np.abs(trajectory.actions - np.round(trajectory.actions)) > 0.05)
 
     log_rhos = al.VTraceLearner(target, params).losses(al.VTraceLearner(target, params).batch([trajectory]))["log_rhos"]
@@ -75,14 +76,16 @@ def test_log_rhos_are_gaussian_density_ratios_of_the_continuous_actions(spec, pa
     assert np.abs(expected).max() > 0.1
 
     # the same weights on both sides: only float rounding (batch-1 vs batched forward) remains
-    same = al.RolloutWorker(spec, params, seed=3).rollout(al.policy_weights(target))
+    same = rollouts.RolloutWorker(spec, params, seed=3).rollout(actor_critic.policy_weights(target))
     on_policy = al.VTraceLearner(target, params).losses(al.VTraceLearner(target, params).batch([same]))["log_rhos"]
     assert on_policy.abs().max().item() < 1e-5
 
 
 def test_one_update_is_one_backward_and_decreases_the_value_loss_on_a_fixed_batch(spec, params, monkeypatch):
     model = make_model(spec, params)
-    trajectories = [al.RolloutWorker(spec, params, seed=s).rollout(al.policy_weights(model)) for s in (1, 2)]
+    trajectories = [
+        rollouts.RolloutWorker(spec, params, seed=s).rollout(actor_critic.policy_weights(model)) for s in (1, 2)
+    ]
     learner = al.VTraceLearner(model, params)
     batch = learner.batch(trajectories)
     targets = learner.losses(batch)["vs"]
@@ -106,8 +109,8 @@ def test_one_update_is_one_backward_and_decreases_the_value_loss_on_a_fixed_batc
 
 def test_a_time_limit_bootstraps_from_the_final_observation(spec, params):
     model = make_model(spec, params)
-    worker = al.RolloutWorker(spec, params, seed=0)
-    weights = al.policy_weights(model)
+    worker = rollouts.RolloutWorker(spec, params, seed=0)
+    weights = actor_critic.policy_weights(model)
     trajectory = worker.rollout(weights)
     while not len(trajectory.truncated_steps):  # episodes are 40 steps; one ends within two unrolls
         trajectory = worker.rollout(weights)
@@ -157,9 +160,9 @@ TRAJECTORY_FIELDS = (
 @pytest.mark.slow
 def test_ray_and_in_process_actors_give_the_same_trajectories_and_training(spec, params, ray_session):
     model = make_model(spec, params)
-    weights = al.policy_weights(model)
-    remote = ray_session.remote(num_cpus=1)(al.RolloutWorker).remote(spec, params, 11, 1)
-    local = al.RolloutWorker(spec, params, 11)
+    weights = actor_critic.policy_weights(model)
+    remote = ray_session.remote(num_cpus=1)(rollouts.RolloutWorker).remote(spec, params, 11, 1)
+    local = rollouts.RolloutWorker(spec, params, 11)
     for _ in range(2):  # the second rollout continues the env and noise stream of the first
         from_ray = ray_session.get(remote.rollout.remote(weights))
         in_process = local.rollout(weights)

@@ -9,7 +9,7 @@ import pytest
 from helpers.synthetic_prices import random_walk_prices
 from helpers.walk_forward_calls import job, section
 
-from trading_rl.algorithms.population import population_sac
+from trading_rl.algorithms.population import membership, population_sac
 from trading_rl.phases import walk_forward as wf
 from trading_rl.phases.walk_forward.population import PopulationExecutor, make_executor
 from trading_rl.runtime import RuntimeParams, SequentialExecutor
@@ -124,5 +124,5 @@ def test_population_engine_refuses_auxiliary_heads_by_parameter():
             3,
         ),
     )
-    with pytest.raises(population_sac.PopulationError, match="auxiliary.enabled"):
+    with pytest.raises(membership.PopulationError, match="auxiliary.enabled"):
         wf.run_walk_forward(*arguments, make_executor(POPULATION))

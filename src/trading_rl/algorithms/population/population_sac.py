@@ -37,34 +37,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch as th
 from stable_baselines3 import SAC
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.type_aliases import ReplayBufferSamples, TrainFreq, TrainFrequencyUnit
+from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.sac.policies import Actor
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
-from trading_rl.algorithms.sac_icm.icm import (
-    IntrinsicCuriosityModule,
-    MovingAverage,
-    curiosity_loss,
-    normalised_surprise,
-)
-from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM, mix_curiosity
+from trading_rl.algorithms.population.membership import _check_members, _curiosity_key, population_key
+from trading_rl.algorithms.population.stacking import _AdamGroup, _PopulationCuriosity
+from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.training.sb3_logging import quiet_logging_for_setup
 
 # SB3's squashed Gaussian (stable_baselines3.common.distributions.SquashedDiagGaussianDistribution).
 _SQUASH_EPSILON = 1e-6
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
-
-
-class PopulationError(ValueError):
-    """The members cannot be trained as one population; the message names the setting."""
 
 
 class _ActorHead(nn.Module):
@@ -90,237 +81,6 @@ def squashed_gaussian_sample(mean: th.Tensor, log_std: th.Tensor, noise: th.Tens
     return action, log_prob.reshape(-1, 1)
 
 
-@dataclass
-class _AdamGroup:
-    """Stacked leaves ``[N, ...]`` of one SB3 optimiser per member, their Adam moments and per-member
-    step counts, and the members' own tensors (views into the stack while bound)."""
-
-    params: list[th.Tensor]
-    member_tensors: Sequence[Sequence[th.Tensor]]  # [parameter][member]
-    optimizers: list[th.optim.Optimizer]
-    betas: tuple[float, float]
-    eps: float
-    weight_decay: np.ndarray  # per member, decoupled (AdamW); zeros for SB3's Adam
-    exp_avg: list[th.Tensor] = field(default_factory=list)
-    exp_avg_sq: list[th.Tensor] = field(default_factory=list)
-    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    names: list[str] = field(default_factory=list)
-
-    @classmethod
-    def stack(cls, stacked: list[th.Tensor], member_tensors: Sequence[Sequence[th.Tensor]], optimizers, what: str):
-        group = optimizers[0].param_groups[0]
-        for i, optimizer in enumerate(optimizers):
-            settings = optimizer.param_groups[0]
-            if not isinstance(optimizer, th.optim.Adam) or settings.get("amsgrad") or settings.get("maximize"):
-                raise PopulationError(f"member {i}'s {what} optimiser must be Adam or AdamW (no amsgrad or maximize)")
-            decoupled = settings.get("decoupled_weight_decay", False)
-            if settings["weight_decay"] and not decoupled:
-                raise PopulationError(f"member {i}'s {what} Adam has coupled weight decay (population: none)")
-            if (settings["betas"], settings["eps"], decoupled) != (
-                group["betas"],
-                group["eps"],
-                group.get("decoupled_weight_decay", False),
-            ):
-                raise PopulationError(
-                    f"member {i}'s {what} optimiser differs from member 0's (betas, eps, Adam/AdamW); "
-                    "the population needs one Adam configuration"
-                )
-        weight_decay = np.array([float(o.param_groups[0]["weight_decay"]) for o in optimizers], dtype=np.float64)
-        adam = cls(stacked, member_tensors, list(optimizers), tuple(group["betas"]), float(group["eps"]), weight_decay)
-        steps = []
-        for i, optimizer in enumerate(optimizers):
-            states = [optimizer.state.get(tensors[i], {}) for tensors in member_tensors]
-            steps.append(int(states[0]["step"]) if states[0] else 0)
-        for index, param in enumerate(stacked):
-            moments = [optimizers[i].state.get(member_tensors[index][i], {}) for i in range(len(optimizers))]
-            adam.exp_avg.append(th.stack([m["exp_avg"] if m else th.zeros_like(param[0]) for m in moments]))
-            adam.exp_avg_sq.append(th.stack([m["exp_avg_sq"] if m else th.zeros_like(param[0]) for m in moments]))
-        adam.steps = np.asarray(steps, dtype=np.int64)
-        adam.bind()
-        return adam
-
-    def bind(self) -> None:
-        """Make every member tensor a view of its row of the stack (in-place updates reach it)."""
-        for stacked, tensors in zip(self.params, self.member_tensors):
-            for i, tensor in enumerate(tensors):
-                tensor.data = stacked.detach()[i]
-
-    def release(self) -> None:
-        """Members own their weights again, with their Adam moments and step in their optimisers."""
-        for index, tensors in enumerate(self.member_tensors):
-            for i, tensor in enumerate(tensors):
-                tensor.data = tensor.data.clone()
-                settings = self.optimizers[i].param_groups[0]
-                # torch keeps the step on the parameter's device for fused/capturable Adam, else on CPU.
-                on_device = settings.get("fused") or settings.get("capturable")
-                self.optimizers[i].state[tensor] = {
-                    "step": th.tensor(float(self.steps[i]), device=tensor.device if on_device else None),
-                    "exp_avg": self.exp_avg[index][i].clone(),
-                    "exp_avg_sq": self.exp_avg_sq[index][i].clone(),
-                }
-
-    @th.no_grad()
-    def step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
-        """One ``torch.optim.Adam`` (or ``AdamW``) step per member (single-tensor algorithm), member
-        ``i`` with ``learning_rates[i]``."""
-        beta1, beta2 = self.betas
-        self.steps += 1
-        bias_correction1 = 1 - beta1 ** self.steps.astype(np.float64)
-        bias_correction2_sqrt = np.sqrt(1 - beta2 ** self.steps.astype(np.float64))
-        device, dtype = self.params[0].device, self.params[0].dtype
-        step_size = th.as_tensor(learning_rates / bias_correction1, device=device, dtype=dtype)
-        denom_scale = th.as_tensor(bias_correction2_sqrt, device=device, dtype=dtype)
-        decay = th.as_tensor(1 - learning_rates * self.weight_decay, device=device, dtype=dtype)
-        for param, grad, exp_avg, exp_avg_sq in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
-            shape = (-1,) + (1,) * (param.dim() - 1)
-            if self.weight_decay.any():
-                param.mul_(decay.view(shape))
-            exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (exp_avg_sq.sqrt() / denom_scale.view(shape)).add_(self.eps)
-            param.sub_(step_size.view(shape) * (exp_avg / denom))
-
-
-def _stacked_average(averages: Sequence[MovingAverage], device: th.device) -> MovingAverage:
-    """One moving average per member, stacked; each member's buffers become views of its entry."""
-    stacked = MovingAverage(th.tensor([a.decay for a in averages], dtype=th.float64, device=device))
-    for name in ("average", "weight"):
-        rows = th.stack([getattr(a, name).detach() for a in averages])
-        setattr(stacked, name, rows)
-        for i, average in enumerate(averages):
-            getattr(average, name).data = rows[i]
-    return stacked
-
-
-def _curiosity_key(member: SAC) -> tuple | None:
-    """What the members' ICMs must share to run as one batched computation (``None``: no ICM)."""
-    icm = getattr(member, "icm", None)
-    if icm is None:
-        return None
-    assert isinstance(member, SACWithICM)
-    train_freq = icm.config.train_freq
-    shapes = tuple(tuple(p.shape) for p in icm.parameters())
-    return shapes, train_freq, member.icm_batches % train_freq
-
-
-class _PopulationCuriosity:
-    """The members' ICMs as one computation: ``SACWithICM.curious_batch`` for every curious member
-    at once (their stacked weights through ``vmap(functional_call)``, one AdamW step for all, per-member
-    moving statistics and settings). ``members``: the population's members that have an ICM."""
-
-    def __init__(self, members: Sequence[SACWithICM], device: th.device) -> None:
-        self.members = list(members)
-        icms: list[IntrinsicCuriosityModule] = []
-        for member in self.members:
-            assert member.icm is not None, "only members with an ICM are curious"
-            icms.append(member.icm)
-        self._icms = icms
-        self._template = icms[0]  # functional_call runs its forward on each member's weights
-        stacked, _ = stack_module_state(icms)
-        names = list(stacked)
-        member_tensors = [[icm.get_parameter(name) for icm in icms] for name in names]
-        self.weights = _AdamGroup.stack(
-            [stacked[name] for name in names], member_tensors, [icm.optimizer for icm in icms], "ICM"
-        )
-        self.weights.names = names
-        self.median = _stacked_average([icm.intrinsic_median for icm in icms], device)
-        self.spread = _stacked_average([icm.intrinsic_spread for icm in icms], device)
-        self.extrinsic_scale = _stacked_average([icm.extrinsic_scale for icm in icms], device)
-
-        def column(values: Sequence[float], dtype=th.float32) -> th.Tensor:
-            return th.tensor(values, dtype=dtype, device=device)
-
-        configs = [icm.config for icm in icms]
-        self._eta = column([c.eta for c in configs])[:, None]
-        self._beta = column([c.beta for c in configs])
-        self._grad_clip = column([c.grad_clip for c in configs])
-        self._reward_clip = column([c.reward_clip for c in configs], th.float64)[:, None]
-        self._match = th.tensor([c.match_extrinsic_scale for c in configs], device=device)
-        self._train_freq = configs[0].train_freq
-        self._learning_rates = np.array([icm.optimizer.param_groups[0]["lr"] for icm in icms], dtype=np.float64)
-        self._extrinsic_weight = column([m.extrinsic_weight for m in self.members])[:, None, None]
-        self._intrinsic_weight = column([m.intrinsic_weight for m in self.members])[:, None, None]
-        self._warmup = np.array([m.icm_warmup_steps for m in self.members])
-        self._call = vmap(self._call_icm)
-
-    def _call_icm(self, params: dict[str, th.Tensor], observations, actions, next_observations):
-        return functional_call(self._template, params, (observations, actions, next_observations))
-
-    def learner_rewards(self, batch: ReplayBufferSamples) -> th.Tensor:
-        """The members' learner rewards ``[M, batch, 1]`` from their stacked batches (rewards already
-        scaled), after one ICM update each when ``icm.train_freq`` says so, as ``curious_batch``."""
-        update = self.members[0].icm_batches % self._train_freq == 0
-        params = dict(zip(self.weights.names, self.weights.params))
-        with th.set_grad_enabled(update):
-            error, inverse_loss = self._call(params, batch.observations, batch.actions, batch.next_observations)
-        if update:
-            forward_loss = error.mean(dim=1)
-            total = curiosity_loss(forward_loss, inverse_loss, self._beta)
-            self._optimise(forward_loss, inverse_loss, total)
-        raw = self._eta * error.detach()
-        intrinsic = normalised_surprise(raw, self.median, self.spread, self._reward_clip, True)
-        mixed, stats = mix_curiosity(
-            batch.rewards,
-            intrinsic,
-            self.extrinsic_scale,
-            self._match,
-            self._extrinsic_weight,
-            self._intrinsic_weight,
-        )
-        warm = np.array([m.num_timesteps for m in self.members]) >= self._warmup
-        values = dict(zip(stats, th.stack(list(stats.values())).tolist()))
-        for i, member in enumerate(self.members):
-            member.icm_batches += 1
-            member._accumulate(
-                {name: column[i] for name, column in values.items() if warm[i] or name != "icm/effective_share"}
-            )
-        warm_rows = th.as_tensor(warm, device=mixed.device)[:, None, None]
-        return th.where(warm_rows, mixed, batch.rewards)
-
-    def _optimise(self, forward_loss: th.Tensor, inverse_loss: th.Tensor, total: th.Tensor) -> None:
-        """``IntrinsicCuriosityModule._optimise`` per member: a non-finite loss stops training (the
-        member's divergence guard names it), else one step of clipped AdamW."""
-        losses = {"forward_loss": forward_loss, "inverse_loss": inverse_loss, "total_loss": total}
-        values = th.stack([loss.detach() for loss in losses.values()]).tolist()  # [3][M]
-        for i, member in enumerate(self.members):
-            member_losses = {name: column[i] for name, column in zip(losses, values)}
-            member._raise_if_diverged({f"icm_{name}": value for name, value in member_losses.items()})
-            member._accumulate({f"icm/{name}": value for name, value in member_losses.items()})
-        grads = th.autograd.grad(total.sum(), self.weights.params)
-        # clip_grad_norm_ per member: the 2-norm over all of its ICM gradients.
-        norms = th.stack([grad.flatten(1).norm(dim=1) for grad in grads]).norm(dim=0)
-        clip = (self._grad_clip / (norms + 1e-6)).clamp(max=1.0)
-        grads = tuple(grad * clip.view((-1,) + (1,) * (grad.dim() - 1)) for grad in grads)
-        self.weights.step(grads, self._learning_rates)
-
-    def release(self) -> None:
-        self.weights.release()
-        for icm in self._icms:
-            for average in (icm.intrinsic_median, icm.intrinsic_spread, icm.extrinsic_scale):
-                for buffer in (average.average, average.weight):
-                    buffer.data = buffer.data.clone()
-
-
-# What every member of one population must share: they take their gradient steps in lockstep, on
-# batches of one size, through networks of one shape.
-_LOCKSTEP_SETTINGS = ("batch_size", "gradient_steps", "train_freq", "learning_starts", "num_timesteps", "device")
-
-
-def _network_shapes(member: SAC, what: str) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(p.shape) for p in getattr(member, what).parameters())
-
-
-def population_key(member: SAC) -> tuple:
-    """What SAC members of one population share: the lockstep settings, whether the entropy
-    coefficient is learned, and the network shapes (their ICMs, if any: ``population_groups``)."""
-    return (
-        tuple(str(getattr(member, name)) for name in _LOCKSTEP_SETTINGS),
-        member.ent_coef_optimizer is not None,
-        _network_shapes(member, "actor"),
-        _network_shapes(member, "critic"),
-    )
-
-
 def population_groups(members: Sequence[SAC]) -> list[list[int]]:
     """``members``' indices split into the fewest populations ``PopulationSAC`` accepts: one per
     ``population_key``, split further by ICM shape and ``icm.train_freq`` cycle; members without an
@@ -335,50 +95,6 @@ def population_groups(members: Sequence[SAC]) -> list[list[int]]:
         curious[0] = sorted(curious[0] + plain)
         groups += curious
     return groups
-
-
-def _check_members(members: Sequence[SAC]) -> None:
-    if not members:
-        raise PopulationError("a population needs at least one member")
-    for i, member in enumerate(members):
-        if not isinstance(member, SAC):
-            raise PopulationError(f"member {i} is a {type(member).__name__}, not an SB3 SAC")
-        if member.use_sde:
-            raise PopulationError(
-                f"member {i} uses gSDE (use_sde=True), which the population update does not implement"
-            )
-        if getattr(member, "auxiliary", None) is not None:
-            raise PopulationError(
-                f"member {i} has auxiliary heads (sac_icm.agent.auxiliary.enabled: true), which the population "
-                "does not train; switch them off or use runtime.engine: sequential or ray"
-            )
-        if list(member.critic.buffers()) or list(member.actor.buffers()):
-            raise PopulationError(
-                f"member {i}'s networks have buffers (batch norm), which the population does not track"
-            )
-        if not isinstance(member.train_freq, TrainFreq) or member.train_freq.unit != TrainFrequencyUnit.STEP:
-            raise PopulationError(f"member {i} has an episode-based train_freq; the population steps in env steps")
-    for name in _LOCKSTEP_SETTINGS:
-        values = [getattr(member, name) for member in members]
-        if any(value != values[0] for value in values):
-            raise PopulationError(
-                f"members differ in '{name}' ({values}); a population trains in lockstep and needs one value"
-            )
-    curiosity = {_curiosity_key(member) for member in members} - {None}
-    if len(curiosity) > 1:
-        raise PopulationError(
-            "the members' ICMs differ in network shape (icm.feature_dim, icm.hidden_dim), icm.train_freq or "
-            "their position in its cycle; their curiosity steps cannot run as one"
-        )
-    auto = [member.ent_coef_optimizer is not None for member in members]
-    if any(flag != auto[0] for flag in auto):
-        raise PopulationError(f"members mix a learned and a fixed ent_coef ({auto}); use one kind per population")
-    for what in ("actor", "critic"):
-        shapes = [_network_shapes(m, what) for m in members]
-        if any(shape != shapes[0] for shape in shapes):
-            raise PopulationError(
-                f"members' {what} networks differ in shape (policy.net_arch); stack equal networks only"
-            )
 
 
 def _quiet_setup(member: SAC, total_timesteps: int, reset_num_timesteps: bool) -> tuple[int, BaseCallback]:

@@ -47,7 +47,7 @@ class MovingAverage(nn.Module):
     module. ``value`` is 1 before any update.
 
     ``decay`` may be a tensor of per-member decays: the buffers then have its shape and ``update``
-    takes one statistic per member (a population's statistics, ``algorithms.population.population_sac``)."""
+    takes one statistic per member (a population's statistics, ``algorithms.population.stacking``)."""
 
     average: th.Tensor
     weight: th.Tensor

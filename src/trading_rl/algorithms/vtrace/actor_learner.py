@@ -5,7 +5,8 @@ policy; they run ``unroll_length`` steps with the weights they were sent and ret
 ``Trajectory``. The learner stacks one trajectory per actor into a time-major batch, recomputes the
 target policy's log-probabilities of the *same continuous actions*, corrects with V-trace and takes
 one optimiser step (one backward through policy-gradient, value and entropy losses), then
-broadcasts the new weights (one ``ray.put``, shared by every actor).
+broadcasts the new weights (one ``ray.put``, shared by every actor). The network is in
+``actor_critic``, the actors' rollouts in ``rollouts``.
 
 Schedule: the learner sends weights ``w_k`` for the next rollout *before* it updates on batch
 ``k``, so actors collect while the learner learns and every batch after the first is one update
@@ -39,6 +40,8 @@ import torch
 from gymnasium.spaces import flatdim
 from torch import nn
 
+from trading_rl.algorithms.vtrace.actor_critic import GaussianActorCritic, build_actor_critic, policy_weights
+from trading_rl.algorithms.vtrace.rollouts import RolloutWorker, Trajectory
 from trading_rl.algorithms.vtrace.vtrace import vtrace_from_importance_weights
 from trading_rl.config import Section, layer_widths_problem, setting
 from trading_rl.envs import EnvSpec
@@ -89,157 +92,6 @@ class VTraceParams(VTraceLearnerParams):
 
 # History keys that measure time rather than learning (they differ between otherwise identical runs).
 TIMING_KEYS = ("collect_seconds", "learner_seconds", "wait_seconds", "update_seconds")
-
-
-def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for index, (size_in, size_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(size_in, size_out))
-        if index < len(sizes) - 2:
-            layers.append(activation())
-    return nn.Sequential(*layers)
-
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
-    """Diagonal Gaussian log density of ``actions``, summed over the last (action) dimension; the one
-    formula both actors (behaviour) and learner (target) use."""
-    return (-0.5 * ((actions - mean) / log_std.exp()).pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
-
-
-class GaussianActorCritic(nn.Module):
-    """Policy-mean MLP with a learned state-independent log-std, and a separate value MLP."""
-
-    def __init__(
-        self,
-        obs_dim: int,
-        action_dim: int,
-        net_arch: Sequence[int] = (64, 64),
-        activation: str = "tanh",
-        initial_log_std: float = -0.5,
-    ) -> None:
-        super().__init__()
-        act = ACTIVATIONS[activation]
-        self.mean_net = _mlp([obs_dim, *net_arch, action_dim], act)
-        self.value_net = _mlp([obs_dim, *net_arch, 1], act)
-        self.log_std = nn.Parameter(torch.full((action_dim,), float(initial_log_std)))
-        # A small last layer starts the policy near "hold" with the initial std doing the exploring.
-        mean_head = self.mean_net[-1]
-        assert isinstance(mean_head, nn.Linear), "_mlp ends with a Linear layer"
-        with torch.no_grad():
-            mean_head.weight.mul_(0.01)
-            mean_head.bias.zero_()
-
-    def mean(self, observations: torch.Tensor) -> torch.Tensor:
-        return self.mean_net(observations)
-
-    def log_prob(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """log density of the continuous ``actions`` (summed over action dimensions), shape ``[...]``."""
-        return gaussian_log_prob(actions, self.mean_net(observations), self.log_std)
-
-    def value(self, observations: torch.Tensor) -> torch.Tensor:
-        return self.value_net(observations).squeeze(-1)
-
-    def entropy(self) -> torch.Tensor:
-        """Entropy of the Gaussian (the same in every state: the std does not depend on it)."""
-        return (self.log_std + 0.5 * math.log(2.0 * math.pi * math.e)).sum()
-
-
-def build_actor_critic(obs_dim: int, action_dim: int, params: VTraceParams, seed: int) -> GaussianActorCritic:
-    """The network for resolved ``params``, initialised from ``seed`` without touching torch's global RNG."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return GaussianActorCritic(obs_dim, action_dim, params.net_arch, params.activation, params.initial_log_std)
-
-
-def policy_weights(model: nn.Module) -> dict[str, np.ndarray]:
-    """A CPU copy of ``model``'s weights as numpy arrays: what the learner broadcasts."""
-    return {name: tensor.detach().cpu().numpy().copy() for name, tensor in model.state_dict().items()}
-
-
-@dataclass
-class Trajectory:
-    """``unroll_length`` steps of one actor; ``observations`` has one more row (the bootstrap state)."""
-
-    observations: np.ndarray  # [T + 1, obs_dim] float32
-    actions: np.ndarray  # [T, action_dim] float32: the sampled values passed to env.step
-    rewards: np.ndarray  # [T] env rewards (log equity change), unscaled
-    discounts: np.ndarray  # [T] gamma, or 0 where the episode ended after the step
-    behaviour_log_probs: np.ndarray  # [T] log μ(action | observation) under the weights sent
-    truncated_steps: np.ndarray  # steps whose episode hit its time limit (not a terminal state)
-    truncated_observations: np.ndarray  # [len(truncated_steps), obs_dim] the final observations there
-    episode_returns: list[float]  # sum of env rewards (= log net return) of episodes that ended here
-    collect_seconds: float  # wall time the rollout took (not part of the data)
-
-
-class RolloutWorker:
-    """One training env and a policy copy; ``rollout(weights)`` runs the next ``unroll_length`` steps.
-
-    The env carries over between rollouts (trajectories continue the current episode), and one
-    numpy generator seeded by ``seed`` draws the action noise, so the sequence of trajectories is a
-    function of the seed and the weights sent, nothing else.
-    """
-
-    def __init__(self, spec: EnvSpec, params: VTraceParams, seed: int, torch_threads: int | None = None) -> None:
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
-        self.params = params
-        self.env = spec.make_env("train", seed=seed)
-        obs_dim = flatdim(self.env.observation_space)
-        self.action_dim = flatdim(self.env.action_space)
-        self.policy = build_actor_critic(obs_dim, self.action_dim, self.params, seed)
-        self.rng = np.random.default_rng(seed)
-        self.observation, _ = self.env.reset()
-        self.episode_return = 0.0
-
-    def rollout(self, weights: Mapping[str, np.ndarray]) -> Trajectory:
-        started = time.perf_counter()
-        self.policy.load_state_dict({name: torch.from_numpy(array) for name, array in weights.items()})
-        steps, gamma = self.params.unroll_length, float(self.params.gamma)
-        observations = np.empty((steps + 1, self.observation.shape[0]), dtype=np.float32)
-        actions = np.empty((steps, self.action_dim), dtype=np.float32)
-        rewards = np.empty(steps)
-        discounts = np.full(steps, gamma)
-        means = np.empty((steps, self.action_dim), dtype=np.float32)
-        truncated_steps, truncated_observations, episode_returns = [], [], []
-        env = self.env
-        log_std = self.policy.log_std.detach()
-        std = log_std.exp().numpy()
-        for t in range(steps):
-            observations[t] = self.observation
-            with torch.no_grad():
-                means[t] = self.policy.mean(torch.from_numpy(observations[t : t + 1]))[0].numpy()
-            actions[t] = means[t] + std * self.rng.standard_normal(self.action_dim)
-            observation, reward, terminated, truncated, _ = env.step(actions[t])
-            rewards[t] = reward
-            self.episode_return += float(reward)
-            if terminated or truncated:
-                discounts[t] = 0.0
-                if not terminated:
-                    truncated_steps.append(t)
-                    truncated_observations.append(observation)
-                episode_returns.append(self.episode_return)
-                self.episode_return = 0.0
-                observation, _ = env.reset()
-            self.observation = observation
-        observations[steps] = self.observation
-        with torch.no_grad():  # the densities of the whole unroll at once, from the means used
-            log_probs = gaussian_log_prob(torch.from_numpy(actions), torch.from_numpy(means), log_std).numpy()
-        return Trajectory(
-            observations=observations,
-            actions=actions,
-            rewards=rewards,
-            discounts=discounts,
-            behaviour_log_probs=log_probs,
-            truncated_steps=np.asarray(truncated_steps, dtype=np.int64),
-            truncated_observations=np.asarray(truncated_observations, dtype=np.float32).reshape(
-                len(truncated_steps), observations.shape[1]
-            ),
-            episode_returns=episode_returns,
-            collect_seconds=time.perf_counter() - started,
-        )
 
 
 class VTraceLearner:
