@@ -50,8 +50,19 @@ RUN_TIME_KEYS = {
     "code_version",
     "hostname",
     "user",
+    "completed_at_utc",
+    "migrated_at_utc",
+    "saved",
+    "loaded",
+    # the digest of a zip's bytes: zip members carry the time they were written
+    "sha256",
+    "source_sha256",
+    "latency",  # measured time, not behaviour
 }
-NOT_COMPARED = {".png", ".html", ".txt", ".md"}
+NOT_COMPARED = {".png", ".html", ".txt", ".md", ".sha256", ".sha256sums", ".db"}
+SKIPPED_FOLDERS = {"mlflow", "resume", "mlartifacts", "mlruns"}
+# An append-only folder of one file per run: compared as the rows of all its files together.
+APPEND_ONLY = "trial_ledger"
 VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}\.\d{2}\.\d{2}\.\d{3}Z$")  # Kedro's save version
 
 
@@ -61,7 +72,11 @@ def newest_versions(data: Path) -> dict[str, Path]:
     found: dict[str, tuple[str, Path]] = {}
     for path in sorted(data.rglob("*")):
         parts = path.relative_to(data).parts
-        if not path.is_file() or path.name == ".gitkeep" or {"mlflow", "resume"} & set(parts):
+        if not path.is_file() or path.name == ".gitkeep" or SKIPPED_FOLDERS & set(parts):
+            continue
+        if APPEND_ONLY in parts[:-1]:
+            key = "/".join(parts[: parts.index(APPEND_ONLY) + 1])
+            found.setdefault(key, ("", path.parent))
             continue
         versions = [part for part in parts if VERSION.match(part)]
         key = "/".join(part for part in parts if not VERSION.match(part))
@@ -94,6 +109,8 @@ def _tensor_digest(raw: bytes) -> str:
     digest = hashlib.sha256()
 
     def add(value: Any, name: str) -> None:
+        if name.rpartition(".")[2] in RUN_TIME_KEYS:
+            return
         if isinstance(value, torch.Tensor):
             digest.update(f"{name}:{value.dtype}:{tuple(value.shape)}".encode())
             digest.update(value.detach().contiguous().numpy().tobytes())
@@ -127,9 +144,34 @@ def weights_digest(raw: bytes) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
+def _compare_onnx(before: Path, after: Path) -> tuple[str, str]:
+    """The graphs' weights (initializers) and operators in order: node and value names carry the
+    module path of the exported class, which a move changes without changing the function."""
+    import onnx
+    from onnx import numpy_helper
+
+    left, right = onnx.load(str(before)), onnx.load(str(after))
+    weights = [sorted(numpy_helper.to_array(t).tobytes() for t in model.graph.initializer) for model in (left, right)]
+    operators = [[node.op_type for node in model.graph.node] for model in (left, right)]
+    if weights[0] == weights[1] and operators[0] == operators[1]:
+        return "identical", f"{len(weights[0])} initializers, {len(operators[0])} operators"
+    return "differs", "initializers or operators"
+
+
 def compare_file(before: Path, after: Path) -> tuple[str, str]:
     """``(status, detail)``: ``identical``, ``differs`` or ``not compared``."""
-    suffix = before.suffix
+    if before.is_dir():  # an append-only ledger folder
+        left, right = (pd.concat([pd.read_parquet(f) for f in sorted(d.glob("*.parquet"))]) for d in (before, after))
+        before_rows = left.drop(columns=[c for c in left.columns if c in RUN_TIME_KEYS]).reset_index(drop=True)
+        after_rows = right.drop(columns=[c for c in right.columns if c in RUN_TIME_KEYS]).reset_index(drop=True)
+        try:
+            pd.testing.assert_frame_equal(before_rows, after_rows, check_exact=True)
+            return "identical", f"{len(before_rows)} rows"
+        except AssertionError as error:
+            return "differs", str(error).splitlines()[0][:200]
+    suffix = before.suffix or before.name  # ".sha256sums" has no suffix of its own
+    if suffix == ".onnx":
+        return _compare_onnx(before, after)
     if suffix in NOT_COMPARED:
         return "not compared", suffix
     if suffix == ".parquet":
@@ -158,6 +200,13 @@ def main() -> int:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--data", default="data", help="the data folder inside each project")
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a report key whose difference is explained (e.g. a class path a move changed): listed, not failed",
+    )
     args = parser.parse_args()
     before, after = newest_versions(args.before / args.data), newest_versions(args.after / args.data)
     failed = False
@@ -167,6 +216,8 @@ def main() -> int:
             failed = True
             continue
         status, detail = compare_file(before[key], after[key])
+        if status == "differs" and detail and set(detail.split(", ")) <= set(args.allow):
+            status = "allowed"
         failed |= status == "differs"
         print(f"{status:13} {key}  {detail}")
     print("DIFFERENT" if failed else "IDENTICAL (every compared dataset)")
