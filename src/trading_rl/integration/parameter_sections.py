@@ -28,9 +28,9 @@ from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
-from trading_rl.phases.forward import ForwardParams
+from trading_rl.phases.forward.params import ForwardParams
 from trading_rl.phases.multi_symbol import MultiSymbolParams
-from trading_rl.phases.tuning import TuningParams, check_pruning, check_search_space, trial_protocol
+from trading_rl.phases.tuning.params import TuningParams, check_pruning, check_search_space, trial_protocol
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.rewards.shaped_training import RewardShaperParams
 from trading_rl.runtime.engine import RuntimeParams

@@ -153,7 +153,7 @@ def test_without_a_promoted_model_the_rerun_says_not_checked_and_why(tmp_path):
 
 
 def test_a_model_trained_before_deployment_metadata_is_reported_not_fatal(caplog):
-    from trading_rl.pipelines.forward.nodes import NotDeployed, prepare_forward_data
+    from trading_rl.phases.forward import NotDeployed, prepare_forward_data
 
     class OldModel:
         trading_rl_metadata = {"save_version": "2025-01-01T00.00.00.000Z", "symbol": SYMBOL}

@@ -3,8 +3,9 @@
 The windows, their env specs and the summaries are ``evaluation.validation.folds``; this package trains the
 agents and scores them: ``params`` (the ``walk_forward`` section and the ``WalkForwardJob`` one
 execution shares), ``trainers`` (the ``Agent`` protocol and ``AGENT_TRAINERS``), ``chains`` (the retrain
-task and the one chain loop of every engine), ``execution`` (folds, chains on the executor, scoring)
-and ``ledger`` (trial-ledger rows).
+task and the one chain loop of every engine), ``execution`` (folds, chains on the executor, scoring),
+``ledger`` (trial-ledger rows), and the phase as its pipeline wires it: ``run`` (the run, its ledger
+rows, its summary) and ``report`` (plots, tearsheet sections).
 
 A backtest on one split tells little: one period, one seed, and every choice made while looking at
 it. Walk-forward slides a training window and the test window after it through the history, trains

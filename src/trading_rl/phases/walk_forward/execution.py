@@ -203,6 +203,140 @@ class _Scorer:
         return {**window, **labels, **metrics}, steps
 
 
+def _checked_seed_indices(config: WalkForwardParams, seed_indices: Sequence[int] | None) -> list[int]:
+    """``seed_indices`` (default: every seed), refused unless increasing indexes of ``config.seeds``."""
+    seed_indices = list(range(config.seeds) if seed_indices is None else seed_indices)
+    if not seed_indices or seed_indices != sorted(set(seed_indices) & set(range(config.seeds))):
+        raise ValueError(
+            f"seed_indices must be increasing indexes of '{PARAMS_PREFIX}.seeds' ({config.seeds}), got {seed_indices}"
+        )
+    return seed_indices
+
+
+def _walked_symbols(prices: Mapping[str, pd.DataFrame], config: WalkForwardParams) -> list[str]:
+    """``walk_forward.symbols`` (default: every symbol of ``prices``), refused when one has no prices."""
+    symbols = config.symbols or list(prices)
+    missing = [symbol for symbol in symbols if symbol not in prices]
+    if missing:
+        raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
+    return symbols
+
+
+@dataclass(frozen=True)
+class _PreparedFolds:
+    """Every symbol's folds, each fold's env spec (shared on the executor too) and baseline rollouts."""
+
+    symbol_folds: dict[str, list[Fold]]
+    fold_keys: list[tuple[str, Fold]]
+    prepared: list[tuple[EnvSpec, dict[str, pd.DataFrame]]]
+    specs: dict[tuple[str, int], EnvSpec]
+    shared_specs: dict[tuple[str, int], Any]
+
+
+def _prepare_folds(
+    prices: Mapping[str, pd.DataFrame],
+    symbols: list[str],
+    config: WalkForwardParams,
+    job: WalkForwardJob,
+    executor: Executor,
+) -> _PreparedFolds:
+    """The first wave: each symbol's development prices cut into folds, one ``prepare_fold`` task per
+    symbol × fold on ``executor``."""
+    prices = {symbol: development_prices(prices[symbol], config.data_end, job.feature_extraction) for symbol in symbols}
+    symbol_folds = {symbol: folds_of(prices[symbol], config, job.feature_extraction.features) for symbol in symbols}
+    fold_keys = [(symbol, fold) for symbol in symbols for fold in symbol_folds[symbol]]
+    shared_prices = {symbol: executor.share(prices[symbol]) for symbol in symbols}
+    prepared = executor.map(
+        prepare_fold,
+        [{"symbol": symbol, "prices": shared_prices[symbol], "fold": fold, "job": job} for symbol, fold in fold_keys],
+    )
+    specs = {(symbol, fold.index): spec for (symbol, fold), (spec, _) in zip(fold_keys, prepared)}
+    shared_specs = {key: executor.share(spec) for key, spec in specs.items()}
+    return _PreparedFolds(symbol_folds, fold_keys, prepared, specs, shared_specs)
+
+
+def _chain_tasks(
+    configs: Sequence[WalkForwardParams],
+    symbols: list[str],
+    seed_indices: list[int],
+    agent_params: dict[str, Any],
+    job: WalkForwardJob,
+    folds: _PreparedFolds,
+) -> tuple[list[ChainKey], list[RetrainTask]]:
+    """The second wave: one retrain task per variant × symbol × agent × seed × retrain group, with
+    the key saying where its chain belongs."""
+    config = configs[0]
+    keys, tasks = [], []
+    for variant, variant_config in enumerate(configs):
+        for symbol in symbols:
+            for agent in config.agents:
+                section = agent_section(agent, agent_params, variant_config.agent_overrides)
+                for seed_index in seed_indices:
+                    for group in retrain_groups(folds.symbol_folds[symbol]):
+                        keys.append(ChainKey(variant, symbol, agent, seed_index, group))
+                        tasks.append(
+                            RetrainTask(
+                                agent=agent,
+                                trainer=AGENT_TRAINERS[agent],
+                                specs=[folds.shared_specs[(symbol, fold.index)] for fold in group],
+                                retrains=[fold.retrain for fold in group],
+                                params=section,
+                                seed=agent_seed(job.seed, seed_index),
+                                timesteps=config.timesteps,
+                                finetune_timesteps=config.finetune_timesteps,
+                                device=config.device,
+                            )
+                        )
+    return keys, tasks
+
+
+def _scored_results(
+    n_variants: int,
+    symbols: list[str],
+    job: WalkForwardJob,
+    folds: _PreparedFolds,
+    keys: Sequence[ChainKey],
+    chain_results: Sequence[Any],
+) -> list[WalkForwardResult]:
+    """Each variant's result: per symbol the baselines' windows, then its agents' windows, scored."""
+    market = {
+        (symbol, fold.index): rollouts[MARKET]["return"].to_numpy(dtype=np.float64)
+        for (symbol, fold), (_, rollouts) in zip(folds.fold_keys, folds.prepared)
+    }
+    scored = _Scorer(job, folds.specs, market)
+    baselines: dict[str, list[tuple[dict, pd.DataFrame]]] = {symbol: [] for symbol in symbols}
+    for (symbol, fold), (_, rollouts) in zip(folds.fold_keys, folds.prepared):
+        baselines[symbol] += [
+            scored(symbol, fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
+            for name, rollout in rollouts.items()
+        ]
+    agent_windows: list[dict[str, list[tuple[dict, pd.DataFrame]]]] = [
+        {symbol: [] for symbol in symbols} for _ in range(n_variants)
+    ]
+    chains: list[list[TrainedChain]] = [[] for _ in range(n_variants)]
+    for key, result in zip(keys, chain_results):
+        agent_windows[key.variant][key.symbol] += [
+            scored(key.symbol, fold, {"kind": "agent", "agent": key.agent, "seed": key.seed_index}, rollout)
+            for fold, rollout in zip(key.group, result.rollouts)
+        ]
+        chains[key.variant].append(
+            TrainedChain(
+                key.symbol, key.agent, key.seed_index, [fold.index for fold in key.group], result.training, result.agent
+            )
+        )
+    results = []
+    for variant in range(n_variants):
+        windows = [window for symbol in symbols for window in baselines[symbol] + agent_windows[variant][symbol]]
+        results.append(
+            WalkForwardResult(
+                folds=pd.DataFrame([row for row, _ in windows]),
+                returns=pd.concat([steps for _, steps in windows], ignore_index=True),
+                chains=chains[variant],
+            )
+        )
+    return results
+
+
 def run_walk_forward_variants(
     prices: Mapping[str, pd.DataFrame],
     variants: Sequence[WalkForwardParams],
@@ -226,87 +360,13 @@ def run_walk_forward_variants(
     executor = executor or SequentialExecutor()
     configs = shared_protocol(variants, job.feature_extraction.features)
     config = configs[0]
-    seed_indices = list(range(config.seeds) if seed_indices is None else seed_indices)
-    if not seed_indices or seed_indices != sorted(set(seed_indices) & set(range(config.seeds))):
-        raise ValueError(
-            f"seed_indices must be increasing indexes of '{PARAMS_PREFIX}.seeds' ({config.seeds}), got {seed_indices}"
-        )
+    checked_seeds = _checked_seed_indices(config, seed_indices)
     agent_params = job.with_walk_forward_agents(config)
-    symbols = config.symbols or list(prices)
-    missing = [symbol for symbol in symbols if symbol not in prices]
-    if missing:
-        raise ValueError(f"parameter '{PARAMS_PREFIX}.symbols' lists {missing}, not among {sorted(prices)}")
-
-    prices = {symbol: development_prices(prices[symbol], config.data_end, job.feature_extraction) for symbol in symbols}
-    symbol_folds = {symbol: folds_of(prices[symbol], config, job.feature_extraction.features) for symbol in symbols}
-    fold_keys = [(symbol, fold) for symbol in symbols for fold in symbol_folds[symbol]]
-    shared_prices = {symbol: executor.share(prices[symbol]) for symbol in symbols}
-    prepared = executor.map(
-        prepare_fold,
-        [{"symbol": symbol, "prices": shared_prices[symbol], "fold": fold, "job": job} for symbol, fold in fold_keys],
-    )
-    specs = {(symbol, fold.index): spec for (symbol, fold), (spec, _) in zip(fold_keys, prepared)}
-    shared_specs = {key: executor.share(spec) for key, spec in specs.items()}
-
-    keys, tasks = [], []
-    for variant, variant_config in enumerate(configs):
-        for symbol in symbols:
-            for agent in config.agents:
-                section = agent_section(agent, agent_params, variant_config.agent_overrides)
-                for seed_index in seed_indices:
-                    for group in retrain_groups(symbol_folds[symbol]):
-                        keys.append(ChainKey(variant, symbol, agent, seed_index, group))
-                        tasks.append(
-                            RetrainTask(
-                                agent=agent,
-                                trainer=AGENT_TRAINERS[agent],
-                                specs=[shared_specs[(symbol, fold.index)] for fold in group],
-                                retrains=[fold.retrain for fold in group],
-                                params=section,
-                                seed=agent_seed(job.seed, seed_index),
-                                timesteps=config.timesteps,
-                                finetune_timesteps=config.finetune_timesteps,
-                                device=config.device,
-                            )
-                        )
+    symbols = _walked_symbols(prices, config)
+    folds = _prepare_folds(prices, symbols, config, job, executor)
+    keys, tasks = _chain_tasks(configs, symbols, checked_seeds, agent_params, job, folds)
     chain_results = executor.run_retrain_groups(run_retrain_group, tasks, on_result=_chain_progress(keys))
-
-    market = {
-        (symbol, fold.index): rollouts[MARKET]["return"].to_numpy(dtype=np.float64)
-        for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared)
-    }
-    scored = _Scorer(job, specs, market)
-    baselines: dict[str, list[tuple[dict, pd.DataFrame]]] = {symbol: [] for symbol in symbols}
-    for (symbol, fold), (_, rollouts) in zip(fold_keys, prepared):
-        baselines[symbol] += [
-            scored(symbol, fold, {"kind": "baseline", "agent": name, "seed": -1}, rollout)
-            for name, rollout in rollouts.items()
-        ]
-    agent_windows: list[dict[str, list[tuple[dict, pd.DataFrame]]]] = [
-        {symbol: [] for symbol in symbols} for _ in configs
-    ]
-    chains: list[list[TrainedChain]] = [[] for _ in configs]
-    for key, result in zip(keys, chain_results):
-        agent_windows[key.variant][key.symbol] += [
-            scored(key.symbol, fold, {"kind": "agent", "agent": key.agent, "seed": key.seed_index}, rollout)
-            for fold, rollout in zip(key.group, result.rollouts)
-        ]
-        chains[key.variant].append(
-            TrainedChain(
-                key.symbol, key.agent, key.seed_index, [fold.index for fold in key.group], result.training, result.agent
-            )
-        )
-    results = []
-    for variant in range(len(configs)):
-        windows = [window for symbol in symbols for window in baselines[symbol] + agent_windows[variant][symbol]]
-        results.append(
-            WalkForwardResult(
-                folds=pd.DataFrame([row for row, _ in windows]),
-                returns=pd.concat([steps for _, steps in windows], ignore_index=True),
-                chains=chains[variant],
-            )
-        )
-    return results
+    return _scored_results(len(configs), symbols, job, folds, keys, chain_results)
 
 
 def merge_seed_runs(runs: Sequence[WalkForwardResult]) -> WalkForwardResult:

@@ -1,6 +1,6 @@
 from kedro.pipeline import Pipeline
 
-from trading_rl.pipelines.tuning import nodes
+from trading_rl.phases.tuning import report, run
 from trading_rl.pipelines.typed_node import typed_node
 
 
@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             typed_node(
-                nodes.tune,
+                run.tune,
                 inputs=[
                     "prices",
                     "params:tuning",
@@ -25,7 +25,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["train", "evaluate"],
             ),
             typed_node(
-                nodes.report_tuning,
+                report.report_tuning,
                 inputs=["tuning_trials", "trial_ledger", "tuned_parameters", "run_metadata"],
                 outputs=["tuning_report", "tuning_metrics"],
                 name="report_tuning",

@@ -1,15 +1,16 @@
 from kedro.pipeline import Pipeline
 
+from trading_rl.phases.walk_forward import report, run
 from trading_rl.pipelines.tearsheet import tearsheet_node
-from trading_rl.pipelines.typed_node import typed_node
-from trading_rl.pipelines.walk_forward import nodes
+from trading_rl.pipelines.tracking import log_history
+from trading_rl.pipelines.typed_node import bound, typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             typed_node(
-                nodes.walk_forward,
+                bound(run.walk_forward, log_history=log_history),
                 inputs=[
                     "prices",
                     "params:walk_forward",
@@ -24,7 +25,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["train", "evaluate"],
             ),
             typed_node(
-                nodes.record_walk_forward_trials,
+                run.record_walk_forward_trials,
                 inputs=[
                     "walk_forward_returns",
                     "prices",
@@ -40,7 +41,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["report"],
             ),
             typed_node(
-                nodes.summarise_walk_forward,
+                run.summarise_walk_forward,
                 inputs=[
                     "walk_forward_folds",
                     "walk_forward_returns",
@@ -53,7 +54,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["report"],
             ),
             typed_node(
-                nodes.plot_walk_forward,
+                report.plot_walk_forward,
                 inputs=["walk_forward_folds", "walk_forward_equity"],
                 outputs=[
                     "walk_forward_equity_plot",
@@ -65,7 +66,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             tearsheet_node(
                 "walk_forward",
-                nodes.walk_forward_tearsheet,
+                report.walk_forward_tearsheet,
                 ["walk_forward_equity", "prices", "params:env_construction", "params:regime_validation"],
                 ledger="trial_ledger",
                 gates=["walk_forward_summary"],

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from trading_rl.pipelines.tuning.nodes import tuning_metrics
+from trading_rl.phases.tuning.report import tuning_metrics
 
 
 def test_every_trial_once_at_its_number_and_the_counts_by_state():

@@ -1,12 +1,13 @@
-"""Thin nodes around ``trading_rl.phases.walk_forward`` and ``plots``."""
+"""The walk-forward phase as its pipeline runs it: the run on the ``runtime.engine`` executor (each
+chain's record handed to the injected ``log_history``), its trial-ledger rows and its summary."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.algorithms.saved import load_agent
@@ -15,21 +16,13 @@ from trading_rl.envs import periods_per_year_by_symbol
 from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.ledger.ledger import Period, trials_for
 from trading_rl.evaluation.metrics.attribution import env_cost_rate
-from trading_rl.evaluation.reporting import plots
-from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput
-from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection
 from trading_rl.evaluation.validation.folds import stitch_out_of_sample, summarise
-from trading_rl.evaluation.validation.regimes import RegimeValidationParams, label_regimes
 from trading_rl.features.params import FeatureExtractionParams
-from trading_rl.phases.walk_forward import (
-    WalkForwardJob,
-    WalkForwardParams,
-    chain_histories,
-    run_walk_forward,
-    trial_rows,
-)
+from trading_rl.phases.walk_forward.chains import chain_histories
+from trading_rl.phases.walk_forward.execution import run_walk_forward
+from trading_rl.phases.walk_forward.ledger import trial_rows
+from trading_rl.phases.walk_forward.params import WalkForwardJob, WalkForwardParams
 from trading_rl.phases.walk_forward.population import make_executor
-from trading_rl.pipelines.tracking import log_history
 from trading_rl.runtime import RuntimeParams
 from trading_rl.training.params import SacIcmParams
 
@@ -44,12 +37,15 @@ def walk_forward(
     sac_icm: SacIcmParams,
     seed: int,
     runtime: RuntimeParams,
+    *,
+    log_history: Callable[[str, list[dict]], None],
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Per-fold metrics table, every test step, for every symbol × fold × agent × seed, run on the
     ``runtime.engine`` executor (same numbers either way), and each chain's final agent
     (``phases.walk_forward.chains``). Each chain's record (training episode reward and test metrics per
     fold, at the env steps trained so far) goes to MLflow as ``walk_forward/<chain>/...`` once the
-    chains return: they ran in worker processes, which have no MLflow run to stream to."""
+    chains return: they ran in worker processes, which have no MLflow run to stream to. ``log_history``:
+    the pipeline binds ``pipelines.tracking.log_history``."""
     frames = by_symbol(prices)
     result = run_walk_forward(
         frames,
@@ -106,48 +102,3 @@ def summarise_walk_forward(
         cost_rate=env_cost_rate(env_construction.env),
     )
     return summary, stitch_out_of_sample(returns)
-
-
-def plot_walk_forward(folds: pd.DataFrame, stitched: pd.DataFrame) -> tuple[Figure, Figure, Figure]:
-    """Out-of-sample equity, fold Sharpe distribution and action histograms (versioned PNGs; the
-    MLflow artifact hook logs each saved figure)."""
-    return (
-        plots.out_of_sample_equity(stitched),
-        plots.fold_sharpe_distribution(folds),
-        plots.action_histograms(folds),
-    )
-
-
-def walk_forward_tearsheet(
-    stitched: pd.DataFrame,
-    prices: pd.DataFrame,
-    env_construction: EnvConstructionParams,
-    regime_validation: RegimeValidationParams,
-) -> TearsheetInput:
-    """One section per symbol: every agent seed's stitched out-of-sample test steps (the first seed's
-    trades and actions drawn) next to the baselines' on the same windows."""
-    frames = by_symbol(prices)
-    periods_per_year = periods_per_year_by_symbol(env_construction.periods_per_year, frames)
-    env_config = env_construction.env
-    regimes = regime_validation.regimes
-    sections = []
-    for symbol, data in stitched.groupby("symbol", sort=False):
-        agents = data[data["kind"] == "agent"]
-        close = frames[symbol]["close"]
-        sections.append(
-            TearsheetSection(
-                f"walk_forward: {symbol}, stitched out-of-sample test windows",
-                symbol,
-                periods_per_year[symbol],
-                {f"{agent} seed {seed}": rows for (agent, seed), rows in agents.groupby(["agent", "seed"], sort=False)},
-                {name: rows for name, rows in data[data["kind"] == "baseline"].groupby("agent", sort=False)},
-                close,
-                label_regimes(close, regimes),
-                notes=[
-                    f"{agents['fold'].nunique()} test window(s) per seed, stitched in time order; the first "
-                    "seed's trades and actions are drawn"
-                ],
-                cost_rate=env_cost_rate(env_config),
-            )
-        )
-    return TearsheetInput("walk_forward: out-of-sample", env_config.hold_threshold, sections)
