@@ -411,7 +411,7 @@ RESOLVING_HOOKS = {
 DESERIALISERS = {
     **RESOLVING_HOOKS,
     "envs/spec.py": {"EnvSpec.from_bytes"},  # an env spec archive's env config and market model
-    "pipelines/feature_extraction/nodes.py": {"build_features_node"},  # the stored feature_params
+    "phases/feature_extraction.py": {"build_features"},  # the stored feature_params
     "pipelines/multi_symbol/pipeline.py": {"read_wiring"},  # the conf file the registry wires namespaces from
     "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
     "envs/deployment.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
