@@ -161,10 +161,9 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
         "resume_dir": str(root / "resume"),
     }
     version = "2015-12-31T23.00.00.000Z"
-    outcome = train_sac_icm(
+    model, _, _ = train_sac_icm(
         spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, fitted
     )
-    model = outcome.model
     SB3ModelDataset(
         str(root / MODEL_FILE),
         "trading_rl.algorithms.sac_icm.sac_icm.SACWithICM",

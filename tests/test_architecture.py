@@ -219,11 +219,11 @@ def test_a_public_name_is_defined_in_one_module():
         ("trading_rl.runtime.engine", "trading_rl.algorithms.vtrace.actor_learner"),
         ("trading_rl.integration.hooks", "trading_rl.pipelines.tearsheet"),
         ("trading_rl.phases.walk_forward", "trading_rl.integration.parameter_sections"),
-        ("trading_rl.pipelines.sac_icm.nodes", "trading_rl.settings"),
+        ("trading_rl.pipelines.sac_icm.pipeline", "trading_rl.settings"),
         ("trading_rl.runtime.engine", "trading_rl.algorithms.sac_icm.shared_encoder"),
         ("trading_rl.runtime.engine", "trading_rl.phases.walk_forward.chains"),
         ("trading_rl.phases.walk_forward.execution", "trading_rl.integration.parameter_sections"),
-        ("trading_rl.phases.sac_icm", "trading_rl.pipelines.sac_icm.nodes"),
+        ("trading_rl.phases.sac_icm", "trading_rl.pipelines.tracking"),
         ("trading_rl.training.loop", "trading_rl.algorithms.sac_icm.sac_icm"),
         ("trading_rl.algorithms.vtrace.actor_learner", "trading_rl.algorithms.sac_icm.sac_icm"),
         ("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.algorithms.options_her.hierarchical"),
@@ -251,7 +251,7 @@ def test_allowed_imports_pass():
     assert layering_problem("trading_rl.settings", "trading_rl.integration.hooks") is None
     assert layering_problem("trading_rl.phases.walk_forward.chains", "trading_rl.runtime.engine") is None
     assert layering_problem("trading_rl.phases.multi_symbol", "trading_rl.algorithms.sac_icm.shared_encoder") is None
-    assert layering_problem("trading_rl.pipelines.sac_icm.nodes", "trading_rl.phases.sac_icm") is None
+    assert layering_problem("trading_rl.pipelines.sac_icm.pipeline", "trading_rl.phases.sac_icm") is None
     assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
     assert (

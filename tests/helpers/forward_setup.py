@@ -88,9 +88,9 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
         "resume_dir": str(root / "resume"),
         "progress_bar": False,
     }
-    model = train_sac_icm(
+    model, _, _ = train_sac_icm(
         spec, SacIcmParams.from_mapping(params, "sac_icm"), 3, {"save_version": save_version, "seed": 3}, feature_params
-    ).model
+    )
     SB3ModelDataset(
         str(root / MODEL_DATASET["filepath"]),
         MODEL_DATASET["model_class"],
