@@ -214,7 +214,7 @@ def test_a_public_name_is_defined_in_one_module():
         ("trading_rl.envs.spec", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.runtime.engine", "trading_rl.export.onnx_export"),
         ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.nodes"),
-        ("trading_rl.pipelines.multi_symbol.nodes", "trading_rl.pipelines.env_construction.nodes"),
+        ("trading_rl.pipelines.multi_symbol.pipeline", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
         ("trading_rl.runtime.engine", "trading_rl.algorithms.vtrace.actor_learner"),
         ("trading_rl.integration.hooks", "trading_rl.pipelines.tearsheet"),
