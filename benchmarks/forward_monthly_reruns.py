@@ -161,11 +161,9 @@ def deploy(root: Path, prices: pd.DataFrame, timesteps: int, seed: int) -> tuple
         "resume_dir": str(root / "resume"),
     }
     version = "2015-12-31T23.00.00.000Z"
-    stored = {symbol: features.to_dict() for symbol, features in fitted.items()}  # the feature_params dataset
-    outcome = train_sac_icm(
-        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, stored
+    model, _, _ = train_sac_icm(
+        spec, SacIcmParams.from_mapping(params), seed, {"save_version": version, "seed": seed}, fitted
     )
-    model = outcome.model
     SB3ModelDataset(
         str(root / MODEL_FILE),
         "trading_rl.algorithms.sac_icm.sac_icm.SACWithICM",

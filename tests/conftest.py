@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.kedro_project import PROJECT_ROOT, bootstrap
-from helpers.mlflow_store import add_empty_stores
+from helpers.mlflow_store import add_empty_stores, empty_store
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -90,6 +90,19 @@ def ray_session():
 def project_copy():
     """Factory fixture: ``project_copy(path)`` makes a throw-away project copy there."""
     return make_project_copy
+
+
+@pytest.fixture
+def own_mlflow_store(tmp_path):
+    """An empty MLflow store as the process-wide tracking URI for one test: code that reads or writes
+    MLflow without a session (hooks, in-process pipelines) neither sees an earlier test's store nor
+    creates ``mlflow.db`` in the checkout."""
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(empty_store(tmp_path / "own_mlflow_store" / "mlflow.db"))
+    yield
+    mlflow.set_tracking_uri(previous)
 
 
 @pytest.fixture

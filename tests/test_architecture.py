@@ -214,16 +214,16 @@ def test_a_public_name_is_defined_in_one_module():
         ("trading_rl.envs.spec", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.runtime.engine", "trading_rl.export.onnx_export"),
         ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.nodes"),
-        ("trading_rl.pipelines.multi_symbol.nodes", "trading_rl.pipelines.env_construction.nodes"),
+        ("trading_rl.pipelines.multi_symbol.pipeline", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
         ("trading_rl.runtime.engine", "trading_rl.algorithms.vtrace.actor_learner"),
         ("trading_rl.integration.hooks", "trading_rl.pipelines.tearsheet"),
         ("trading_rl.phases.walk_forward", "trading_rl.integration.parameter_sections"),
-        ("trading_rl.pipelines.sac_icm.nodes", "trading_rl.settings"),
+        ("trading_rl.pipelines.sac_icm.pipeline", "trading_rl.settings"),
         ("trading_rl.runtime.engine", "trading_rl.algorithms.sac_icm.shared_encoder"),
         ("trading_rl.runtime.engine", "trading_rl.phases.walk_forward.chains"),
         ("trading_rl.phases.walk_forward.execution", "trading_rl.integration.parameter_sections"),
-        ("trading_rl.phases.sac_icm", "trading_rl.pipelines.sac_icm.nodes"),
+        ("trading_rl.phases.sac_icm", "trading_rl.pipelines.tracking"),
         ("trading_rl.training.loop", "trading_rl.algorithms.sac_icm.sac_icm"),
         ("trading_rl.algorithms.vtrace.actor_learner", "trading_rl.algorithms.sac_icm.sac_icm"),
         ("trading_rl.algorithms.sac_icm.sac_icm", "trading_rl.algorithms.options_her.hierarchical"),
@@ -251,7 +251,7 @@ def test_allowed_imports_pass():
     assert layering_problem("trading_rl.settings", "trading_rl.integration.hooks") is None
     assert layering_problem("trading_rl.phases.walk_forward.chains", "trading_rl.runtime.engine") is None
     assert layering_problem("trading_rl.phases.multi_symbol", "trading_rl.algorithms.sac_icm.shared_encoder") is None
-    assert layering_problem("trading_rl.pipelines.sac_icm.nodes", "trading_rl.phases.sac_icm") is None
+    assert layering_problem("trading_rl.pipelines.sac_icm.pipeline", "trading_rl.phases.sac_icm") is None
     assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
     assert (
@@ -411,7 +411,7 @@ RESOLVING_HOOKS = {
 DESERIALISERS = {
     **RESOLVING_HOOKS,
     "envs/spec.py": {"EnvSpec.from_bytes"},  # an env spec archive's env config and market model
-    "pipelines/feature_extraction/nodes.py": {"build_features_node"},  # the stored feature_params
+    "phases/feature_extraction.py": {"build_features"},  # the stored feature_params
     "pipelines/multi_symbol/pipeline.py": {"read_wiring"},  # the conf file the registry wires namespaces from
     "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
     "envs/deployment.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
@@ -471,3 +471,11 @@ def test_each_deserialiser_reads_a_stored_section_where_it_is_named():
         path = SOURCE / relative
         for name in names:
             assert section_resolutions(path, set(names) - {name}) != section_resolutions(path, names), (relative, name)
+
+
+def test_a_phase_has_one_home():
+    """A phase's code lives in ``phases/<phase>``; its pipeline only wires it (``pipeline.py``), so no
+    pipeline with a phase home keeps a ``nodes.py`` beside it."""
+    phases = {path.stem for path in (SOURCE / "phases").iterdir() if path.name != "__init__.py"} - {"__pycache__"}
+    doubles = sorted(name for name in phases if (SOURCE / "pipelines" / name / "nodes.py").exists())
+    assert doubles == [], f"phases/ and pipelines/<name>/nodes.py both hold {doubles}"

@@ -111,7 +111,7 @@ def foreign_models(good_project, tmp_path_factory):
     for name, variant in SPEC_VARIANTS.items():
         params = {**TINY_SAC_ICM, "resume_dir": str(work / name)}
         params = SacIcmParams.from_mapping(params, "sac_icm")
-        model = train_sac_icm(variant(spec), params, 0, {"seed": 0, "save_version": "earlier-run"}).model
+        model, _, _ = train_sac_icm(variant(spec), params, 0, {"seed": 0, "save_version": "earlier-run"})
         models[name] = model
     return models
 
@@ -266,9 +266,9 @@ def test_export_refuses_feature_params_of_other_symbols(project):
     KeyError 'GOOD' before; now the dataset, the symbols it holds and the fix."""
     spec = load(project, "env_spec")
     params = {**TINY_SAC_ICM, "resume_dir": str(project / "resume")}
-    model = train_sac_icm(
+    model, _, _ = train_sac_icm(
         spec, SacIcmParams.from_mapping(params, "sac_icm"), 0, {"seed": 0, "save_version": "earlier-run"}
-    ).model
+    )
     commit(project, "sac_icm_model", model)
     commit(project, "feature_params", {"FWD": load(project, "feature_params")["GOOD"]})
     _refused_before_writing(

@@ -88,10 +88,9 @@ def deploy(root: Path, save_version: str, store: str | None = None) -> None:
         "resume_dir": str(root / "resume"),
         "progress_bar": False,
     }
-    stored = {symbol: features.to_dict() for symbol, features in feature_params.items()}  # the feature_params dataset
-    model = train_sac_icm(
-        spec, SacIcmParams.from_mapping(params, "sac_icm"), 3, {"save_version": save_version, "seed": 3}, stored
-    ).model
+    model, _, _ = train_sac_icm(
+        spec, SacIcmParams.from_mapping(params, "sac_icm"), 3, {"save_version": save_version, "seed": 3}, feature_params
+    )
     SB3ModelDataset(
         str(root / MODEL_DATASET["filepath"]),
         MODEL_DATASET["model_class"],

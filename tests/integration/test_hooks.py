@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from helpers.gates import gate_sections
 from kedro.framework.hooks.manager import _create_hook_manager
 from kedro.io import DataCatalog, Version
@@ -18,6 +19,9 @@ from trading_rl.evaluation.validation.gates import evaluate_gates
 from trading_rl.integration.hooks import RunSummaryHooks
 from trading_rl.pipelines.typed_node import typed_node
 from trading_rl.pipelines.validation.nodes import enforce_gates
+
+# The summary hook names the run's MLflow runs through the process-wide tracking URI.
+pytestmark = pytest.mark.usefixtures("own_mlflow_store")
 
 GATES = {
     "max_drawdown": {"metric": "max_drawdown_median", "comparison": "<", "threshold": 0.15},

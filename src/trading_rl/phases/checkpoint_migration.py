@@ -1,6 +1,6 @@
 """The checkpoint_migration phase: legacy discrete checkpoints checked (without unpickling) and backed
 up, migrated to continuous SAC agents that must pass their checks, optionally fine-tuned, and
-compared with the discrete agents and the baselines (the diversity gate).
+compared with the discrete agents and the baselines (the diversity gate), and its tearsheet.
 
 The pipeline's node order makes the guarantees: every legacy checkpoint is checked before the first
 output exists, the backup is the first output written, and migration reads the backup, so a bad file
@@ -20,6 +20,9 @@ from typing import Any
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
 from trading_rl.evaluation.metrics.baselines import evaluate_baselines
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, sb3_rollouts
+from trading_rl.evaluation.reporting.tearsheet_section import env_section
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.migration import (
     build_migrated_sac,
     compare_checkpoint,
@@ -126,11 +129,11 @@ def fine_tune_models(
     env_spec: EnvSpec,
     params: CheckpointMigrationParams,
     seed: int,
-    stream: Callable[[str], MetricsCallback | None] = lambda name: None,
+    metrics_callback_for: Callable[[str], MetricsCallback | None] = lambda name: None,
 ) -> dict[str, Any]:
     """Copies of the migrated agents trained a little on the continuous env; ``{}`` when turned off.
-    Every finished training episode's reward goes to ``stream(<checkpoint file stem>)`` while they
-    train."""
+    Every finished training episode's reward goes to ``metrics_callback_for(<checkpoint file stem>)``
+    while they train (the pipeline streams it to MLflow as ``checkpoint_migration/<stem>/train/*``)."""
     timesteps = params.fine_tune.total_timesteps
     if timesteps == 0:
         return {}
@@ -141,7 +144,7 @@ def fine_tune_models(
             env_spec.make_env("train", kind="continuous", seed=seed),
             timesteps,
             device,
-            callback=with_episode_rewards(None, stream(PurePosixPath(name).stem)),
+            callback=with_episode_rewards(None, metrics_callback_for(PurePosixPath(name).stem)),
         )
         for name, model in migrated_models.items()
     }
@@ -195,3 +198,35 @@ def compare_discrete_and_continuous(
         "all_gates_passed": all(entry["gate"]["passed"] for entry in per_checkpoint.values()),
         "baselines": {name: comparison_row(metrics) for name, metrics in baselines.items()},
     }
+
+
+def checkpoint_migration_tearsheet(
+    migrated_models: dict[str, Any],
+    fine_tuned_models: dict[str, Any],
+    env_spec: EnvSpec,
+    params: CheckpointMigrationParams,
+    seed: int,
+    regime_validation: RegimeValidationParams,
+) -> TearsheetInput:
+    """One section per migrated checkpoint: the migrated agent (and its fine-tuned copy when there is
+    one) on the comparison split of the continuous env, next to the baselines."""
+    split = params.comparison.split
+    make_env = partial(env_spec.make_env, split, kind="continuous", evaluation=True)
+    sections = []
+    for name, model in migrated_models.items():
+        models = {f"{name} migrated": model}
+        if name in fine_tuned_models:
+            models[f"{name} fine-tuned"] = fine_tuned_models[name]
+        sections.append(
+            env_section(
+                f"checkpoint_migration: {name} on {env_spec.symbol}, {split} split",
+                env_spec.symbol,
+                env_spec.periods_per_year,
+                sb3_rollouts(models, make_env, seed),
+                make_env,
+                env_spec.closes,
+                seed,
+                regime_validation.regimes,
+            )
+        )
+    return TearsheetInput(f"checkpoint_migration: {env_spec.symbol}", env_spec.env_config().hold_threshold, sections)

@@ -7,7 +7,7 @@ Frames that hold several symbols are long: a ``timestamp`` index plus a ``symbol
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -59,10 +59,11 @@ def report_price_quality(
 
 def fit_feature_params(
     prices: pd.DataFrame, splits: dict[str, Any], params: FeatureExtractionParams
-) -> dict[str, FeatureParams]:
-    """Feature parameters per symbol, with GARCH(1,1) fitted on the training split only.
+) -> dict[str, dict[str, Any]]:
+    """Feature parameters per symbol, with GARCH(1,1) fitted on the training split only, as the plain
+    data the ``feature_params`` dataset stores (``FeatureParams.to_dict``).
 
-    Stored (as plain data) so that inference and walk-forward rebuild exactly the same features.
+    Stored so that inference and walk-forward rebuild exactly the same features.
     """
     fitted = {}
     for symbol, frame in by_symbol(prices).items():
@@ -73,15 +74,20 @@ def fit_feature_params(
             garch = dataclasses.replace(features.garch, params=fit_garch(log_returns, symbol), fit_end=None)
             features = dataclasses.replace(features, garch=garch)
         fitted[symbol] = features
-    return fitted
+    return {symbol: features.to_dict() for symbol, features in fitted.items()}
 
 
-def build_features(prices: pd.DataFrame, feature_params: dict[str, FeatureParams]) -> pd.DataFrame:
-    """Causal features per symbol (``feature_params``: ``fit_feature_params``' result, as the stored
-    dataset holds it), warm-up rows dropped, checked by the feature schema."""
+def build_features(prices: pd.DataFrame, feature_params: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Causal features per symbol, warm-up rows dropped, checked by the feature schema.
+    ``feature_params``: ``fit_feature_params``' result as the stored dataset holds it, each symbol's
+    entry read as a ``FeatureParams`` here (the one place the stored file's sections are read)."""
+    typed = {
+        symbol: FeatureParams.from_mapping(entry, f"feature_params[{symbol}]")
+        for symbol, entry in feature_params.items()
+    }
     frames = {}
     for symbol, frame in by_symbol(prices).items():
-        features = compute_features(frame, feature_params[symbol]).dropna(how="any")
+        features = compute_features(frame, typed[symbol]).dropna(how="any")
         frames[symbol] = validate_features(features, f"features[{symbol}]")
     return long_frame(frames)
 

@@ -1,17 +1,21 @@
-"""The options_her phase's reports: option usage against the option-collapse gates, HER's effect and the
-evaluation next to the baselines. The agent and its section are ``algorithms.options_her.from_spec``.
+"""The options_her phase: the hierarchical agent trained (warm-started from the sac_icm model), its
+reports (option usage against the option-collapse gates, HER's effect and the evaluation next to the
+baselines) and its tearsheet. The agent and its section are ``algorithms.options_her.from_spec``.
 
 The section's HER and option sub-sections are ``algorithms.options_her.her.HerParams`` and
 ``algorithms.options_her.options.OptionParams``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from trading_rl.algorithms.options_her.from_spec import (
     OptionGateParams,
     OptionsHerParams,
     evaluate_from_spec,
+    train_from_spec,
 )
 from trading_rl.algorithms.options_her.her import (
     FastHerReplayBuffer,
@@ -19,7 +23,36 @@ from trading_rl.algorithms.options_her.her import (
 )
 from trading_rl.algorithms.options_her.hierarchical import (
     HierarchicalAgent,
+    rollout_agent,
 )
+from trading_rl.envs.compatibility import check_model_fits_spec
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
+from trading_rl.training.device import resolve_device
+
+
+def train_options_her(
+    env_spec,
+    sac_icm_model,
+    params: OptionsHerParams,
+    seed: int,
+    metrics_callback: Callable[[dict[str, float], int], None] | None = None,
+):
+    """Train the hierarchical agent; returns the model and, for the report, the monitoring history
+    and the option statistics of the whole training run. The monitoring rows and every finished
+    episode's reward go to ``metrics_callback`` while training runs (the pipeline streams them to
+    MLflow as ``options_her/train/*``). The warm start copies weights by input position, so a source
+    model trained on another observation layout is refused first."""
+    check_model_fits_spec(sac_icm_model, env_spec, model_dataset="sac_icm_model", pipeline="options_her")
+    agent, history, training_stats = train_from_spec(
+        env_spec,
+        sac_icm_model,
+        params,
+        seed,
+        device=resolve_device(params.device),
+        metrics_callback=metrics_callback,
+    )
+    return agent, {"history": history, "option_stats": training_stats}
 
 
 def evaluate_and_report(
@@ -147,3 +180,28 @@ def _starvation_cause(option: dict[str, Any]) -> str:
     if started < 0.1 * offered:
         return f"offered at {offered} selections, chosen {started} times by the controller"
     return f"chosen {started} times but its runs average {option['avg_duration']} steps"
+
+
+def options_her_tearsheet(
+    agent: HierarchicalAgent,
+    env_spec,
+    params: OptionsHerParams,
+    seed: int,
+    regime_validation: RegimeValidationParams,
+) -> TearsheetInput:
+    """The hierarchical agent's deterministic run on the evaluation split (aiming at the middle of
+    the goal range, as its evaluation report does), next to the baselines on the same env."""
+    section = params
+    split = section.evaluation.split
+    make_env = partial(env_spec.make_env, split, evaluation=True, **section.env_overrides)
+    rollout, _ = rollout_agent(agent, make_env, seed, desired_goal=section.goal_middle())
+    return env_tearsheet(
+        "options_her",
+        {"options_her": rollout},
+        env_spec,
+        split,
+        make_env,
+        seed,
+        regime_validation,
+        section.env_overrides,
+    )

@@ -1,5 +1,9 @@
 """The sac_icm phase: SAC+ICM trained on an env spec's training split and evaluated next to the
-baselines on its evaluation split, with what later phases read stored in the models."""
+baselines on its evaluation split, with what later phases read stored in the models, and its tearsheet.
+
+The one deliberate side effect is the rolling resume checkpoint under ``resume_dir``: a killed
+training run must be able to continue, which a catalog dataset (written only at node end) cannot do.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +19,12 @@ from trading_rl.envs.deployment import deployment_metadata
 from trading_rl.evaluation.ledger.final import CONFIGURATION_METADATA
 from trading_rl.evaluation.metrics.report import evaluate_policy, flat_metrics
 from trading_rl.evaluation.metrics.rollout import policy_from_sb3
+from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, env_tearsheet, sb3_rollouts
+from trading_rl.evaluation.validation.regimes import RegimeValidationParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.monitoring.collapse import enforce
 from trading_rl.training.identity import sac_icm_configuration
-from trading_rl.training.loop import TrainingOutcome, train_agent
+from trading_rl.training.loop import train_agent
 from trading_rl.training.params import SacIcmParams
 
 
@@ -31,9 +37,10 @@ def train_sac_icm(
     env_construction: EnvConstructionParams | None = None,
     feature_extraction: FeatureExtractionParams | None = None,
     metrics_callback: Callable[[dict[str, float], int], None] | None = None,
-) -> TrainingOutcome:
+) -> tuple[Any, Any, list[dict]]:
     """Train on random episodes of the training split, evaluating on ``evaluation_split`` (each
-    evaluation's metrics to ``metrics_callback``). With ``feature_params`` (by symbol), the models
+    evaluation's metrics to ``metrics_callback``: the pipeline streams them to MLflow while training
+    runs); the final model, the best model and the training history. With ``feature_params`` (by symbol), the models
     carry what a forward rerun rebuilds their observations from (``phases.forward.
     deployment_metadata``); with ``env_construction`` and ``feature_extraction``, the configuration they
     were trained with (``training.identity.sac_icm_configuration``), which final_evaluation spends
@@ -62,7 +69,7 @@ def train_sac_icm(
         metadata["deployment"] = deployment_metadata(env_spec, feature_params[env_spec.symbol])
     for trained in (outcome.model, outcome.best_model):
         set_model_metadata(trained, metadata)
-    return outcome
+    return outcome.model, outcome.best_model, outcome.history
 
 
 def evaluate_sac_icm(
@@ -85,3 +92,13 @@ def evaluate_sac_icm(
     enforce(collapse_summary["deterministic"], collapse.fail_on_collapse)
     metrics = {key: {"value": value, "step": 0} for key, value in flat_metrics(evaluation).items()}
     return evaluation, collapse_summary, metrics
+
+
+def sac_icm_tearsheet(
+    model: Any, env_spec: EnvSpec, params: SacIcmParams, seed: int, regime_validation: RegimeValidationParams
+) -> TearsheetInput:
+    """The final model's deterministic run on the evaluation split, next to the baselines."""
+    split = params.evaluation_split
+    make_env = partial(env_spec.make_env, split)
+    agents = sb3_rollouts({"sac_icm": model}, make_env, seed)
+    return env_tearsheet("sac_icm", agents, env_spec, split, make_env, seed, regime_validation)

@@ -13,8 +13,8 @@ from trading_rl.data import load_prices
 from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.datasets.torch_module import TorchModuleDataset
+from trading_rl.phases.reward_shaper import fit_reward_shaper, report_reward_shaping
 from trading_rl.pipelines.reward_shaper import create_pipeline
-from trading_rl.pipelines.reward_shaper.nodes import fit_reward_shaper, report_reward_shaping
 from trading_rl.rewards import OBJECTIVES, ObjectiveWeightNetwork, PotentialNetwork
 from trading_rl.rewards.shaped_training import RewardShaperParams
 from trading_rl.training.params import AgentParams

@@ -5,14 +5,9 @@ champion, whose files this project lacks) nor creates ``mlflow.db`` in the check
 
 from __future__ import annotations
 
-import mlflow
 import pytest
-from helpers.mlflow_store import empty_store
 
 
 @pytest.fixture(autouse=True)
-def own_mlflow_store(tmp_path):
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(empty_store(tmp_path / "own_mlflow_store" / "mlflow.db"))
+def _every_test_has_its_own_mlflow_store(own_mlflow_store):
     yield
-    mlflow.set_tracking_uri(previous)

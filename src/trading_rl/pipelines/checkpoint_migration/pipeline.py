@@ -1,9 +1,9 @@
 from kedro.pipeline import Pipeline
 
 from trading_rl.phases import checkpoint_migration as phase
-from trading_rl.pipelines.checkpoint_migration import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
-from trading_rl.pipelines.typed_node import typed_node
+from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.pipelines.typed_node import bound, typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -37,7 +37,10 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["train"],
             ),
             typed_node(
-                nodes.fine_tune_models_node,
+                bound(
+                    phase.fine_tune_models,
+                    metrics_callback_for=lambda stem: stream_to_mlflow(f"checkpoint_migration/{stem}"),
+                ),
                 inputs=["migrated_models", "env_spec", "params:checkpoint_migration", "params:seed"],
                 outputs="fine_tuned_models",
                 name="fine_tune_migrated_models",
@@ -59,7 +62,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             tearsheet_node(
                 "checkpoint_migration",
-                nodes.checkpoint_migration_tearsheet,
+                phase.checkpoint_migration_tearsheet,
                 [
                     "migrated_models",
                     "fine_tuned_models",

@@ -1,7 +1,6 @@
 from kedro.pipeline import Pipeline
 
 from trading_rl.phases import feature_extraction as phase
-from trading_rl.pipelines.feature_extraction import nodes
 from trading_rl.pipelines.typed_node import typed_node
 
 
@@ -30,14 +29,14 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["report"],
             ),
             typed_node(
-                nodes.fit_feature_params_node,
+                phase.fit_feature_params,
                 inputs=["prices", "splits", "params:feature_extraction"],
                 outputs="feature_params",
                 name="fit_feature_params",
                 tags=["data"],
             ),
             typed_node(
-                nodes.build_features_node,
+                phase.build_features,
                 inputs=["prices", "feature_params"],
                 outputs="features",
                 name="build_features",

@@ -2,8 +2,8 @@
 
 Kedro builds the pipeline registry before it resolves parameters, so the symbol list (and whether the
 shared encoder node exists) is read from that file here; adding a symbol is a change to that file
-(the symbol must also be in ``feature_extraction.symbols``). The nodes check at run time that the
-resolved ``multi_symbol.symbols`` still matches the wiring.
+(the symbol must also be in ``feature_extraction.symbols``). The phase's functions check at run time
+that the resolved ``multi_symbol.symbols`` still matches the wiring.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import yaml
 from kedro.pipeline import Pipeline
 from kedro.utils import find_kedro_project
 
+from trading_rl.phases import multi_symbol as phase
 from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams
-from trading_rl.pipelines.multi_symbol import nodes
+from trading_rl.phases.walk_forward.population import make_executor
+from trading_rl.pipelines.tracking import log_history
 from trading_rl.pipelines.typed_node import bound, typed_node
 
 WIRING_FILE = Path("conf") / "base" / "parameters_multi_symbol.yml"
@@ -45,7 +47,7 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
     encoder = Pipeline(
         [
             typed_node(
-                bound(nodes.fit_encoder, wired_symbols=symbols),
+                bound(phase.fit_encoder, wired_symbols=symbols),
                 inputs=[*shared_data, "params:env_construction", "params:multi_symbol", "params:seed"],
                 outputs=[ENCODER, "multi_symbol_encoder_report"],
                 name="fit_shared_encoder",
@@ -57,14 +59,14 @@ def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
         Pipeline(
             [
                 typed_node(
-                    bound(nodes.build_symbol_spec, symbol=symbol, wired_symbols=symbols),
+                    bound(phase.build_symbol_spec, symbol=symbol, wired_symbols=symbols),
                     inputs=[*shared_data, "params:env_construction", "params:multi_symbol"],
                     outputs="env_spec",
                     name="build_symbol_env_spec",
                     tags=["data"],
                 ),
                 typed_node(
-                    nodes.train_symbol,
+                    bound(phase.train_symbol, make_executor=make_executor, log_history=log_history),
                     inputs=[
                         "env_spec",
                         "params:sac_icm",

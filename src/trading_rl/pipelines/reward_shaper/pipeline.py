@@ -1,29 +1,30 @@
 from kedro.pipeline import Pipeline
 
-from trading_rl.pipelines.reward_shaper import nodes
+from trading_rl.phases import reward_shaper as phase
 from trading_rl.pipelines.tearsheet import tearsheet_node
-from trading_rl.pipelines.typed_node import typed_node
+from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.pipelines.typed_node import bound, typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             typed_node(
-                nodes.collect_reward_rollouts,
+                phase.collect_reward_rollouts,
                 inputs=["sac_icm_model", "env_spec", "params:reward_shaper", "params:seed"],
                 outputs="reward_shaper_rollouts",
                 name="collect_reward_rollouts",
                 tags=["data"],
             ),
             typed_node(
-                nodes.fit_reward_shaper,
+                phase.fit_reward_shaper,
                 inputs=["reward_shaper_rollouts", "sac_icm_model", "params:reward_shaper", "params:seed"],
                 outputs=["objective_weight_network", "potential_function", "reward_shaper_fit"],
                 name="fit_reward_shaper",
                 tags=["train"],
             ),
             typed_node(
-                nodes.train_shaped_agent,
+                bound(phase.train_shaped_agent, metrics_callback=stream_to_mlflow("reward_shaper")),
                 inputs=[
                     "sac_icm_model",
                     "env_spec",
@@ -38,7 +39,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["train"],
             ),
             typed_node(
-                nodes.report_reward_shaping,
+                phase.report_reward_shaping,
                 inputs=[
                     "reward_shaped_model",
                     "sac_icm_model",
@@ -54,7 +55,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             tearsheet_node(
                 "reward_shaper",
-                nodes.reward_shaper_tearsheet,
+                phase.reward_shaper_tearsheet,
                 [
                     "reward_shaped_model",
                     "sac_icm_model",

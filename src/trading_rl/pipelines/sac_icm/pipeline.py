@@ -1,16 +1,16 @@
 from kedro.pipeline import Pipeline
 
 from trading_rl.phases import sac_icm
-from trading_rl.pipelines.sac_icm import nodes
 from trading_rl.pipelines.tearsheet import tearsheet_node
-from trading_rl.pipelines.typed_node import typed_node
+from trading_rl.pipelines.tracking import stream_to_mlflow
+from trading_rl.pipelines.typed_node import bound, typed_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             typed_node(
-                nodes.train_sac_icm_node,
+                bound(sac_icm.train_sac_icm, metrics_callback=stream_to_mlflow("sac_icm")),
                 inputs=[
                     "env_spec",
                     "params:sac_icm",
@@ -37,7 +37,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             tearsheet_node(
                 "sac_icm",
-                nodes.sac_icm_tearsheet,
+                sac_icm.sac_icm_tearsheet,
                 ["sac_icm_model", "env_spec", "params:sac_icm", "params:seed", "params:regime_validation"],
                 gates=["sac_icm_collapse_report"],
             ),
