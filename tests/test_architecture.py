@@ -213,7 +213,7 @@ def test_a_public_name_is_defined_in_one_module():
         ("trading_rl.evaluation.validation.gates", "trading_rl.algorithms.es.es"),
         ("trading_rl.envs.spec", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.runtime.engine", "trading_rl.export.onnx_export"),
-        ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.nodes"),
+        ("trading_rl.phases.walk_forward", "trading_rl.pipelines.walk_forward.pipeline"),
         ("trading_rl.pipelines.multi_symbol.pipeline", "trading_rl.pipelines.env_construction.nodes"),
         ("trading_rl.config", "trading_rl.envs"),
         ("trading_rl.runtime.engine", "trading_rl.algorithms.vtrace.actor_learner"),
@@ -252,7 +252,7 @@ def test_allowed_imports_pass():
     assert layering_problem("trading_rl.phases.walk_forward.chains", "trading_rl.runtime.engine") is None
     assert layering_problem("trading_rl.phases.multi_symbol", "trading_rl.algorithms.sac_icm.shared_encoder") is None
     assert layering_problem("trading_rl.pipelines.sac_icm.pipeline", "trading_rl.phases.sac_icm") is None
-    assert layering_problem("trading_rl.pipelines.walk_forward.nodes", "trading_rl.pipelines.tearsheet") is None
+    assert layering_problem("trading_rl.pipelines.walk_forward.pipeline", "trading_rl.pipelines.tearsheet") is None
     assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward") is None
     assert (
         layering_problem("trading_rl.algorithms.options_her.hierarchical", "trading_rl.algorithms.sac_icm.sac_icm")
@@ -261,7 +261,7 @@ def test_allowed_imports_pass():
     assert layering_problem("trading_rl.algorithms.saved", "trading_rl.algorithms.options_her.hierarchical") is None
     assert layering_problem("trading_rl.algorithms.es.es", "trading_rl.training.params") is None
     assert layering_problem("trading_rl.evaluation.reporting.plots", "trading_rl.evaluation.validation.regimes") is None
-    assert layering_problem("trading_rl.pipelines.validation.pipeline", "trading_rl.pipelines.walk_forward.nodes")
+    assert layering_problem("trading_rl.pipelines.validation.nodes", "trading_rl.pipelines.regime_validation.nodes")
 
 
 def test_imports_inside_functions_and_relative_imports_are_seen(tmp_path, monkeypatch):
