@@ -413,8 +413,8 @@ DESERIALISERS = {
     "envs/spec.py": {"EnvSpec.from_bytes"},  # an env spec archive's env config and market model
     "phases/feature_extraction.py": {"build_features"},  # the stored feature_params
     "pipelines/multi_symbol/pipeline.py": {"read_wiring"},  # the conf file the registry wires namespaces from
-    "export/inference.py": {"SignalEngine.from_inference_config"},  # an inference config's sections
-    "envs/deployment.py": {"Deployment.from_model"},  # a deployed model's deployment metadata
+    # a deployed model's deployment block, an exported actor's inference config
+    "envs/deployment.py": {"stored_sections"},
 }
 
 

@@ -36,6 +36,16 @@ def deployment_metadata(env_spec: EnvSpec, feature_params: Mapping[str, Any]) ->
     }
 
 
+def stored_sections(block: Mapping[str, Any], stored: str) -> tuple[EnvConfig, FeatureParams]:
+    """The env config and feature parameters of a stored block (a deployed model's deployment block,
+    an exported actor's inference config) read into typed sections, once, where the file is read;
+    ``ConfigError`` naming the stored key (``<stored>.env_config...``) when one is not valid."""
+    return (
+        EnvConfig.from_mapping(block["env_config"], f"{stored}.env_config"),
+        FeatureParams.from_mapping(block["feature_params"], f"{stored}.feature_params"),
+    )
+
+
 class NoDeploymentMetadata(ValueError):
     """The model carries no deployment block: it was trained before forward tracking existed."""
 
@@ -67,13 +77,13 @@ class Deployment:
                 "(trained before forward tracking existed): retrain it with `kedro run --pipelines "
                 "feature_extraction,env_construction,sac_icm`"
             )
-        stored = f"{dataset}.trading_rl_metadata.deployment"
+        env_config, feature_params = stored_sections(block, f"{dataset}.trading_rl_metadata.deployment")
         return cls(
             model_version=str(metadata.get("save_version")),
             symbol=block["symbol"],
-            env_config=EnvConfig.from_mapping(block["env_config"], f"{stored}.env_config"),
+            env_config=env_config,
             periods_per_year=float(block["periods_per_year"]),
-            feature_params=FeatureParams.from_mapping(block["feature_params"], f"{stored}.feature_params"),
+            feature_params=feature_params,
             feature_scaler=dict(block["feature_scaler"]),
             splits=dict(block["splits"]),
             data_end=pd.Timestamp(block["data_end"]),

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.envs.continuous import EnvConfig
+from trading_rl.envs.deployment import stored_sections
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
 from trading_rl.envs.step_rules import portfolio_state, smooth_action
@@ -150,8 +151,7 @@ class SignalEngine:
     def from_inference_config(cls, model: bytes | str | Path, config: Mapping[str, Any], **kwargs) -> SignalEngine:
         """From the ``<agent>_inference_config`` the export pipeline writes next to the ONNX file: its
         plain data read into typed sections here, once (``ConfigError`` naming the stored key)."""
-        feature_params = FeatureParams.from_mapping(config["feature_params"], "inference_config.feature_params")
-        env_config = EnvConfig.from_mapping(config["env_config"], "inference_config.env_config")
+        env_config, feature_params = stored_sections(config, "inference_config")
         return cls(model, feature_params, config["scaler"], env_config, config["feature_columns"], **kwargs)
 
     def _check_bars(self, bars: pd.DataFrame) -> None:
