@@ -128,19 +128,24 @@ def _tensor_digest(raw: bytes) -> str:
 
 
 def weights_digest(raw: bytes) -> str:
-    """Digest of every tensor file in a (possibly nested) zip, or of a torch file itself."""
+    """Digest of every tensor file in a (possibly nested) zip, or of a torch file itself; of every
+    member of a zip that holds no weights (an env spec archive)."""
     if not zipfile.is_zipfile(io.BytesIO(raw)):
         return _tensor_digest(raw)
     parts = []
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
         if any(name.endswith("/data.pkl") for name in archive.namelist()):  # torch.save's own zip
             return _tensor_digest(raw)
-        for name in sorted(archive.namelist()):
+        names = sorted(archive.namelist())
+        holds_weights = any(name.endswith((".pth", ".pt", ".zip")) for name in names)
+        for name in names:
             member = archive.read(name)
             if name.endswith((".pth", ".pt")):
                 parts.append(f"{name}:{_tensor_digest(member)}")
             elif name.endswith(".zip"):
                 parts.append(f"{name}:{weights_digest(member)}")
+            elif not holds_weights:  # a data archive (an env spec): every member's bytes
+                parts.append(f"{name}:{hashlib.sha256(member).hexdigest()}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
@@ -200,6 +205,7 @@ def main() -> int:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--data", default="data", help="the data folder inside each project")
+    parser.add_argument("--exclude", action="append", default=[], help="a folder under --data to leave out (ci)")
     parser.add_argument(
         "--allow",
         action="append",
@@ -208,7 +214,10 @@ def main() -> int:
         help="a report key whose difference is explained (e.g. a class path a move changed): listed, not failed",
     )
     args = parser.parse_args()
-    before, after = newest_versions(args.before / args.data), newest_versions(args.after / args.data)
+    before, after = (
+        {key: path for key, path in newest_versions(root / args.data).items() if key.split("/")[0] not in args.exclude}
+        for root in (args.before, args.after)
+    )
     failed = False
     for key in sorted(set(before) | set(after)):
         if key not in before or key not in after:

@@ -90,3 +90,24 @@ def test_an_unknown_pipeline_name_suggests_the_close_ones(pipelines):
 
     with pytest.raises(click.ClickException, match=r"Did you mean one of these instead\?\n    sac_icm"):
         pipelines["sac_icmm"]
+
+
+def test_every_node_that_reads_a_section_gets_it_typed_and_kedro_instantiates_none(pipelines):
+    """A node with a ``params:<section>`` input is wired through ``typed_node.typed`` (it receives
+    the section the run resolved once, and never parses one itself), and no node declares a
+    dataclass parameter that Kedro 1.7 would build itself with ``cls(**mapping)``."""
+    from kedro.validation.type_extractor import TypeExtractor
+
+    from trading_rl.integration.parameter_sections import SECTIONS
+
+    untyped = sorted(
+        {
+            node.name
+            for pipeline in pipelines.values()
+            for node in pipeline.nodes
+            if any(name.removeprefix("params:") in SECTIONS for name in node.inputs if name.startswith("params:"))
+            and node.func.__code__.co_name != "with_typed_sections"
+        }
+    )
+    assert untyped == []
+    assert TypeExtractor(dict(pipelines)).extract_types_from_pipelines() == {}

@@ -14,8 +14,9 @@ import yaml
 from kedro.pipeline import Pipeline
 from kedro.utils import find_kedro_project
 
+from trading_rl.integration.parameter_sections import resolved_section
 from trading_rl.phases import multi_symbol as phase
-from trading_rl.phases.multi_symbol import PARAMS_PREFIX, MultiSymbolParams
+from trading_rl.phases.multi_symbol import MultiSymbolParams
 from trading_rl.phases.walk_forward.population import make_executor
 from trading_rl.pipelines.tracking import log_history
 from trading_rl.pipelines.typed_node import bound, typed_node
@@ -34,7 +35,8 @@ def read_wiring(project_root: Path | None = None) -> MultiSymbolParams:
             f"{path} is missing: the multi_symbol pipeline builds one namespace per symbol listed under "
             "'multi_symbol.symbols' there when the pipeline registry is built; run kedro inside the project"
         )
-    return MultiSymbolParams.from_mapping((yaml.safe_load(path.read_text()) or {}).get("multi_symbol"), PARAMS_PREFIX)
+    # Through the resolution layer: the run's parameter check then finds this parse, not a second one.
+    return resolved_section("multi_symbol", (yaml.safe_load(path.read_text()) or {}).get("multi_symbol"))
 
 
 def create_pipeline(project_root: Path | None = None, **kwargs) -> Pipeline:
