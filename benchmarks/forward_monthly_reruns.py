@@ -222,7 +222,9 @@ def run_forward(
 
     mlflow.set_tracking_uri(store_uri(root))  # the registry that names the deployed version
     catalog = DataCatalog.from_config(config, load_versions=load_versions, save_version=save_version)
-    for key, value in {**parameters, "seed": seed}.items():
+    # the alerts file under root too, unless the caller configures alerting itself
+    alerting = {"channels": {"jsonl": str(root / "data/08_reporting/alerts/alerts.jsonl")}}
+    for key, value in {"alerting": alerting, **parameters, "seed": seed}.items():
         catalog[f"params:{key}"] = value
     catalog["run_metadata"] = {"seed": seed, "save_version": save_version}
     catalog["walk_forward_folds"] = folds

@@ -28,6 +28,7 @@ from trading_rl.export.onnx_export import ExportParams
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.model_registry import PromoteParams
 from trading_rl.migration.params import CheckpointMigrationParams
+from trading_rl.monitoring.alerting import AlertingParams
 from trading_rl.phases.forward.params import ForwardParams
 from trading_rl.phases.multi_symbol import MultiSymbolParams
 from trading_rl.phases.tuning.params import TuningParams, check_pruning, check_search_space, trial_protocol
@@ -58,6 +59,7 @@ SECTIONS: dict[str, type[Section]] = {
     "tuning": TuningParams,
     "forward": ForwardParams,
     "promote": PromoteParams,
+    "alerting": AlertingParams,
 }
 
 

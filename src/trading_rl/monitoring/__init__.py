@@ -1,4 +1,4 @@
-"""Training-time monitoring: action-collapse statistics, gates and callback."""
+"""Monitoring: action-collapse statistics, gates and callback; drift (``drift``); alerts (``alerting``)."""
 
 from trading_rl.monitoring.collapse import (
     CollapseError,

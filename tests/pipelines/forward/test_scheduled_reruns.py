@@ -31,6 +31,7 @@ from trading_rl.phases.forward import ForwardRecordError, forward_data, replay
 RECORD = "data/07_model_output/forward_record.parquet"
 ALERTS = "data/08_reporting/forward/forward_alerts.json"
 DRIFT = "data/08_reporting/forward/forward_drift.json"
+ALERTS_FILE = "data/08_reporting/alerts/alerts.jsonl"  # run_forward's alerting.channels.jsonl under the root
 RUNS = ["2026-02-01T06.00.00.000Z", "2026-02-02T06.00.00.000Z", "2026-02-03T06.00.00.000Z"]
 VOLATILITY_FEATURES = ["realized_vol_20", "hl_range"]
 
@@ -101,6 +102,17 @@ def test_alerts_fire_on_the_regime_break_appended_as_new_data(three_reruns):
     first = json.loads(versions(root, ALERTS)[0].read_text())
     assert (first["status"], first["passed"]) == ("not checked", None)  # not "passed": nothing was checked
     assert first["reason"].startswith("no bar after the deployed model's data end")
+
+
+@pytest.mark.slow
+def test_the_regime_break_reaches_the_alerts_file_of_the_reruns(three_reruns):
+    """The reruns append to one JSON-lines file (nothing from the first: no bar yet); the regime
+    break's drifted features arrive as a ``feature_drift`` alert stamped with the newest bar."""
+    root, _ = three_reruns
+    lines = [json.loads(line) for line in (root / ALERTS_FILE).read_text().splitlines()]
+    drift = [line for line in lines if line["rule"] == "feature_drift" and line["bar"] == 40]
+    assert drift and set(VOLATILITY_FEATURES) <= set(drift[0]["context"]["drifted_features"])
+    assert {line["bar"] for line in lines} <= {20, 40} and all(line["context"]["source"] == "forward" for line in lines)
 
 
 @pytest.mark.slow

@@ -15,10 +15,12 @@ one pass over the forward bars per rerun (three years of daily bars: well under 
 
 The package: ``params`` (the ``forward`` section), ``data`` (the deployed model's forward data, or
 ``NotDeployed``, and ``unless_deployed``, the one place the nodes tell the two apart), ``record``
-(replay, the record checked and extended), ``report`` (metrics, drift, tearsheet) and ``decay``
-(the alerts against the walk-forward, and this rerun's MLflow metrics).
+(replay, the record checked and extended), ``report`` (metrics, drift, tearsheet), ``decay``
+(the alerts against the walk-forward, and this rerun's MLflow metrics) and ``alerts`` (the rerun's
+checks, drawdown, losses, collapse and drift sent as ``monitoring.alerting`` alerts).
 """
 
+from trading_rl.phases.forward.alerts import forward_rule_alerts, send_forward_alerts
 from trading_rl.phases.forward.data import (
     FORWARD_SPLIT,
     ForwardData,
@@ -67,6 +69,7 @@ __all__ = [
     "forward_drift",
     "forward_metrics",
     "forward_report",
+    "forward_rule_alerts",
     "forward_tearsheet",
     "measure_forward_drift",
     "prepare_forward_data",
@@ -75,5 +78,6 @@ __all__ = [
     "replay",
     "report_forward",
     "score_forward_bars",
+    "send_forward_alerts",
     "unless_deployed",
 ]

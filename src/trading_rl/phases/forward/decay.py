@@ -12,6 +12,9 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.evaluation.metrics.metrics import probabilistic_sharpe_ratio
+from trading_rl.monitoring.alerting import AlertingParams
+from trading_rl.phases.forward.alerts import send_forward_alerts
+from trading_rl.phases.forward.data import ForwardData, Inputs
 from trading_rl.phases.forward.params import DecayParams, DriftParams, ForwardParams
 
 logger = logging.getLogger(__name__)
@@ -177,10 +180,18 @@ def check_forward_decay(
     drift: dict[str, Any],
     walk_forward_folds: pd.DataFrame,
     params: ForwardParams,
+    data: Inputs | None = None,
+    alerting: AlertingParams | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``forward_alerts`` and this rerun's MLflow metrics (``forward_metrics``); every alert is
-    logged at WARNING (and again by the end-of-run summary)."""
+    logged at WARNING (and again by the end-of-run summary). With ``alerting`` (and the deployed
+    model's ``data``, for its hold threshold) the checks, the record's drawdown and last loss, its
+    recent decisions and the drift also go out as alerts through the configured channels
+    (``phases.forward.alerts``); ``forward_alerts`` is the same either way."""
     alerts = decay_alerts(report, record, drift, walk_forward_folds, params)
+    if alerting is not None and isinstance(data, ForwardData):
+        hold_threshold = data.spec.env_config().hold_threshold
+        send_forward_alerts(report, record, drift, alerts, hold_threshold, alerting)
     for check in alerts["checks"]:
         if check["status"] == "alert":
             logger.warning(

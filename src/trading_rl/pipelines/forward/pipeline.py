@@ -38,7 +38,15 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             typed_node(
                 decay.check_forward_decay,
-                inputs=["forward_report", "forward_record", "forward_drift", "walk_forward_folds", "params:forward"],
+                inputs=[
+                    "forward_report",
+                    "forward_record",
+                    "forward_drift",
+                    "walk_forward_folds",
+                    "params:forward",
+                    "forward_data",
+                    "params:alerting",
+                ],
                 outputs=["forward_alerts", "forward_metrics"],
                 name="check_forward_decay",
                 tags=["report"],
