@@ -49,6 +49,8 @@ def catalog_for(root: Path, prices: pd.DataFrame, save_version: str) -> DataCata
     parameters = {
         **PARAMS,
         "validation": yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_validation.yml").read_text())["validation"],
+        # the forward run's alerts go to the copy's own file, never the checkout's
+        "alerting": {"channels": {"jsonl": str(root / "data/08_reporting/alerts/alerts.jsonl")}},
     }
     for key, value in parameters.items():
         catalog[f"params:{key}"] = value
