@@ -37,7 +37,6 @@ from trading_rl.runtime import Executor, RuntimeParams
 from trading_rl.training.loop import train_agent
 from trading_rl.training.params import SacIcmParams
 
-PARAMS_PREFIX = "multi_symbol"
 # A symbol names a Kedro namespace and a folder: no dots, slashes or spaces.
 SYMBOL_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
 

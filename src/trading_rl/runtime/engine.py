@@ -27,8 +27,6 @@ from trading_rl.runtime.node_lock import released_while_waiting
 
 logger = logging.getLogger(__name__)
 
-PARAMS_PREFIX = "runtime"
-
 
 def _gpu_share_problem(gpus: float) -> str | None:
     # Ray accepts a fraction of one GPU or a whole number of GPUs per task.

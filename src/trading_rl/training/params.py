@@ -20,8 +20,6 @@ from trading_rl.evaluation.validation.regimes import RegimeParams
 from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.training.curriculum import CurriculumParams
 
-PARAMS_PREFIX = "sac_icm"
-
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
     "tanh": nn.Tanh,

@@ -39,7 +39,6 @@ from trading_rl.monitoring.actions import action_histogram, histogram_entropy
 
 REGIMES: tuple[str, ...] = ("bull", "bear", "sideways", "high_volatility")
 UNLABELLED = "unlabelled"
-PARAMS_PREFIX = "regime_validation.regimes"
 
 
 @dataclass(frozen=True, kw_only=True)
