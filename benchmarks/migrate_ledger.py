@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from trading_rl.data import load_prices
 from trading_rl.envs.continuous import EnvConfig
@@ -46,6 +47,8 @@ from trading_rl.phases.walk_forward import identity_params
 from trading_rl.phases.walk_forward.trainers import AGENT_PARAMS_SOURCE, OVERRIDDEN_AGENT_PARAMS
 from trading_rl.provenance import identity_hash
 from trading_rl.training.params import AgentParams
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 LEGACY_ALGORITHM_VERSION = "0+{commit}"
 # Sources whose rows recorded the first bar of the split or window, not of the evaluated returns.
@@ -64,10 +67,18 @@ def _streams(configuration: dict[str, Any], agent_stream: int | None) -> dict[st
     return streams
 
 
+def _legacy_agent_defaults() -> AgentParams:
+    """The agent defaults the rows were recorded under (algorithm versions 0 and 1): conf/seeds'
+    agent, which states the defaults that changed on 2026-12-06, over today's code defaults."""
+    seeds = yaml.safe_load((PROJECT_ROOT / "conf" / "seeds" / "parameters_sac_icm.yml").read_text())
+    return AgentParams.from_mapping(seeds["sac_icm"]["agent"], "sac_icm.agent")
+
+
 def _identity(agent: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``identity_params`` of a recorded section (the SAC family's as ``AgentParams``)."""
+    """``identity_params`` of a recorded section (the SAC family's as ``AgentParams``, its unwritten
+    keys at the defaults of its time)."""
     if AGENT_PARAMS_SOURCE.get(agent, agent) in OVERRIDDEN_AGENT_PARAMS:
-        return identity_params(agent, AgentParams.from_mapping(params, "sac_icm.agent"))
+        return identity_params(agent, _legacy_agent_defaults().overlay(params, "sac_icm.agent"))
     return identity_params(agent, params)
 
 

@@ -46,13 +46,16 @@ def _default_of(field: dataclasses.Field) -> Any:
     return dataclasses.MISSING
 
 
-def disagreements(section: Section, prefix: str) -> list[str]:
-    """Dotted keys whose conf/base value (in ``section``) differs from the dataclass default."""
+def disagreements(section: Section, prefix: str, defaults: Section | None = None) -> list[str]:
+    """Dotted keys whose conf/base value (in ``section``) differs from the dataclass default (for a
+    nested section, its field's default instance: ``options_her.sac`` has other defaults than
+    ``sac_icm.agent.sac``)."""
     found = []
     for field in dataclasses.fields(section):
-        value, default, key = getattr(section, field.name), _default_of(field), f"{prefix}.{field.name}"
+        value, key = getattr(section, field.name), f"{prefix}.{field.name}"
+        default = _default_of(field) if defaults is None else getattr(defaults, field.name)
         if isinstance(value, Section) and type(value) is type(default):
-            found += disagreements(value, key)
+            found += disagreements(value, key, default)
         elif default is not dataclasses.MISSING and value != default:
             found.append(f"{key}: conf/base {value!r}, code {default!r}")
     return found

@@ -19,8 +19,10 @@ from typing import Any
 # BEHAVIOUR_PACKAGES). It is part of every trial's identity: the same parameters under other
 # algorithm code are another configuration. tests/test_provenance.py fails when the code's digest
 # moves away from ALGORITHM_SOURCE_DIGEST, so a behaviour change cannot land without a bump.
-ALGORITHM_VERSION = 1
-ALGORITHM_SOURCE_DIGEST = "9d91484a79492e54"
+# 2 (2026-12-06): the code defaults became the validated learner's (target action, one bar, [32, 32],
+# no curiosity), so a configuration that leaves those keys unwritten now means other values.
+ALGORITHM_VERSION = 2
+ALGORITHM_SOURCE_DIGEST = "d4cd573797d3d22d"
 BEHAVIOUR_PACKAGES = ("algorithms", "data", "envs", "features", "phases", "rewards", "training", "seeding.py")
 # Floats are compared at this many significant digits: a change below it (1e-19 on a learning rate
 # of 3e-4) cannot reach float32 weights and is not a new configuration.

@@ -70,7 +70,8 @@ def test_hierarchical_agents_share_the_sac_arm_settings_and_networks():
     params = load_parameters("base")
     agent_params = agent_parameters(params)
     source, phase = agent_params["options"]["source"], agent_params["options"]["phase"]
-    assert source.policy.net_arch == params["walk_forward"]["agent_overrides"]["policy"]["net_arch"]
+    policy = params["walk_forward"]["agent_overrides"].get("policy", params["sac_icm"]["agent"]["policy"])
+    assert source.policy.net_arch == policy["net_arch"]
     assert phase.sac.batch_size == source.sac.batch_size
     assert phase.sac.learning_starts >= HER_LEARNING_STARTS > 500  # HER needs a finished episode
     assert phase.device == "auto" and phase.options.enabled

@@ -56,7 +56,8 @@ def test_legacy_rows_get_streams_identity_views_and_a_version_per_commit():
     assert first["algorithm_version"] == "0+873eba5"
     params = first["agent_params"]
     assert params["reward_scale"] == 100.0 and "auxiliary" not in params and "log_interval" not in params["training"]
-    assert second["agent_params"]["icm"] == {"enabled": False}  # sac trains without its ICM
+    assert first["agent_params"]["icm"]["enabled"] is True  # recorded when curiosity was on by default
+    assert "icm" not in second["agent_params"]  # sac trains without its ICM (today's default: off)
     assert "device" not in first["walk_forward"] and "seeds" not in first["walk_forward"]
     assert list(migrated["config_hash"]) == [identity_hash(json.loads(text)) for text in migrated["config"]]
     # The learning curve recorded its windows' first bar; migrated, the first bar of its returns.

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 
 from trading_rl.envs import STATE_FIELDS, ContinuousTradingEnv, EnvConfig, trading_env
 
@@ -64,7 +65,7 @@ def run(env, actions, seed=None):
 
 @pytest.mark.parametrize("allow_short", [False, True])
 def test_rewards_sum_to_log_net_return(sp500_frames, allow_short):
-    env = ContinuousTradingEnv(*sp500_frames, EnvConfig(allow_short=allow_short, episode_length=400))
+    env = ContinuousTradingEnv(*sp500_frames, seeds_env_config(allow_short=allow_short, episode_length=400))
     actions = np.random.default_rng(1).uniform(-1, 1, 400)
     _, infos, rewards = run(env, actions, seed=3)
     assert len(rewards) == 400
@@ -78,7 +79,7 @@ def test_rewards_sum_to_log_net_return(sp500_frames, allow_short):
 @pytest.mark.parametrize("allow_short", [False, True])
 def test_random_actions_respect_the_trade_rules(sp500_frames, initial_cash, allow_short):
     prices, features = sp500_frames
-    env = ContinuousTradingEnv(prices, features, EnvConfig(initial_cash=initial_cash, allow_short=allow_short))
+    env = ContinuousTradingEnv(prices, features, seeds_env_config(initial_cash=initial_cash, allow_short=allow_short))
     raw = np.random.default_rng(7).uniform(-1, 1, 100).astype(np.float32)
     _, infos, _ = run(env, raw, seed=11)
     opens, closes = prices["open"].to_numpy(), prices["close"].to_numpy()
@@ -128,7 +129,7 @@ def test_random_actions_respect_the_trade_rules(sp500_frames, initial_cash, allo
 
 
 def test_smoothing_reduces_action_variance_by_more_than_30_percent(sp500_frames):
-    env = ContinuousTradingEnv(*sp500_frames, EnvConfig(evaluation=True))
+    env = ContinuousTradingEnv(*sp500_frames, seeds_env_config(evaluation=True))
     raw = np.random.default_rng(5).uniform(-1, 1, 2000).astype(np.float32)
     _, infos, _ = run(env, raw)
     smoothed = np.array([info["action_smoothed"] for info in infos[1:]])
@@ -168,7 +169,7 @@ def test_no_look_ahead_in_observation_and_fill():
 def test_fill_modes_use_next_open_or_same_close():
     prices, features = synthetic_frames()
     for fill, column, offset in (("next_open", "open", 1), ("close", "close", 0)):
-        env = ContinuousTradingEnv(prices, features, EnvConfig(evaluation=True, fill=fill, smoothing_window=1))
+        env = ContinuousTradingEnv(prices, features, seeds_env_config(evaluation=True, fill=fill, smoothing_window=1))
         _, info = env.reset()
         bar = info["bar_index"]
         _, _, _, _, info = env.step(np.array([1.0], dtype=np.float32))
@@ -177,7 +178,7 @@ def test_fill_modes_use_next_open_or_same_close():
 
 def test_observation_layout_matches_the_data():
     prices, features = synthetic_frames()
-    env = ContinuousTradingEnv(prices, features, EnvConfig(evaluation=True, window_size=4, smoothing_window=1))
+    env = ContinuousTradingEnv(prices, features, seeds_env_config(evaluation=True, window_size=4, smoothing_window=1))
     layout = env.layout
     assert layout.dim == 4 * 3 + len(STATE_FIELDS) == env.observation_space.shape[0]
     obs, info = env.reset()
@@ -207,7 +208,7 @@ def test_observation_layout_matches_the_data():
 
 def test_random_starts_are_seeded_and_episodes_truncate_at_length():
     prices, features = synthetic_frames(n=200)
-    env = ContinuousTradingEnv(prices, features, EnvConfig(episode_length=30, window_size=5))
+    env = ContinuousTradingEnv(prices, features, seeds_env_config(episode_length=30, window_size=5))
     starts = []
     for seed in range(20):
         _, info = env.reset(seed=seed)
@@ -221,7 +222,7 @@ def test_random_starts_are_seeded_and_episodes_truncate_at_length():
 
 def test_evaluation_is_deterministic_and_covers_the_frame():
     prices, features = synthetic_frames(n=80)
-    env = ContinuousTradingEnv(prices, features, EnvConfig(evaluation=True, episode_length=10, window_size=6))
+    env = ContinuousTradingEnv(prices, features, seeds_env_config(evaluation=True, episode_length=10, window_size=6))
     actions = np.sin(np.arange(200) * 0.7)
     _, infos_a, _ = run(env, actions, seed=1)
     _, infos_b, _ = run(env, actions, seed=2)
@@ -258,18 +259,18 @@ def test_bad_config_is_rejected_with_the_key_named(config, key):
 def test_bad_frames_are_rejected():
     prices, features = synthetic_frames()
     with pytest.raises(ValueError, match="same index"):
-        ContinuousTradingEnv(prices, features.iloc[1:], EnvConfig())
+        ContinuousTradingEnv(prices, features.iloc[1:], seeds_env_config())
     holed = features.copy()
     holed.iloc[7, 1] = np.nan
     with pytest.raises(ValueError, match=r"NaN.*\['b'\]"):
-        ContinuousTradingEnv(prices, holed, EnvConfig())
+        ContinuousTradingEnv(prices, holed, seeds_env_config())
     with pytest.raises(ValueError, match="open"):
-        ContinuousTradingEnv(prices.drop(columns="open"), features, EnvConfig())
+        ContinuousTradingEnv(prices.drop(columns="open"), features, seeds_env_config())
 
 
 def test_bar_index_and_episode_bounds_follow_the_episode():
     prices, features = synthetic_frames(n=120)
-    env = ContinuousTradingEnv(prices, features, EnvConfig(episode_length=20, window_size=5))
+    env = ContinuousTradingEnv(prices, features, seeds_env_config(episode_length=20, window_size=5))
     _, info = env.reset(seed=4)
     start, end = env.episode_bounds
     assert start == info["bar_index"] == env.bar_index and end == start + 20
@@ -279,7 +280,7 @@ def test_bar_index_and_episode_bounds_follow_the_episode():
 
 def test_trading_env_finds_the_trading_env_under_wrappers_and_names_who_needed_it_otherwise():
     prices, features = synthetic_frames()
-    base = ContinuousTradingEnv(prices, features, EnvConfig(window_size=2))
+    base = ContinuousTradingEnv(prices, features, seeds_env_config(window_size=2))
     assert trading_env(gym.wrappers.TimeLimit(base, max_episode_steps=5), "the test") is base
 
     class OtherEnv(gym.Env):

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.seeds_env import seeds_env_config
 
 from trading_rl.envs import (
     ActionSpaceMigrator,
@@ -42,7 +43,14 @@ def equity_path(env, choose_action):
 @pytest.mark.parametrize("allow_short", [False, True])
 def test_discrete_env_equals_continuous_env_driven_by_migrated_actions(allow_short):
     prices, features = frames()
-    config = dict(evaluation=True, smoothing_window=1, allow_short=allow_short, max_position_pct=0.6)
+    config = dict(
+        evaluation=True,
+        smoothing_window=1,
+        allow_short=allow_short,
+        max_position_pct=0.6,
+        action_mode="trade",
+        window_size=10,
+    )
     discrete_actions = np.random.default_rng(9).integers(0, 7, size=400)
     # Pyramiding needs a profitable long: make ADD_TO_WINNER common after buys.
     discrete_actions[::5] = DiscreteAction.ADD_TO_WINNER
@@ -106,7 +114,7 @@ def test_mapping_table_and_nearest_discrete():
 
 def test_discrete_env_ignores_smoothing_and_reports_the_action():
     prices, features = frames(n=40)
-    env = DiscreteTradingEnv(prices, features, EnvConfig(evaluation=True, smoothing_window=5))
+    env = DiscreteTradingEnv(prices, features, seeds_env_config(evaluation=True, smoothing_window=5))
     assert env.action_space.n == 7
     env.reset()
     _, _, _, _, info = env.step(DiscreteAction.BUY_LARGE)
@@ -117,7 +125,7 @@ def test_discrete_env_ignores_smoothing_and_reports_the_action():
 
 def test_hybrid_env_smooths_continuous_and_discrete_alike():
     prices, features = frames(n=40)
-    hybrid = HybridTradingEnv(prices, features, EnvConfig(evaluation=True))  # smoothing_window=3: alpha 0.5
+    hybrid = HybridTradingEnv(prices, features, seeds_env_config(evaluation=True))  # smoothing_window=3: alpha 0.5
     hybrid.reset()
     _, _, _, _, info = hybrid.step(DiscreteAction.BUY_LARGE)
     assert info["action_smoothed"] == 1.0

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 
 from trading_rl.envs import (
     ContinuousTradingEnv,
@@ -47,7 +48,7 @@ def market():
 @pytest.fixture(scope="module")
 def spec(market):
     prices, scaled = market
-    return build_env_spec("sp500", prices, scaled, SPLITS, EnvConfig(episode_length=100), 252.0)
+    return build_env_spec("sp500", prices, scaled, SPLITS, seeds_env_config(episode_length=100), 252.0)
 
 
 def test_each_split_starts_trading_on_its_first_bar(spec, market):
@@ -71,16 +72,16 @@ def test_each_split_starts_trading_on_its_first_bar(spec, market):
 def test_warm_up_rows_are_dropped_and_short_splits_are_named(market):
     prices, scaled = market
     early = {"train": {"start": "2009-06-01", "end": "2009-07-31"}, "test": SPLITS["test"]}
-    spec = build_env_spec("sp500", prices, scaled, early, EnvConfig(), 252.0)
+    spec = build_env_spec("sp500", prices, scaled, early, seeds_env_config(), 252.0)
     first_finite = scaled.dropna().index[0]
     assert spec.features["train"].index[0] == first_finite  # no context exists before the data
     too_short = {"train": {"start": "2009-06-01", "end": "2009-07-08"}, "test": SPLITS["test"]}
     with pytest.raises(ValueError, match="split 'train'"):
-        build_env_spec("sp500", prices, scaled, too_short, EnvConfig(), 252.0)
+        build_env_spec("sp500", prices, scaled, too_short, seeds_env_config(), 252.0)
     holed = scaled.copy()
     holed.iloc[300, 0] = np.nan
     with pytest.raises(ValueError, match="ret_1"):
-        build_env_spec("sp500", prices, holed, SPLITS, EnvConfig(), 252.0)
+        build_env_spec("sp500", prices, holed, SPLITS, seeds_env_config(), 252.0)
     with pytest.raises(ValueError, match="smoothing"):
         build_env_spec("sp500", prices, scaled, SPLITS, EnvConfig.from_mapping({"smoothing": 3}), 252.0)
 
@@ -224,9 +225,9 @@ def test_env_rejects_a_close_history_that_does_not_cover_or_match_its_bars(spec)
     frame, features = spec.prices["validation"], spec.features["validation"]
     history = spec.close_history("validation")
     with pytest.raises(ValueError, match="close_history lacks"):
-        ContinuousTradingEnv(frame, features, EnvConfig(), close_history=history.iloc[:-1])
+        ContinuousTradingEnv(frame, features, seeds_env_config(), close_history=history.iloc[:-1])
     with pytest.raises(ValueError, match="disagrees"):
-        ContinuousTradingEnv(frame, features, EnvConfig(), close_history=history * 1.01)
+        ContinuousTradingEnv(frame, features, seeds_env_config(), close_history=history * 1.01)
     stale = EnvSpec(**{**spec.__dict__, "closes": None})
     with pytest.raises(ValueError, match="env_construction"):
         stale.make_env("train")

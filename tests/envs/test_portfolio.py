@@ -35,6 +35,7 @@ def scripted_env(**overrides):
         max_position_pct=0.5,
         min_trade_value=25.0,
         evaluation=True,
+        action_mode="trade",
     )
     config.update(overrides)
     return ContinuousTradingEnv(*small_frames(), EnvConfig.from_mapping(config))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 from helpers.walk_forward_calls import feature_section
 
 from trading_rl.algorithms.options_her.goal import GOAL_KEYS, GoalConditionedView
@@ -30,6 +31,7 @@ CONFIG = dict(
     max_position_pct=0.5,
     min_trade_value=25.0,
     evaluation=True,
+    action_mode="trade",
 )
 ACTIONS = [0.8, -0.4, -1.0, 0.0]  # buy (cap binds), sell 40%, sell all, hold
 
@@ -168,7 +170,9 @@ def test_keep_reproduces_next_open_fills_on_sp500():
     features = pd.DataFrame({"f": np.log(prices["close"]).diff().fillna(0.0)}, index=prices.index)
     opens, closes = prices["open"].to_numpy(), prices["close"].to_numpy()
     actions = np.tile([1.0, -1.0], 200)
-    config = dict(evaluation=True, smoothing_window=1, max_position_pct=1.0, slippage_rate=SLIPPAGE)
+    config = dict(
+        evaluation=True, smoothing_window=1, max_position_pct=1.0, slippage_rate=SLIPPAGE, action_mode="trade"
+    )
     stale_fills = 0
     for policy in ("keep", "close_fill"):
         infos, _ = run(
@@ -227,7 +231,7 @@ def test_walk_forward_fold_spec_carries_the_policy():
     fold = Fold(0, 0, 300, 360, 420, retrain=True)
     feature_params = feature_section({"features": {"garch": None}})
     for policy in ("close_fill", "keep"):
-        spec = fold_env_spec("sp500", prices, fold, feature_params, EnvConfig(stale_open_policy=policy), 252.0)
+        spec = fold_env_spec("sp500", prices, fold, feature_params, seeds_env_config(stale_open_policy=policy), 252.0)
         assert spec.config.stale_open_policy == policy
         env = spec.make_env("test", evaluation=True)
         _, info = env.reset()

@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.seeds_env import seeds_env_config
 
-from trading_rl.envs import ContinuousTradingEnv, DiscreteTradingEnv, EnvConfig
+from trading_rl.envs import ContinuousTradingEnv, DiscreteTradingEnv
 from trading_rl.migration import compare_checkpoint, diversity_gate
 from trading_rl.migration.comparison import comparison_row
 
@@ -36,7 +37,7 @@ def _frames(n=61, seed=0):
 def _make_env(kind):
     prices, features = _frames()
     cls = DiscreteTradingEnv if kind == "discrete" else ContinuousTradingEnv
-    return cls(prices, features, EnvConfig(evaluation=True, window_size=1))
+    return cls(prices, features, seeds_env_config(evaluation=True, window_size=1))
 
 
 def test_gate_requires_twenty_percent_more_diversity():

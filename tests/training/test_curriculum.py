@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.envs import build_env_spec
 from trading_rl.training.curriculum import (
     Curriculum,
     CurriculumParams,
@@ -69,7 +70,7 @@ def market():
 
 @pytest.fixture(scope="module")
 def spec(market):
-    return build_env_spec("sp500", *market, SPLITS, EnvConfig(episode_length=100), 252.0)
+    return build_env_spec("sp500", *market, SPLITS, seeds_env_config(episode_length=100), 252.0)
 
 
 def _run_episode(env, action: float) -> list[dict]:
@@ -139,7 +140,7 @@ def test_the_curriculum_never_steps_on_validation_or_test_bars(market, spec):
     prices, features = market
     shocked = prices.copy()
     shocked.loc[shocked.index > train_end, ["open", "high", "low", "close"]] *= 3.0
-    other = build_env_spec("sp500", *_frames(shocked), SPLITS, EnvConfig(episode_length=100), 252.0)
+    other = build_env_spec("sp500", *_frames(shocked), SPLITS, seeds_env_config(episode_length=100), 252.0)
     again = Curriculum(other.make_env("train"), PARAMS)
     for mine, theirs in zip(Curriculum(spec.make_env("train"), PARAMS).starts, again.starts):
         np.testing.assert_array_equal(mine, theirs)

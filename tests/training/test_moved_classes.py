@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 
 from trading_rl.algorithms.sac_icm.auxiliary import AuxiliaryReplayBuffer, MarketEncoder
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM, build_agent
 from trading_rl.algorithms.saved import sb3_zip_bytes
-from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.envs import build_env_spec
 from trading_rl.evaluation.validation.regimes import RegimeParams
 from trading_rl.training.moved_classes import MOVED_MODULES
 from trading_rl.training.params import AgentParams, AuxiliaryConfig, ICMConfig
@@ -44,12 +45,13 @@ def model():
     prices = sp500.load().loc["2003-01-01":"2007-12-31"].rename(columns=str.lower)
     log_close = np.log(prices["close"])
     features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
-    spec = build_env_spec("sp500", prices, features, SPLITS, EnvConfig(episode_length=100), 252.0)
+    spec = build_env_spec("sp500", prices, features, SPLITS, seeds_env_config(episode_length=100), 252.0)
     params = AgentParams.from_mapping(
         {
             "sac": {"learning_starts": 64, "batch_size": 32, "buffer_size": 2000},
             "policy": {"net_arch": [32, 32]},
             "auxiliary": {"enabled": True, "latent_dim": 16, "hidden_dim": 32},
+            "icm": {"enabled": True},
         },
         "sac_icm.agent",
     )

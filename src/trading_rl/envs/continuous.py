@@ -49,11 +49,11 @@ class EnvConfig(Section):
     unknown keys and out-of-range values by their dotted key."""
 
     initial_cash: float = setting(100_000.0, interval="(0, inf)")
-    window_size: int = setting(10, interval="[1, inf)")
+    window_size: int = setting(1, interval="[1, inf)")
     commission_rate: float = setting(0.0002, interval="[0, 1)")
     slippage_rate: float = setting(0.0001, interval="[0, 1)")
     hold_threshold: float = setting(0.1, interval="[0, 1)")
-    smoothing_window: int = setting(3, interval="[1, inf)")
+    smoothing_window: int = setting(1, interval="[1, inf)")
     max_position_pct: float = setting(0.15, interval="(0, 1]")
     min_trade_value: float = setting(25.0, interval="[0, inf)")
     allow_short: bool = False
@@ -65,7 +65,7 @@ class EnvConfig(Section):
     # position; docs/env.md). target: it is the position to hold, as a share of the cap:
     # max_position_pct x (a + 1) / 2 long-only, max_position_pct x a with allow_short; the portfolio
     # trades to it unless it is within hold_threshold x max_position_pct of it.
-    action_mode: Literal["trade", "target"] = "trade"
+    action_mode: Literal["trade", "target"] = "target"
     stale_open_policy: Literal["close_fill", "keep"] = "close_fill"
     stale_open_rtol: float = setting(STALE_OPEN_RTOL, interval="[0, 1)")
     periods_per_year: float = setting(252.0, interval="(0, inf)")

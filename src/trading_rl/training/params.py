@@ -58,9 +58,9 @@ class SacParams(Section):
     """SB3 SAC keyword arguments."""
 
     learning_rate: float = setting(3e-4, interval="(0, inf)")
-    buffer_size: int = setting(100_000, interval="[1, inf)")
-    learning_starts: int = setting(1000, interval="[0, inf)")
-    batch_size: int = setting(256, interval="[1, inf)")
+    buffer_size: int = setting(20_000, interval="[1, inf)")
+    learning_starts: int = setting(300, interval="[0, inf)")
+    batch_size: int = setting(64, interval="[1, inf)")
     tau: float = setting(0.005, interval="(0, 1]")
     gamma: float = setting(0.99, interval="(0, 1]")
     train_freq: int = setting(1, interval="[1, inf)")
@@ -77,7 +77,7 @@ class SacParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyParams(Section):
-    net_arch: list[int] = setting([256, 256, 128], check=layer_widths_problem)
+    net_arch: list[int] = setting([32, 32], check=layer_widths_problem)
     activation: str = setting("relu", choices=tuple(ACTIVATIONS))
 
 
@@ -123,7 +123,7 @@ class ICMConfig:
 class IcmParams(ICMConfig, Section):
     """``ICMConfig`` (its fields, defaults and checks) plus how the phase mixes curiosity in."""
 
-    enabled: bool = True
+    enabled: bool = False
     extrinsic_weight: float = setting(0.9, interval="[0, inf)")
     intrinsic_weight: float = setting(0.1, interval="[0, inf)")
     warmup_steps: int = setting(1000, interval="[0, inf)")

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch as th
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 from stable_baselines3.common.torch_layers import FlattenExtractor
 
 from trading_rl.algorithms.sac_icm.auxiliary import (
@@ -22,7 +23,7 @@ from trading_rl.algorithms.sac_icm.auxiliary import (
 )
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM, build_agent
 from trading_rl.algorithms.sac_icm.training_env import wrap_training_env
-from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.envs import build_env_spec
 from trading_rl.training.curriculum import CurriculumParams
 from trading_rl.training.params import HEADS, AgentParams, AuxiliaryParams
 
@@ -52,7 +53,7 @@ def prices():
 
 
 def _spec(prices):
-    return build_env_spec("sp500", prices, _features(prices), SPLITS, EnvConfig(episode_length=100), 252.0)
+    return build_env_spec("sp500", prices, _features(prices), SPLITS, seeds_env_config(episode_length=100), 252.0)
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +89,9 @@ def test_no_target_leaks_into_the_observation(prices, spec):
     shocked.loc[later, ["open", "high", "low", "close"]] *= np.linspace(1.5, 0.5, later.sum())[:, None]
     shocked.loc[later, "volume"] *= 7.0
     other = AuxiliaryTargets(
-        build_env_spec("sp500", shocked, _features(prices), SPLITS, EnvConfig(episode_length=100), 252.0).make_env(
-            "train"
-        ),
+        build_env_spec(
+            "sp500", shocked, _features(prices), SPLITS, seeds_env_config(episode_length=100), 252.0
+        ).make_env("train"),
         config,
     )
     np.testing.assert_array_equal(other.unwrapped._obs_rows[: t + 1], base._obs_rows[: t + 1])

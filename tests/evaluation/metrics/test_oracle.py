@@ -21,7 +21,13 @@ from trading_rl.evaluation.metrics.baselines import (
 from trading_rl.evaluation.metrics.rollout import run_episode
 
 MARKET = MarketModel.from_mapping({"family": "fast", "strength": 0.3, "n_bars": 160, "seed": 5}, "market")
-ENV = {"window_size": 2, "commission_rate": 0.0002, "slippage_rate": 0.0001, "max_position_pct": 0.15}
+ENV = {
+    "action_mode": "trade",
+    "window_size": 2,
+    "commission_rate": 0.0002,
+    "slippage_rate": 0.0001,
+    "max_position_pct": 0.15,
+}
 
 
 def tiny_spec(smoothing_window: int, market: MarketModel | None = MARKET) -> EnvSpec:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 
 from trading_rl.evaluation.metrics import baselines as b
 from trading_rl.evaluation.metrics.metrics import compute_metrics
@@ -157,7 +158,11 @@ def _sp500_frame(n_bars=400):
 
 def _make_env(envs, prices, features, **config):
     return lambda: envs.ContinuousTradingEnv(
-        prices, features, envs.EnvConfig.from_mapping({"evaluation": True, "window_size": WINDOW, **config})
+        prices,
+        features,
+        envs.EnvConfig.from_mapping(
+            {"evaluation": True, "window_size": WINDOW, "action_mode": "trade", "smoothing_window": 3, **config}
+        ),
     )
 
 
@@ -198,7 +203,7 @@ def test_sb3_policy_runs_through_the_env(envs):
 
 def test_baselines_need_a_trading_env_with_a_box_action_space(envs):
     prices, features = _sp500_frame(60)
-    discrete = envs.DiscreteTradingEnv(prices, features, envs.EnvConfig(evaluation=True, window_size=WINDOW))
+    discrete = envs.DiscreteTradingEnv(prices, features, seeds_env_config(evaluation=True, window_size=WINDOW))
     with pytest.raises(ValueError, match="the baselines need a Box action space, got Discrete"):
         b.baseline_policies(discrete, seed=0)
     expected = r"the baselines: expected a trading env \(TradingEnvBase\) under the wrappers, got ScriptedEnv"
@@ -326,13 +331,13 @@ SMA_SPLITS = {
 
 
 def _sp500_spec(close_factor=None):
-    from trading_rl.envs import EnvConfig, build_env_spec
+    from trading_rl.envs import build_env_spec
 
     prices = sp500.load().loc["2011-01-01":"2018-12-31"].rename(columns=str.lower)[["open", "high", "low", "close"]]
     if close_factor is not None:
         prices = prices.assign(close=prices["close"] * close_factor(prices.index))
     features = pd.DataFrame({"log_return": np.log(prices["close"]).diff() * 10}, index=prices.index)
-    return build_env_spec("sp500", prices, features, SMA_SPLITS, EnvConfig(window_size=WINDOW), 252.0), prices
+    return build_env_spec("sp500", prices, features, SMA_SPLITS, seeds_env_config(window_size=WINDOW), 252.0), prices
 
 
 def _brute_force_sma_actions(close: pd.Series, decided_at) -> np.ndarray:
@@ -376,7 +381,6 @@ def test_sma_baseline_decision_ignores_closes_after_its_bar():
 def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
     from helpers.walk_forward_calls import feature_section
 
-    from trading_rl.envs import EnvConfig
     from trading_rl.evaluation.validation import folds as windows
     from trading_rl.phases import walk_forward as wf
 
@@ -389,7 +393,7 @@ def test_sma_baseline_is_warm_at_the_first_decision_of_a_walk_forward_fold():
     gap = wf.WalkForwardParams().with_gap(feature_params.features).gap_bars
     index = windows.tradable_index(prices, feature_params.features)
     fold = windows.make_folds(len(index), 500, 249, 249, gap, max_folds=2)[0]
-    spec = windows.fold_env_spec("sp500", prices, fold, feature_params, EnvConfig(window_size=WINDOW), 252.0)
+    spec = windows.fold_env_spec("sp500", prices, fold, feature_params, seeds_env_config(window_size=WINDOW), 252.0)
     rollout = b.run_baselines(lambda: spec.make_env("test", evaluation=True))["sma_crossover"]
     decided = _decision_bars(spec, "test", rollout)
     assert decided[0] == index[fold.test_start]  # the first decision: at the window's first bar

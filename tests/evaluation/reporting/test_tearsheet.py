@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from arch.data import sp500
+from helpers.seeds_env import seeds_env_config
 
-from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.envs import build_env_spec
 from trading_rl.evaluation.ledger.ledger import Trials
 from trading_rl.evaluation.metrics.attribution import rollout_attribution
 from trading_rl.evaluation.metrics.baselines import constant_policy, random_policy
@@ -35,7 +36,7 @@ SPLITS = {
 def section():
     prices = sp500.load().loc["2011-01-01":"2015-12-31"].rename(columns=str.lower)[["open", "high", "low", "close"]]
     features = pd.DataFrame({"log_return": np.log(prices["close"]).diff() * 10}, index=prices.index).dropna()
-    spec = build_env_spec("sp500", prices.loc[features.index], features, SPLITS, EnvConfig(window_size=5), 252.0)
+    spec = build_env_spec("sp500", prices.loc[features.index], features, SPLITS, seeds_env_config(window_size=5), 252.0)
     make_env = functools.partial(spec.make_env, "validation")
     env = make_env()
     agents = {

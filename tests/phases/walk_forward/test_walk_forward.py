@@ -557,19 +557,18 @@ def test_identity_leaves_out_run_time_keys_and_keeps_random_streams_apart():
     params = {"agents": ["sac_icm", "sac"], "seeds": 3, "train_length": 100, "test_length": 20, "step": 20}
 
     def rows(params=params, agent_params=None, seed=7):
-        agent_params = agent_params or {"sac_icm": {"sac": {"batch_size": 64}}}
+        agent_params = agent_params or {"sac_icm": {"sac": {"batch_size": 64}, "icm": {"enabled": True}}}
         return wf.trial_rows(
             steps, section(params), job(NO_GARCH, {"window_size": 5}, {"X": 252.0}, agent_params, seed)
         )
 
     base = rows()
     run_time = {"training": {"log_interval": 1, "resume": "force"}, "collapse": {"check_freq": 7}}
-    assert list(rows(agent_params={"sac_icm": {"sac": {"batch_size": 64}, **run_time}})["config_hash"]) == list(
-        base["config_hash"]
-    )
+    with_run_time = {"sac_icm": {"sac": {"batch_size": 64}, "icm": {"enabled": True}, **run_time}}
+    assert list(rows(agent_params=with_run_time)["config_hash"]) == list(base["config_hash"])
     assert list(rows({**params, "device": "cpu"})["config_hash"]) == list(base["config_hash"])
     # sac trains with the ICM off: its ICM settings cannot act.
-    icm = {"sac_icm": {"sac": {"batch_size": 64}, "icm": {"eta": 0.5}}}
+    icm = {"sac_icm": {"sac": {"batch_size": 64}, "icm": {"enabled": True, "eta": 0.5}}}
     assert rows(agent_params=icm).iloc[1]["config_hash"] == base.iloc[1]["config_hash"]
     assert rows(agent_params=icm).iloc[0]["config_hash"] != base.iloc[0]["config_hash"]
     # Another base seed or seed count: another identity (other random streams), the same trial.
@@ -761,7 +760,7 @@ def test_shaped_agent_learns_from_the_shaped_reward_at_its_own_scale_and_is_fine
         "policy": {"net_arch": [16, 16]},
         "reward_scale": 100.0,
         "sac": {"learning_starts": 40, "batch_size": 16, "buffer_size": 3000},
-        "icm": {"warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16},
+        "icm": {"enabled": True, "warmup_steps": 40, "feature_dim": 8, "hidden_dim": 16},
     }
     params = {
         "train_length": 250,

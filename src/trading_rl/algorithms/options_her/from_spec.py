@@ -39,6 +39,12 @@ from trading_rl.training.params import SacParams
 PARAMS_PREFIX = "options_her"
 
 
+# The option policy's own SAC (its networks come from the sac_icm model it warm-starts from): HER
+# samples only finished episodes, so learning starts after more than one 500-bar episode; the
+# buffer and batch are the seeds', not the validated sac_icm learner's.
+OPTIONS_SAC = SacParams(buffer_size=100_000, learning_starts=1000, batch_size=256)
+
+
 @dataclass(frozen=True, kw_only=True)
 class OptionsSectionParams(OptionParams):
     """``options_her.options``: the option rules, or ``enabled: false`` for a flat low-level SAC."""
@@ -89,7 +95,7 @@ class OptionsHerParams(Section):
     options: OptionsSectionParams = setting(OptionsSectionParams())
     controller: ControllerConfig = setting(ControllerConfig())
     her: HerParams = setting(HerParams())
-    sac: SacParams = setting(SacParams())
+    sac: SacParams = setting(OPTIONS_SAC)
     # The training env's curriculum, as sac_icm.agent.curriculum (the same keys, stages and rule).
     curriculum: CurriculumParams = setting(CurriculumParams())
 

@@ -55,15 +55,9 @@ class WalkForwardParams(Section):
     retrain_frequency: int = setting(3, interval="[1, inf)")
     seeds: int = setting(2, interval="[1, inf)")
     agents: list[str] = setting(["sac_icm"], check=_agents_problem)
-    timesteps: int = setting(20_000, interval="[1, inf)")
-    finetune_timesteps: int = setting(2000, interval="[0, inf)")
-    agent_overrides: dict[str, Any] = setting(
-        {
-            "sac": {"learning_starts": 300, "buffer_size": 20_000, "batch_size": 64},
-            "policy": {"net_arch": [64, 64]},
-            "icm": {"warmup_steps": 300},
-        }
-    )
+    timesteps: int = setting(10_000, interval="[1, inf)")
+    finetune_timesteps: int = setting(1000, interval="[0, inf)")
+    agent_overrides: dict[str, Any] = setting({})
     device: str = setting("auto", runtime=True)
     vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
     es: EsParams = setting(EsParams())
