@@ -94,3 +94,17 @@ def test_unknown_top_level_sections_are_refused_with_a_suggestion():
     parameters = load_parameters("ci")
     with pytest.raises(ConfigError, match=r"unknown parameter 'sac_icn' \(did you mean 'sac_icm'\?\)"):
         resolve_parameters({**parameters, "sac_icn": {"agent": {}}})
+
+
+def test_an_identity_is_the_same_whether_conf_writes_a_default_out_or_not():
+    """``Section.identity`` hashes the typed values: conf/ may state a default or leave it to the code."""
+    from trading_rl.envs.continuous import EnvConfig
+    from trading_rl.features.params import FeatureParams, ScalerParams
+    from trading_rl.provenance import identity_hash
+
+    for kind in (EnvConfig, FeatureParams, ScalerParams, AgentParams):
+        left_out = kind.from_mapping({}, "section")
+        written_out = kind.from_mapping(left_out.to_dict(), "section")
+        assert identity_hash(left_out.identity()) == identity_hash(written_out.identity())
+    changed = EnvConfig.from_mapping({"window_size": 2}, "section")
+    assert identity_hash(changed.identity()) != identity_hash(EnvConfig().identity())

@@ -148,15 +148,14 @@ class Section:
         except (TypeError, ValueError) as error:
             raise ConfigError(f"parameter '{prefix}': {error}") from error
         section.validate(prefix)
-        # The mapping as written, for identities recorded from it (``as_written``).
-        object.__setattr__(section, "_written", copy.deepcopy(dict(mapping)))
         return section
 
-    def as_written(self) -> dict[str, Any]:
-        """The mapping this section was read from (``{}`` for a section at its defaults): what a
-        configuration's identity is computed from, so that identities recorded from the plain
-        ``conf/`` mappings stay the same (``provenance.identity_hash``)."""
-        return copy.deepcopy(getattr(self, "_written", {}))
+    def identity(self) -> dict[str, Any]:
+        """This section's part of a configuration's identity (``provenance.identity_hash``): its
+        values as they act (``identity_view`` of ``to_dict``), the same whether ``conf/`` writes a
+        default out or leaves it to the code. A field added later is declared
+        ``omitted_at_default`` so that identities recorded before it stay the same."""
+        return type(self).identity_view(self.to_dict())
 
     @classmethod
     def _unknown_message(cls, key: str, prefix: str, known: Mapping[str, Any]) -> str:

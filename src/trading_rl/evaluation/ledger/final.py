@@ -33,7 +33,7 @@ import pandas as pd
 
 from trading_rl.config import Section, setting
 from trading_rl.envs.compatibility import check_model_fits_spec, check_spec_symbol, model_metadata
-from trading_rl.envs.continuous import EnvConfig, EnvConstructionParams
+from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.ledger.ledger import (
     STREAMS,
     Period,
@@ -79,19 +79,17 @@ def trained_configuration(
     act (``agent_params``: the caller's identity view, run-time keys dropped), the symbol, the env
     config and periods per year, the features, scaler and split dates, the algorithm version, and
     the seed (its random stream). The feature symbol list, other phases' budgets and run-time
-    settings (device, progress bar, resume) are not part of it; the sections count as written in
-    ``conf/`` (``Section.as_written``), as recorded configurations were. Recorded in the model when
-    it is trained and rebuilt from the run's parameters when it is evaluated."""
-    written_env = env_construction.as_written()
-    written_features = feature_extraction.as_written()
+    settings (device, progress bar, resume) are not part of it; the sections count as they act
+    (``Section.identity``). Recorded in the model when it is trained and rebuilt from the run's
+    parameters when it is evaluated."""
     return identified(
         {
             "agent": agent,
             "agent_params": dict(agent_params),
             "symbol": env_construction.symbol,
-            "env": EnvConfig.identity_view(env_construction.env.as_written()),
-            "periods_per_year": written_env.get("periods_per_year"),
-            "features": {key: written_features.get(key) for key in ("features", "scaler", "splits")},
+            "env": env_construction.env.identity(),
+            "periods_per_year": env_construction.periods_per_year,
+            "features": {key: getattr(feature_extraction, key).identity() for key in ("features", "scaler", "splits")},
             STREAMS: {"seed": seed},
         }
     )

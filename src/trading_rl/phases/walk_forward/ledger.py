@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from trading_rl.envs import EnvConfig
 from trading_rl.evaluation.ledger.ledger import STREAMS, trial_row
 from trading_rl.evaluation.metrics.attribution import env_cost_rate
 from trading_rl.evaluation.metrics.metrics import return_moments
@@ -43,8 +42,8 @@ def trial_configuration(agent: str, config: WalkForwardParams, job: WalkForwardJ
         "agent": agent,
         "agent_params": identity_params(agent, section),
         "walk_forward": {key: value for key, value in protocol.items() if key not in NOT_CONFIGURATION},
-        "features": {key: job.feature_extraction.as_written().get(key) for key in ("features", "scaler")},
-        "env": EnvConfig.identity_view(job.env.as_written()),
+        "features": {key: getattr(job.feature_extraction, key).identity() for key in ("features", "scaler")},
+        "env": job.env.identity(),
         "symbol": symbol,
         STREAMS: {"seed": job.seed, "seeds": config.seeds, "agent_stream": SHARED_AGENT_STREAM},
     }

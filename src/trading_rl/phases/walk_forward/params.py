@@ -92,7 +92,7 @@ class WalkForwardParams(Section):
 class WalkForwardJob:
     """What every task of one walk-forward execution shares besides the windows: the resolved
     ``feature_extraction`` and ``env_construction.env`` sections the fold specs are built from (the
-    ledger's identity hashes them as written, ``Section.as_written``), periods per year by symbol,
+    ledger's identity hashes them as they act, ``Section.identity``), periods per year by symbol,
     each agent's parameters by agent name (``sac_icm``: an ``AgentParams``; ``options`` / ``shaped``:
     ``{"source": AgentParams, "phase": that phase's section}``) and the run's seed."""
 
