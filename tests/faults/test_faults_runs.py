@@ -116,10 +116,14 @@ def foreign_models(good_project, tmp_path_factory):
     return models
 
 
-# {small}/{large}: input sizes with window 5 / the spec's window 10 (filled in from the spec).
+# {small}/{large}: input sizes with window 5 / the spec's window {window} (filled in from the spec).
 COMPATIBILITY_CASES = [
     ("export", "other_symbol", ["symbol: model 'sp500' vs spec 'GOOD'"]),
-    ("export", "other_window", ["observation: model {small} inputs (window 5", "vs spec {large} inputs (window 10"]),
+    (
+        "export",
+        "other_window",
+        ["observation: model {small} inputs (window 5", "vs spec {large} inputs (window {window}"],
+    ),
     ("export", "reordered_columns", ["same feature columns in another order"]),
     ("export", "other_costs", ["env config hash"]),
     ("export", "legacy_other_window", ["model network takes {small} inputs vs spec {large} inputs"]),
@@ -133,7 +137,8 @@ COMPATIBILITY_CASES = [
 
 def _input_sizes(project: Path) -> dict[str, int]:
     spec = load(project, "env_spec")
-    return {"small": SPEC_VARIANTS["other_window"](spec).layout.dim, "large": spec.layout.dim}
+    small = SPEC_VARIANTS["other_window"](spec).layout.dim
+    return {"small": small, "large": spec.layout.dim, "window": spec.config.window_size}
 
 
 @pytest.mark.parametrize(

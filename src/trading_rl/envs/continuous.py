@@ -33,7 +33,7 @@ from trading_rl.data.sources import OHLC_COLUMNS
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import HOLD, Portfolio
-from trading_rl.envs.step_rules import portfolio_state, smooth_action
+from trading_rl.envs.step_rules import portfolio_state, smooth_action, target_exposure, trade_on_action
 
 # Writes the five float32 state values (STATE_FIELDS order) into an observation's buffer.
 _pack_state = struct.Struct(f"={len(STATE_FIELDS)}f").pack_into
@@ -227,8 +227,7 @@ class TradingEnvBase(gym.Env):
 
     def target_exposure(self, signal: float) -> float:
         """``action_mode: target``: the position (share of equity, signed) a smoothed signal asks for."""
-        cap = self.config.max_position_pct
-        return cap * signal if self.config.allow_short else cap * (signal + 1.0) / 2.0
+        return target_exposure(signal, self.config.max_position_pct, self.config.allow_short)
 
     @property
     def flat_signal(self) -> float:
@@ -332,12 +331,10 @@ class TradingEnvBase(gym.Env):
 
         portfolio = self._portfolio
         units_before = portfolio.units
-        if self._target_mode:
-            action_type, trade_units, fill_price, fee, skipped = portfolio.rebalance(
-                self.target_exposure(smoothed), self._fill_price_list[t]
-            )
-        else:
-            action_type, trade_units, fill_price, fee, skipped = portfolio.execute(smoothed, self._fill_price_list[t])
+        cfg = self.config
+        action_type, trade_units, fill_price, fee, skipped = trade_on_action(
+            portfolio, smoothed, self._fill_price_list[t], cfg.action_mode, cfg.max_position_pct, cfg.allow_short
+        )
         t += 1
         close = self._close_list[t]
         units = portfolio.units

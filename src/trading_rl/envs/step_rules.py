@@ -1,6 +1,7 @@
 """The rules of one env step that live inference reproduces outside the env (``export.inference``):
-the action smoothing (``smooth_action``) and the observation's portfolio state block
-(``portfolio_state``). ``continuous.TradingEnvBase`` steps with them.
+the action smoothing (``smooth_action``), what the smoothed action does to the portfolio
+(``trade_on_action``: a trade fraction or a target position) and the observation's portfolio state
+block (``portfolio_state``). ``continuous.TradingEnvBase`` steps with them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,23 @@ def smooth_action(raw: float, previous: float | None, alpha: float) -> float:
     if previous is None:
         return raw
     return alpha * raw + (1.0 - alpha) * previous
+
+
+def target_exposure(signal: float, cap: float, allow_short: bool) -> float:
+    """``action_mode: target``: the position (share of equity, signed) a smoothed signal asks for:
+    ``cap x signal`` with shorting, ``cap x (signal + 1) / 2`` long-only."""
+    return cap * signal if allow_short else cap * (signal + 1.0) / 2.0
+
+
+def trade_on_action(
+    portfolio: Portfolio, smoothed: float, price: float, action_mode: str, cap: float, allow_short: bool
+) -> tuple[str, float, float, float, str | None]:
+    """The smoothed action applied to ``portfolio`` at ``price``: a trade fraction
+    (``Portfolio.execute``) or, with ``action_mode: target``, the position to hold
+    (``Portfolio.rebalance``). Returns (kind, units, fill price, fee, skip reason)."""
+    if action_mode == "target":
+        return portfolio.rebalance(target_exposure(smoothed, cap, allow_short), price)
+    return portfolio.execute(smoothed, price)
 
 
 def portfolio_state(

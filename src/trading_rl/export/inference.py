@@ -26,7 +26,7 @@ from trading_rl.envs.continuous import EnvConfig
 from trading_rl.envs.deployment import stored_sections
 from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
-from trading_rl.envs.step_rules import portfolio_state, smooth_action
+from trading_rl.envs.step_rules import portfolio_state, smooth_action, trade_on_action
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME, inference_session
 from trading_rl.features import apply_scaler, compute_features, max_lookback
 from trading_rl.features.indicators import FeatureParams
@@ -249,8 +249,10 @@ class SignalEngine:
         price = close if reference_price is None else float(reference_price)
         if not (np.isfinite(price) and price > 0.0):
             raise ValueError(f"reference_price must be finite and > 0, got {reference_price!r}")
-        account = self._portfolio(state)
-        kind, units, fill_price, _, skipped = account.execute(smoothed, price)
+        account, cfg = self._portfolio(state), self.config
+        kind, units, fill_price, _, skipped = trade_on_action(
+            account, smoothed, price, cfg.action_mode, cfg.max_position_pct, cfg.allow_short
+        )
         signal = Signal(
             timestamp=bars.index[-1],
             kind=kind,

