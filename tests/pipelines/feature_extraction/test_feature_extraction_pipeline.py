@@ -239,7 +239,7 @@ def test_a_regime_vol_market_runs_through_feature_extraction_with_the_garch_fall
     project = project_copy(tmp_path / "project")
     (project / "conf/local/parameters_feature_extraction.yml").write_text(
         f"feature_extraction:\n  symbols:\n    - {REGIME_VOL_SYMBOL}\n"
-        "  splits: {train_end: \"2003-06-13\", validation_end: \"2004-08-09\"}\n"
+        '  splits: {train_end: "2003-06-13", validation_end: "2004-08-09"}\n'
     )
     (project / "conf/local/parameters_env_construction.yml").write_text("env_construction:\n  symbol: RV\n")
     # The session's logging config clears the handlers of the module's registered logger, so the
