@@ -383,7 +383,7 @@ def main() -> None:
     code = git_commit()  # recorded in the JSON and each ledger row: which code gave these numbers
 
     params = load_parameters(args.env)
-    drift = {"vol": 0.25}  # vol timing needs a drift to time (docs/controls.md)
+    drift = {"vol": 0.25, "regime_vol": 0.25}  # risk timing needs a drift to time (docs/controls.md)
     entries = [market_entry(text, args.n_bars, args.market_seed, drift) for text in args.markets]
     feature_params = {**params["feature_extraction"], "symbols": entries}
     wf = dict(params["walk_forward"])

@@ -1,5 +1,6 @@
 """Planted-edge markets: deterministic, valid bars, the planted edge measurable, the oracle's forecasts
-causal and equal to independent references (a regression, brute-force filtering, the GARCH recursion)."""
+causal and equal to independent references (a regression, brute-force filtering over mean and
+volatility regime paths, the GARCH recursion)."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ def test_vol_forecast_is_the_true_garch_recursion_and_forecasts_are_causal():
             h_t = sigma**2 * 0.05 + 0.12 * (r - mu) ** 2 + 0.83 * h_t
         assert variance[t] == pytest.approx(h_t, rel=1e-12)
     assert variance[0] == h
-    for family, strength in (("fast", 0.2), ("slow", 0.3), ("vol", 0.1)):
+    for family, strength in (("fast", 0.2), ("slow", 0.3), ("vol", 0.1), ("regime_vol", 0.6)):
         m = model(family, strength, n_bars=600)
         closes = synthetic_prices(m).close.to_numpy()
         full, prefix = oracle_forecasts(closes, m), oracle_forecasts(closes[:301], m)
@@ -128,6 +129,66 @@ def test_oracle_target_respects_cost_band_shorting_and_vol_weights():
     assert oracle_target_exposure(0.0, sigma**2, 0.0, vol, 0.2, False, 3e-4) == pytest.approx(0.05)
     assert oracle_target_exposure(0.0, 0.2 * sigma**2, 0.0, vol, 0.2, False, 3e-4) == 0.2
     assert forecast_horizon(model("null")) == math.inf
+
+
+def _brute_force_next_variance(returns, mu, high, low, stay):
+    """Var[r_{n+1} | r_1..r_n] by enumerating every volatility path (uniform first state)."""
+    weight_high = weight_total = 0.0
+    for path in itertools.product((True, False), repeat=len(returns)):
+        probability = 0.5
+        for t, is_high in enumerate(path):
+            if t:
+                probability *= stay if is_high == path[t - 1] else 1.0 - stay
+            variance = high if is_high else low
+            probability *= math.exp(-0.5 * (returns[t] - mu) ** 2 / variance) / math.sqrt(variance)
+        weight_high += probability * (stay if path[-1] else 1.0 - stay)
+        weight_total += probability
+    next_high = weight_high / weight_total
+    return next_high * high + (1.0 - next_high) * low
+
+
+def test_regime_vol_hamilton_filter_equals_brute_force_over_state_paths():
+    market = model("regime_vol", 0.7, regime_persistence=0.9, n_bars=100, seed=2)
+    closes = synthetic_prices(market).close.to_numpy()[:10]
+    mean, variance = oracle_forecasts(closes, market)
+    mu, sigma = market.per_bar()
+    returns = np.diff(np.log(closes))
+    assert (mean == mu).all() and variance[0] == sigma**2
+    for t in range(1, len(closes)):
+        expected = _brute_force_next_variance(returns[:t], mu, 1.7 * sigma**2, 0.3 * sigma**2, 0.9)
+        assert variance[t] == pytest.approx(expected, rel=1e-9)
+    # A return 60 sigma out, where both normal densities underflow to 0, reads as the high state.
+    _, extreme = oracle_forecasts(np.exp(np.cumsum([0.0, 60 * sigma])), market)
+    assert extreme[1] == pytest.approx(0.9 * 1.7 * sigma**2 + 0.1 * 0.3 * sigma**2)
+
+
+def test_regime_vol_switches_the_variance_and_the_oracle_forecast_is_calibrated():
+    market = model("regime_vol", 0.8, n_bars=20_000, seed=1)
+    closes = synthetic_prices(market).close.to_numpy()
+    returns = np.diff(np.log(closes))
+    mu, sigma = market.per_bar()
+    assert np.var(returns) == pytest.approx(sigma**2, rel=0.1)  # unconditional variance sigma^2
+    assert np.mean(returns) == pytest.approx(mu, abs=3 * sigma / math.sqrt(len(returns)))  # constant drift
+    squared = (returns - mu) ** 2
+    assert np.corrcoef(squared[:-1], squared[1:])[0, 1] > 0.1  # volatility clusters
+    _, variance = oracle_forecasts(closes, market)
+    forecast, realised = variance[:-1], squared  # forecast at t for the return at t + 1
+    high = forecast > np.median(forecast)
+    for half in (high, ~high):  # the forecast is the realised squared return's mean, state by state
+        assert realised[half].mean() == pytest.approx(forecast[half].mean(), rel=0.08)
+    assert realised[high].mean() > 3 * realised[~high].mean()  # the states differ ninefold, filtered
+
+
+def test_regime_vol_oracle_delevers_in_the_high_state():
+    market = model("regime_vol", 0.6)
+    mu, sigma = market.per_bar()
+    low, high = 0.4 * sigma**2, 1.6 * sigma**2
+    assert oracle_target_exposure(mu, low, 0.0, market, 0.2, False, 3e-4) == pytest.approx(0.2 * 0.25 / 0.4)
+    assert oracle_target_exposure(mu, high, 0.2, market, 0.2, False, 3e-4) == pytest.approx(0.2 * 0.25 / 1.6)
+    falling = model("regime_vol", 0.6, drift=-0.05)
+    assert oracle_target_exposure(mu, low, 0.0, falling, 0.2, False, 3e-4) == 0.0  # long-only: flat
+    assert oracle_target_exposure(mu, low, 0.0, falling, 0.2, True, 3e-4) == pytest.approx(-0.125)
+    assert forecast_horizon(market) == math.inf
 
 
 def test_symbols_config_carries_validated_markets():

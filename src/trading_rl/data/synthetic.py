@@ -17,6 +17,11 @@ unconditional volatility per bar, both from the annual figures and the bar spaci
 - ``vol``: GARCH(1,1) variance, ``h_t = omega + alpha (r_{t-1} - mu)^2 + beta h_{t-1}`` with
   ``alpha = strength``, ``alpha + beta = vol_persistence`` and the unconditional variance
   ``sigma^2``: the mean is constant, the risk is predictable (``garch_vol``, ``realized_vol_n``).
+- ``regime_vol``: a hidden two-state Markov regime ``s_t = +-1`` (stay probability
+  ``regime_persistence``) switches the variance: ``r_t = mu + sqrt(sigma^2 (1 + strength s_t)) e_t``.
+  The drift is constant, the unconditional variance is ``sigma^2``; the high state is revealed, with
+  a lag, by large returns. GARCH(1,1) is the wrong model here, and on persistent regimes its fit
+  tends to integrated (``alpha + beta = 1``): the family pins the GARCH feature's fallback.
 
 Bars: the open sits on the Brownian bridge between the previous close and this close at the
 fraction ``overnight_share`` of the bar's variance (so the gap carries that share of the move, and
@@ -27,7 +32,8 @@ log-normal and rises with the bar's volatility.
 
 Oracle (``oracle_forecasts``): from the closes up to bar ``t`` and the true parameters, the
 expected next log return ``E[r_{t+1} | closes <= t]`` (the forward filter of the hidden regime for
-``slow``) and its variance forecast. ``OraclePolicy`` turns them into the env's actions.
+``slow``, the Hamilton filter of the hidden volatility state for ``regime_vol``) and its variance
+forecast. ``OraclePolicy`` turns them into the env's actions.
 """
 
 from __future__ import annotations
@@ -43,8 +49,10 @@ import pandas as pd
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.data.quality import infer_periods_per_year
 
-FAMILIES = ("null", "fast", "slow", "vol")
-# The vol oracle holds cap x min(1, VOL_TARGET_SHARE sigma^2 / variance): weights proportional to
+FAMILIES = ("null", "fast", "slow", "vol", "regime_vol")
+# Families whose mean is the constant drift and whose variance is predictable: their oracle times risk.
+RISK_FAMILIES = ("vol", "regime_vol")
+# The risk families' oracle holds cap x min(1, VOL_TARGET_SHARE sigma^2 / variance): weights proportional to
 # 1 / variance (mean-variance optimal for a constant mean) that reach the cap only when the variance
 # forecast falls below this share of the unconditional one, so the cap seldom flattens them.
 VOL_TARGET_SHARE = 0.25
@@ -55,9 +63,10 @@ _MIN_GAP = 1e-7  # smallest |log gap|: an open equal to the previous close would
 class MarketModel(Section):
     """A planted-edge market (``feature_extraction.symbols[i].market``). ``strength``: ``fast`` the
     AR(1) coefficient of returns, ``slow`` the regime's mean shift in units of ``sigma``, ``vol`` the
-    GARCH ``alpha``; ignored by ``null``."""
+    GARCH ``alpha``, ``regime_vol`` the regimes' variance shift in units of ``sigma^2`` (variance
+    ``sigma^2 (1 +- strength)``); ignored by ``null``."""
 
-    family: Literal["null", "fast", "slow", "vol"]
+    family: Literal["null", "fast", "slow", "vol", "regime_vol"]
     strength: float = setting(0.0, interval="[0, 1)")
     n_bars: int = setting(5000, interval="[100, inf)")
     seed: int = setting(0, interval="[0, inf)")
@@ -66,7 +75,7 @@ class MarketModel(Section):
     drift: float = setting(0.05, interval="(-1, 1)")  # annual log drift
     volatility: float = setting(0.16, interval="(0, 2)")  # annual, unconditional
     overnight_share: float = setting(0.2, interval="(0, 1)")  # share of a bar's variance before its open
-    regime_persistence: float = setting(0.99, interval="(0.5, 1)")  # slow: P(regime stays)
+    regime_persistence: float = setting(0.99, interval="(0.5, 1)")  # slow, regime_vol: P(regime stays)
     vol_persistence: float = setting(0.97, interval="(0, 1)")  # vol: alpha + beta
     start_price: float = setting(100.0, interval="(0, inf)")
 
@@ -96,6 +105,13 @@ def _periods_per_year(start: str, n_bars: int, bar_frequency: str) -> float:
     return infer_periods_per_year(pd.date_range(start, periods=n_bars, freq=bar_frequency))
 
 
+def _hidden_regime(model: MarketModel, rng: np.random.Generator) -> np.ndarray:
+    """A symmetric two-state Markov chain of ``+-1`` (stay probability ``regime_persistence``),
+    started from either state with probability 1/2 (its stationary distribution)."""
+    switches = rng.random(model.n_bars) >= model.regime_persistence
+    return np.where(rng.random() < 0.5, 1.0, -1.0) * np.cumprod(np.where(switches, -1.0, 1.0))
+
+
 def _log_returns(model: MarketModel, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Close-to-close log returns and each bar's conditional volatility."""
     mu, sigma = model.per_bar()
@@ -109,9 +125,11 @@ def _log_returns(model: MarketModel, rng: np.random.Generator) -> tuple[np.ndarr
             deviation[t] = phi * deviation[t - 1] + scale * shocks[t]
         return mu + deviation, np.full(n, scale)
     if model.family == "slow":
-        switches = rng.random(n) >= model.regime_persistence
-        regime = np.where(rng.random() < 0.5, 1.0, -1.0) * np.cumprod(np.where(switches, -1.0, 1.0))
+        regime = _hidden_regime(model, rng)
         return mu + model.strength * sigma * regime + sigma * shocks, np.full(n, sigma)
+    if model.family == "regime_vol":
+        bar_vol = sigma * np.sqrt(1.0 + model.strength * _hidden_regime(model, rng))
+        return mu + bar_vol * shocks, bar_vol
     if model.family == "vol":
         alpha = model.strength
         beta = model.vol_persistence - alpha
@@ -188,13 +206,37 @@ def oracle_forecasts(closes: np.ndarray, model: MarketModel) -> tuple[np.ndarray
         for t, r in enumerate(returns, start=1):
             h = omega + alpha * (r - mu) ** 2 + beta * h
             variance[t] = h
+    elif model.family == "regime_vol":
+        variance[1:] = _regime_vol_variance_forecasts(returns, model)
     return mean, variance
+
+
+def _regime_vol_variance_forecasts(returns: np.ndarray, model: MarketModel) -> np.ndarray:
+    """Hamilton filter of the hidden volatility state: entry ``k`` is the variance of
+    ``returns[k + 1]`` given ``returns[: k + 1]``, ``P(high next) sigma_high^2 + P(low next)
+    sigma_low^2`` (both states share the drift, so the mixture has no mean term). Updated in
+    log-odds: the two normal densities differ in scale, and a return far out in the tail would
+    underflow both."""
+    mu, sigma = model.per_bar()
+    stay = model.regime_persistence
+    high, low = sigma * sigma * (1.0 + model.strength), sigma * sigma * (1.0 - model.strength)
+    log_scale_ratio = 0.5 * math.log(high / low)
+    p_high = 0.5  # P(high state | returns so far), before the first return
+    forecasts = np.empty(len(returns))
+    for t, r in enumerate(returns):
+        prior = stay * p_high + (1.0 - stay) * (1.0 - p_high)  # in [1 - stay, stay]: never 0 or 1
+        squared = (r - mu) ** 2
+        log_odds = math.log(prior / (1.0 - prior)) - 0.5 * squared * (1.0 / high - 1.0 / low) - log_scale_ratio
+        p_high = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds >= 0 else 1.0 - 1.0 / (1.0 + math.exp(log_odds))
+        next_high = stay * p_high + (1.0 - stay) * (1.0 - p_high)
+        forecasts[t] = next_high * high + (1.0 - next_high) * low
+    return forecasts
 
 
 def forecast_horizon(model: MarketModel) -> float:
     """Bars over which a forecast's deviation from the drift persists (its sum over the future is
     ``horizon x`` the next bar's): ``1 / (1 - phi)`` for ``fast``, ``1 / (2 (1 - p))`` for ``slow``;
-    infinite where only the constant drift is forecast (``null``, ``vol``)."""
+    infinite where only the constant drift is forecast (``null``, ``vol``, ``regime_vol``)."""
     if model.family == "fast":
         return 1.0 / (1.0 - model.strength)
     if model.family == "slow":
@@ -209,9 +251,11 @@ def oracle_target_exposure(
     current ``exposure``. Mean-timing families (null, fast, slow) hold the cap on the side of the
     forecast mean; a position is opened or turned only when the mean beats ``cost / horizon`` (the
     one-way cost per unit traded, spread over the bars the forecast persists: ``forecast_horizon``),
-    so that costs are not paid for noise. ``vol`` holds ``cap x min(1, VOL_TARGET_SHARE sigma^2 /
-    variance)`` on the drift's side: mean-variance weights, capped."""
-    if model.family == "vol":
+    so that costs are not paid for noise. The risk families (``vol``, ``regime_vol``) hold
+    ``cap x min(1, VOL_TARGET_SHARE sigma^2 / variance)`` on the drift's side: mean-variance weights
+    ``mu / (gamma variance)`` with the risk aversion ``gamma`` that puts the unconditional variance at
+    ``VOL_TARGET_SHARE`` of the cap, clipped to the cap."""
+    if model.family in RISK_FAMILIES:
         mu, sigma = model.per_bar()
         side = 1.0 if mu > 0 else (-1.0 if allow_short and mu < 0 else 0.0)
         return side * cap * min(1.0, VOL_TARGET_SHARE * sigma * sigma / variance)

@@ -12,13 +12,34 @@ variance ``omega / (1 - alpha - beta)`` (a function of the parameters alone, so 
 peeked at to start it, and a value never depends on how many bars follow it). ``arch`` starts its
 own recursion from a backcast of the first returns instead; the two paths converge at rate
 ``beta ** t``.
+
+Integrated fits. On some series (persistent volatility regimes such as the ``regime_vol`` control
+family or NASDAQ through 2005-09-08; often FX and crypto) the fit lands at the stationarity bound,
+``alpha + beta = 1`` to the optimiser's tolerance: just above it the parameters are not a stationary
+GARCH, just below it the start value ``omega / (1 - alpha - beta)`` is a ratio of two numbers near
+zero (1e6 to 1e297 times the sample variance on ``regime_vol``, forgotten only after hundreds to
+thousands of bars). A fit with ``alpha + beta > 1 - STATIONARITY_MARGIN`` therefore falls back,
+with a WARNING naming the symbol and the parameters, to the **EWMA (IGARCH with omega = 0)** recursion
+``sigma2_{t+1} = (1 - lambda) (100 r_t - mu)^2 + lambda sigma2_t``: ``lambda`` and ``mu`` fitted by
+maximum likelihood on the same window (``arch``'s ``EWMAVariance(lam=None)``), the recursion started
+from the window's mean squared residual (``start_variance``), a statistic of the training window like
+the fitted parameters themselves. Why EWMA rather than a refit held inside the stationary region: a
+fit pinned at ``1 - eps`` keeps the meaningless start value and a mean-reversion target set by
+``eps``; EWMA is the model the integrated fit points to (a unit root in the variance, no target to
+revert to), it is the RiskMetrics reference, and its one-step forecast is a weighted average of past
+squared shocks, so it stays on the data's scale over any test horizon. The fallback's parameters are
+stored like any fit (``omega = 0``, ``alpha = 1 - lambda``, ``beta = lambda``, plus
+``start_variance``, the key that marks the fallback in ``feature_params``).
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 from arch import arch_model
+from arch.univariate import ConstantMean, EWMAVariance
 from scipy.signal import lfilter
 
 from trading_rl.data.bad_bars import find_bad_bar
@@ -31,11 +52,21 @@ GARCH_FIX = (
     "the GARCH feature off (feature_extraction.features.garch: null)."
 )
 GARCH_PARAM_NAMES = ("mu", "omega", "alpha", "beta")
+START_VARIANCE = "start_variance"  # present only in the integrated fallback's parameters
 _ARCH_PARAM_NAMES = {"mu": "mu", "omega": "omega", "alpha": "alpha[1]", "beta": "beta[1]"}
 
 
 # Below this ARCH coefficient a fit that is not a stationary GARCH is read as "no clustering".
 NO_ARCH_ALPHA = 1e-6
+# A fit with alpha + beta above 1 - STATIONARITY_MARGIN sits at arch's stationarity constraint (such
+# fits land within 3e-8 of 1, on either side) and falls back to EWMA. Fits just inside, 0.9993 to
+# 0.9997 on NASDAQ through 2005-06, keep GARCH: their start value, 10 to 50 times the sample
+# variance, is forgotten at the rate beta ** t within about a hundred bars.
+STATIONARITY_MARGIN = 1e-6
+# Floating-point slack when checking that the fallback's alpha + beta (= 1 - lambda + lambda) is 1.
+_UNIT_SUM_TOLERANCE = 1e-12
+
+logger = logging.getLogger(__name__)
 
 
 class GarchFitError(ValueError):
@@ -54,7 +85,17 @@ def degenerate_returns(log_returns: pd.Series) -> str | None:
 
 
 def _params_problem(garch_params: dict) -> str | None:
+    """What makes ``garch_params`` unusable, else ``None``: a stationary GARCH(1,1), or, with
+    ``start_variance``, the integrated fallback (``omega >= 0``, ``alpha + beta <= 1``)."""
     mu, omega, alpha, beta = (float(garch_params[name]) for name in GARCH_PARAM_NAMES)
+    if START_VARIANCE in garch_params:
+        start = float(garch_params[START_VARIANCE])
+        if not (start > 0 and omega >= 0 and alpha >= 0 and beta >= 0 and alpha + beta <= 1 + _UNIT_SUM_TOLERANCE):
+            return (
+                f"start_variance > 0, omega >= 0, alpha >= 0, beta >= 0, alpha + beta <= 1 do not hold for "
+                f"{garch_params}"
+            )
+        return None
     if omega <= 0 or alpha < 0 or beta < 0 or alpha + beta >= 1:
         return f"omega > 0, alpha >= 0, beta >= 0, alpha + beta < 1 do not hold for {garch_params}"
     return None
@@ -92,17 +133,21 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
     )
     problem = degenerate_returns(log_returns.iloc[first:])
     if problem is None:
-        model = arch_model(PERCENT * returns, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False)
+        scaled = PERCENT * returns
+        model = arch_model(scaled, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False)
         result = model.fit(disp="off", show_warning=False)
         params = {name: float(result.params[_ARCH_PARAM_NAMES[name]]) for name in GARCH_PARAM_NAMES}
+        integrated = params["alpha"] + params["beta"] > 1.0 - STATIONARITY_MARGIN
         if result.convergence_flag != 0:
             problem = f"the optimiser did not converge (flag {result.convergence_flag})"
-        elif _params_problem(params) is not None and params["alpha"] < NO_ARCH_ALPHA:
+        elif params["alpha"] < NO_ARCH_ALPHA and (integrated or _params_problem(params) is not None):
             # No volatility clustering (homoskedastic bars, e.g. a synthetic null market): with
             # alpha = 0 the likelihood cannot identify beta, and the optimiser may stop at beta = 1.
             # The identified model with the same constant variance is alpha = beta = 0.
-            variance = float(np.var(PERCENT * returns - params["mu"]))
+            variance = float(np.var(scaled - params["mu"]))
             params = {**params, "omega": variance, "alpha": 0.0, "beta": 0.0}
+        elif integrated:
+            params, problem = _integrated_fallback(scaled, params, context)
         elif (invalid := _params_problem(params)) is not None:
             problem = f"the fitted parameters are not a stationary GARCH: {invalid}"
     if problem is not None:
@@ -110,11 +155,40 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
     return params
 
 
+def _integrated_fallback(scaled_returns: np.ndarray, garch: dict, context: str) -> tuple[dict, str | None]:
+    """The EWMA parameters that replace an integrated GARCH fit (module docstring), logged as a
+    WARNING; or the reason that fit failed too."""
+    persistence = garch["alpha"] + garch["beta"]
+    result = ConstantMean(scaled_returns, volatility=EWMAVariance(lam=None)).fit(disp="off", show_warning=False)
+    lam, mu = float(result.params["lam"]), float(result.params["mu"])
+    if result.convergence_flag != 0 or not 0.0 < lam < 1.0:
+        return garch, (
+            f"alpha + beta = {persistence:.6f} is not a stationary GARCH, and its EWMA fallback did not fit "
+            f"(flag {result.convergence_flag}, lambda {lam:.6g})"
+        )
+    start_variance = float(np.mean((scaled_returns - mu) ** 2))
+    logger.warning(
+        "%s: alpha + beta = %.9f (alpha %.4f, beta %.4f) is at the stationarity bound (> 1 - %g); garch_vol "
+        "uses the EWMA fallback (IGARCH with omega = 0): lambda %.4f and mu %.4g fitted on the same returns, "
+        "the recursion started from their variance %.4g (percent squared); docs/pipelines.md, 'Integrated GARCH fits'.",
+        context,
+        persistence,
+        garch["alpha"],
+        garch["beta"],
+        STATIONARITY_MARGIN,
+        lam,
+        mu,
+        start_variance,
+    )
+    return {"mu": mu, "omega": 0.0, "alpha": 1.0 - lam, "beta": lam, START_VARIANCE: start_variance}, None
+
+
 def garch_volatility(log_returns: pd.Series, garch_params: dict) -> pd.Series:
     """One-step-ahead GARCH(1,1) volatility (decimal) at every row, from the row's own return on.
 
-    ``sigma2_{t+1} = omega + alpha * (100 r_t - mu)^2 + beta * sigma2_t``, run as a linear filter.
-    Rows before the first return are NaN.
+    ``sigma2_{t+1} = omega + alpha * (100 r_t - mu)^2 + beta * sigma2_t``, run as a linear filter
+    from the unconditional variance, or from ``start_variance`` where the parameters carry one (the
+    integrated fallback). Rows before the first return are NaN.
     """
     missing = [name for name in GARCH_PARAM_NAMES if name not in garch_params]
     if missing:
@@ -125,8 +199,11 @@ def garch_volatility(log_returns: pd.Series, garch_params: dict) -> pd.Series:
     mu, omega, alpha, beta = (float(garch_params[name]) for name in GARCH_PARAM_NAMES)
     first, returns = _contiguous_returns(log_returns)
     shock_squared = (PERCENT * returns - mu) ** 2
-    unconditional_variance = omega / (1.0 - alpha - beta)
-    next_variance, _ = lfilter([1.0], [1.0, -beta], omega + alpha * shock_squared, zi=[beta * unconditional_variance])
+    if START_VARIANCE in garch_params:
+        start_variance = float(garch_params[START_VARIANCE])
+    else:
+        start_variance = omega / (1.0 - alpha - beta)  # the unconditional variance
+    next_variance, _ = lfilter([1.0], [1.0, -beta], omega + alpha * shock_squared, zi=[beta * start_variance])
     volatility = np.full(len(log_returns), np.nan)
     volatility[first:] = np.sqrt(next_variance) / PERCENT
     return pd.Series(volatility, index=log_returns.index, name="garch_vol")

@@ -249,8 +249,9 @@ def _check_prices(prices: pd.DataFrame) -> pd.DataFrame:
     return ohlcv
 
 
-def _garch_params(log_returns: pd.Series, garch: GarchParams) -> dict[str, float]:
-    """GARCH parameters as configured: given, fitted through ``fit_end`` or on ``fit_bars`` bars."""
+def _garch_params(log_returns: pd.Series, garch: GarchParams, symbol: str | None) -> dict[str, float]:
+    """GARCH parameters as configured: given, fitted through ``fit_end`` or on ``fit_bars`` bars
+    (``symbol`` names the series in a refusal or a fallback's warning)."""
     if garch.params is not None:
         return garch.params
     if garch.fit_end is not None:
@@ -267,7 +268,7 @@ def _garch_params(log_returns: pd.Series, garch: GarchParams) -> dict[str, float
                 f"prices hold {len(log_returns)} bars, fewer than garch.fit_bars={fit_rows}; "
                 "pass garch.params or garch.fit_end so the fit stays on past bars"
             )
-    return fit_garch(log_returns.iloc[:fit_rows])
+    return fit_garch(log_returns.iloc[:fit_rows], symbol)
 
 
 def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params: FeatureParams) -> pd.DataFrame:
@@ -289,8 +290,9 @@ def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params:
     return features.assign(co_return=unmasked) if unmasked.notna().any() else features
 
 
-def compute_features(prices: pd.DataFrame, params: FeatureParams) -> pd.DataFrame:
-    """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows."""
+def compute_features(prices: pd.DataFrame, params: FeatureParams, symbol: str | None = None) -> pd.DataFrame:
+    """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows. ``symbol``
+    only names the series in the GARCH fit's messages."""
     ohlcv = _check_prices(prices)
     open_, high, low, close, volume = (ohlcv[column] for column in PRICE_COLUMNS)
     log_close = np.log(close)
@@ -319,7 +321,7 @@ def compute_features(prices: pd.DataFrame, params: FeatureParams) -> pd.DataFram
         stale = stale_open_mask(open_, close, params.stale_opens.rtol)
         columns["co_return"] = columns["co_return"].mask(stale, 0.0)
     if params.garch is not None:
-        columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, params.garch))
+        columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, params.garch, symbol))
 
     lookbacks = _lookbacks(params)
     warm_up = np.arange(len(close))[:, None] < np.array(list(lookbacks.values()))[None, :]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from helpers.kedro_project import bootstrap
 
 from trading_rl.data import PriceValidationError, load_prices
 from trading_rl.features import FeatureParams, compute_features, max_lookback
+from trading_rl.features import garch as garch_module
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.integration.datasets import RawPriceFilesDataset
 from trading_rl.phases.feature_extraction import (
@@ -211,3 +213,48 @@ def test_bad_input_session_writes_nothing(tmp_path, project_copy, kedro_run):
         assert hashlib.sha256((project / "data/01_raw/prices/BAD.csv").read_bytes()).hexdigest() == raw_before
     finally:
         os.chdir(cwd)
+
+
+REGIME_VOL_SYMBOL = (
+    "{name: RV, source: synthetic, market: "
+    "{family: regime_vol, strength: 0.8, regime_persistence: 0.995, n_bars: 1500, seed: 0}}"
+)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.slow
+def test_a_regime_vol_market_runs_through_feature_extraction_with_the_garch_fallback(
+    tmp_path, project_copy, kedro_run, monkeypatch
+):
+    """Base configuration, one regime-switching-volatility symbol: its GARCH fit is integrated, the run
+    warns (symbol, parameters, fallback) instead of refusing, and stores the fallback's parameters."""
+    project = project_copy(tmp_path / "project")
+    (project / "conf/local/parameters_feature_extraction.yml").write_text(
+        f"feature_extraction:\n  symbols:\n    - {REGIME_VOL_SYMBOL}\n"
+        '  splits: {train_end: "2003-06-13", validation_end: "2004-08-09"}\n'
+    )
+    (project / "conf/local/parameters_env_construction.yml").write_text("env_construction:\n  symbol: RV\n")
+    # The session's logging config clears the handlers of the module's registered logger, so the
+    # module logs to an unregistered one with the same name that keeps this test's handler.
+    records, probe = _Records(), logging.Logger("trading_rl.features.garch")
+    probe.addHandler(records)
+    monkeypatch.setattr(garch_module, "logger", probe)
+    kedro_run(project, ["feature_extraction", "env_construction"], env="local")
+    (message,) = records.messages
+    assert "symbol 'RV'" in message and "alpha + beta = 1.000000000" in message and "EWMA fallback" in message
+    feature_params = yaml.safe_load(_latest(project, "data/06_models/feature_params.json").read_text())
+    garch = feature_params["RV"]["garch"]["params"]
+    assert garch["omega"] == 0.0 and garch["start_variance"] > 0
+    assert garch["alpha"] + garch["beta"] == pytest.approx(1.0, abs=1e-15)
+    features = pd.read_parquet(_latest(project, "data/04_feature/features.parquet"))
+    assert features["garch_vol"].notna().all() and (features["garch_vol"] > 0).all()
+    report = yaml.safe_load(_latest(project, "data/08_reporting/env_check_report.json").read_text())
+    assert report["passed"] is True

@@ -1,5 +1,6 @@
 """The options_her pipeline on an in-memory catalog with a tiny budget."""
 
+import dataclasses
 from pathlib import Path
 
 import mlflow
@@ -17,7 +18,9 @@ from kedro.runner import SequentialRunner
 from trading_rl.algorithms.options_her.hierarchical import HierarchicalAgent
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.data import load_prices
+from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs import EnvConfig, build_env_spec
+from trading_rl.evaluation.metrics.baselines import ORACLE, ORACLE_SHORT
 from trading_rl.evaluation.reporting.tearsheet_panels import PANELS
 from trading_rl.features import FeatureParams, apply_scaler, compute_features, fit_scaler, make_splits
 from trading_rl.integration.mlflow_hooks import MlflowConventionHooks
@@ -147,7 +150,14 @@ def test_pipeline_trains_and_reports(tmp_path):
     assert agent_rows["equity_index"].iloc[-1] == pytest.approx(1.0 + evaluation["agent"]["total_return"])
     assert all(title in catalog.load("options_her_tearsheet") for title in PANELS.values())
 
+    evaluate_options_her = wired_functions(create_pipeline())["evaluate_options_her"]
+    # On a planted-edge market the baselines add the oracles, one on an env allowed to short (the
+    # evaluation's env factory takes that override; a regime_vol run through the chain failed here).
+    market = MarketModel.from_mapping({"family": "regime_vol", "strength": 0.5}, "market")
+    *_, on_market = evaluate_options_her(
+        agent, dataclasses.replace(spec, market_model=market), catalog.load("options_her_training"), PARAMS, 3
+    )
+    assert {ORACLE, ORACLE_SHORT} <= set(on_market["baselines"])
     failing = {**PARAMS, "gates": {"fail_on_gate": True, "max_usage": 0.0}}
     with pytest.raises(ValueError, match="option gates failed"):
-        evaluate_options_her = wired_functions(create_pipeline())["evaluate_options_her"]
         evaluate_options_her(agent, spec, catalog.load("options_her_training"), failing, 3)

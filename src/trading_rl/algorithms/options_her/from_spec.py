@@ -182,8 +182,9 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: OptionsHerPar
     her = params.her
     split = params.evaluation.split
 
-    def make_eval_env() -> gym.Env:
-        return env_spec.make_env(split, evaluation=True, **overrides)
+    def make_eval_env(**extra: Any) -> gym.Env:
+        """``extra``: env settings over the phase's (the baselines' short-allowed oracle on a synthetic market)."""
+        return env_spec.make_env(split, evaluation=True, **{**overrides, **extra})
 
     def make_episode_env() -> gym.Env:
         return env_spec.make_env(split, evaluation=False, **overrides)

@@ -154,7 +154,7 @@ def fold_env_spec(
         garch = dataclasses.replace(features_config.garch, fit_end=splits["train"]["end"])
         features_config = dataclasses.replace(features_config, garch=garch)
     history = prices.loc[: pd.Timestamp(splits["test"]["end"])]
-    features = compute_features(history, features_config).loc[index[0] :]
+    features = compute_features(history, features_config, symbol).loc[index[0] :]
     train_rows = features.loc[pd.Timestamp(splits["train"]["start"]) : train_end]
     scaler = fit_scaler(
         without_masked_entries(train_rows, history, features_config), params.scaler.method, params.scaler.clip
