@@ -64,7 +64,8 @@ def configured_sources(project: Path, env: str | None) -> dict[str, Any]:
 
 def streamlit_command(sources: DashboardSources, host: str, port: int) -> list[str]:
     """``python -m streamlit run app.py`` on ``host:port``, headless, no usage statistics, no file
-    watcher (the app polls its sources itself), with ``sources`` as the script's arguments."""
+    watcher (the app polls its sources itself), no developer toolbar, with ``sources`` as the
+    script's arguments."""
     return [
         sys.executable,
         "-m",
@@ -81,6 +82,8 @@ def streamlit_command(sources: DashboardSources, host: str, port: int) -> list[s
         "none",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "minimal",
         "--",
         *sources.to_argv(),
     ]

@@ -122,10 +122,17 @@ def write_sources(root: Path, *, record: bool = True, registry: bool = True) -> 
         drift = {
             "window": {"first_bar": "2013-01-01", "last_bar": "2013-03-01", "n_bars": 63, "reference": "training"},
             "features": [
-                {"feature": "log_return", "psi": 0.05, "ks_statistic": 0.1, "ks_pvalue": 0.4, "drifted": False},
-                {"feature": "volatility", "psi": 0.6, "ks_statistic": 0.4, "ks_pvalue": 1e-4, "drifted": True},
+                {"feature": name, "psi": psi, "ks_statistic": ks, "ks_pvalue": p, "drifted": psi > 0.25 and p < 0.01}
+                for name, psi, ks, p in [
+                    ("log_return", 0.05, 0.1, 0.4),
+                    ("volatility", 0.6, 0.4, 1e-4),
+                    ("rsi", 0.12, 0.15, 0.08),
+                    ("garch_vol", 0.31, 0.3, 0.002),
+                    ("volume_z", 0.02, 0.05, 0.9),
+                    ("macd", 0.2, 0.2, 0.03),
+                ]
             ],
-            "drifted_features": ["volatility"],
+            "drifted_features": ["volatility", "garch_vol"],
             "actions": {"psi": 0.12, "psi_max": 0.25, "drifted": False},
         }
         write_versioned(sources.drift, lambda file: file.write_text(json.dumps(drift)))

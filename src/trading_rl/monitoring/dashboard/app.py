@@ -41,6 +41,8 @@ DEFAULT_PERIODS_PER_YEAR = 252.0
 # The session-state key of what the record and registry panels were drawn from.
 DRAWN_FROM = "dashboard_drawn_from"
 SHOWN_PROBLEMS = 5
+# The session-state key of the alerts last read and the file state they were read at.
+ALERTS_READ = "dashboard_alerts_read"
 
 
 def _show(problem: SourceProblem) -> None:
@@ -50,10 +52,11 @@ def _show(problem: SourceProblem) -> None:
 def _signature(path: Path) -> tuple[str, int, int] | None:
     """What a cached read of ``path`` is keyed on: the newest version's file, its mtime and size."""
     found = stored_file(path)
-    if found is None:
+    try:
+        status = found[0].stat() if found is not None else None
+    except FileNotFoundError:  # removed between the listing and the stat
         return None
-    status = found[0].stat()
-    return str(found[0]), status.st_mtime_ns, status.st_size
+    return None if found is None or status is None else (str(found[0]), status.st_mtime_ns, status.st_size)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -110,7 +113,12 @@ def decisions_panel(sources: DashboardSources) -> None:
 
 def alerts_panel(sources: DashboardSources) -> None:
     st.subheader("Active alerts")
-    alerts = read_alerts(sources.alerts)
+    signature = _signature(sources.alerts)
+    memo = st.session_state.get(ALERTS_READ)
+    if memo is None or memo[0] != (sources.alerts, signature):  # read again only when the file changed
+        memo = ((sources.alerts, signature), read_alerts(sources.alerts))
+        st.session_state[ALERTS_READ] = memo
+    alerts = memo[1]
     if isinstance(alerts, SourceProblem):
         _show(alerts)
         return
@@ -154,11 +162,8 @@ def live_panels(sources: DashboardSources) -> None:
     _redraw_when_changed(sources)
     drawn = datetime.now().isoformat(sep=" ", timespec="milliseconds")
     st.caption(f"decisions and alerts redrawn every {sources.refresh_s:g} s; last {drawn}")
-    left, right = st.columns(2)
-    with left:
-        decisions_panel(sources)
-    with right:
-        alerts_panel(sources)
+    decisions_panel(sources)
+    alerts_panel(sources)
 
 
 def _buy_and_hold(sources: DashboardSources, record: pd.DataFrame, symbol: str | None) -> pd.Series | None:
@@ -181,7 +186,7 @@ def _headline(record: pd.DataFrame, periods_per_year: float) -> None:
     numbers = panels.headline(record, periods_per_year)
     columns = st.columns(6)
     columns[0].metric("forward bars", int(numbers["bars"]))
-    columns[1].metric("last bar", f"{record['timestamp'].iloc[-1]:%Y-%m-%d %H:%M}")
+    columns[1].metric("last bar", f"{record['timestamp'].iloc[-1]:%Y-%m-%d}")
     columns[2].metric("equity", f"{numbers['equity']:,.2f}")
     columns[3].metric("return", f"{numbers['total_return']:+.2%}")
     columns[4].metric("max drawdown", f"{numbers['max_drawdown']:.1%}")
@@ -251,7 +256,7 @@ def drift_panel(sources: DashboardSources) -> None:
         )
 
 
-def main(argv: list[str]) -> None:
+def render_page(argv: list[str]) -> None:
     st.set_page_config(page_title="trading_rl monitor", layout="wide")
     st.title("trading_rl: live monitor")
     try:
@@ -272,4 +277,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    render_page(sys.argv[1:])

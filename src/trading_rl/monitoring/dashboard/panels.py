@@ -110,7 +110,7 @@ def recent_trades(record: pd.DataFrame, rows: int) -> pd.DataFrame:
     return traded.iloc[::-1].head(rows).reset_index(drop=True)
 
 
-def action_shares(actions: Sequence[float] | np.ndarray, hold_threshold: float) -> dict[str, float]:
+def action_bucket_shares(actions: Sequence[float] | np.ndarray, hold_threshold: float) -> dict[str, float]:
     """Share of actions per bucket of ``monitoring.actions`` (strong_sell .. strong_buy)."""
     return action_histogram(np.asarray(actions, dtype=np.float64), hold_threshold=hold_threshold)
 
@@ -179,7 +179,7 @@ def equity_figure(record: pd.DataFrame, buy_and_hold: pd.Series | None) -> go.Fi
 def drawdown_figure(record: pd.DataFrame) -> go.Figure:
     drawdown = drawdown_from_peak(record["return"])
     figure = go.Figure(go.Scatter(x=record["timestamp"], y=drawdown, fill="tozeroy", name="drawdown", mode="lines"))
-    figure.update_yaxes(tickformat=".0%")
+    figure.update_yaxes(tickformat=".1%")
     return _layout(figure, "Drawdown from the running peak", "drawdown")
 
 
@@ -196,7 +196,7 @@ def position_figure(record: pd.DataFrame) -> go.Figure:
 
 def action_figure(actions: Sequence[float] | np.ndarray, hold_threshold: float, title: str) -> go.Figure:
     """Share of actions per bucket (strong_sell .. strong_buy, hold within ``hold_threshold``)."""
-    shares = action_shares(actions, hold_threshold)
+    shares = action_bucket_shares(actions, hold_threshold)
     figure = go.Figure(go.Bar(x=list(ACTION_BUCKETS), y=[shares[bucket] for bucket in ACTION_BUCKETS]))
     figure.update_yaxes(tickformat=".0%", range=[0, 1])
     return _layout(figure, title, "share of bars")
