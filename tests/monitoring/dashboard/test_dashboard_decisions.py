@@ -100,6 +100,13 @@ def test_a_log_of_garbage_keeps_only_the_first_problems(tmp_path):
     assert log.decisions.empty and log.skipped == MAX_PROBLEMS + 5 and len(log.problems) == MAX_PROBLEMS
 
 
+def test_the_reader_keeps_the_newest_decisions_and_counts_them_all(tmp_path):
+    path = tmp_path / "decisions.jsonl"
+    append_lines(path, *(decision(f"2024-01-{day:02d}T21:00:00", day / 100) for day in range(1, 11)))
+    log = DecisionLogReader(path, keep=3).read()
+    assert log.count == 10 and list(log.decisions["line"]) == [8, 9, 10]
+
+
 def test_a_missing_log_is_not_an_error(tmp_path):
     log = read_decisions(tmp_path / "none.jsonl")
     assert not log.exists and log.decisions.empty and log.problems == []

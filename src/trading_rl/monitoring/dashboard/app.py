@@ -107,7 +107,7 @@ def decisions_panel(sources: DashboardSources) -> None:
     if decisions.empty:
         st.info(f"the decision log {sources.decisions} holds no decision yet")
         return
-    st.markdown(panels.decision_summary(decisions.iloc[-1].to_dict(), len(decisions)))
+    st.markdown(panels.decision_summary(decisions.iloc[-1].to_dict(), log.count))
     st.table(panels.recent_decisions(decisions, sources.recent_rows))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +65,8 @@ FIELD_ALIASES: dict[str, str] = {
 }
 # Problems kept per log: a log rewritten by something else names its first lines, not a million.
 MAX_PROBLEMS = 20
+# Decisions a reader keeps (the newest): a page open for months does not hold a year of decisions.
+KEPT_DECISIONS = 10_000
 
 
 class DecisionLineError(ValueError):
@@ -134,14 +137,16 @@ def parse_decision(line: bytes, number: int, path: Path) -> dict[str, Any]:
 class DecisionLog:
     """What the log holds now: ``decisions`` (one row per valid line, oldest first: the column
     ``line`` and ``FIELD_NAMES``, plus ``time``, the timestamp parsed as UTC), the ``problems`` of
-    the lines left out (at most ``MAX_PROBLEMS``; ``skipped`` counts them all), and whether the
-    file ``exists``."""
+    the lines left out (at most ``MAX_PROBLEMS``; ``skipped`` counts them all), whether the file
+    ``exists``, and ``count``, the valid lines of the whole log (``decisions`` keeps the newest
+    ``KEPT_DECISIONS``)."""
 
     path: Path
     exists: bool
     decisions: pd.DataFrame
     problems: list[str] = field(default_factory=list)
     skipped: int = 0
+    count: int = 0
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -154,17 +159,19 @@ class DecisionLogReader:
     """Reads the decision log at ``path`` incrementally: each :meth:`read` parses only the complete
     lines appended since the last one (see the module's "Tail reading")."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, keep: int = KEPT_DECISIONS) -> None:
         self.path = Path(path)
+        self.keep = keep
         self._reset(None)
 
     def _reset(self, identity: tuple[int, int] | None) -> None:
         self._identity = identity
         self._offset = 0
         self._lines = 0
-        self._rows: list[dict[str, Any]] = []
+        self._rows: deque[dict[str, Any]] = deque(maxlen=self.keep)
         self._problems: list[str] = []
         self._skipped = 0
+        self._count = 0
         self._frame: pd.DataFrame | None = None
 
     def read(self) -> DecisionLog:
@@ -179,28 +186,27 @@ class DecisionLogReader:
         if status.st_size > self._offset:
             self._consume()
         if self._frame is None:
-            self._frame = _frame(self._rows)
-        return DecisionLog(self.path, True, self._frame, list(self._problems), self._skipped)
+            self._frame = _frame(list(self._rows))
+        return DecisionLog(self.path, True, self._frame, list(self._problems), self._skipped, self._count)
 
     def _consume(self) -> None:
         with open(self.path, "rb") as file:
             file.seek(self._offset)
-            added = file.read()
-        if b"\n" not in added:
-            return  # only a line still being written
-        complete, _, _ = added.rpartition(b"\n")
-        for line in complete.split(b"\n"):
-            self._lines += 1
-            if not line.strip():
-                continue
-            try:
-                self._rows.append({"line": self._lines, **parse_decision(line, self._lines, self.path)})
-            except DecisionLineError as error:
-                self._skipped += 1
-                if len(self._problems) < MAX_PROBLEMS:
-                    self._problems.append(str(error))
-        self._offset += len(complete) + 1
-        self._frame = None
+            for raw in file:  # line by line: a long log's first read does not hold it all at once
+                if not raw.endswith(b"\n"):
+                    break  # a line still being written: read once its newline is there
+                self._offset += len(raw)
+                self._lines += 1
+                if not raw.strip():
+                    continue
+                self._frame = None
+                try:
+                    self._rows.append({"line": self._lines, **parse_decision(raw[:-1], self._lines, self.path)})
+                    self._count += 1
+                except DecisionLineError as error:
+                    self._skipped += 1
+                    if len(self._problems) < MAX_PROBLEMS:
+                        self._problems.append(str(error))
 
 
 def read_decisions(path: str | Path) -> DecisionLog:
