@@ -98,7 +98,7 @@ class DashboardSources:
     def from_argv(cls, argv: Sequence[str]) -> DashboardSources:
         """Sources from script arguments (``streamlit run app.py -- --record ...``); a missing option
         keeps its default, an unknown one is refused naming it."""
-        parser = argparse.ArgumentParser(prog="trading_rl dashboard", exit_on_error=False)
+        parser = argparse.ArgumentParser(prog="trading_rl dashboard", exit_on_error=False, allow_abbrev=False)
         defaults = cls()
         for spec in fields(cls):
             if spec.name == "registered_models":
@@ -108,9 +108,13 @@ class DashboardSources:
             parser.add_argument("--" + spec.name.replace("_", "-"), type=kind, default=default, dest=spec.name)
         parser.add_argument("--registered-model", action="append", dest="registered_models", default=None)
         try:
-            values = vars(parser.parse_args(list(argv)))
-        except (argparse.ArgumentError, SystemExit) as error:
+            parsed, unknown = parser.parse_known_args(list(argv))
+        except argparse.ArgumentError as error:
             raise ValueError(f"dashboard arguments {list(argv)}: {error}") from None
+        if unknown:
+            known = ", ".join(action.option_strings[0] for action in parser._actions[1:])
+            raise ValueError(f"dashboard arguments: unknown {unknown}; the options are {known}")
+        values = vars(parsed)
         values["registered_models"] = tuple(values["registered_models"] or defaults.registered_models)
         return cls(**values)
 
