@@ -247,7 +247,8 @@ class _PopulationCuriosity:
             member._accumulate({f"icm/{name}": value for name, value in member_losses.items()})
         grads = th.autograd.grad(total.sum(), self.weights.params)
         # clip_grad_norm_ per member: the 2-norm over all of its ICM gradients.
-        norms = th.stack([grad.flatten(1).norm(dim=1) for grad in grads]).norm(dim=0)
+        # vector_norm over the trailing axes reads vmap's strided gradients without a copy.
+        norms = th.stack([th.linalg.vector_norm(grad, dim=tuple(range(1, grad.dim()))) for grad in grads]).norm(dim=0)
         clip = (self._grad_clip / (norms + 1e-6)).clamp(max=1.0)
         grads = tuple(grad * clip.view((-1,) + (1,) * (grad.dim() - 1)) for grad in grads)
         self.weights.step(grads, self._learning_rates)
