@@ -20,7 +20,7 @@ from typing import Any
 # algorithm code are another configuration. tests/test_provenance.py fails when the code's digest
 # moves away from ALGORITHM_SOURCE_DIGEST, so a behaviour change cannot land without a bump.
 ALGORITHM_VERSION = 1
-ALGORITHM_SOURCE_DIGEST = "2cecdc59ce627f69"
+ALGORITHM_SOURCE_DIGEST = "ad1427ca7b87408d"
 BEHAVIOUR_PACKAGES = ("algorithms", "data", "envs", "features", "phases", "rewards", "training", "seeding.py")
 # Floats are compared at this many significant digits: a change below it (1e-19 on a learning rate
 # of 3e-4) cannot reach float32 weights and is not a new configuration.
