@@ -15,7 +15,12 @@ on CUDA) and the ratio to the sequential runs.
 End to end (``--end-to-end N ...``): N walk-forward agents (``build_agent`` with the
 ``agent_overrides``, plain SAC and SAC+ICM) on the real ``ContinuousTradingEnv`` (S&P 500 train split),
 ``learn(e2e_steps)`` after ``learning_starts`` as one population and as N sequential SB3 runs: env
-steps, action selection (which the population does not batch), replay and the ICM updates included.
+steps, action selection, replay and the ICM updates included (the population batches all of them:
+one ``BatchedTradingEnv`` step, one forward of the stacked actors, the stacked replay on the device).
+
+On a GPU, one command gives all three ratios at N = 64 against sequential SB3 on the same GPU:
+``python benchmarks/population_throughput.py --sizes 64 --updates 20 --end-to-end 64 --e2e-steps 100
+--e2e-device cuda`` (its CPU rows come first, then the CUDA update rows, then end to end).
 
 The physical reference: matmul FLOPs of one SAC update (``update_flops``: forward and backward of the
 actor and the twin critics as SB3's step computes them) × agent-updates/s, against the device's

@@ -23,6 +23,7 @@ from trading_rl.training.sb3_logging import quiet_logger
 
 BATCH = 8
 STEPS = 5
+FIELDS = ("observations", "actions", "next_observations", "dones", "rewards")
 
 # benchmarks/population_pendulum.py --seeds 0 1 2 3 4 5 --steps 5000 (2026-11-26, one torch thread):
 # SB3 SAC [-124.2, -124.3, -125.8, -125.3, -396.9, -755.7]; the population of 4 (seeds 100-103, this
@@ -104,10 +105,16 @@ def _train_alone(monkeypatch, model, batches, noise) -> None:
 
 
 def _train_together(members, batches, noise) -> None:
-    """The same batches and noise, every member in one ``PopulationSAC.train``."""
-    for member, member_batches in zip(members, batches):
-        _replay(member, member_batches)
+    """The same batches and noise, every member in one ``PopulationSAC.train`` (each step's batches
+    stacked along the member axis, where the population's replay would sample them)."""
     population = PopulationSAC(members)
+    stacked_batches = iter(
+        [
+            ReplayBufferSamples(*(th.stack([getattr(b[k], name) for b in batches]) for name in FIELDS))
+            for k in range(STEPS)
+        ]
+    )
+    population._replay_batch = lambda batch_size: next(stacked_batches)
     stacked_noise = iter([th.stack([draws[k] for draws in noise]) for k in range(2 * STEPS)])
     population._standard_normal = lambda shape: next(stacked_noise)
     population.train(gradient_steps=STEPS, batch_size=BATCH)

@@ -7,8 +7,8 @@ kernels: their parameters are stacked along a leading member axis (``torch.func.
 and every network call is ``torch.func.vmap`` over ``torch.func.functional_call`` of the member's own
 SB3 module, so the forward code is SB3's; only the SAC update is written here.
 
-What stays per member, exactly as in SB3: the env and its episode loop (``collect_rollouts``), the
-replay buffer, the reward scale, the entropy coefficient and target entropy, ``learning_rate`` (and
+What stays per member, exactly as in SB3: the env, its episodes and its replay buffer's contents
+(each member's own transitions), the reward scale, the entropy coefficient and target entropy, ``learning_rate`` (and
 its schedule), ``gamma``, ``tau``, ``target_update_interval`` and the three Adam states. Each member's
 update is SB3's ``SAC.train`` step (same order: entropy-coefficient loss and step, then the critic,
 then the actor on the updated critic, then Polyak) — ``tests/algorithms/test_population_sac.py``
@@ -26,11 +26,17 @@ ICM statistic) is a view into the stacked tensor, so ``predict``, rollouts and `
 current weights; after ``release()`` each member owns its weights and optimiser states again and saves
 as a normal SB3 zip.
 
-Not batched: env steps and action selection (one ``collect_rollouts`` step per member). Not supported
-(refused with a message): gSDE, auxiliary heads, batch-norm buffers, episode-based ``train_freq``, and
-members that differ in batch size, gradient steps, train frequency, learning starts, step count,
-device, network shapes or ICM shapes and ``icm.train_freq`` cycle (they cannot share one batched
-step; ``population_groups`` splits members into populations that can).
+The env loop is batched too (``collection.PopulationCollector``): one ``act`` (the stacked actors in
+one ``vmap``; stochastic while collecting, ``deterministic=True`` for evaluation) picks every
+member's action, the walk-forward's trading envs step as one ``BatchedTradingEnv``, and the members'
+replay buffers are one set of stacked tensors on the learner's device (``replay.PopulationReplay``),
+sampled for all members at once.
+
+Not supported (refused with a message): gSDE, auxiliary heads, batch-norm buffers, episode-based
+``train_freq``, replay buffers other than SB3's plain ``ReplayBuffer``, and members that differ in
+batch size, gradient steps, train frequency, learning starts, step count, device, network shapes or
+ICM shapes and ``icm.train_freq`` cycle (they cannot share one batched step; ``population_groups``
+splits members into populations that can).
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
+from trading_rl.algorithms.population.collection import PopulationCollector
 from trading_rl.algorithms.population.membership import _check_members, _curiosity_key, population_key
+from trading_rl.algorithms.population.replay import PopulationReplay
 from trading_rl.algorithms.population.stacking import _AdamGroup, _PopulationCuriosity
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.training.sb3_logging import quiet_logging_for_setup
@@ -152,7 +160,12 @@ class PopulationSAC:
             if curious
             else None
         )
+        self._reward_scale = th.tensor(
+            [[[getattr(m, "reward_scale", 1.0)]] for m in self.members], device=self.device, dtype=th.float32
+        )
+        self.replay = PopulationReplay([m.replay_buffer for m in self.members], self.device)  # type: ignore[misc]
         self._actor_call = vmap(self._call_actor)
+        self._actor_head_call = vmap(self._call_actor_head)
         self._critic_call = vmap(self._call_critic)
         self._released = False
 
@@ -172,6 +185,22 @@ class PopulationSAC:
         mean, log_std = functional_call(self._actor_template, params, (obs,))
         return squashed_gaussian_sample(mean, log_std, noise)
 
+    def _call_actor_head(self, params: dict[str, th.Tensor], obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return functional_call(self._actor_template, params, (obs,))
+
+    @th.no_grad()
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Every member's action for its observation (row ``i`` of ``observations``, ``[N, obs]``) in
+        one forward of the stacked actors: SB3's ``policy._predict`` output before ``unscale_action``
+        (a squashed Gaussian sample, or ``tanh`` of its mean when ``deterministic``), ``[N, action]``."""
+        obs = th.as_tensor(observations, device=self.device).float()[:, None, :]
+        mean, log_std = self._actor_head_call(self._params(self.actor), obs)
+        if deterministic:
+            actions = th.tanh(mean)
+        else:
+            actions, _ = squashed_gaussian_sample(mean, log_std, self._standard_normal(mean.shape))
+        return actions[:, 0].cpu().numpy()
+
     def _call_critic(self, params: dict[str, th.Tensor], obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
         """The member's critics' Q-values side by side, ``[batch, n_critics]``."""
         return th.cat(functional_call(self._critic_template, params, (obs, actions)), dim=1)
@@ -185,24 +214,16 @@ class PopulationSAC:
 
     # ------------------------------------------------------------------ training
 
+    def _replay_batch(self, batch_size: int) -> ReplayBufferSamples:
+        """Every member's batch from its own transitions, stacked ``[N, batch, ...]``."""
+        return self.replay.sample(batch_size)
+
     def _sample(self, batch_size: int) -> ReplayBufferSamples:
-        """One learner batch per member from its own buffer (what ``SACWithICM.learner_batch`` gives:
-        reward scale, then curiosity), stacked along the member axis."""
-        batches = []
-        for member in self.members:
-            assert member.replay_buffer is not None, "a member without a replay buffer"
-            batch = member.replay_buffer.sample(batch_size, env=member._vec_normalize_env)
-            # The reward scale per member; curiosity below, for every curious member at once.
-            batches.append(member.scaled_batch(batch) if isinstance(member, SACWithICM) else batch)
-        discounts = [b.discounts for b in batches if b.discounts is not None]
-        stacked = ReplayBufferSamples(
-            observations=th.stack([b.observations for b in batches]),
-            actions=th.stack([b.actions for b in batches]),
-            next_observations=th.stack([b.next_observations for b in batches]),
-            dones=th.stack([b.dones for b in batches]),
-            rewards=th.stack([b.rewards for b in batches]),
-            discounts=th.stack(discounts) if len(discounts) == len(batches) else None,
-        )
+        """One learner batch per member (what ``SACWithICM.learner_batch`` gives: reward scale, then
+        curiosity), stacked along the member axis."""
+        stacked = self._replay_batch(batch_size)
+        # The reward scale per member (1 for plain SAC: x 1.0 is exact); curiosity for all at once.
+        stacked = stacked._replace(rewards=stacked.rewards * self._reward_scale)
         if self._curiosity is None:
             return stacked
         if len(self._curious_rows) == len(self.members):
@@ -303,33 +324,24 @@ class PopulationSAC:
                 member._accumulate({f"train/{key}": value for key, value in stats.items()})
 
     def learn(self, total_timesteps: int, reset_num_timesteps: bool = True, log_interval: int = 4) -> PopulationSAC:
-        """SB3's ``learn`` for every member in lockstep: one env step each (their own
-        ``collect_rollouts``), then one batched ``train`` once past ``learning_starts``."""
+        """SB3's ``learn`` for every member in lockstep: ``train_freq`` env steps of all members
+        (``PopulationCollector``), then one batched ``train`` once past ``learning_starts``."""
         lead = self.members[0]
         setups = [_quiet_setup(m, total_timesteps, reset_num_timesteps) for m in self.members]
         total = setups[0][0]
         callbacks = [callback for _, callback in setups]
         for callback in callbacks:
             callback.on_training_start(locals(), globals())
+        collector = PopulationCollector(self, callbacks, log_interval)
+        steps = lead.train_freq.frequency  # type: ignore[union-attr]
         while lead.num_timesteps < total:
-            rollouts = [
-                member.collect_rollouts(
-                    member.env,  # type: ignore[arg-type]
-                    train_freq=member.train_freq,  # type: ignore[arg-type]
-                    action_noise=member.action_noise,
-                    callback=callback,
-                    learning_starts=member.learning_starts,
-                    replay_buffer=member.replay_buffer,  # type: ignore[arg-type]
-                    log_interval=log_interval,
-                )
-                for member, callback in zip(self.members, callbacks)
-            ]
-            if not all(rollout.continue_training for rollout in rollouts):
+            if not collector.collect(steps):
                 break
             if lead.num_timesteps > 0 and lead.num_timesteps > lead.learning_starts:
-                gradient_steps = lead.gradient_steps if lead.gradient_steps >= 0 else rollouts[0].episode_timesteps
+                gradient_steps = lead.gradient_steps if lead.gradient_steps >= 0 else steps
                 if gradient_steps > 0:
                     self.train(gradient_steps, lead.batch_size)
+        collector.finish()
         for callback in callbacks:
             callback.on_training_end()
         return self
@@ -342,6 +354,7 @@ class PopulationSAC:
                 group.release()
             if self._curiosity is not None:
                 self._curiosity.release()
+            self.replay.release()
             for name in self._target_names:
                 for member in self.members:
                     tensor = member.critic_target.get_parameter(name)

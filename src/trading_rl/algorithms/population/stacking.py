@@ -98,10 +98,43 @@ class _AdamGroup:
 
     @th.no_grad()
     def step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
-        """One ``torch.optim.Adam`` (or ``AdamW``) step per member (single-tensor algorithm), member
-        ``i`` with ``learning_rates[i]``."""
-        beta1, beta2 = self.betas
+        """One ``torch.optim.Adam`` (or ``AdamW``) step per member, member ``i`` with
+        ``learning_rates[i]``. Members in lockstep (one learning rate, step count and weight decay:
+        a walk-forward population) take torch's fused Adam kernel over the stacked tensors, one pass
+        per tensor; it differs from the single-tensor algorithm by float rounding only. Others take
+        the single-tensor algorithm with per-member scalars."""
         self.steps += 1
+        if (
+            (learning_rates == learning_rates[0]).all()
+            and (self.steps == self.steps[0]).all()
+            and (self.weight_decay == self.weight_decay[0]).all()
+        ):
+            self._fused_step(grads, float(learning_rates[0]))
+            return
+        self._per_member_step(grads, learning_rates)
+
+    def _fused_step(self, grads: Sequence[th.Tensor], learning_rate: float) -> None:
+        step = th.tensor(float(self.steps[0]), device=self.params[0].device)
+        fused = th._fused_adamw_ if self.weight_decay[0] else th._fused_adam_
+        fused(
+            self.params,
+            # The kernel walks memory in order: vmap's weight gradients can come transposed.
+            [grad.contiguous() for grad in grads],
+            self.exp_avg,
+            self.exp_avg_sq,
+            [],
+            [step] * len(self.params),
+            lr=learning_rate,
+            beta1=self.betas[0],
+            beta2=self.betas[1],
+            weight_decay=float(self.weight_decay[0]),
+            eps=self.eps,
+            amsgrad=False,
+            maximize=False,
+        )
+
+    def _per_member_step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
+        beta1, beta2 = self.betas
         bias_correction1 = 1 - beta1 ** self.steps.astype(np.float64)
         bias_correction2_sqrt = np.sqrt(1 - beta2 ** self.steps.astype(np.float64))
         device, dtype = self.params[0].device, self.params[0].dtype
@@ -214,7 +247,8 @@ class _PopulationCuriosity:
             member._accumulate({f"icm/{name}": value for name, value in member_losses.items()})
         grads = th.autograd.grad(total.sum(), self.weights.params)
         # clip_grad_norm_ per member: the 2-norm over all of its ICM gradients.
-        norms = th.stack([grad.flatten(1).norm(dim=1) for grad in grads]).norm(dim=0)
+        # vector_norm over the trailing axes reads vmap's strided gradients without a copy.
+        norms = th.stack([th.linalg.vector_norm(grad, dim=tuple(range(1, grad.dim()))) for grad in grads]).norm(dim=0)
         clip = (self._grad_clip / (norms + 1e-6)).clamp(max=1.0)
         grads = tuple(grad * clip.view((-1,) + (1,) * (grad.dim() - 1)) for grad in grads)
         self.weights.step(grads, self._learning_rates)
