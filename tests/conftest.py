@@ -118,8 +118,9 @@ def pytest_configure(config):
 
 
 # What a session, a benchmark or an MLflow call run from the checkout would write to: its data/ (the
-# user's versions, ledger and ci store) and its MLflow stores. The suite must leave them as they were.
-CHECKOUT_MLFLOW = ("mlflow.db", "mlruns", "mlartifacts")
+# user's versions, ledger and ci store), its MLflow stores and the served model's default decision
+# log. The suite must leave them as they were.
+CHECKOUT_MLFLOW = ("mlflow.db", "mlruns", "mlartifacts", "trading_rl_decisions.jsonl")
 
 
 def _checkout_state() -> dict[str, int | None]:

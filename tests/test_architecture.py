@@ -27,6 +27,7 @@ DOMAIN_ORDER: tuple[tuple[str, ...], ...] = (
     ("algorithms",),  # inside it, ALGORITHM_BASES
     ("rewards",),
     ("migration", "export"),
+    ("serving",),  # the exported actor served over HTTP: an MLflow pyfunc around export.SignalEngine
 )
 PHASES = "phases"
 # Above the domain and the phases: the Kedro/MLflow integration (hooks, MLflow conventions, catalog
@@ -415,6 +416,7 @@ DESERIALISERS = {
     "pipelines/multi_symbol/pipeline.py": {"read_wiring"},  # the conf file the registry wires namespaces from
     # a deployed model's deployment block, an exported actor's inference config
     "envs/deployment.py": {"stored_sections"},
+    "serving/package.py": {"read_serving_config"},  # a served model's serving config (its safeguards)
 }
 
 

@@ -4,7 +4,8 @@ The observation is rebuilt the way the pipeline and the env build it: ``compute_
 stored (train-fitted) feature parameters, ``apply_scaler`` with the stored scaler, the last
 ``window_size`` rows time-major as float32 (``ObservationLayout``), then the portfolio state block
 marked at the latest close. The action goes through the env's clip and EMA smoothing and the trade
-decision is the env's own ``Portfolio.execute``, so a signal is what the env would have done.
+decision is the env's own ``Portfolio.execute`` (``Portfolio.rebalance`` towards the target exposure
+under ``action_mode: target``), so a signal is what the env would have done.
 
 Recursive features (EMA, Wilder averages, GARCH) start at the first bar they are given: pass the
 same history the pipeline computed features on (from its first bar), extended with the new bars,
@@ -95,13 +96,14 @@ class Signal:
     equity: float
     reference_price: float
     blocked_by: str | None = None
+    fee: float = 0.0  # the commission of the fill, estimated at the reference price
 
     @property
     def trades(self) -> bool:
         return self.units != 0.0
 
     def blocked(self, rule: str) -> Signal:
-        return replace(self, units=0.0, value=0.0, fill_price=0.0, blocked_by=rule)
+        return replace(self, units=0.0, value=0.0, fill_price=0.0, fee=0.0, blocked_by=rule)
 
 
 class SignalEngine:
@@ -250,7 +252,7 @@ class SignalEngine:
         if not (np.isfinite(price) and price > 0.0):
             raise ValueError(f"reference_price must be finite and > 0, got {reference_price!r}")
         account, cfg = self._portfolio(state), self.config
-        kind, units, fill_price, _, skipped = trade_on_action(
+        kind, units, fill_price, fee, skipped = trade_on_action(
             account, smoothed, price, cfg.action_mode, cfg.max_position_pct, cfg.allow_short
         )
         signal = Signal(
@@ -264,6 +266,7 @@ class SignalEngine:
             skipped=skipped,
             equity=state.cash + state.position * close,
             reference_price=price,
+            fee=float(fee),
         )
         if self.safeguards is not None:
             signal = self.safeguards.apply(signal, state)

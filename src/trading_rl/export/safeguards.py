@@ -96,18 +96,30 @@ class Safeguards:
                 return MAX_DRAWDOWN, f"drawdown {drawdown:.4f} >= {cfg.max_drawdown}"
         return None
 
-    def apply(self, signal: Any, portfolio: Any) -> Any:
-        """``signal`` unchanged when every rule passes (and counted as a trade), else blocked.
+    def verdict(self, signal: Any, portfolio: Any) -> tuple[Any, tuple[str, str] | None]:
+        """``(signal, None)`` when every rule passes (and the trade is counted), else the blocked
+        signal and ``(rule, reason)``; logs nothing and keeps no record (``apply`` does both).
 
         ``portfolio`` is the ``PortfolioState`` the signal was computed for.
         """
         self._roll_day(signal.timestamp, signal.equity)
         if not signal.trades:
-            return signal
+            return signal, None
         violation = self._violated_rule(signal, portfolio.position)
         if violation is None:
             self._trades_today += 1
-            return signal
+            return signal, None
+        return signal.blocked(violation[0]), violation
+
+    def apply(self, signal: Any, portfolio: Any) -> Any:
+        """``signal`` unchanged when every rule passes (and counted as a trade), else blocked: logged
+        at WARNING and appended to ``blocked`` with the rule and the reason.
+
+        ``portfolio`` is the ``PortfolioState`` the signal was computed for.
+        """
+        checked, violation = self.verdict(signal, portfolio)
+        if violation is None:
+            return checked
         rule, reason = violation
         record = {
             "timestamp": signal.timestamp,
@@ -121,4 +133,4 @@ class Safeguards:
         logger.warning(
             "signal blocked by %s at %s: %s %.6g units (%s)", rule, signal.timestamp, signal.kind, signal.units, reason
         )
-        return signal.blocked(rule)
+        return checked

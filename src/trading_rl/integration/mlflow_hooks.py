@@ -6,10 +6,12 @@
 - Every saved figure is logged as an artifact ``<phase>/plots/<dataset>.png`` and every
   reporting-layer JSON as ``<phase>/reports/<dataset>.json``: no ``*_mlflow`` twin dataset per plot.
 - A dataset whose catalog entry has ``metadata: {mlflow: {model: NAME}}`` is logged as an MLflow
-  model (SB3 or hierarchical agent → pyfunc, ONNX bytes → onnx flavour) with a signature; a folder dataset's
-  ``{key: agent}`` as ``NAME_<key>`` each. With
+  model (SB3 or hierarchical agent → pyfunc, ONNX bytes → onnx flavour, a served model's package →
+  the served pyfunc) with a signature; a folder dataset's ``{key: agent}`` as ``NAME_<key>`` each. With
   ``registered_model`` and ``gates`` also set, a model version is registered at the end of the run
-  only if every named gate report was produced by this run and passed.
+  only if every named gate report was produced by this run and passed. A served model's version is
+  tagged with the dataset of the agent it serves (``dataset``: ``sac_icm_model``), whose saved file
+  deployment reads at the version's ``save_version``.
 """
 
 from __future__ import annotations
@@ -31,13 +33,17 @@ from trading_rl.evaluation.reporting.summary import GATE_REPORTS, gate_result_te
 from trading_rl.evaluation.reporting.tearsheet import EMPTY_PAGE_MARK
 from trading_rl.integration.mlflow_tracking import (
     NOT_PRODUCED,
+    SERVED_REQUEST,
     is_loggable,
     log_agent_model,
     log_onnx_model,
+    log_served_model,
     register_if_gates_pass,
     run_name,
 )
+from trading_rl.integration.model_registry import SERVED_TAG
 from trading_rl.integration.parameter_sections import resolved_section
+from trading_rl.serving.package import ServedPackage
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +134,8 @@ class MlflowConventionHooks:
         # metadata): the datasets named so, as this run saved them.
         self._metric_sources: set[str] = set()
         self._sources: dict[str, Any] = {}
-        self._models: list[tuple[str, Any, dict[str, Any]]] = []
+        # (dataset, ModelInfo, the catalog's mlflow metadata, the provenance a registered version is tagged with)
+        self._models: list[tuple[str, Any, dict[str, Any], dict[str, Any]]] = []
 
     @hook_impl
     def after_catalog_created(self, catalog, save_version) -> None:
@@ -204,13 +211,22 @@ class MlflowConventionHooks:
         if "model" in spec:  # one model, or a folder dataset's {file name: model}
             for key, model in data.items() if isinstance(data, dict) else [(None, data)]:
                 name = spec["model"] if key is None else f"{spec['model']}_{PurePosixPath(key).stem}"
+                provenance = {
+                    "dataset": model.source_dataset if isinstance(model, ServedPackage) else dataset_name,
+                    "save_version": self._save_version,
+                }
+                if isinstance(model, ServedPackage):  # what `promote` checks a version serves
+                    provenance[SERVED_TAG] = SERVED_REQUEST
                 try:
-                    self._models.append((dataset_name, self._log_model(model, name, dataset_name), spec))
+                    info = self._log_model(model, name, provenance)
                 except MlflowException as error:  # the model is saved in data/ already; say so, run on
                     logger.warning("%s not logged to MLflow as model %r: %s", dataset_name, name, error)
+                else:
+                    self._models.append((dataset_name, info, spec, provenance))
 
-    def _log_model(self, data: Any, name: str, dataset_name: str):
-        provenance = {"dataset": dataset_name, "save_version": self._save_version}
+    def _log_model(self, data: Any, name: str, provenance: dict[str, Any]):
+        if isinstance(data, ServedPackage):
+            return log_served_model(data, name, provenance)
         if isinstance(data, (bytes, bytearray)):
             return log_onnx_model(bytes(data), name, provenance)
         return log_agent_model(data, name, {**provenance, **model_metadata(data)})
@@ -219,7 +235,7 @@ class MlflowConventionHooks:
         """Each logged model's own evaluation (``metrics: <dataset>`` in its catalog metadata, read by
         ``evaluation.reporting.model_metrics.own_metrics``) as ``models/<name>/<metric>``, linked
         to the model."""
-        for _, info, spec in self._models:
+        for _, info, spec, _ in self._models:
             source = spec.get("metrics", "")
             if source not in self._sources:
                 continue
@@ -233,11 +249,10 @@ class MlflowConventionHooks:
         if mlflow.active_run() is None:
             return
         self._log_model_metrics()
-        for dataset_name, info, spec in self._models:
+        for dataset_name, info, spec, provenance in self._models:
             if "registered_model" not in spec:
                 continue
             gates = {gate: self._reports.get(gate) for gate in spec.get("gates") or []}
-            provenance = {"dataset": dataset_name, "save_version": self._save_version}
             version, blocking = register_if_gates_pass(info.model_uri, spec["registered_model"], gates, provenance)
             if version is None:  # WARNING for a failed gate; INFO when a gate report is only missing
                 failed = any(why != NOT_PRODUCED for why in blocking.values())

@@ -8,12 +8,18 @@ MLflow models with signatures, and the gate check that decides whether a model i
   observation shape. An SB3 agent is its own policy; the hierarchical agent (``options_her``) is
   logged whole, and its model is the option-conditioned SAC it acts through (``low_level``: the
   env observation with the active option's one-hot appended, plus the goals under HER).
+- The served model (``serving``: bars and portfolio in, a guarded signal out, over MLflow's scoring
+  server) is logged as a ``pyfunc`` from code with the ONNX actor and its serving config as
+  artifacts, an example request as input example and the versions it was built with pinned.
 - A model version is registered only when every gate report named for it passed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from importlib.metadata import version
@@ -27,8 +33,32 @@ from mlflow.models import ModelSignature
 from mlflow.types import Schema, TensorSpec
 
 from trading_rl.algorithms.saved import agent_bytes
+from trading_rl.serving.decision_log import DECISION_LOG_ENV
+from trading_rl.serving.package import ServedPackage
 
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
+# The project dependencies the served model's code imports (the package itself is the project's
+# install: serve with `--env-manager local` from its environment), pinned at the installed versions;
+# tests/serving/test_serving_decider.py checks the list against the imports and pyproject.toml.
+SERVED_REQUIREMENTS = (
+    "mlflow",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "arch",
+    "pandera",
+    "gymnasium",
+    "stable-baselines3",
+    "torch",
+    "onnxruntime",
+    "matplotlib",
+    "rich",
+    "tqdm",
+)
+# What a registered served model's version is tagged with (``model_registry.SERVED_TAG``): `promote`
+# warns about a version without it (registered before the served model existed: observations in).
+SERVED_REQUEST = "bars and portfolio in, signal out (docs/serve.md)"
 # The step a model is logged at as a run output. MLflow 3 links every run metric logged without a
 # model id to the run's models logged at the metric's step; at step 0 (its default) every phase's
 # final metrics and gates would be linked to every model of the run. Models' own metrics are
@@ -125,10 +155,74 @@ def log_agent_model(agent: Any, name: str, metadata: Mapping[str, Any] | None = 
             artifacts={"agent": str(path), "model_class": str(class_file)},
             signature=signature,
             input_example=input_example,
-            pip_requirements=[f"{package}=={version(package)}" for package in REQUIREMENTS],
+            pip_requirements=pinned(REQUIREMENTS),
             metadata=dict(metadata or {}),
             step=MODEL_OUTPUT_STEP,
         )
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]):
+    """``os.environ`` with ``values`` for the duration, restored after."""
+    previous = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def pinned(packages: Iterable[str]) -> list[str]:
+    """``package==<installed version>`` for each of ``packages``."""
+    return [f"{package}=={version(package)}" for package in packages]
+
+
+@contextlib.contextmanager
+def _served_model_arguments(package: ServedPackage, metadata: Mapping[str, Any] | None):
+    """The arguments of ``mlflow.pyfunc.log_model`` / ``save_model`` for ``package``, its artifacts
+    written to a temporary folder for the duration. MLflow decides the input example through
+    ``predict`` while it saves the model: no decision log is written for it."""
+    from trading_rl.serving import mlflow_model, pyfunc
+
+    config = package.config
+    with tempfile.TemporaryDirectory() as folder, _environment({DECISION_LOG_ENV: ""}):
+        actor, serving = Path(folder) / "actor.onnx", Path(folder) / "serving_config.json"
+        actor.write_bytes(package.onnx)
+        serving.write_text(json.dumps(config, indent=1, sort_keys=True))
+        with pyfunc.any_values_unvalidated_quietly():
+            yield {
+                "python_model": str(mlflow_model.__file__),
+                "artifacts": {pyfunc.ACTOR_ARTIFACT: str(actor), pyfunc.CONFIG_ARTIFACT: str(serving)},
+                "input_example": [package.example],
+                "pip_requirements": pinned(SERVED_REQUIREMENTS),
+                "metadata": {
+                    **dict(metadata or {}),
+                    "symbol": config["symbol"],
+                    "model_version": package.model_version,
+                    "feature_params_digest": config["feature_params_digest"],
+                    "min_bars": config["min_bars"],
+                    "request": "docs/serve.md",
+                },
+            }
+
+
+def log_served_model(package: ServedPackage, name: str, metadata: Mapping[str, Any] | None = None):
+    """Log the served model (``serving.pyfunc`` from ``serving/mlflow_model.py``) to the active run as
+    ``name``: the ONNX actor and the serving config as artifacts, the package's example request as
+    input example (inputs and outputs typed by ``predict``'s hints); returns the ModelInfo."""
+    with _served_model_arguments(package, metadata) as arguments:
+        return mlflow.pyfunc.log_model(name=name, step=MODEL_OUTPUT_STEP, **arguments)
+
+
+def save_served_model(package: ServedPackage, path: str | Path, metadata: Mapping[str, Any] | None = None) -> None:
+    """The served model as an MLflow model folder at ``path``, without a tracking store
+    (``mlflow models serve -m <path> --env-manager local`` serves it)."""
+    with _served_model_arguments(package, metadata) as arguments:
+        mlflow.pyfunc.save_model(path=str(path), **arguments)
 
 
 def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | None = None):
@@ -150,7 +244,7 @@ def log_onnx_model(onnx_bytes: bytes, name: str, metadata: Mapping[str, Any] | N
         model,
         name=name,
         signature=observation_signature(observation_shape, action_shape, input_name, output_name),
-        pip_requirements=[f"{package}=={version(package)}" for package in ("onnx", "onnxruntime")],
+        pip_requirements=pinned(("onnx", "onnxruntime")),
         metadata=dict(metadata or {}),
         step=MODEL_OUTPUT_STEP,
     )

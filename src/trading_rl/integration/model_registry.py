@@ -17,6 +17,8 @@ from typing import Any
 from trading_rl.config import Section, setting
 
 CHAMPION = "champion"
+# The tag a served model's version carries (``mlflow_hooks``): what `mlflow models serve` answers on it.
+SERVED_TAG = "serving"
 PASSING_VERDICTS = frozenset({"passed", "not collapsed"})
 PROMOTION_TAGS = ("promoted_by", "promoted_at", "promoted_in_run", "promoted_as")
 
@@ -88,6 +90,7 @@ def promotion(
         "previous_version": previous,
         "source_run_id": record["run_id"],
         "save_version": record["tags"].get("save_version"),
+        "serving": record["tags"].get(SERVED_TAG),
         "gates": verdicts,
         "promoted_by": by,
         "promoted_at": at,

@@ -35,6 +35,7 @@ from trading_rl.phases.tuning.params import TuningParams, check_pruning, check_s
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.rewards.shaped_training import RewardShaperParams
 from trading_rl.runtime.engine import RuntimeParams
+from trading_rl.serving.package import ServingParams
 from trading_rl.training.params import SacIcmParams
 
 # Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
@@ -60,6 +61,7 @@ SECTIONS: dict[str, type[Section]] = {
     "forward": ForwardParams,
     "promote": PromoteParams,
     "alerting": AlertingParams,
+    "serving": ServingParams,
 }
 
 

@@ -1,4 +1,5 @@
-"""The export pipeline on an in-memory catalog with a tiny trained SACWithICM."""
+"""The export pipeline on an in-memory catalog with a tiny trained SACWithICM: the ONNX actor, its
+reports, its inference config and the served model's package."""
 
 import json
 
@@ -9,6 +10,15 @@ from kedro.runner import SequentialRunner
 
 from trading_rl.export import PortfolioState, SafeguardConfig, Safeguards, SignalEngine
 from trading_rl.pipelines.export import create_pipeline
+from trading_rl.serving import Decider, DecisionLog, feature_params_digest
+
+
+class KeptDataset(MemoryDataset):
+    """A MemoryDataset the runner does not release once its consumers ran: read after the run."""
+
+    def _release(self) -> None:
+        pass
+
 
 PARAMS = {
     "parity": {"split": "validation", "n_observations": 1000, "max_real": 100, "tolerance": 1e-5},
@@ -26,6 +36,12 @@ def _catalog(setup, params):
             "scalers": MemoryDataset({"sp500": setup.scaler}),
             "params:export": MemoryDataset(params),
             "params:seed": MemoryDataset(7),
+            "prices": MemoryDataset(setup.prices.assign(symbol="sp500")),
+            "params:serving": MemoryDataset({"max_request_bytes": 500_000}),
+            "run_metadata": MemoryDataset({"save_version": "2030-01-01T00.00.00.000Z"}),
+            # the outputs the package node consumes, kept to be read after the run
+            "sac_icm_model_onnx": KeptDataset(),
+            "sac_icm_model_inference_config": KeptDataset(),
         }
     )
 
@@ -33,10 +49,11 @@ def _catalog(setup, params):
 @pytest.mark.slow
 def test_pipeline_writes_onnx_report_and_a_working_inference_config(export_pipeline_setup):
     setup = export_pipeline_setup
-    outputs = SequentialRunner().run(create_pipeline(agents=["sac_icm_model"]), _catalog(setup, PARAMS))
-    onnx_bytes = outputs["sac_icm_model_onnx"].load()
+    catalog = _catalog(setup, PARAMS)
+    outputs = SequentialRunner().run(create_pipeline(agents=["sac_icm_model"]), catalog)
+    onnx_bytes = catalog.load("sac_icm_model_onnx")
     report = outputs["sac_icm_model_export_report"].load()
-    config = outputs["sac_icm_model_inference_config"].load()
+    config = catalog.load("sac_icm_model_inference_config")
 
     onnx.checker.check_model(onnx.load_model_from_string(onnx_bytes))
     json.dumps(report), json.dumps(config)  # both are JSON datasets in the catalog
@@ -53,6 +70,24 @@ def test_pipeline_writes_onnx_report_and_a_working_inference_config(export_pipel
     expected, _ = setup.model.predict(observation, deterministic=True)
     assert engine.action(observation) == pytest.approx(float(expected[0]), abs=1e-5)
 
+    # The served model's package: the same actor and config, plus what requests are checked against.
+    package = outputs["sac_icm_model_served"].load()
+    assert package.onnx == onnx_bytes and package.source_dataset == "sac_icm_model"
+    assert package.model_version == "2030-01-01T00.00.00.000Z"  # the agent has none of its own: the run's
+    assert {key: package.config[key] for key in config} == config
+    assert package.config["bar_interval_seconds"] == 86400.0 and package.config["timezone"] is None
+    assert package.config["min_bars"] == 60 + 4 and package.config["max_request_bytes"] == 500_000
+    assert package.config["feature_params_digest"] == feature_params_digest(config)
+    # The example request: every bar up to the env's first decision of the validation split, flat.
+    example = package.example
+    first_decision = setup.spec.prices["validation"].index[3]
+    assert example["bars"]["timestamp"][0] == setup.prices.index[0].isoformat()
+    assert example["bars"]["timestamp"][-1] == first_decision.isoformat()
+    response = Decider(package.onnx, package.config, DecisionLog(None)).decide(example)
+    bars = setup.prices.loc[:first_decision]
+    signal = SignalEngine.from_inference_config(onnx_bytes, config).signal(bars, PortfolioState(cash=1e5))
+    assert (response["raw_action"], response["policy"]["kind"]) == (signal.raw_action, signal.kind)
+
 
 def test_bad_parameters_fail_before_anything_is_written(export_pipeline_setup):
     bad = {**PARAMS, "safeguards": {"max_trade_per_day": 3}}
@@ -62,6 +97,16 @@ def test_bad_parameters_fail_before_anything_is_written(export_pipeline_setup):
 
 def test_registered_pipeline_exports_each_listed_agent():
     pipeline = create_pipeline(agents=["sac_icm_model", "other_model"])
-    assert {node.name for node in pipeline.nodes} == {"export_sac_icm_model", "export_other_model"}
-    assert {"other_model_onnx", "other_model_export_report", "other_model_inference_config"} <= pipeline.outputs()
-    assert [node.name for node in create_pipeline().nodes] == ["export_sac_icm_model"]
+    assert {node.name for node in pipeline.nodes} == {
+        "export_sac_icm_model",
+        "package_served_sac_icm_model",
+        "export_other_model",
+        "package_served_other_model",
+    }
+    assert {
+        "other_model_onnx",
+        "other_model_export_report",
+        "other_model_inference_config",
+        "other_model_served",
+    } <= pipeline.all_outputs()
+    assert [node.name for node in create_pipeline().nodes] == ["export_sac_icm_model", "package_served_sac_icm_model"]

@@ -38,6 +38,24 @@ def test_what_must_not_be_deployed_is_refused_with_the_reason(versions, version,
         promotion("m", versions, version, "champion", by="me", at="now")
 
 
+def test_promoting_a_version_that_is_not_a_served_model_is_warned(caplog):
+    """A version registered before the served model existed serves observation tensors, not bars."""
+    import logging
+
+    from trading_rl.integration.model_registry import PromoteParams
+    from trading_rl.pipelines.promote.nodes import promote_model
+
+    served = _version(2, validation_report="passed")
+    served["tags"]["serving"] = "bars and portfolio in, signal out (docs/serve.md)"
+    registry = {"registered_model": "m", "versions": [_version(1, validation_report="passed"), served]}
+    for number, warned in ((1, True), (2, False)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="trading_rl.pipelines.promote.nodes"):
+            decision, _ = promote_model(registry, PromoteParams(version=number), {"save_version": "now"})
+        assert bool(decision["serving"]) is not warned
+        assert any("is not a served model" in r.getMessage() for r in caplog.records) is warned
+
+
 @pytest.mark.slow
 def test_the_promote_pipeline_moves_the_alias_and_records_who_when_and_which_run(project_copy, kedro_run, tmp_path):
     project = project_copy(tmp_path / "project")

@@ -2,7 +2,9 @@
 
 Kedro wires nodes before it reads parameters, so the agents are a module constant rather than a
 parameter; to export another SB3 SAC agent, add its catalog name here (outputs follow the catalog
-patterns ``{agent}_onnx``, ``{agent}_export_report`` and ``{agent}_inference_config``).
+patterns ``{agent}_onnx``, ``{agent}_export_report``, ``{agent}_inference_config`` and
+``{agent}_served``, the served model's package that the MLflow hooks log and, where the catalog
+names a registered model for it, register).
 """
 
 from __future__ import annotations
@@ -21,13 +23,33 @@ EXPORTED_AGENTS = ("sac_icm_model",)
 def create_pipeline(agents: Sequence[str] = EXPORTED_AGENTS, **kwargs) -> Pipeline:
     return Pipeline(
         [
-            typed_node(
-                update_wrapper(partial(nodes.export_agent, model_dataset=agent), nodes.export_agent),
-                inputs=[agent, "env_spec", "feature_params", "scalers", "params:export", "params:seed"],
-                outputs=[f"{agent}_onnx", f"{agent}_export_report", f"{agent}_inference_config"],
-                name=f"export_{agent}",
-                tags=["export"],
-            )
+            node
             for agent in agents
+            for node in (
+                typed_node(
+                    update_wrapper(partial(nodes.export_agent, model_dataset=agent), nodes.export_agent),
+                    inputs=[agent, "env_spec", "feature_params", "scalers", "params:export", "params:seed"],
+                    outputs=[f"{agent}_onnx", f"{agent}_export_report", f"{agent}_inference_config"],
+                    name=f"export_{agent}",
+                    tags=["export"],
+                ),
+                typed_node(
+                    update_wrapper(
+                        partial(nodes.package_served_model, model_dataset=agent), nodes.package_served_model
+                    ),
+                    inputs=[
+                        agent,
+                        f"{agent}_onnx",
+                        f"{agent}_inference_config",
+                        "env_spec",
+                        "prices",
+                        "params:serving",
+                        "run_metadata",
+                    ],
+                    outputs=f"{agent}_served",
+                    name=f"package_served_{agent}",
+                    tags=["export"],
+                ),
+            )
         ]
     )

@@ -32,4 +32,12 @@ def promote_model(
         decision["previous_version"],
         decision["gates"],
     )
+    if not decision["serving"]:
+        logger.warning(
+            "promote: %s version %s is not a served model (registered before serving existed, or by hand): "
+            "`mlflow models serve` on it takes observation tensors, not bars (docs/serve.md); a run whose gates "
+            "pass registers a served version",
+            decision["registered_model"],
+            decision["version"],
+        )
     return decision, decision

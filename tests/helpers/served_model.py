@@ -1,0 +1,107 @@
+"""The served model in tests: requests built from a price frame, and MLflow's own scoring server app
+(``scoring_server.init``) on a loaded served model behind uvicorn on a free port in this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pandas as pd
+
+from trading_rl.export.inference import BAR_COLUMNS
+from trading_rl.serving import DECISION_LOG_ENV
+
+
+def request_for(
+    bars: pd.DataFrame,
+    portfolio: dict | None = None,
+    reference_price: float | None = None,
+    symbol: str = "sp500",
+) -> dict:
+    """One request: every bar of ``bars`` (oldest first) and ``portfolio`` (a flat account of 100,000
+    by default)."""
+    columns: dict[str, list] = {"timestamp": [stamp.isoformat() for stamp in bars.index]}
+    columns.update({name: bars[name].astype(float).tolist() for name in BAR_COLUMNS})
+    request = {"symbol": symbol, "bars": columns, "portfolio": portfolio or {"cash": 100_000.0}}
+    if reference_price is not None:
+        request["reference_price"] = reference_price
+    return request
+
+
+class Server:
+    """MLflow's scoring server app (``scoring_server.init``) for one loaded model, served by uvicorn
+    on a free port in a thread of this process."""
+
+    def __init__(self, model_dir, decision_log):
+        import mlflow.pyfunc
+        import uvicorn
+        from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
+        from mlflow.pyfunc import scoring_server
+
+        previous = {key: os.environ.get(key) for key in (DECISION_LOG_ENV, _MLFLOW_IS_IN_SERVING_ENVIRONMENT.name)}
+        os.environ[DECISION_LOG_ENV] = str(decision_log)
+        try:
+            self.model = mlflow.pyfunc.load_model(str(model_dir))
+            app = scoring_server.init(self.model)  # marks the process as serving: undone below
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        self.decision_log = decision_log
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the scoring server did not start in 30 s")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self._server.servers[0].sockets[0].getsockname()[1]}/invocations"
+
+    @property
+    def decider(self):
+        return self.model.unwrap_python_model().decider
+
+    def post(self, body, raw: bytes | None = None) -> tuple[int, dict]:
+        data = raw if raw is not None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+def next_portfolio(state: dict, info: dict) -> dict:
+    """The account after an env step, as a request's ``portfolio``: cash, position and the smoothed
+    action from the env's info; the average entry price and the time in position recomputed from the
+    fills (the env does not report them)."""
+    units_before, units = state.get("position", 0.0), info["position"]
+    entry = state.get("entry_price", 0.0)
+    if units == 0.0:
+        entry = 0.0
+    elif info["trade_units"] > 0.0:
+        entry = (units_before * entry + info["trade_units"] * info["fill_price"]) / units
+    if units == 0.0:
+        time_in_position = 0
+    elif units * units_before > 0.0:
+        time_in_position = state.get("time_in_position", 0) + 1
+    else:
+        time_in_position = 1
+    return {
+        "cash": info["cash"],
+        "position": units,
+        "entry_price": entry,
+        "time_in_position": time_in_position,
+        "last_action": info["action_smoothed"],
+    }
