@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-# Where the log goes: this variable's path, else DEFAULT_DECISION_LOG in the server's working
-# directory; an empty value switches the log off.
+# Where the log goes: this variable's path, else DEFAULT_DECISION_LOG under the server's working
+# directory (the project root: where `trading-rl dashboard` reads it); an empty value switches the
+# log off.
 DECISION_LOG_ENV = "TRADING_RL_DECISION_LOG"
-DEFAULT_DECISION_LOG = "trading_rl_decisions.jsonl"
+DEFAULT_DECISION_LOG = "data/08_reporting/serving/decisions.jsonl"
 
 
 class DecisionLog:
@@ -38,5 +39,6 @@ class DecisionLog:
         if self.path is None:
             return
         line = json.dumps(entry, separators=(",", ":"), default=str)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as file:
             file.write(line + "\n")

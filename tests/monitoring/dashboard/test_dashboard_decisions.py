@@ -140,3 +140,31 @@ def test_a_replaced_or_shortened_log_is_read_from_its_start(tmp_path):
     assert list(reader.read().decisions["target_position"]) == [0.9]
     path.write_text("")  # truncated in place
     assert reader.read().decisions.empty
+
+
+def test_the_served_models_lines_are_read_as_they_are_written(tmp_path):
+    """``serving.decider``'s decided line (signal block with an unsigned size) and its refusal line,
+    written by the served model's own log writer."""
+    from trading_rl.serving.decision_log import DecisionLog
+
+    path = tmp_path / "nested" / "decisions.jsonl"
+    log = DecisionLog(path)
+    served = {
+        "status": "decided",
+        "timestamp": "2018-09-04T00:00:00",
+        "symbol": "sp500",
+        "target_position": 1.5,
+        "signal": {"action": "SELL", "units": 2.5, "order_type": "market_on_open"},
+        "raw_action": -0.4,
+        "smoothed_action": -0.4,
+        "confidence": 0.4,
+        "safeguard": {"verdict": "passed", "rule": None, "reason": None},
+        "model_version": 3,
+    }
+    log.write(served)
+    log.write({"logged_at": "2026-12-06T00:00:00", "status": "refused", "field": "bars.close", "reason": "NaN"})
+    read = read_decisions(path)
+    assert read.count == 1 and read.skipped == 0 and read.problems == []
+    row = read.decisions.iloc[0]
+    assert (row["kind"], row["units"], row["safeguard_verdict"], row["model_version"]) == ("sell", -2.5, "passed", "3")
+    assert row["action_raw"] == -0.4

@@ -63,6 +63,8 @@ FIELD_ALIASES: dict[str, str] = {
     "signal_units": "units",
     "blocked_by": "safeguard_rule",
 }
+# A served model's log line for a request it refused (``serving.decider``): not a decision.
+REFUSED = "refused"
 # Problems kept per log: a log rewritten by something else names its first lines, not a million.
 MAX_PROBLEMS = 20
 # Decisions a reader keeps (the newest): a page open for months does not hold a year of decisions.
@@ -83,7 +85,20 @@ def _flat(data: dict[str, Any]) -> dict[str, Any]:
     for alias, name in FIELD_ALIASES.items():
         if alias in flat and name not in flat:
             flat[name] = flat[alias]
+    _read_served_signal(flat)
     return flat
+
+
+def _read_served_signal(flat: dict[str, Any]) -> None:
+    """The served model's signal block (``serving.decider``: ``{"action": "BUY" | "SELL" | "HOLD",
+    "units": unsigned}``) as ``kind`` and signed ``units``."""
+    action = flat.get("signal_action")
+    if "kind" in flat or not isinstance(action, str):
+        return
+    flat["kind"] = action.lower()
+    units = flat.get("signal_units")
+    if isinstance(units, (int, float)) and not isinstance(units, bool):
+        flat["units"] = -abs(units) if flat["kind"] == "sell" else abs(units)
 
 
 def _checked_value(spec: DecisionField, value: Any) -> Any:
@@ -107,9 +122,10 @@ def _checked_value(spec: DecisionField, value: Any) -> Any:
     return value
 
 
-def parse_decision(line: bytes, number: int, path: Path) -> dict[str, Any]:
+def parse_decision(line: bytes, number: int, path: Path) -> dict[str, Any] | None:
     """The decision on ``line`` (1-based ``number`` of ``path``) as ``{field: value}`` over
-    ``FIELD_NAMES`` (absent optional fields ``None``); raises :class:`DecisionLineError`."""
+    ``FIELD_NAMES`` (absent optional fields ``None``); ``None`` for a request the served model
+    refused (``status: refused``: logged, not a decision); raises :class:`DecisionLineError`."""
     where = f"{path}: line {number}"
     try:
         data = json.loads(line.decode("utf-8"))
@@ -117,6 +133,8 @@ def parse_decision(line: bytes, number: int, path: Path) -> dict[str, Any]:
         raise DecisionLineError(f"{where} is not JSON ({error}); the line is left out") from None
     if not isinstance(data, dict):
         raise DecisionLineError(f"{where} is {type(data).__name__}, not a decision object; the line is left out")
+    if data.get("status") == REFUSED:
+        return None
     flat = _flat(data)
     decision: dict[str, Any] = {}
     for spec in DECISION_FIELDS:
@@ -201,12 +219,15 @@ class DecisionLogReader:
                     continue
                 self._frame = None
                 try:
-                    self._rows.append({"line": self._lines, **parse_decision(raw[:-1], self._lines, self.path)})
-                    self._count += 1
+                    decision = parse_decision(raw[:-1], self._lines, self.path)
                 except DecisionLineError as error:
                     self._skipped += 1
                     if len(self._problems) < MAX_PROBLEMS:
                         self._problems.append(str(error))
+                    continue
+                if decision is not None:
+                    self._rows.append({"line": self._lines, **decision})
+                    self._count += 1
 
 
 def read_decisions(path: str | Path) -> DecisionLog:
