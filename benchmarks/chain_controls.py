@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -339,11 +340,14 @@ def train_and_score(args: argparse.Namespace) -> pd.DataFrame:
     partial_path = Path(f"{args.out}.partial.csv")
     partial_path.unlink(missing_ok=True)
     started, rows = time.perf_counter(), []
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for future in as_completed([pool.submit(run_one, *job) for job in jobs]):
-            found = future.result()
-            rows += found
-            pd.DataFrame(found).to_csv(partial_path, mode="a", header=not partial_path.exists(), index=False)
+    try:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for future in as_completed([pool.submit(run_one, *job) for job in jobs]):
+                found = future.result()
+                rows += found
+                pd.DataFrame(found).to_csv(partial_path, mode="a", header=not partial_path.exists(), index=False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the runs' resume checkpoints
     print(
         f"{len(jobs)} chain(s) in {time.perf_counter() - started:.0f} s with {args.jobs} process(es) "
         f"on {os.cpu_count()} core(s)",
