@@ -1,0 +1,178 @@
+"""Diagnostic agents of the chain benchmark (``chain_controls.py --probes``): where do options_her and
+reward_shaper lose their source's capture? Each probe changes one thing against the phase's agent
+and is paired with the agent it is built from, on the same market and seed.
+
+options_her (the source SAC+ICM model -> the hierarchical agent):
+
+- ``sac_icm@options_env``: the source model itself on options_her's env (``env_overrides``: shorting
+  on, no action smoothing), untrained: what the env change alone does to the source's policy;
+- ``options_her@0``: the hierarchical agent right after its warm start (0 training steps): the
+  option layer's constraint on the source's actions (the low-level SAC acts as the source bit for
+  bit before training, ``algorithms.options_her.widening``);
+- ``options_her:flat``: options and HER off, the same budget: plain SAC fine-tuning on that env;
+- ``options_her:no_her``: options on, HER off.
+
+reward_shaper (the source -> the source continued on the shaped reward):
+
+- ``reward_shaper:unshaped``: the same continuation on the env's own reward at the source's scale
+  (``continue_agent``, as ``ab_reward_shaper.py``): the continuation's mechanics alone;
+- ``reward_shaper:pnl_prior``: the shaped continuation with the objective weights fixed to a prior
+  that is almost all profit (no weight network, no potential), at ``shaped_reward_scale``.
+
+The reward_shaper rows also carry the reward scales the critic sees: the source's scaled P&L reward
+and the shaped reward (both per step on the source's own training episodes) and their correlation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# The prior that is (almost) all profit: InitialWeights must be positive and sum to 1.
+PNL_PRIOR = {"profit": 0.996, "risk": 0.001, "activity": 0.001, "timing": 0.001, "exploration": 0.001}
+SCALE_STEPS = 2000  # source steps whose rewards measure the scales
+
+
+@dataclass
+class SourceOnEnv:
+    """An SB3 model run on the evaluation split with env overrides (``sac_icm@options_env``)."""
+
+    model: object
+    env_overrides: dict
+
+    def probe_rollout(self, env_spec, split: str, seed: int) -> pd.DataFrame:
+        from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
+
+        env = env_spec.make_env(split, evaluation=True, **self.env_overrides)
+        return run_episode(env, policy_from_sb3(self.model), seed=seed)
+
+
+def _timed(build) -> tuple[object, float]:
+    started = time.perf_counter()
+    agent = build()
+    return agent, time.perf_counter() - started
+
+
+def options_probes(source, env_spec, sections: dict, seed: int) -> dict:
+    from trading_rl.algorithms.options_her.from_spec import train_from_spec
+
+    options = sections["options_her"]
+    found = {"sac_icm@options_env": (SourceOnEnv(source, dict(options.env_overrides)), "sac_icm", 0.0)}
+    warm, seconds = _timed(lambda: train_from_spec(env_spec, source, options, seed, timesteps=0)[0])
+    found["options_her@0"] = (warm, "sac_icm@options_env", seconds)
+    variants = {
+        "options_her:flat": {"options": False, "her": False},
+        "options_her:no_her": {"options": True, "her": False},
+    }
+    for name, switches in variants.items():
+        params = dataclasses.replace(
+            options,
+            options=dataclasses.replace(options.options, enabled=switches["options"]),
+            her=dataclasses.replace(options.her, enabled=switches["her"]),
+        )
+        agent, seconds = _timed(lambda params=params: train_from_spec(env_spec, source, params, seed)[0])
+        found[name] = (agent, "sac_icm@options_env", seconds)
+    return found
+
+
+def shaper_probes(source, env_spec, sections: dict, seed: int) -> dict:
+    from trading_rl.rewards.shaped_training import continue_agent, make_shaper, training_vec_env
+    from trading_rl.rewards.shaper import ShapedRewardVecEnv
+    from trading_rl.rewards.weights import InitialWeights
+
+    params = sections["reward_shaper"]
+    found = {}
+    with tempfile.TemporaryDirectory() as work_dir:
+        unshaped, seconds = _timed(
+            lambda: continue_agent(source, env_spec, training_vec_env(env_spec, params, seed), params, seed, work_dir)
+        )
+        found["reward_shaper:unshaped"] = (unshaped.model, "sac_icm", seconds)
+    prior = dataclasses.replace(
+        params, weight_network=dataclasses.replace(params.weight_network, initial_weights=InitialWeights(**PNL_PRIOR))
+    )
+
+    def pnl_prior():
+        venv = training_vec_env(env_spec, prior, seed)
+        shaper = make_shaper(venv.envs[0], prior, source, n_envs=venv.num_envs)
+        with tempfile.TemporaryDirectory() as work_dir:
+            scale = float(prior.training.shaped_reward_scale)
+            return continue_agent(
+                source, env_spec, ShapedRewardVecEnv(venv, shaper), prior, seed, work_dir, reward_scale=scale
+            ).model
+
+    agent, seconds = _timed(pnl_prior)
+    found["reward_shaper:pnl_prior"] = (agent, "sac_icm", seconds)
+    return found
+
+
+def reward_scales(source, env_spec, sections: dict, seed: int, weights=None, potential=None) -> dict:
+    """Per-step rewards the critic sees on the source's own stochastic training episodes: the source's
+    (P&L x its ``reward_scale``) and the shaper's (x ``shaped_reward_scale``); their std, mean and
+    correlation. ``weights``/``potential`` ``None``: the prior shaper of ``sections``."""
+    from trading_rl.rewards.shaped_training import make_shaper
+    from trading_rl.rewards.shaper import ShapedRewardWrapper
+
+    params = sections["reward_shaper"]
+    base_env = env_spec.make_env("train")
+    env = ShapedRewardWrapper(base_env, make_shaper(base_env, params, source, weights, potential))
+    source.set_random_seed(seed)
+    observation, _ = env.reset(seed=seed)
+    shaped, pnl = [], []
+    for _ in range(SCALE_STEPS):
+        action, _ = source.predict(observation, deterministic=False)
+        observation, reward, terminated, truncated, info = env.step(action)
+        shaped.append(reward)
+        pnl.append(info["base_reward"])
+        if terminated or truncated:
+            observation, _ = env.reset()
+    shaped_scaled = np.asarray(shaped) * float(params.training.shaped_reward_scale)
+    pnl_scaled = np.asarray(pnl) * float(getattr(source, "reward_scale", 1.0))
+    return {
+        "source_reward_std": float(pnl_scaled.std()),
+        "shaped_reward_std": float(shaped_scaled.std()),
+        "shaped_reward_mean": float(shaped_scaled.mean()),
+        "shaped_pnl_corr": float(np.corrcoef(shaped_scaled, pnl_scaled)[0, 1]),
+    }
+
+
+def probe_agents(agents: dict, env_spec, sections: dict, seed: int, fitted: dict) -> tuple[dict, dict]:
+    """The probes of both phases, built from the chain's source model; and the extra columns of the
+    rows (the reward scales of the phase's shaper and of the P&L prior)."""
+    from trading_rl.rewards.weights import InitialWeights
+
+    source = agents["sac_icm"][0]
+    found = {**options_probes(source, env_spec, sections, seed), **shaper_probes(source, env_spec, sections, seed)}
+    shaper = sections["reward_shaper"]
+    prior = dataclasses.replace(
+        shaper, weight_network=dataclasses.replace(shaper.weight_network, initial_weights=InitialWeights(**PNL_PRIOR))
+    )
+    extras = {
+        "reward_shaper": reward_scales(
+            source, env_spec, sections, seed, fitted.get("weights"), fitted.get("potential")
+        ),
+        "reward_shaper:pnl_prior": reward_scales(source, env_spec, {**sections, "reward_shaper": prior}, seed),
+    }
+    return found, extras
+
+
+def rollout_columns(rollout: pd.DataFrame) -> dict:
+    """What a run did: mean |exposure|, trades per step and, for the hierarchical agent, its option use."""
+    from trading_rl.evaluation.metrics.attribution import rollout_exposure
+
+    exposure = np.abs(rollout_exposure(rollout))
+    columns = {"mean_abs_exposure": float(exposure.mean()), "flat_share": float((exposure < 1e-3).mean())}
+    if "trade_units" in rollout:
+        columns["trade_rate"] = float((rollout["trade_units"].abs() > 0).mean())
+    if "option" in rollout:
+        share = rollout["option"].value_counts(normalize=True)
+        columns.update(
+            dominant_option=str(share.index[0]),
+            dominant_option_share=float(share.iloc[0]),
+            options_used=int(share.size),
+        )
+    return columns
