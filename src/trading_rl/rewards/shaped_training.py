@@ -59,7 +59,12 @@ class ShapedTrainingParams(Section):
     # n_envs: training-split envs stepped together, so the shaper scores them in one batched call
     # (see docs/benchmarks.md); the update-to-data ratio is the source agent's.
     n_envs: int = setting(128, interval="[1, inf)")
-    continue_timesteps: int = setting(4000, interval="[0, inf)")
+    # 0 (since 2026-12-06): the shaped agent is its source, unchanged. Trained on the shaped reward
+    # it lost the source's edge on the fast control (paired capture -1.85 [-2.09, -1.66], 4 runs;
+    # docs/results.md "The chain on the controls"), and a phase must not make its input worse by
+    # default; the objective weights, the potential and the shaping report are still fitted and
+    # gated. conf/seeds trains it 4,000 steps as the plan did.
+    continue_timesteps: int = setting(0, interval="[0, inf)")
     # The learner's reward scale while it trains on the shaped reward. The source agent's scale
     # (sac_icm.agent.reward_scale, 100) is sized for raw daily P&L (~1e-4); shaped rewards are
     # already O(1) (each objective over its typical size), and 100x that drowned SAC's entropy term

@@ -12,7 +12,7 @@ Every reader reports a missing, empty or unreadable source as a :class:`SourcePr
 shows, never as an exception that stops the page.
 """
 
-from trading_rl.monitoring.dashboard.decisions import DECISION_FIELDS, DecisionLog, read_decisions
+from trading_rl.monitoring.dashboard.decisions import DECISION_FIELDS, DecisionsRead, read_decisions
 from trading_rl.monitoring.dashboard.sources import (
     Champion,
     DashboardSources,
@@ -28,7 +28,7 @@ __all__ = [
     "DECISION_FIELDS",
     "Champion",
     "DashboardSources",
-    "DecisionLog",
+    "DecisionsRead",
     "SourceProblem",
     "read_alerts",
     "read_champions",

@@ -7,7 +7,7 @@ writer may log more than the dashboard shows. One level of nesting is flattened 
 (``{"safeguard": {"verdict": ..., "rule": ...}}`` reads as ``safeguard_verdict`` / ``safeguard_rule``)
 and ``FIELD_ALIASES`` maps the names of ``export.inference.Signal`` (``raw_action``, ...) onto the
 table's. A line that is not a JSON object, lacks a required field or holds a wrong type is left out
-and named (file, line, field) in ``DecisionLog.problems``: the panel shows the message and every
+and named (file, line, field) in ``DecisionsRead.problems``: the panel shows the message and every
 valid decision, and nothing raises.
 
 **Tail reading.** :class:`DecisionLogReader` keeps its byte offset and parses only the lines added
@@ -152,7 +152,7 @@ def parse_decision(line: bytes, number: int, path: Path) -> dict[str, Any] | Non
 
 
 @dataclass
-class DecisionLog:
+class DecisionsRead:
     """What the log holds now: ``decisions`` (one row per valid line, oldest first: the column
     ``line`` and ``FIELD_NAMES``, plus ``time``, the timestamp parsed as UTC), the ``problems`` of
     the lines left out (at most ``MAX_PROBLEMS``; ``skipped`` counts them all), whether the file
@@ -192,12 +192,12 @@ class DecisionLogReader:
         self._count = 0
         self._frame: pd.DataFrame | None = None
 
-    def read(self) -> DecisionLog:
+    def read(self) -> DecisionsRead:
         try:
             status = os.stat(self.path)
         except FileNotFoundError:
             self._reset(None)
-            return DecisionLog(self.path, False, _frame([]))
+            return DecisionsRead(self.path, False, _frame([]))
         identity = (status.st_dev, status.st_ino)
         if identity != self._identity or status.st_size < self._offset:
             self._reset(identity)
@@ -205,7 +205,7 @@ class DecisionLogReader:
             self._consume()
         if self._frame is None:
             self._frame = _frame(list(self._rows))
-        return DecisionLog(self.path, True, self._frame, list(self._problems), self._skipped, self._count)
+        return DecisionsRead(self.path, True, self._frame, list(self._problems), self._skipped, self._count)
 
     def _consume(self) -> None:
         with open(self.path, "rb") as file:
@@ -230,6 +230,6 @@ class DecisionLogReader:
                     self._count += 1
 
 
-def read_decisions(path: str | Path) -> DecisionLog:
+def read_decisions(path: str | Path) -> DecisionsRead:
     """The whole decision log at ``path``, read once (the app keeps a :class:`DecisionLogReader`)."""
     return DecisionLogReader(path).read()
