@@ -5,6 +5,7 @@ Needs the notebook runtime (``nbclient``, ``nbformat``, ``ipykernel``), which th
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -48,7 +49,14 @@ def _execute(project):
     client = nbclient.NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(notebook_path.parent)}}
     )
-    client.execute()
+    # Importing streamlit (the dashboard's tests, in the same worker) sets MPLBACKEND=Agg for the
+    # whole process; a kernel started with it would draw no inline figures.
+    backend = os.environ.pop("MPLBACKEND", None)
+    try:
+        client.execute()
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     return [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
 
 
