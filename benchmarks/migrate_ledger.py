@@ -27,6 +27,7 @@ copied unchanged.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ def _streams(configuration: dict[str, Any], agent_stream: int | None) -> dict[st
     return streams
 
 
+@functools.cache
 def _legacy_agent_defaults() -> AgentParams:
     """The agent defaults the rows were recorded under (algorithm versions 0 and 1): conf/seeds'
     agent, which states the defaults that changed on 2026-12-06, over today's code defaults."""

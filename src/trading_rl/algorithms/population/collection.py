@@ -114,7 +114,7 @@ class _MemberStepper:
         return np.stack(observations), np.array(rewards), np.array(dones), np.array(timeouts), terminal, episodes
 
     def finish(self) -> None:
-        pass
+        """Nothing to hand back: each member stepped its own env, which holds its state already."""
 
 
 class PopulationCollector:
