@@ -50,7 +50,8 @@ from chain_summary import markdown_table, plot, summarise_agents  # noqa: E402
 from controls import ORACLE_FOR_LONG_ONLY, ratio  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
 
-CHAIN_ORDER = ["sac_icm", "options_her", "reward_shaper", "discrete_ppo", "migrated", "fine_tuned"]
+PARTS = ("sac_chain", "migration")
+CHAIN_ORDER = ["sac_icm", "options_her", "options_her@0", "reward_shaper", "discrete_ppo", "migrated", "fine_tuned"]
 SPLITS = {"train_fraction": 0.7, "validation_fraction": 0.15}
 # Every step budget of the chain, for --budget-scale (a smoke run shrinks them all together); not
 # options_her.sac.learning_starts: HER samples finished episodes only, so it stays over one episode.
@@ -145,24 +146,45 @@ def build_env_spec(sections: dict):
     return symbol_env_spec(prices, scaled, splits, sections["env_construction"], scalers, features)
 
 
-def train_chain(env_spec, sections: dict, seed: int, fitted: dict | None = None) -> dict:
-    """Every trained agent of the chain on ``env_spec``: ``{name: (agent, input name, seconds)}``;
-    the reward shaper's weight network and potential go to ``fitted`` (for the probes)."""
-    from trading_rl.phases import checkpoint_migration, options_her, reward_shaper, sac_icm
-
+def train_chain(env_spec, sections: dict, seed: int, fitted: dict | None = None, parts=PARTS) -> dict:
+    """Every trained agent of the chain's ``parts`` on ``env_spec``: ``{name: (agent, input name,
+    seconds)}``; the reward shaper's weight network and potential go to ``fitted`` (for the probes)."""
     agents: dict = {}
+    if "sac_chain" in parts:
+        agents.update(train_sac_chain(env_spec, sections, seed, fitted))
+    if "migration" in parts:
+        agents.update(train_migration(env_spec, sections, seed))
+    return agents
 
+
+def _timer(agents: dict):
     def timed(name: str, source: str, build):
         started = time.perf_counter()
         agent = build()
         agents[name] = (agent, source, time.perf_counter() - started)
         return agent
 
+    return timed
+
+
+def train_sac_chain(env_spec, sections: dict, seed: int, fitted: dict | None) -> dict:
+    """sac_icm, and options_her and reward_shaper built on it."""
+    from trading_rl.algorithms.options_her.from_spec import train_from_spec
+    from trading_rl.phases import options_her, reward_shaper, sac_icm
+
+    agents: dict = {}
+    timed = _timer(agents)
     source = timed("sac_icm", "", lambda: sac_icm.train_sac_icm(env_spec, sections["sac_icm"], seed, {})[0])
     timed(
         "options_her",
         "sac_icm",
         lambda: options_her.train_options_her(env_spec, source, sections["options_her"], seed)[0],
+    )
+    # The phase's neutral candidate: the warm-started hierarchy untrained (training.total_timesteps 0).
+    timed(
+        "options_her@0",
+        "sac_icm",
+        lambda: train_from_spec(env_spec, source, sections["options_her"], seed, timesteps=0)[0],
     )
 
     def shaped():
@@ -174,6 +196,15 @@ def train_chain(env_spec, sections: dict, seed: int, fitted: dict | None = None)
         return reward_shaper.train_shaped_agent(source, env_spec, weights, potential, shaper, seed, {})[0]
 
     timed("reward_shaper", "sac_icm", shaped)
+    return agents
+
+
+def train_migration(env_spec, sections: dict, seed: int) -> dict:
+    """The discrete PPO (no legacy checkpoint), the SAC migrated from it and its fine-tuned copy."""
+    from trading_rl.phases import checkpoint_migration
+
+    agents: dict = {}
+    timed = _timer(agents)
     migration = sections["checkpoint_migration"]
     discrete = timed(
         "discrete_ppo", "", lambda: checkpoint_migration.provide_discrete_checkpoints({}, env_spec, migration, seed)
@@ -256,7 +287,9 @@ def score(rollout: pd.DataFrame, attribute, yardstick: dict, edge: bool) -> dict
     }
 
 
-def run_one(env_spec, sections: dict, market: str, realisation: int, seed: int, probes: bool) -> list[dict]:
+def run_one(
+    env_spec, sections: dict, market: str, realisation: int, seed: int, probes: bool, parts=PARTS
+) -> list[dict]:
     """The chain on one market and seed, every agent scored; one row per agent."""
     import torch
 
@@ -266,7 +299,7 @@ def run_one(env_spec, sections: dict, market: str, realisation: int, seed: int, 
     yardstick, attribute = oracle_yardstick(env_spec, split, seed)
     started = time.perf_counter()
     fitted: dict = {}
-    agents = train_chain(env_spec, sections, seed, fitted)
+    agents = train_chain(env_spec, sections, seed, fitted, parts)
     extras: dict[str, dict] = {}
     if probes:
         probe_found, extras = probe_agents(agents, env_spec, sections, seed, fitted)
@@ -304,14 +337,17 @@ def main() -> None:
         "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE", help="override one parameter"
     )
     parser.add_argument("--probes", action="store_true", help="also train and score the diagnostic agents")
+    parser.add_argument(
+        "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which chains to train (both by default)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes (1 torch thread each)")
     parser.add_argument("--out", default="docs/results/chain_controls.csv")
-    parser.add_argument("--from-csv", help="summarise this CSV again (no training)")
+    parser.add_argument("--from-csv", nargs="+", help="summarise these CSVs again, together (no training)")
     args = parser.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.from_csv:
-        table = pd.read_csv(args.from_csv, keep_default_na=True)
+        table = pd.concat([pd.read_csv(path, keep_default_na=True) for path in args.from_csv], ignore_index=True)
     else:
         table = train_and_score(args)
         table.to_csv(out, index=False)
@@ -336,7 +372,7 @@ def train_and_score(args: argparse.Namespace) -> pd.DataFrame:
                 market_params(base, market, realisation, args.n_bars), f"{work}/{market}_{realisation}"
             )
             spec = build_env_spec(sections)
-            jobs += [(spec, sections, market, realisation, seed, args.probes) for seed in args.seeds]
+            jobs += [(spec, sections, market, realisation, seed, args.probes, args.parts) for seed in args.seeds]
     partial_path = Path(f"{args.out}.partial.csv")
     partial_path.unlink(missing_ok=True)
     started, rows = time.perf_counter(), []

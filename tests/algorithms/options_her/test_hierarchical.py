@@ -234,3 +234,31 @@ def test_the_options_her_training_env_runs_inside_the_curriculum_when_it_is_enab
     off = OptionsHerParams.from_mapping({**params, "curriculum": {"enabled": False}}, "options_her")
     agent, _, _ = train_from_spec(spec, source, off, seed=0)
     assert not agent.low_level.get_env().env_is_wrapped(Curriculum)[0]
+
+
+@pytest.mark.parametrize("margin", [3.0, 0.0])
+def test_the_warm_started_controller_runs_the_pass_through_option_so_the_agent_trades_as_its_source(margin):
+    """Untrained, the hierarchy with the controller's warm start (``scalp`` preferred by 3 logits)
+    trades its validation episode exactly as the source SAC+ICM model; the seeds' uniform start
+    (margin 0) picks constraining options and trades otherwise."""
+    from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
+
+    spec = small_spec()
+    source = small_source_model(spec)
+    controller = ControllerConfig(**SMALL_CONTROLLER, warm_start_margin=margin)
+    agent, _ = build_hierarchical_agent(
+        source, lambda: spec.make_env("train"), OptionParams(), controller, None, SAC, 1
+    )
+
+    def make_env():
+        return spec.make_env("validation", evaluation=True)
+
+    hierarchy, _ = rollout_agent(agent, make_env, seed=0)
+    flat = run_episode(make_env(), policy_from_sb3(source), seed=0)
+    same = np.array_equal(hierarchy["equity"].to_numpy(), flat["equity"].to_numpy())
+    assert same == (margin > 0)
+    if margin > 0:
+        assert set(hierarchy["option"]) == {"scalp"}
+        states = random_observations(spec, 256)
+        scalp_share = agent.learner.probabilities(states, np.ones((256, N_OPTIONS), dtype=bool))[:, 4]
+        assert 0.6 < scalp_share.mean() < 0.95  # preferred, the others still explored

@@ -7,6 +7,16 @@ the value head is regressed on ``G`` (weight 1.0) and gradients are clipped at 0
 
 ``Q(s, o)`` is the value head's estimate of the return of running option ``o`` from ``s``; the state
 value used as baseline is its expectation under the current (masked) policy.
+
+Warm start. The option policy starts from its source like the low-level SAC does
+(``algorithms.options_her.widening``): ``warm_start_option`` gets ``warm_start_margin`` added to its
+policy-head bias, so the untrained controller mostly runs that option and the hierarchy first acts as
+the flat policy it was built from. ``scalp`` is the option that passes the low-level action through
+unchanged (scale 1, any direction), so with it the warm-started agent trades as its source; the other
+options are still sampled (about 20% of starts at margin 3 and temperature 1) and the controller moves
+to them where their option returns are higher. A margin of 0 is the seeds' uniform start, whose random
+option choices took the source's whole edge before any training (docs/results.md, "The chain on the
+controls").
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import numpy as np
 import torch as th
 from torch import nn
 
+from trading_rl.algorithms.options_her.options import OPTION_NAMES
 from trading_rl.config import Section, setting
 
 MASKED_LOGIT = -1e9
@@ -45,6 +56,8 @@ class ControllerConfig(Section):
     min_temperature: float = setting(0.1, interval="(0, inf)")
     buffer_size: int = setting(80_000, interval="[1, inf)")
     batch_size: int = setting(128, interval="[1, inf)")
+    warm_start_option: str = setting("scalp", choices=OPTION_NAMES)
+    warm_start_margin: float = setting(3.0, interval="[0, inf)")
 
     @classmethod
     def from_mapping(
@@ -102,6 +115,11 @@ class OptionLearner:
         self._full = False
         self.n_updates = 0
         self._last_train_step = 0
+
+    def prefer(self, option: int, margin: float) -> None:
+        """Warm start: raise ``option``'s logit by ``margin`` everywhere (its policy-head bias)."""
+        with th.no_grad():
+            self.controller.policy_head.bias[option] += margin
 
     # ---- acting --------------------------------------------------------------------------------
     def probabilities(self, states: np.ndarray, masks: np.ndarray) -> np.ndarray:

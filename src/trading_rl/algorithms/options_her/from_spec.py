@@ -60,7 +60,7 @@ class OptionsSectionParams(OptionParams):
 
 @dataclass(frozen=True, kw_only=True)
 class OptionsHerTrainingParams(Section):
-    total_timesteps: int = setting(5000, interval="[1, inf)")
+    total_timesteps: int = setting(5000, interval="[0, inf)")
     log_freq: int = setting(1000, interval="[1, inf)")
 
 
@@ -91,7 +91,9 @@ class OptionsHerParams(Section):
     training: OptionsHerTrainingParams = setting(OptionsHerTrainingParams())
     evaluation: OptionsHerEvaluationParams = setting(OptionsHerEvaluationParams())
     gates: OptionGateParams = setting(OptionGateParams())
-    env_overrides: dict[str, Any] = setting({"allow_short": True, "smoothing_window": 1})
+    # Smoothing off (an option's direction rule must not mix in the previous option's actions);
+    # shorting as the source learned it, so the warm-started hierarchy trades as its source.
+    env_overrides: dict[str, Any] = setting({"smoothing_window": 1})
     options: OptionsSectionParams = setting(OptionsSectionParams())
     controller: ControllerConfig = setting(ControllerConfig())
     her: HerParams = setting(HerParams())

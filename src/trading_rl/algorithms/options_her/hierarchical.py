@@ -166,6 +166,7 @@ def build_hierarchical_agent(
     if option_params is not None:
         probe = trading_env(make_train_env(), "the option learner")
         learner = OptionLearner(probe.layout.dim, len(OPTION_NAMES), controller, seed, device)
+        learner.prefer(OPTION_NAMES.index(controller.warm_start_option), controller.warm_start_margin)
     reward_scale = float(getattr(source, "reward_scale", 1.0))
     agent = HierarchicalAgent(
         None,  # type: ignore[arg-type]  # the low-level SAC needs this agent's VecEnv, so it is set below
