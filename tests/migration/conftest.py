@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from stable_baselines3 import A2C, DQN, PPO, SAC
 
-from trading_rl.migration import sb3_zip_bytes
+from trading_rl.envs.hybrid import ActionSpaceMigrator
+from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
+from trading_rl.migration import greedy_demonstration, sb3_zip_bytes
 
 
 class ToyEnv(gym.Env):
@@ -65,3 +67,22 @@ def make_checkpoint():
         return model, sb3_zip_bytes(model)
 
     return make
+
+
+def toy_migrator(obs_dim=6, hold_threshold=0.1):
+    """The action migrator for a toy observation read as ``obs_dim - 5`` features of one bar, then
+    the portfolio state (so ADD_TO_WINNER depends on two of the random values)."""
+    layout = ObservationLayout([f"feature_{i}" for i in range(obs_dim - len(STATE_FIELDS))], window_size=1)
+    return ActionSpaceMigrator(layout, hold_threshold)
+
+
+@pytest.fixture(scope="session")
+def demonstrate():
+    """``demonstrate(policy, obs_dim=6, n_states=400, seed=0)``: discrete ``policy``'s greedy
+    demonstration on the toy env's random states."""
+
+    def demonstration(policy, obs_dim=6, n_states=400, seed=0):
+        env = ToyEnv(obs_dim, episode_length=n_states)
+        return greedy_demonstration(policy, env, toy_migrator(obs_dim), "toy env", seed=seed)
+
+    return demonstration

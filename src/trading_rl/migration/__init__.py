@@ -9,6 +9,12 @@ from trading_rl.migration.checkpoints import (
 )
 from trading_rl.migration.comparison import compare_checkpoint, diversity_gate, evaluate_agent
 from trading_rl.migration.discrete_baseline import train_discrete_baseline
+from trading_rl.migration.distillation import (
+    GreedyDemonstration,
+    fit_mean_head,
+    greedy_agreement,
+    greedy_demonstration,
+)
 from trading_rl.migration.migrated_sac import (
     build_migrated_sac,
     fine_tune_migrated,
@@ -21,12 +27,16 @@ from trading_rl.migration.migrated_sac import (
 __all__ = [
     "CheckpointError",
     "DiscreteCheckpoint",
+    "GreedyDemonstration",
     "build_migrated_sac",
     "compare_checkpoint",
     "discrete_policy_from_checkpoint",
     "diversity_gate",
     "evaluate_agent",
     "fine_tune_migrated",
+    "fit_mean_head",
+    "greedy_agreement",
+    "greedy_demonstration",
     "hidden_weight_differences",
     "inspect_discrete_checkpoint",
     "layer_mapping",

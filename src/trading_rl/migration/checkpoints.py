@@ -9,10 +9,11 @@ pickled entry needed to recognise the algorithm (the policy class) is disassembl
 
 The migrated agent is an SB3 SAC whose actor ``latent_pi`` has the discrete policy network's hidden
 sizes and activation; its Linear layers receive the PPO ``mlp_extractor.policy_net`` weights exactly.
-The 7-way ``action_net`` is dropped: SAC gets a new 1-d mean head (orthogonal, gain 0.01, zero bias)
-so the migrated agent starts close to "hold" instead of inheriting a collapsed preference, and a
-log-std head with small weights and a configurable bias. SAC squashes the mean with tanh. Critics
-are fresh: the PPO value net estimates state values, SAC needs action values (``migrated_sac``).
+The 7-way ``action_net`` cannot be copied into SAC's 1-d mean head; that head is instead fitted to
+the discrete policy's greedy signals (``distillation``), so the migrated agent acts like its source.
+The log-std head has small weights and a configurable bias; SAC squashes the mean with tanh.
+Critics are fresh: the PPO value net estimates state values, SAC needs action values
+(``migrated_sac``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The migrated agent: an SB3 SAC whose actor hidden layers are a discrete PPO checkpoint's
-(``checkpoints``), copied exactly, with new mean and log-std heads and fresh critics; the checks of a
-migration and its fine-tune.
+(``checkpoints``), copied exactly, with a mean head distilled from the discrete policy's greedy
+actions (``distillation``), a new log-std head and fresh critics; the checks of a migration and its
+fine-tune.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trading_rl.migration.checkpoints import (
     migration_metadata,
     set_migration_metadata,
 )
+from trading_rl.migration.distillation import GreedyDemonstration, distil_mean_head
 from trading_rl.training.sb3_logging import use_quiet_logger
 
 SAC_LATENT_PREFIX = "actor.latent_pi."
@@ -39,6 +41,7 @@ def layer_mapping(checkpoint: DiscreteCheckpoint) -> dict[str, str]:
 def build_migrated_sac(
     checkpoint: DiscreteCheckpoint,
     env,
+    demonstration: GreedyDemonstration,
     *,
     critic_hidden_sizes: list[int] | tuple[int, ...] = (256, 256),
     head_gain: float = 0.01,
@@ -48,7 +51,8 @@ def build_migrated_sac(
     sac_kwargs: dict[str, Any] | None = None,
     run_metadata: dict[str, Any] | None = None,
 ) -> SAC:
-    """SAC on continuous ``env`` whose actor hidden layers are the checkpoint's, copied exactly.
+    """SAC on continuous ``env`` whose actor hidden layers are the checkpoint's, copied exactly, and
+    whose mean head is fitted to the checkpoint's greedy signals on ``demonstration``'s states.
 
     The model carries ``migration_metadata`` (a JSON-ready dict); SB3 saves it in the zip's
     ``data`` JSON and restores it on load.
@@ -77,10 +81,9 @@ def build_migrated_sac(
     with torch.no_grad():
         for source, target in mapping.items():
             migrated_params[target].copy_(checkpoint.state_dict[source])
-        nn.init.orthogonal_(mu.weight, gain=head_gain)
-        nn.init.zeros_(mu.bias)
         nn.init.orthogonal_(log_std.weight, gain=head_gain)
         nn.init.constant_(log_std.bias, log_std_init)
+    head_fit = distil_mean_head(model, demonstration)
     set_migration_metadata(
         model,
         {
@@ -96,9 +99,10 @@ def build_migrated_sac(
             "source_action_space": f"Discrete({checkpoint.n_actions})",
             "action_space": "Box(-1.0, 1.0, (1,)), tanh-squashed Gaussian (SAC)",
             "new_heads": {
-                "mu": f"orthogonal gain {head_gain}, zero bias",
+                "mu": "ridge least squares on the discrete policy's greedy signals (head_fit)",
                 "log_std": f"orthogonal gain {head_gain}, bias {log_std_init}",
             },
+            "head_fit": head_fit,
             "critics": f"fresh, hidden sizes {list(critic_hidden_sizes)}",
             "run": dict(run_metadata or {}),
         },

@@ -19,6 +19,7 @@ from typing import Any
 
 from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import model_signature, set_model_metadata
+from trading_rl.envs.hybrid import ActionSpaceMigrator
 from trading_rl.evaluation.metrics.baselines import evaluate_baselines
 from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput, sb3_rollouts
 from trading_rl.evaluation.reporting.tearsheet_section import env_section
@@ -28,6 +29,8 @@ from trading_rl.migration import (
     compare_checkpoint,
     discrete_policy_from_checkpoint,
     fine_tune_migrated,
+    greedy_agreement,
+    greedy_demonstration,
     inspect_discrete_checkpoint,
     sb3_zip_bytes,
     train_discrete_baseline,
@@ -90,6 +93,24 @@ def provide_discrete_checkpoints(
     return {name: _inspect(sb3_zip_bytes(model), name, env_spec, params, check_hidden_sizes=False)}
 
 
+# The discrete policy's deterministic runs: the mean head is fitted on every train bar's state,
+# and checked on states it was not fitted on.
+FIT_SPLIT, CHECK_SPLIT = "train", "validation"
+
+
+def _greedy_demonstration(checkpoint: DiscreteCheckpoint, env_spec: EnvSpec, split: str, seed: int):
+    """The states the discrete policy visits on one deterministic pass over ``split``, with the
+    signals of its greedy actions: the states the migrated agent meets if it acts like its source."""
+    env = env_spec.make_env(split, kind="discrete", evaluation=True)
+    return greedy_demonstration(
+        discrete_policy_from_checkpoint(checkpoint, env, device="cpu"),
+        env,
+        ActionSpaceMigrator(env_spec.layout, env_spec.env_config().hold_threshold),
+        f"deterministic discrete rollout, whole {split} split",
+        seed=seed,
+    )
+
+
 def migrate_checkpoints(
     discrete_checkpoints: dict[str, DiscreteCheckpoint],
     env_spec: EnvSpec,
@@ -97,7 +118,8 @@ def migrate_checkpoints(
     seed: int,
     run_metadata: Mapping[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One validated SAC per checkpoint, plus the migration report (metadata and checks per file)."""
+    """One validated SAC per checkpoint, plus the migration report (metadata, checks and agreement
+    with the discrete policy on held-out states, per file)."""
     migration = params.migration
     device = resolve_device(params.device)
     models, report = {}, {}
@@ -107,6 +129,7 @@ def migrate_checkpoints(
         model = build_migrated_sac(
             checkpoint,
             env_spec.make_env("train", kind="continuous", seed=seed),
+            _greedy_demonstration(checkpoint, env_spec, FIT_SPLIT, seed),
             critic_hidden_sizes=migration.critic_hidden_sizes,
             head_gain=migration.head_gain,
             log_std_init=migration.log_std_init,
@@ -117,10 +140,13 @@ def migrate_checkpoints(
         )
         set_model_metadata(model, metadata)
         checks = validate_migrated_model(checkpoint, model, n_observations=migration.validation_observations, seed=seed)
-        if not checks["passed"]:
-            raise MigrationValidationError(f"migration of checkpoint '{name}' failed its checks: {checks}")
+        agreement = greedy_agreement(model, _greedy_demonstration(checkpoint, env_spec, CHECK_SPLIT, seed))
+        if not (checks["passed"] and agreement["passed"]):
+            raise MigrationValidationError(
+                f"migration of checkpoint '{name}' failed its checks: {checks}; greedy agreement: {agreement}"
+            )
         models[name] = model
-        report[name] = {"metadata": migration_metadata(model), "validation": checks}
+        report[name] = {"metadata": migration_metadata(model), "validation": checks, "greedy_agreement": agreement}
     return models, {"symbol": env_spec.symbol, "checkpoints": report}
 
 
@@ -158,7 +184,8 @@ def compare_discrete_and_continuous(
     params: CheckpointMigrationParams,
     seed: int,
 ) -> dict[str, Any]:
-    """Discrete vs migrated (vs fine-tuned) agents and the baselines on the evaluation split.
+    """Discrete vs migrated (vs fine-tuned) agents and the baselines on the evaluation split, and how
+    closely each continuous agent follows the discrete policy's greedy actions on the states it visits.
 
     The discrete agent is rebuilt from its tensors (no unpickling), so legacy files are never loaded.
     """
@@ -183,6 +210,10 @@ def compare_discrete_and_continuous(
             min_improvement=comparison.min_diversity_improvement,
             seed=seed,
         )
+        demonstration = _greedy_demonstration(checkpoint, env_spec, split, seed)
+        per_checkpoint[name]["greedy_agreement"] = {
+            label: greedy_agreement(model, demonstration) for label, model in continuous.items()
+        }
         gate = per_checkpoint[name]["gate"]
         log = logger.info if gate["passed"] else logger.warning
         log("diversity gate for %s (%s vs discrete): %s", name, gate["continuous_agent"], gate)

@@ -71,6 +71,12 @@ def test_every_phase_report_gives_its_rows():
     assert "1.10 / 3.0% / -2.0%" in text and "0.40 / 1.0% / -5.0%" in text and "n/a / n/a / n/a" in text
 
 
+def test_the_migration_row_says_how_often_the_judged_agent_acts_like_the_discrete_policy():
+    entry = {**MIGRATION["checkpoints"]["a.zip"], "greedy_agreement": {"migrated": {"agreement": 0.42}}}
+    [row] = agent_rows({"migration_comparison": {**MIGRATION, "checkpoints": {"a.zip": entry}}})
+    assert row.verdict == "diversity gate FAILED; same action level as the discrete policy on 42% of its states"
+
+
 def test_the_walk_forward_shows_window_medians_and_stitched_curves_each_named():
     stitched = {
         symbol: {

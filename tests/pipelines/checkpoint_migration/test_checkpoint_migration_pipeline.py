@@ -100,6 +100,8 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     assert report["validation"]["passed"] and report["validation"]["hidden_weights_max_abs_diff"] == 0.0
     assert report["metadata"]["source_sha256"] == discrete["sp500.zip"].sha256
     assert report["metadata"]["hidden_sizes"] == [256, 128] and report["metadata"]["run"]["seed"] == 7
+    assert report["metadata"]["head_fit"]["states"] == "deterministic discrete rollout, whole train split"
+    assert report["greedy_agreement"]["passed"]
 
     comparison = _load(tmp_path, tiny_env_spec, "migration_comparison")
     entry = comparison["checkpoints"]["sp500.zip"]
@@ -109,6 +111,10 @@ def test_fresh_run_trains_the_baseline_and_migrates_it(tmp_path, tiny_env_spec):
     assert {"buy_and_hold", "cash", "random", "sma_crossover"} <= set(comparison["baselines"])
     n_validation_steps = entry["agents"]["discrete"]["n_steps"]
     assert n_validation_steps == comparison["baselines"]["cash"]["n_steps"] > 50
+    # the migration's held-out check and the comparison measure the same states: the discrete
+    # policy's own pass over the validation split
+    assert report["greedy_agreement"]["n_states"] == n_validation_steps
+    assert entry["greedy_agreement"]["migrated"] == report["greedy_agreement"]
 
     # the tearsheet shows the migrated agent's run on the comparison split
     rollout = _load(tmp_path, tiny_env_spec, "checkpoint_migration_rollout")

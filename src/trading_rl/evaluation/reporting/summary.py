@@ -79,6 +79,9 @@ def _checkpoint_migration(reports: Mapping[str, Report]) -> list[AgentRow]:
         gate = entry["gate"]
         judged = gate["continuous_agent"]
         verdict = f"diversity gate {'passed' if gate['passed'] else 'FAILED'}"
+        agreement = (entry.get("greedy_agreement") or {}).get(judged)  # absent from reports before it
+        if agreement is not None:
+            verdict += f"; same action level as the discrete policy on {agreement['agreement']:.0%} of its states"
         rows.append(
             AgentRow("checkpoint_migration", f"{name} {judged}", entry["agents"][judged], report["baselines"], verdict)
         )
