@@ -23,11 +23,11 @@ import torch as th
 from trading_rl.algorithms.population.membership import PopulationError
 
 # The ICM's parameters as ``stack_module_state`` names them, in the layers' order.
-ENCODER = ("encoder.0", "encoder.2")
-FORWARD_MODEL = ("forward_model.0", "forward_model.2")
-INVERSE_MODEL = ("inverse_model.0.0", "inverse_model.0.2")
+_ENCODER = ("encoder.0", "encoder.2")
+_FORWARD_MODEL = ("forward_model.0", "forward_model.2")
+_INVERSE_MODEL = ("inverse_model.0.0", "inverse_model.0.2")
 PARAMETER_NAMES = tuple(
-    f"{layer}.{kind}" for layer in ENCODER + FORWARD_MODEL + INVERSE_MODEL for kind in ("weight", "bias")
+    f"{layer}.{kind}" for layer in _ENCODER + _FORWARD_MODEL + _INVERSE_MODEL for kind in ("weight", "bias")
 )
 
 
@@ -82,13 +82,13 @@ def curiosity_forward(
     ``train`` only the forward error (the reward needs nothing else)."""
     batch = observations.shape[1]
     both = th.cat([observations.flatten(2), next_observations.flatten(2)], dim=1).float()
-    encoder_hidden = _linear(weights, ENCODER[0], both).relu_()
-    features = _linear(weights, ENCODER[1], encoder_hidden)
+    encoder_hidden = _linear(weights, _ENCODER[0], both).relu_()
+    features = _linear(weights, _ENCODER[1], encoder_hidden)
     phi, phi_next = features[:, :batch], features[:, batch:]
     actions = actions.flatten(2).float()
     forward_input = th.cat([phi, actions], dim=2)
-    forward_hidden = _linear(weights, FORWARD_MODEL[0], forward_input).relu_()
-    difference = _linear(weights, FORWARD_MODEL[1], forward_hidden).sub_(phi_next)
+    forward_hidden = _linear(weights, _FORWARD_MODEL[0], forward_input).relu_()
+    difference = _linear(weights, _FORWARD_MODEL[1], forward_hidden).sub_(phi_next)
     error = 0.5 * difference.square().sum(dim=2)
     activations = {
         "both": both,
@@ -101,8 +101,8 @@ def curiosity_forward(
     if not train:
         return CuriosityPass(error, None, activations)
     inverse_input = th.cat([phi, phi_next], dim=2)
-    inverse_hidden = _linear(weights, INVERSE_MODEL[0], inverse_input).relu_()
-    predicted_action = _linear(weights, INVERSE_MODEL[1], inverse_hidden).tanh_()
+    inverse_hidden = _linear(weights, _INVERSE_MODEL[0], inverse_input).relu_()
+    predicted_action = _linear(weights, _INVERSE_MODEL[1], inverse_hidden).tanh_()
     inverse_loss = (predicted_action - actions).square().mean(dim=(1, 2))
     activations |= {
         "inverse_input": inverse_input,
@@ -125,22 +125,22 @@ def curiosity_gradients(weights: dict[str, th.Tensor], forward: CuriosityPass, b
     grads: dict[str, th.Tensor] = {}
     # Forward model: d(β·mean_b 0.5·||difference||²) = β/B · difference.
     grad_prediction = saved["difference"] * (beta / batch)
-    grad_hidden = _linear_backward(weights, FORWARD_MODEL[1], saved["forward_hidden"], grad_prediction, grads)
+    grad_hidden = _linear_backward(weights, _FORWARD_MODEL[1], saved["forward_hidden"], grad_prediction, grads)
     grad_hidden = _relu_backward(grad_hidden, saved["forward_hidden"])
-    grad_forward_input = _linear_backward(weights, FORWARD_MODEL[0], saved["forward_input"], grad_hidden, grads)
+    grad_forward_input = _linear_backward(weights, _FORWARD_MODEL[0], saved["forward_input"], grad_hidden, grads)
     # Inverse model: d((1 − β)·mean (â − a)²) through the tanh head.
     predicted = saved["predicted_action"]
     grad_predicted = (predicted - saved["actions"]) * (2 * (1 - beta) / predicted[0].numel())
     grad_head = grad_predicted * (1 - predicted.square())
-    grad_hidden = _linear_backward(weights, INVERSE_MODEL[1], saved["inverse_hidden"], grad_head, grads)
+    grad_hidden = _linear_backward(weights, _INVERSE_MODEL[1], saved["inverse_hidden"], grad_head, grads)
     grad_hidden = _relu_backward(grad_hidden, saved["inverse_hidden"])
-    grad_inverse_input = _linear_backward(weights, INVERSE_MODEL[0], saved["inverse_input"], grad_hidden, grads)
+    grad_inverse_input = _linear_backward(weights, _INVERSE_MODEL[0], saved["inverse_input"], grad_hidden, grads)
     # Encoder: φ(s) feeds both models, φ(s') the inverse model and the forward error's target.
     grad_phi = grad_forward_input[..., :feature_dim] + grad_inverse_input[..., :feature_dim]
     grad_phi_next = grad_inverse_input[..., feature_dim:] - grad_prediction
     grad_features = th.cat([grad_phi, grad_phi_next], dim=1)
-    grad_hidden = _linear_backward(weights, ENCODER[1], saved["encoder_hidden"], grad_features, grads)
+    grad_hidden = _linear_backward(weights, _ENCODER[1], saved["encoder_hidden"], grad_features, grads)
     grad_hidden = _relu_backward(grad_hidden, saved["encoder_hidden"])
-    grads[f"{ENCODER[0]}.weight"] = th.bmm(grad_hidden.transpose(1, 2), saved["both"])
-    grads[f"{ENCODER[0]}.bias"] = grad_hidden.sum(dim=1)
+    grads[f"{_ENCODER[0]}.weight"] = th.bmm(grad_hidden.transpose(1, 2), saved["both"])
+    grads[f"{_ENCODER[0]}.bias"] = grad_hidden.sum(dim=1)
     return grads
