@@ -18,9 +18,13 @@ End to end (``--end-to-end N ...``): N walk-forward agents (``build_agent`` with
 steps, action selection, replay and the ICM updates included (the population batches all of them:
 one ``BatchedTradingEnv`` step, one forward of the stacked actors, the stacked replay on the device).
 
+The end-to-end rows name the agents they built (net_arch, observation, ICM sizes): they follow the
+walk-forward's base, not ``--net``/``--obs-dim``.
+
 On a GPU, one command gives all three ratios at N = 64 against sequential SB3 on the same GPU:
-``python benchmarks/population_throughput.py --sizes 64 --updates 20 --end-to-end 64 --e2e-steps 100
---e2e-device cuda`` (its CPU rows come first, then the CUDA update rows, then end to end).
+``PYTHONPATH=src python benchmarks/population_throughput.py --sizes 64 --updates 20 --end-to-end 64
+--e2e-steps 100 --e2e-device cuda`` (its CPU rows come first, then the CUDA update rows, then end to
+end); ``--e2e-device cuda`` without a CUDA device is refused, since SB3 would quietly use the CPU.
 
 The physical reference: matmul FLOPs of one SAC update (``update_flops``: forward and backward of the
 actor and the twin critics as SB3's step computes them) × agent-updates/s, against the device's
@@ -150,10 +154,10 @@ def measure_updates(device: str, n: int, updates: int, net: list[int], batch: in
     return n * updates / sequential, n * updates / batched
 
 
-def measure_end_to_end(n: int, steps: int, icm: bool, device: str = "cpu") -> tuple[float, float]:
+def measure_end_to_end(n: int, steps: int, icm: bool, device: str = "cpu") -> tuple[float, float, str]:
     """(sequential, population) env steps with updates per second (CPU seconds on CPU, wall seconds
-    on CUDA): N walk-forward agents (``build_agent`` with ``walk_forward.agent_overrides``, ICM on
-    or off) on the trading env, their networks on ``device``."""
+    on CUDA) and the agents' shapes: N walk-forward agents (``build_agent`` with
+    ``walk_forward.agent_overrides``, ICM on or off) on the trading env, their networks on ``device``."""
     from train_throughput import make_env_factory
 
     from trading_rl.algorithms.sac_icm.sac_icm import build_agent
@@ -174,7 +178,11 @@ def measure_end_to_end(n: int, steps: int, icm: bool, device: str = "cpu") -> tu
     population.learn(10, reset_num_timesteps=False)
     batched = _timed(device, lambda: population.learn(steps, reset_num_timesteps=False))
     population.release()
-    return n * steps / sequential, n * steps / batched
+    lead = members[0]
+    shapes = f"net_arch {lead.policy.net_arch}, observation {lead.observation_space.shape}, batch {lead.batch_size}"
+    if lead.icm is not None:
+        shapes += f", ICM hidden {lead.icm.config.hidden_dim} / features {lead.icm.config.feature_dim}"
+    return n * steps / sequential, n * steps / batched, shapes
 
 
 def main() -> None:
@@ -189,6 +197,9 @@ def main() -> None:
     parser.add_argument("--e2e-steps", type=int, default=300)
     parser.add_argument("--e2e-device", default="cpu", help="where the end-to-end members' networks live (cpu, cuda)")
     args = parser.parse_args()
+    if args.e2e_device.startswith("cuda") and not th.cuda.is_available():
+        # SB3 would fall back to the CPU without a word and the rows would be labelled cuda.
+        parser.error(f"--e2e-device {args.e2e_device}: torch {th.__version__} sees no CUDA device")
     th.set_num_threads(args.threads)
 
     devices = ["cpu"] + (["cuda"] if th.cuda.is_available() else [])
@@ -213,10 +224,10 @@ def main() -> None:
             )
     for n in args.end_to_end:
         for icm in (False, True):
-            sequential, population = measure_end_to_end(n, args.e2e_steps, icm, args.e2e_device)
+            sequential, population, shapes = measure_end_to_end(n, args.e2e_steps, icm, args.e2e_device)
             print(
                 f"\n## End to end on the trading env, N = {n}, {'SAC+ICM' if icm else 'SAC'}, "
-                f"{args.e2e_steps} steps each (networks on {args.e2e_device}, one process)"
+                f"{args.e2e_steps} steps each (networks on {args.e2e_device}, one process; {shapes})"
             )
             seconds = "CPU-s" if args.e2e_device == "cpu" else "s"
             print(

@@ -15,8 +15,9 @@ then the actor on the updated critic, then Polyak) — ``tests/algorithms/test_p
 checks parameters against ``SAC.train`` on fixed batches. The batched Adam is elementwise with a
 per-member learning rate and step count, which is what N independent ``torch.optim.Adam`` are.
 
-Curiosity (``SACWithICM``'s ICM) is batched the same way: the curious members' ICMs are stacked, one
-``vmap`` computes every member's forward error and inverse loss, one clipped AdamW step (per-member
+Curiosity (``SACWithICM``'s ICM) is batched too: the curious members' ICMs are stacked, one batched
+forward and a hand-written backward (``batched_icm``: each layer one ``baddbmm``, contiguous
+gradients) give every member's forward error, inverse loss and gradients, one clipped AdamW step (per-member
 norm, learning rate and weight decay) updates them all, and the moving statistics behind the
 intrinsic reward and its mixing (``normalised_surprise``, ``mix_curiosity``) are the members' own, one
 entry per member; the test holds it to each member's own ``SACWithICM.train``.

@@ -15,8 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch as th
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import stack_module_state
 
+from trading_rl.algorithms.population.batched_icm import (
+    CuriosityPass,
+    check_parameter_names,
+    curiosity_forward,
+    curiosity_gradients,
+)
 from trading_rl.algorithms.population.membership import PopulationError
 from trading_rl.algorithms.sac_icm.icm import (
     IntrinsicCuriosityModule,
@@ -164,8 +170,9 @@ def _stacked_average(averages: Sequence[MovingAverage], device: th.device) -> Mo
 
 class _PopulationCuriosity:
     """The members' ICMs as one computation: ``SACWithICM.curious_batch`` for every curious member
-    at once (their stacked weights through ``vmap(functional_call)``, one AdamW step for all, per-member
-    moving statistics and settings). ``members``: the population's members that have an ICM."""
+    at once (their stacked weights through ``batched_icm``'s hand-written forward and backward, one
+    AdamW step for all, per-member moving statistics and settings). ``members``: the population's
+    members that have an ICM."""
 
     def __init__(self, members: Sequence[SACWithICM], device: th.device) -> None:
         self.members = list(members)
@@ -174,9 +181,9 @@ class _PopulationCuriosity:
             assert member.icm is not None, "only members with an ICM are curious"
             icms.append(member.icm)
         self._icms = icms
-        self._template = icms[0]  # functional_call runs its forward on each member's weights
         stacked, _ = stack_module_state(icms)
         names = list(stacked)
+        check_parameter_names(names)
         member_tensors = [[icm.get_parameter(name) for icm in icms] for name in names]
         self.weights = _AdamGroup.stack(
             [stacked[name] for name in names], member_tensors, [icm.optimizer for icm in icms], "ICM"
@@ -200,23 +207,17 @@ class _PopulationCuriosity:
         self._extrinsic_weight = column([m.extrinsic_weight for m in self.members])[:, None, None]
         self._intrinsic_weight = column([m.intrinsic_weight for m in self.members])[:, None, None]
         self._warmup = np.array([m.icm_warmup_steps for m in self.members])
-        self._call = vmap(self._call_icm)
-
-    def _call_icm(self, params: dict[str, th.Tensor], observations, actions, next_observations):
-        return functional_call(self._template, params, (observations, actions, next_observations))
 
     def learner_rewards(self, batch: ReplayBufferSamples) -> th.Tensor:
         """The members' learner rewards ``[M, batch, 1]`` from their stacked batches (rewards already
         scaled), after one ICM update each when ``icm.train_freq`` says so, as ``curious_batch``."""
         update = self.members[0].icm_batches % self._train_freq == 0
-        params = dict(zip(self.weights.names, self.weights.params))
-        with th.set_grad_enabled(update):
-            error, inverse_loss = self._call(params, batch.observations, batch.actions, batch.next_observations)
+        forward = curiosity_forward(
+            self._weights(), batch.observations, batch.actions, batch.next_observations, train=update
+        )
         if update:
-            forward_loss = error.mean(dim=1)
-            total = curiosity_loss(forward_loss, inverse_loss, self._beta)
-            self._optimise(forward_loss, inverse_loss, total)
-        raw = self._eta * error.detach()
+            self._optimise(forward)
+        raw = self._eta * forward.error
         intrinsic = normalised_surprise(raw, self.median, self.spread, self._reward_clip, True)
         mixed, stats = mix_curiosity(
             batch.rewards,
@@ -236,21 +237,28 @@ class _PopulationCuriosity:
         warm_rows = th.as_tensor(warm, device=mixed.device)[:, None, None]
         return th.where(warm_rows, mixed, batch.rewards)
 
-    def _optimise(self, forward_loss: th.Tensor, inverse_loss: th.Tensor, total: th.Tensor) -> None:
+    def _weights(self) -> dict[str, th.Tensor]:
+        return dict(zip(self.weights.names, self.weights.params))
+
+    def _optimise(self, forward: CuriosityPass) -> None:
         """``IntrinsicCuriosityModule._optimise`` per member: a non-finite loss stops training (the
         member's divergence guard names it), else one step of clipped AdamW."""
-        losses = {"forward_loss": forward_loss, "inverse_loss": inverse_loss, "total_loss": total}
-        values = th.stack([loss.detach() for loss in losses.values()]).tolist()  # [3][M]
+        assert forward.inverse_loss is not None, "a training pass has the inverse loss"
+        forward_loss = forward.error.mean(dim=1)
+        total = curiosity_loss(forward_loss, forward.inverse_loss, self._beta)
+        losses = {"forward_loss": forward_loss, "inverse_loss": forward.inverse_loss, "total_loss": total}
+        values = th.stack(list(losses.values())).tolist()  # [3][M]
         for i, member in enumerate(self.members):
             member_losses = {name: column[i] for name, column in zip(losses, values)}
             member._raise_if_diverged({f"icm_{name}": value for name, value in member_losses.items()})
             member._accumulate({f"icm/{name}": value for name, value in member_losses.items()})
-        grads = th.autograd.grad(total.sum(), self.weights.params)
+        by_name = curiosity_gradients(self._weights(), forward, self._beta)
+        grads = [by_name[name] for name in self.weights.names]
         # clip_grad_norm_ per member: the 2-norm over all of its ICM gradients.
-        # vector_norm over the trailing axes reads vmap's strided gradients without a copy.
-        norms = th.stack([th.linalg.vector_norm(grad, dim=tuple(range(1, grad.dim()))) for grad in grads]).norm(dim=0)
+        norms = th.stack([th.linalg.vector_norm(grad.flatten(1), dim=1) for grad in grads]).norm(dim=0)
         clip = (self._grad_clip / (norms + 1e-6)).clamp(max=1.0)
-        grads = tuple(grad * clip.view((-1,) + (1,) * (grad.dim() - 1)) for grad in grads)
+        for grad in grads:
+            grad.mul_(clip.view((-1,) + (1,) * (grad.dim() - 1)))
         self.weights.step(grads, self._learning_rates)
 
     def release(self) -> None:
