@@ -108,3 +108,25 @@ def test_an_identity_is_the_same_whether_conf_writes_a_default_out_or_not():
         assert identity_hash(left_out.identity()) == identity_hash(written_out.identity())
     changed = EnvConfig.from_mapping({"window_size": 2}, "section")
     assert identity_hash(changed.identity()) != identity_hash(EnvConfig().identity())
+
+
+def test_an_overlay_field_is_checked_as_its_section_and_kept_as_written():
+    """``Overlay[X]``: the keys are checked as ``X``'s when the field is parsed (no section re-parses
+    them in ``validate``), ``over_defaults`` is ``X`` with them laid over its code defaults, and the
+    mapping stays as written (an integer for a float key too), as identities recorded it."""
+    from trading_rl.config import Overlay
+    from trading_rl.evaluation.validation.regimes import RegimeParams
+    from trading_rl.phases.walk_forward import WalkForwardParams
+    from trading_rl.training.params import AuxiliaryParams
+
+    auxiliary = AuxiliaryParams.from_mapping({"regimes": {"trend_threshold": 1}}, "sac_icm.agent.auxiliary")
+    assert isinstance(auxiliary.regimes, Overlay) and dict(auxiliary.regimes) == {"trend_threshold": 1}
+    assert auxiliary.regimes.over_defaults == RegimeParams(trend_threshold=1.0)
+    assert auxiliary.to_dict()["regimes"] == {"trend_threshold": 1}
+    assert AuxiliaryParams().regimes == {} and AuxiliaryParams().regimes.over_defaults == RegimeParams()
+    with pytest.raises(ConfigError, match=r"'sac_icm.agent.auxiliary.regimes.vol_windw' \(did you mean"):
+        AuxiliaryParams.from_mapping({"regimes": {"vol_windw": 5}}, "sac_icm.agent.auxiliary")
+    with pytest.raises(ConfigError, match=r"'walk_forward.agent_overrides.sac.batch_size' must be in"):
+        WalkForwardParams.from_mapping({"agent_overrides": {"sac": {"batch_size": 0}}}, "walk_forward")
+    with pytest.raises(ConfigError, match=r"parameter 'walk_forward.agent_overrides' must be a mapping, got 3"):
+        WalkForwardParams.from_mapping({"agent_overrides": 3}, "walk_forward")

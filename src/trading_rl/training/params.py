@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from torch import nn
 
-from trading_rl.config import ConfigError, Section, layer_widths_problem, require_not_above, setting
+from trading_rl.config import ConfigError, Overlay, Section, layer_widths_problem, require_not_above, setting
 from trading_rl.evaluation.metrics.metrics import metric_keys
 from trading_rl.evaluation.validation.regimes import RegimeParams
 from trading_rl.monitoring.collapse import CollapseThresholds
@@ -166,8 +166,9 @@ def _quantiles_problem(quantiles: list[float]) -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class AuxiliaryParams(Section):
     """``sac_icm.agent.auxiliary``. ``weights`` left out of the mapping are 0 (the head is not
-    built); ``regimes`` are ``label_regimes`` parameters over regime_validation's defaults, kept as
-    given (``{}``) so recorded configurations and resume identities stay as they were."""
+    built); ``regimes`` are ``label_regimes`` parameters over regime_validation's defaults (an
+    :class:`~trading_rl.config.Overlay`: written as given, ``{}``, so recorded configurations and
+    resume identities stay as they were)."""
 
     enabled: bool = False
     weights: dict[str, float] = setting({"next_return": 1.0, "volatility": 1.0, "volume": 0.5, "regime": 0.5})
@@ -178,7 +179,7 @@ class AuxiliaryParams(Section):
     hidden_dim: int = setting(128, interval="[1, inf)")
     lr: float = setting(3.0e-4, interval="(0, inf)")
     grad_clip: float = setting(1.0, interval="(0, inf)")
-    regimes: dict[str, Any] = setting({})
+    regimes: Overlay[RegimeParams] = setting(Overlay(RegimeParams))
 
     def validate(self, prefix: str) -> None:
         unknown = sorted(set(self.weights) - set(HEADS))
@@ -189,7 +190,6 @@ class AuxiliaryParams(Section):
                 raise ConfigError(f"parameter '{prefix}.weights.{head}' must be a number >= 0, got {weight!r}")
         if not any(self.weights.values()):
             raise ConfigError(f"parameter '{prefix}.weights' gives every head weight 0: switch auxiliary off instead")
-        RegimeParams.from_mapping(self.regimes, f"{prefix}.regimes")
 
     def config(self) -> AuxiliaryConfig | None:
         """What the heads and targets read; ``None`` when the heads are switched off."""
@@ -204,7 +204,7 @@ class AuxiliaryParams(Section):
             hidden_dim=self.hidden_dim,
             lr=self.lr,
             grad_clip=self.grad_clip,
-            regimes=RegimeParams(**self.regimes),
+            regimes=self.regimes.over_defaults,
         )
 
 

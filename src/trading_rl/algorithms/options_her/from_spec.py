@@ -27,7 +27,7 @@ from trading_rl.algorithms.options_her.hierarchical import (
 from trading_rl.algorithms.options_her.option_env import OptionsCallback, OptionVecEnv
 from trading_rl.algorithms.options_her.options import OPTION_NAMES, OptionParams
 from trading_rl.algorithms.sac_icm.training_env import wrap_training_env
-from trading_rl.config import Section, setting
+from trading_rl.config import Overlay, Section, setting
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.evaluation.metrics.baselines import evaluate_baselines
 from trading_rl.evaluation.metrics.metrics import json_ready, return_moments
@@ -91,16 +91,13 @@ class OptionsHerParams(Section):
     training: OptionsHerTrainingParams = setting(OptionsHerTrainingParams())
     evaluation: OptionsHerEvaluationParams = setting(OptionsHerEvaluationParams())
     gates: OptionGateParams = setting(OptionGateParams())
-    env_overrides: dict[str, Any] = setting({"allow_short": True, "smoothing_window": 1})
+    env_overrides: Overlay[EnvConfig] = setting(Overlay(EnvConfig, {"allow_short": True, "smoothing_window": 1}))
     options: OptionsSectionParams = setting(OptionsSectionParams())
     controller: ControllerConfig = setting(ControllerConfig())
     her: HerParams = setting(HerParams())
     sac: SacParams = setting(OPTIONS_SAC)
     # The training env's curriculum, as sac_icm.agent.curriculum (the same keys, stages and rule).
     curriculum: CurriculumParams = setting(CurriculumParams())
-
-    def validate(self, prefix: str) -> None:
-        EnvConfig.from_mapping(self.env_overrides, f"{prefix}.env_overrides")
 
     def goal_middle(self) -> float:
         """The middle of HER's goal range: the target of the phase's deterministic runs."""
@@ -143,7 +140,7 @@ def train_from_spec(
         params.sac,
         seed,
         device,
-        params.env_overrides,
+        dict(params.env_overrides),
         trend_zero,
     )
     training = params.training

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import optuna
 
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import ConfigError, Overlay, Section, setting
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.training.params import AgentParams
 
@@ -119,7 +119,7 @@ class TuningParams(Section):
     trials_per_population: int = setting(4, interval="[1, inf)")
     sampler: Literal["tpe", "random"] = "tpe"
     sampler_seed: int | None = None  # null: the run's seed
-    walk_forward: dict[str, Any] = setting({})
+    walk_forward: Overlay[WalkForwardParams] = setting(Overlay(WalkForwardParams))
     search_space: dict[str, SearchDimension | None] = setting(
         {
             "sac.learning_rate": SearchDimension(kind="float", low=1.0e-4, high=1.0e-3, log=True),
@@ -142,10 +142,12 @@ class TuningParams(Section):
         for key, reason in FIXED_PROTOCOL.items():
             if key in self.walk_forward:
                 raise ConfigError(f"parameter '{prefix}.walk_forward.{key}' is not accepted: {reason}")
-        WalkForwardParams.from_mapping(self.walk_forward, f"{prefix}.walk_forward")
+        # Each tuned key is one of sac_icm.agent, and each extreme a value it takes over the code
+        # defaults (check_search_space checks them over the run's agent and overrides).
+        defaults = AgentParams()
         for name, dimension in self.dimensions().items():
             for value in dimension.extremes():
-                AgentParams.from_mapping(nested({name: value}), f"{prefix}.search_space")
+                defaults.overlay(nested({name: value}), f"{prefix}.search_space")
 
 
 def check_search_space(tuning: TuningParams, protocol: WalkForwardParams, agent: AgentParams) -> None:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from trading_rl.algorithms.es.es import EsParams
 from trading_rl.algorithms.vtrace.actor_learner import VTraceLearnerParams
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import ConfigError, Overlay, Section, setting
 from trading_rl.envs import EnvConfig, EnvConstructionParams, periods_per_year_by_symbol
 from trading_rl.features import max_lookback
 from trading_rl.features.indicators import FeatureParams
@@ -57,7 +57,7 @@ class WalkForwardParams(Section):
     agents: list[str] = setting(["sac_icm"], check=_agents_problem)
     timesteps: int = setting(10_000, interval="[1, inf)")
     finetune_timesteps: int = setting(1000, interval="[0, inf)")
-    agent_overrides: dict[str, Any] = setting({})
+    agent_overrides: Overlay[AgentParams] = setting(Overlay(AgentParams))  # keys of sac_icm.agent
     device: str = setting("auto", runtime=True)
     vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
     es: EsParams = setting(EsParams())
@@ -68,10 +68,6 @@ class WalkForwardParams(Section):
         if isinstance(config, Mapping) and config.get("max_folds") == "all":
             config = {**config, "max_folds": None}
         return super().from_mapping(config, prefix, base)
-
-    def validate(self, prefix: str) -> None:
-        # Keys and values of the overrides are those of sac_icm.agent.
-        AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
 
     def with_gap(self, features: FeatureParams) -> WalkForwardParams:
         """These parameters with ``gap_bars`` checked against the features' longest look-back:
