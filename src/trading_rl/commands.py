@@ -40,24 +40,25 @@ def configured_sources(project: Path, env: str | None) -> dict[str, Any]:
     """The dashboard's sources as the project's configuration names them for ``env`` (paths
     relative to ``project``)."""
     from trading_rl.integration.config_loader import ProjectConfigLoader
+    from trading_rl.integration.parameter_sections import resolve_parameters
     from trading_rl.settings import CONFIG_LOADER_ARGS
 
     arguments: dict[str, Any] = {**CONFIG_LOADER_ARGS, "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]}}
     loader = ProjectConfigLoader(conf_source=str(project / "conf"), env=env, **arguments)
     catalog, parameters = _section(loader, "catalog"), _section(loader, "parameters")
     deployment = catalog.get("deployment", {})
-    hold_threshold = parameters.get("env_construction", {}).get("env", {}).get("hold_threshold")
+    sections = resolve_parameters(parameters, ("env_construction", "alerting"))
     found = {
         "record": catalog.get("forward_record", {}).get("filepath"),
         "report": catalog.get("forward_report", {}).get("filepath"),
         "drift": catalog.get("forward_drift", {}).get("filepath"),
         "decisions": catalog.get("decision_log", {}).get("filepath") or f"{loader.data_root()}/{DECISION_LOG}",
-        "alerts": parameters.get("alerting", {}).get("channels", {}).get("jsonl"),
+        "alerts": sections["alerting"].channels.jsonl,
         "prices": catalog.get("raw_price_files", {}).get("path"),
         "tracking_uri": _section(loader, "mlflow").get("server", {}).get("mlflow_tracking_uri"),
         "registered_models": (deployment["registered_model"],) if "registered_model" in deployment else None,
         "alias": deployment.get("alias", CHAMPION_ALIAS),
-        "hold_threshold": hold_threshold,
+        "hold_threshold": sections["env_construction"].env.hold_threshold,
     }
     return {key: value for key, value in found.items() if value is not None}
 

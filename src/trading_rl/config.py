@@ -242,6 +242,15 @@ class Overlay(Mapping[str, Any], Generic[S]):
         return f"Overlay[{self.kind.__name__}]({self._given!r})"
 
 
+def stored_section(kind: type[S], data: Any, key: str) -> S:
+    """A section that a file stores as plain data (its ``to_dict``), read back into ``kind`` where
+    the file is read: the one way stored sections enter, so they get the parameters' checks, a key
+    added to the section since the file was written reads its code default, and every error names
+    ``key``, the file's name for the section (``feature_params[sp500]``,
+    ``serving_config.env_config``)."""
+    return kind.from_mapping(data, key)
+
+
 def plain(value: Any) -> Any:
     """``value`` as plain data: sections as dicts, inside mappings and lists too."""
     if isinstance(value, Section):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -40,6 +39,7 @@ from trading_rl.training.params import SacIcmParams
 
 # Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
 RUN_KEYS = ("seed", "torch_threads")
+SYMBOL_SECTION = "env_construction"  # the section naming the symbol a run trains on
 
 
 SECTIONS: dict[str, type[Section]] = {
@@ -68,8 +68,6 @@ SECTIONS: dict[str, type[Section]] = {
 # Every distinct section content resolved in this process, by (section, content): the parse a node's
 # wrapper finds instead of parsing again. Sections are frozen; nothing below mutates one.
 _RESOLVED: dict[tuple[str, str], Section] = {}
-# How many times each section was parsed in this process (the parse-once test counts them).
-PARSES: Counter[str] = Counter()
 
 
 def resolved_section(name: str, raw: Mapping[str, Any] | Section | None) -> Any:
@@ -82,9 +80,16 @@ def resolved_section(name: str, raw: Mapping[str, Any] | Section | None) -> Any:
         return raw
     key = (name, json.dumps(raw, sort_keys=True, default=repr))
     if key not in _RESOLVED:
-        PARSES[name] += 1
         _RESOLVED[key] = kind.from_mapping(raw, name)
     return _RESOLVED[key]
+
+
+def configured_symbol(catalog: Any) -> str | None:
+    """The run's ``env_construction.symbol``, from its resolved section; ``None`` when the run's
+    parameters hold no ``env_construction``. What the hooks name the MLflow run after and check the
+    phases' inputs against."""
+    section = catalog.load(f"params:{SYMBOL_SECTION}") if f"params:{SYMBOL_SECTION}" in catalog else None
+    return resolved_section(SYMBOL_SECTION, section).symbol if section else None
 
 
 SectionOf = Callable[[str], Any]
