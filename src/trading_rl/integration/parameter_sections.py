@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from trading_rl.algorithms.options_her.from_spec import OptionsHerParams
-from trading_rl.config import ConfigError, Section
+from trading_rl.config import ConfigError, Section, plain
 from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.ledger.final import FinalEvaluationParams
 from trading_rl.evaluation.reporting.tearsheet_panels import TearsheetParams
@@ -78,10 +78,17 @@ def resolved_section(name: str, raw: Mapping[str, Any] | Section | None) -> Any:
         if not isinstance(raw, kind):
             raise TypeError(f"parameter '{name}' is a {type(raw).__name__}, not a {kind.__name__}")
         return raw
-    key = (name, json.dumps(raw, sort_keys=True, default=repr))
+    key = (name, _content(raw))
     if key not in _RESOLVED:
-        _RESOLVED[key] = kind.from_mapping(raw, name)
+        section = _RESOLVED[key] = kind.from_mapping(raw, name)
+        # Its plain data (every value, code defaults included: what the parameter hook hands the
+        # nodes) is the same section.
+        _RESOLVED.setdefault((name, _content(plain(section))), section)
     return _RESOLVED[key]
+
+
+def _content(raw: Any) -> str:
+    return json.dumps(raw, sort_keys=True, default=repr)
 
 
 def configured_symbol(catalog: Any) -> str | None:
