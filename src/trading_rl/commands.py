@@ -51,36 +51,34 @@ def _loader(project: Path, env: str | None) -> Any:
     return ProjectConfigLoader(conf_source=str(project / "conf"), env=env, **arguments)
 
 
-def resolved_parameters(project: Path, env: str | None, sections: Sequence[str] | None = None) -> dict[str, Any]:
-    """``sections`` (default: all) as a run in ``env`` resolves them, as plain data: the code's
-    defaults (their one home) with conf/base and the env laid over them, checked."""
+def resolved_parameters(loader: Any, sections: Sequence[str] | None = None) -> dict[str, Any]:
+    """``sections`` (default: all) as a run in ``loader``'s env resolves them, as plain data: the
+    code's defaults (their one home) with conf/base and the env laid over them, checked."""
     from trading_rl.config import plain
     from trading_rl.integration.parameter_sections import resolve_parameters
 
-    resolved = resolve_parameters(_section(_loader(project, env), "parameters"), sections)
+    resolved = resolve_parameters(_section(loader, "parameters"), sections)
     return {name: plain(section) for name, section in resolved.items()}
 
 
 def configured_sources(project: Path, env: str | None) -> dict[str, Any]:
     """The dashboard's sources as the project's configuration names them for ``env`` (paths
     relative to ``project``)."""
-    from trading_rl.integration.parameter_sections import resolve_parameters
-
     loader = _loader(project, env)
-    catalog, parameters = _section(loader, "catalog"), _section(loader, "parameters")
-    sections = resolve_parameters(parameters, ("env_construction", "alerting"))
+    catalog = _section(loader, "catalog")
+    sections = resolved_parameters(loader, ("env_construction", "alerting"))
     deployment = catalog.get("deployment", {})
     found = {
         "record": catalog.get("forward_record", {}).get("filepath"),
         "report": catalog.get("forward_report", {}).get("filepath"),
         "drift": catalog.get("forward_drift", {}).get("filepath"),
         "decisions": catalog.get("decision_log", {}).get("filepath") or f"{loader.data_root()}/{DECISION_LOG}",
-        "alerts": sections["alerting"].channels.jsonl,
+        "alerts": sections["alerting"]["channels"]["jsonl"],
         "prices": catalog.get("raw_price_files", {}).get("path"),
         "tracking_uri": _section(loader, "mlflow").get("server", {}).get("mlflow_tracking_uri"),
         "registered_models": (deployment["registered_model"],) if "registered_model" in deployment else None,
         "alias": deployment.get("alias", CHAMPION_ALIAS),
-        "hold_threshold": sections["env_construction"].env.hold_threshold,
+        "hold_threshold": sections["env_construction"]["env"]["hold_threshold"],
     }
     return {key: value for key, value in found.items() if value is not None}
 
@@ -165,7 +163,7 @@ def params(sections: tuple[str, ...], project_path: Path, env: str | None) -> No
     if unknown:
         raise click.ClickException(f"unknown parameter section {unknown[0]!r}; sections: {', '.join(sorted(SECTIONS))}")
     try:
-        resolved = resolved_parameters(project_path, env, sections or None)
+        resolved = resolved_parameters(_loader(project_path, env), sections or None)
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     click.echo(yaml.safe_dump(resolved, sort_keys=False), nl=False)

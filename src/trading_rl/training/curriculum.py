@@ -73,9 +73,11 @@ class StageParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class CurriculumParams(Section):
-    """``sac_icm.agent.curriculum`` (and ``options_her.curriculum``). ``regimes`` are
-    ``label_regimes`` parameters over regime_validation's defaults, kept as given (``{}``) so recorded
-    configurations and resume identities stay as they were."""
+    """``sac_icm.agent.curriculum`` (and ``options_her.curriculum``): episodes start in windows of the
+    training split picked by causal regime and volatility, with scaled costs; the agent advances when
+    at least ``success_rate`` of the last ``window`` episodes meet the stage's Sharpe and win-rate
+    thresholds, after ``min_episodes`` in the stage. ``regimes``: ``label_regimes`` parameters over
+    regime_validation's defaults (an ``Overlay``, written as given so identities stay as they were)."""
 
     enabled: bool = False
     episode_length: int | None = setting(250, interval="[2, inf)")  # null: the env's episode_length

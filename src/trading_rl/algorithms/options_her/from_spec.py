@@ -84,8 +84,13 @@ class OptionGateParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class OptionsHerParams(Section):
-    """The ``options_her`` section. ``env_overrides`` are env config keys (checked as such);
-    ``sac`` is the low-level SAC (the keys and ranges of ``sac_icm.agent.sac``)."""
+    """The ``options_her`` section; these defaults, the option and controller values from seed
+    003's options config, are its one home (conf/ states only what differs). ``env_overrides`` are
+    env config keys: the options constrain the direction of every raw action, so the env's action
+    smoothing (which would mix in the previous option's actions) is off, and shorting is on for
+    OpenShort. ``sac`` is the low-level SAC (the keys and ranges of ``sac_icm.agent.sac``; its
+    networks come from the sac_icm model it warm-starts from). ``evaluation.goal_episodes``: each
+    also run as a goal-agnostic control (targets shuffled)."""
 
     device: str = "auto"
     training: OptionsHerTrainingParams = setting(OptionsHerTrainingParams())
