@@ -120,7 +120,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[object, dict, bytes | None]:
     with KedroSession.create(env=args.env) as session:
         context = session.load_context()
         spec = context.catalog.load("env_spec")
-        params = context.params
+        from learning_curve import resolved  # a sibling benchmark, run as a script
+
+        params = resolved(context.params)  # every value, the code's defaults included
         source = None
         if context.catalog.exists("sac_icm_model"):
             buffer = io.BytesIO()

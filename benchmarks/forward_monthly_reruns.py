@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -53,6 +54,9 @@ from trading_rl.pipelines.forward import create_pipeline
 from trading_rl.provenance import git_commit
 from trading_rl.training.params import AgentParams, SacIcmParams
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
+from learning_curve import load_parameters  # noqa: E402
+
 PROJECT = Path(__file__).resolve().parents[1]
 SYMBOL = "sp500"
 PERIODS_PER_YEAR = 252.0  # daily bars: the record's Sharpe ratios are annualised alike
@@ -65,7 +69,8 @@ COMMITTED_LEDGER = PROJECT / "docs/results/trial_ledger"
 
 
 def _base(name: str) -> dict:
-    return yaml.safe_load((PROJECT / f"conf/base/parameters_{name}.yml").read_text())[name]
+    """conf/base's section ``name`` as a run resolves it (every key, code defaults included)."""
+    return load_parameters("base")[name]
 
 
 def _write_prices(root: Path, prices: pd.DataFrame) -> None:
@@ -100,7 +105,7 @@ def spend_configuration(timesteps: int, seed: int) -> dict:
             "agent": "sac_icm",
             "agent_params": identity_params("sac_icm", AgentParams.from_mapping(deployed_agent(timesteps))),
             "symbol": SYMBOL,
-            "env": EnvConfig.identity_view(_base("env_construction")["env"]),
+            "env": EnvConfig.from_mapping(_base("env_construction")["env"], "env_construction.env").identity(),
             "deployed_through": str(DEPLOYED_END.date()),
             STREAMS: {"seed": seed},
         }

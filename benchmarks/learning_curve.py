@@ -43,8 +43,9 @@ BASELINES = ("buy_and_hold", "random", "sma_crossover")
 
 
 def load_parameters(env: str) -> dict:
-    """``conf/base`` parameters with ``conf/<env>`` merged over them section by section: Kedro's soft
-    merge, done by hand so the script also runs where Kedro is not installed (a lent GPU box)."""
+    """The parameters a run in ``env`` uses (``resolved``): ``conf/base`` with ``conf/<env>`` merged
+    over it section by section, Kedro's soft merge done by hand so the script also runs where Kedro
+    is not installed (a lent GPU box)."""
 
     def merge(base: dict, over: dict) -> dict:
         out = dict(base)
@@ -56,7 +57,17 @@ def load_parameters(env: str) -> dict:
     for folder in ["base"] + ([env] if env != "base" else []):
         for path in sorted((PROJECT / "conf" / folder).glob("parameters*.yml")):
             params = merge(params, yaml.safe_load(path.read_text()) or {})
-    return params
+    return resolved(params)
+
+
+def resolved(parameters: dict) -> dict:
+    """``parameters`` (as conf/ merges them) with every section as a run resolves it, as plain data:
+    every key, the code's default where conf/ leaves one out (conf/base states only what differs)."""
+    from trading_rl.config import plain
+    from trading_rl.integration.parameter_sections import SECTIONS, resolve_parameters
+
+    sections = {name: plain(section) for name, section in resolve_parameters(parameters).items()}
+    return {**{key: value for key, value in parameters.items() if key not in SECTIONS}, **sections}
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -321,7 +332,7 @@ def record_trials(runs: pd.DataFrame, variants: dict, params: dict, folder: str)
             ),
             "timesteps": int(budget),
             "symbol": symbol,
-            "env": EnvConfig.identity_view(params["env_construction"]["env"]),
+            "env": EnvConfig.from_mapping(params["env_construction"]["env"], "env_construction.env").identity(),
             "walk_forward": {
                 key: params["walk_forward"].get(key)
                 for key in ("data_end", "train_length", "test_length", "step", "max_folds")

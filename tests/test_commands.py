@@ -74,3 +74,21 @@ def test_a_bad_option_is_refused_by_name():
     result = CliRunner().invoke(commands, ["dashboard", "--project-path", str(ROOT), "--refresh-s", "0", "--dry-run"])
     assert result.exit_code == 1
     assert "Error: dashboard option 'refresh_s' must be > 0 seconds, got 0.0" in result.output
+
+
+def test_params_prints_the_sections_as_a_run_in_the_env_resolves_them():
+    """Every key, the code's default where conf/ leaves it out, the env's value over conf/base."""
+    arguments = ["params", "runtime", "tearsheet", "--project-path", str(ROOT), "--env", "ci"]
+    result = CliRunner().invoke(commands, arguments)
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.output)
+    assert list(printed) == ["runtime", "tearsheet"]
+    assert printed["runtime"]["engine"] == "sequential"  # conf/ci over conf/base's ray
+    assert printed["runtime"]["ray"] == {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0}  # code defaults
+    assert printed["tearsheet"] == {"rolling_window": 63, "dpi": 100}
+
+
+def test_params_refuses_an_unknown_section_by_name():
+    result = CliRunner().invoke(commands, ["params", "sac_icn", "--project-path", str(ROOT)])
+    assert result.exit_code == 1
+    assert "unknown parameter section 'sac_icn'" in result.output and "sac_icm" in result.output

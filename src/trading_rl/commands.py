@@ -8,6 +8,10 @@ alias) entries, the ``alerting.channels.jsonl`` file, ``mlflow.yml``'s tracking 
 hold threshold. The decision log is the catalog's ``decision_log`` entry when there is one, else
 ``<data_root>/08_reporting/serving/decisions.jsonl``. An option given on the command line wins.
 
+``trading-rl params [SECTION ...] [--env ENV]`` prints parameter sections as a run in that env
+resolves them: the defaults live in the section dataclasses, and ``conf/`` states only what differs,
+so this is where a user sees every value a run will use.
+
 An entry module (like ``settings`` and ``__main__``): it may import the integration layer; it is not
 named ``cli.py``, which Kedro would take for the project's replacement of ``kedro run``.
 """
@@ -16,10 +20,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 
 from trading_rl.monitoring.dashboard.sources import CHAMPION_ALIAS, DashboardSources
 
@@ -36,28 +42,43 @@ def _section(config: Any, key: str) -> dict[str, Any]:
         return {}
 
 
-def configured_sources(project: Path, env: str | None) -> dict[str, Any]:
-    """The dashboard's sources as the project's configuration names them for ``env`` (paths
-    relative to ``project``)."""
+def _loader(project: Path, env: str | None) -> Any:
+    """The project's config loader for ``env`` (as ``kedro run --env``), mlflow.yml included."""
     from trading_rl.integration.config_loader import ProjectConfigLoader
     from trading_rl.settings import CONFIG_LOADER_ARGS
 
     arguments: dict[str, Any] = {**CONFIG_LOADER_ARGS, "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]}}
-    loader = ProjectConfigLoader(conf_source=str(project / "conf"), env=env, **arguments)
-    catalog, parameters = _section(loader, "catalog"), _section(loader, "parameters")
+    return ProjectConfigLoader(conf_source=str(project / "conf"), env=env, **arguments)
+
+
+def resolved_parameters(loader: Any, sections: Sequence[str] | None = None) -> dict[str, Any]:
+    """``sections`` (default: all) as a run in ``loader``'s env resolves them, as plain data: the
+    code's defaults (their one home) with conf/base and the env laid over them, checked."""
+    from trading_rl.config import plain
+    from trading_rl.integration.parameter_sections import resolve_parameters
+
+    resolved = resolve_parameters(_section(loader, "parameters"), sections)
+    return {name: plain(section) for name, section in resolved.items()}
+
+
+def configured_sources(project: Path, env: str | None) -> dict[str, Any]:
+    """The dashboard's sources as the project's configuration names them for ``env`` (paths
+    relative to ``project``)."""
+    loader = _loader(project, env)
+    catalog = _section(loader, "catalog")
+    sections = resolved_parameters(loader, ("env_construction", "alerting"))
     deployment = catalog.get("deployment", {})
-    hold_threshold = parameters.get("env_construction", {}).get("env", {}).get("hold_threshold")
     found = {
         "record": catalog.get("forward_record", {}).get("filepath"),
         "report": catalog.get("forward_report", {}).get("filepath"),
         "drift": catalog.get("forward_drift", {}).get("filepath"),
         "decisions": catalog.get("decision_log", {}).get("filepath") or f"{loader.data_root()}/{DECISION_LOG}",
-        "alerts": parameters.get("alerting", {}).get("channels", {}).get("jsonl"),
+        "alerts": sections["alerting"]["channels"]["jsonl"],
         "prices": catalog.get("raw_price_files", {}).get("path"),
         "tracking_uri": _section(loader, "mlflow").get("server", {}).get("mlflow_tracking_uri"),
         "registered_models": (deployment["registered_model"],) if "registered_model" in deployment else None,
         "alias": deployment.get("alias", CHAMPION_ALIAS),
-        "hold_threshold": hold_threshold,
+        "hold_threshold": sections["env_construction"]["env"]["hold_threshold"],
     }
     return {key: value for key, value in found.items() if value is not None}
 
@@ -126,6 +147,26 @@ def dashboard(project_path: Path, env: str | None, host: str, port: int, dry_run
         return
     click.echo(f"dashboard on http://{host}:{port} (Ctrl+C stops it)")
     sys.exit(subprocess.call(command, cwd=project_path))
+
+
+@commands.command()
+@click.argument("sections", nargs=-1)
+@click.option("--project-path", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True)
+@click.option("--env", default=None, help="the Kedro env laid over conf/base (default: local), as `kedro run --env`")
+def params(sections: tuple[str, ...], project_path: Path, env: str | None) -> None:
+    """Print parameter sections (default: all) as a run resolves them, as YAML: every key, the code's
+    default where conf/ leaves it out (docs/configuration.md)."""
+    from trading_rl.config import ConfigError
+    from trading_rl.integration.parameter_sections import SECTIONS
+
+    unknown = [name for name in sections if name not in SECTIONS]
+    if unknown:
+        raise click.ClickException(f"unknown parameter section {unknown[0]!r}; sections: {', '.join(sorted(SECTIONS))}")
+    try:
+        resolved = resolved_parameters(_loader(project_path, env), sections or None)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(yaml.safe_dump(resolved, sort_keys=False), nl=False)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ from its annotation and its range from :func:`setting` metadata::
 ``Section.from_mapping(mapping, "sac_icm.agent.training")`` overlays ``mapping`` on the defaults
 (nested sections key by key, lists and free mappings whole) and raises :class:`ConfigError` naming
 the dotted key of the first unknown, renamed, missing, mistyped or out-of-range parameter. A field
-without a default is required: its only value is the one in ``conf/``.
+without a default is required: its only value is the one in ``conf/``. A field annotated
+``Overlay[SomeSection]`` holds keys of that section laid over a base chosen where they apply
+(:class:`Overlay`), checked here like the section itself.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from typing import Any, ClassVar, Generic, Literal, TypeVar, Union
 
 import numpy as np
 
@@ -73,7 +75,7 @@ def setting(
     }
     if default is MISSING:
         return dataclasses.field(metadata=metadata)
-    if isinstance(default, (list, dict, Section)):
+    if isinstance(default, (list, dict, Section, Overlay)):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -213,6 +215,42 @@ class Section:
         return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.init}
 
 
+class Overlay(Mapping[str, Any], Generic[S]):
+    """Keys of section ``kind`` as ``conf/`` writes them, to be laid over a base chosen where they
+    apply: a field annotated ``Overlay[AgentParams]`` (``walk_forward.agent_overrides`` over
+    ``sac_icm.agent``, ``options_her.env_overrides`` over an env spec's config, ``regimes`` over
+    regime_validation's defaults). The keys are checked once, where the field is parsed, as that
+    section over its code defaults (unknown keys, types, ranges, its ``validate``), and that section
+    is kept as ``over_defaults``. The mapping itself stays as written: it is what a configuration's
+    identity, a resume checkpoint and a saved agent recorded before the field was typed."""
+
+    def __init__(self, kind: type[S], given: Mapping[str, Any] | None = None, prefix: str = "") -> None:
+        self.kind = kind
+        self.over_defaults: S = kind.from_mapping(given, prefix)
+        self._given = copy.deepcopy(dict(given or {}))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._given[key]
+
+    def __iter__(self) -> typing.Iterator[str]:
+        return iter(self._given)
+
+    def __len__(self) -> int:
+        return len(self._given)
+
+    def __repr__(self) -> str:
+        return f"Overlay[{self.kind.__name__}]({self._given!r})"
+
+
+def stored_section(kind: type[S], data: Any, key: str) -> S:
+    """A section that a file stores as plain data (its ``to_dict``), read back into ``kind`` where
+    the file is read: the one way stored sections enter, so they get the parameters' checks, a key
+    added to the section since the file was written reads its code default, and every error names
+    ``key``, the file's name for the section (``feature_params[sp500]``,
+    ``serving_config.env_config``)."""
+    return kind.from_mapping(data, key)
+
+
 def plain(value: Any) -> Any:
     """``value`` as plain data: sections as dicts, inside mappings and lists too."""
     if isinstance(value, Section):
@@ -247,7 +285,7 @@ def _describe(kind: Any) -> str:
         return "a mapping"
     if typing.get_origin(kind) in (list, tuple):
         return "a list"
-    if typing.get_origin(kind) is dict:
+    if typing.get_origin(kind) in (dict, Overlay):
         return "a mapping"
     return str(kind)
 
@@ -281,6 +319,11 @@ def _convert(value: Any, kind: Any, key: str, current: Any = MISSING) -> Any:
     if isinstance(kind, type) and issubclass(kind, Section):
         base = current if isinstance(current, kind) else None
         return kind.from_mapping(value, key, base)
+    if origin is Overlay:
+        if not isinstance(value, Mapping):
+            raise _fail(key, "a mapping", value)
+        (section_kind,) = typing.get_args(kind)
+        return Overlay(section_kind, value, key)
     if kind is bool:
         if not isinstance(value, (bool, np.bool_)):
             raise _fail(key, "true or false", value)

@@ -1,5 +1,6 @@
-"""A real `kedro run` (ci budgets) queried through the MLflow API: one logged model per trained agent
-of the phases it ran, and every phase's training metrics logged with their steps, once, no NaN.
+"""A real default `kedro run --env ci` (every phase of ``__default__``) queried through the MLflow API:
+one logged model per trained agent, every phase's training metrics logged with their steps, once, no
+NaN, every parameter section parsed once, and every value a node reads logged as a parameter.
 (The hook-level conventions and the gated registration: ``test_mlflow_hooks.py``.)"""
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import pandas as pd
 import pytest
 from helpers.mlflow_store import copy_without_runs
 from helpers.parse_count import count_section_parses
+from kedro.framework.project import pipelines
+
+from trading_rl.integration.parameter_sections import SECTIONS
 
 SYMBOLS = ("sp500", "nasdaq")  # conf/ci/parameters_feature_extraction.yml
 
 
 @pytest.mark.slow
-def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_steps(
+def test_a_default_run_parses_each_section_once_and_logs_one_model_per_trained_agent(
     foundation_project, kedro_run, tmp_path, monkeypatch
 ):
     project = tmp_path / "project"
@@ -28,21 +32,26 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
     cwd = os.getcwd()
     os.chdir(project)
     try:
-        kedro_run(project, ["sac_icm", "options_her", "walk_forward"])
+        kedro_run(project, ["__default__"])
         # The store the run went to: MLflow keeps one store per URI in a process, and the
         # project's relative `sqlite:///mlflow.db` may already name an earlier session's file.
         client, run = mlflow.MlflowClient(), mlflow.last_active_run()
     finally:
         os.chdir(cwd)
 
-    # every section the phases read was parsed once, by the run's parameter check (the nodes got it typed)
-    read = {"sac_icm", "options_her", "walk_forward", "feature_extraction", "env_construction", "runtime", "tearsheet"}
-    assert read <= set(parses) and set(parses.values()) == {1}, parses
+    # every section the default run reads was parsed once, by the run's parameter check (the nodes got
+    # it typed; kedro-mlflow logged its resolved values)
+    read = {name.removeprefix("params:") for name in pipelines["__default__"].inputs()} & set(SECTIONS)
+    assert len(read) == 15 and read <= set(parses) and set(parses.values()) == {1}, parses
+    # a value conf/ leaves to the code is logged as the run used it
+    assert run.data.params["sac_icm.agent.sac.gamma"] == "0.99"
+    assert "gamma" not in (project / "conf/base/parameters_sac_icm.yml").read_text()
 
     # ci walk_forward: 2 seeds x 2 folds in one chain (retrain_frequency 2), per symbol
     chains = [f"{symbol}_sac_icm_seed{seed}_folds0-1" for symbol in SYMBOLS for seed in (0, 1)]
     models = [m for m in client.search_logged_models([run.info.experiment_id]) if m.source_run_id == run.info.run_id]
-    assert sorted(m.name for m in models) == sorted(["sac_icm", "options_her", *(f"walk_forward_{c}" for c in chains)])
+    trained = ["sac_icm", "options_her", "reward_shaped", "migrated_sp500", "sac_icm_model_onnx", "sac_icm_served"]
+    assert sorted(m.name for m in models) == sorted([*trained, *(f"walk_forward_{c}" for c in chains)])
 
     def steps(key: str) -> list[int]:
         return [point.step for point in client.get_metric_history(run.info.run_id, key)]
@@ -94,7 +103,7 @@ def test_a_run_logs_one_model_per_trained_agent_and_every_phase_metrics_with_ste
     assert all(r.data.tags["gate.sac_icm_collapse_report"] == verdict for r in filtered)
     # tags, name and description
     assert (tags["trading_rl.env"], tags["runner"]) == ("ci", "SequentialRunner")
-    assert run.info.run_name.startswith("options_her + sac_icm + walk_forward · ")  # sorted: a stable name
+    assert run.info.run_name.startswith("__default__ · sp500 · ")
     assert "run summary" in tags["mlflow.note.content"]  # the summary table as the run's description
     assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
     # HTML tearsheets as artifacts, no `.png.png`, no JSON of figure reprs

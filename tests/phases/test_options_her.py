@@ -56,3 +56,35 @@ def test_failed_usage_gates_name_the_cause():
     assert rows["usage_trend_follow"]["cause"] == "offered at 40 selections, chosen 1 times by the controller"
     assert "cause" not in rows["usage_wait"]
     assert rows["max_usage"]["option"] in OPTION_NAMES
+
+
+def test_the_neutral_setting_trains_nothing_and_reports_the_source_unchanged():
+    """``training.total_timesteps: 0`` (base since 2026-12-06): the phase's agent is the warm-started
+    hierarchy, so its validation metrics are the source model's on the same env, and the report runs."""
+    import dataclasses
+
+    import torch
+    from helpers.options_her_env import small_source_model, small_spec
+
+    from trading_rl.algorithms.options_her.from_spec import OptionsHerParams, OptionsHerTrainingParams
+    from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
+    from trading_rl.phases.options_her import evaluate_and_report, train_options_her
+
+    torch.set_num_threads(1)
+    spec = small_spec()
+    source = small_source_model(spec)
+    params = OptionsHerParams()
+    params = dataclasses.replace(
+        params,
+        training=OptionsHerTrainingParams(total_timesteps=0),
+        evaluation=dataclasses.replace(params.evaluation, goal_episodes=2),
+    )
+    agent, training = train_options_her(spec, source, params, seed=0)
+    usage, _, evaluation = evaluate_and_report(agent, spec, training, params, seed=0)
+    flat = run_episode(
+        spec.make_env("validation", evaluation=True, **params.env_overrides), policy_from_sb3(source), seed=0
+    )
+    hierarchy = agent.rollout(spec, "validation", seed=0)
+    assert hierarchy["equity"].tolist() == flat["equity"].tolist()
+    assert usage["evaluation_option_share"]["scalp"] == 1.0
+    assert evaluation["split"] == "validation"

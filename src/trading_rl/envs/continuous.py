@@ -45,15 +45,18 @@ _EQUITY_FLOOR_FRACTION = 1e-9
 
 @dataclass(frozen=True, kw_only=True)
 class EnvConfig(Section):
-    """Validated env configuration (``env_construction.env``); ``EnvConfig.from_mapping`` rejects
-    unknown keys and out-of-range values by their dotted key."""
+    """Validated env configuration (``env_construction.env``; these defaults are its one home, conf/
+    states only what differs); ``EnvConfig.from_mapping`` rejects unknown keys and out-of-range
+    values by their dotted key."""
 
     initial_cash: float = setting(100_000.0, interval="(0, inf)")
+    # One bar of features (they already summarise the look-back): the validated learner's window
+    # (docs/results.md "Controls"); conf/seeds keeps the seeds' 10.
     window_size: int = setting(1, interval="[1, inf)")
-    commission_rate: float = setting(0.0002, interval="[0, 1)")
-    slippage_rate: float = setting(0.0001, interval="[0, 1)")
+    commission_rate: float = setting(0.0002, interval="[0, 1)")  # 2 bp on every fill
+    slippage_rate: float = setting(0.0001, interval="[0, 1)")  # 1 bp against us on every fill
     hold_threshold: float = setting(0.1, interval="[0, 1)")
-    smoothing_window: int = setting(1, interval="[1, inf)")
+    smoothing_window: int = setting(1, interval="[1, inf)")  # no EMA smoothing of the action (conf/seeds: 3)
     max_position_pct: float = setting(0.15, interval="(0, 1]")
     min_trade_value: float = setting(25.0, interval="[0, inf)")
     allow_short: bool = False
@@ -64,9 +67,13 @@ class EnvConfig(Section):
     # trade: the smoothed action is a trade (buy that fraction of cash / sell that fraction of the
     # position; docs/env.md). target: it is the position to hold, as a share of the cap:
     # max_position_pct x (a + 1) / 2 long-only, max_position_pct x a with allow_short; the portfolio
-    # trades to it unless it is within hold_threshold x max_position_pct of it.
+    # trades to it unless it is within hold_threshold x max_position_pct of it. A/B on the
+    # planted-edge controls: docs/results.md#controls (conf/seeds: trade).
     action_mode: Literal["trade", "target"] = "target"
+    # Bars whose open equals the previous close (the feed wrote the close for a missing open; 55% of
+    # sp500 training bars): close_fill fills such an order at that bar's close, keep at the fake open.
     stale_open_policy: Literal["close_fill", "keep"] = "close_fill"
+    # |open - previous close| <= rtol x previous close counts as stale
     stale_open_rtol: float = setting(STALE_OPEN_RTOL, interval="[0, 1)")
     periods_per_year: float = setting(252.0, interval="(0, inf)")
     # Training reward only: g - risk_aversion / 2 x g^2 for the step's log growth g (a per-step

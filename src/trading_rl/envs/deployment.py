@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from trading_rl.config import stored_section
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.envs.spec import EnvSpec
 from trading_rl.features.indicators import FeatureParams
@@ -41,8 +42,8 @@ def stored_sections(block: Mapping[str, Any], stored: str) -> tuple[EnvConfig, F
     an exported actor's inference config) read into typed sections, once, where the file is read;
     ``ConfigError`` naming the stored key (``<stored>.env_config...``) when one is not valid."""
     return (
-        EnvConfig.from_mapping(block["env_config"], f"{stored}.env_config"),
-        FeatureParams.from_mapping(block["feature_params"], f"{stored}.feature_params"),
+        stored_section(EnvConfig, block["env_config"], f"{stored}.env_config"),
+        stored_section(FeatureParams, block["feature_params"], f"{stored}.feature_params"),
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from trading_rl.archives import checked_zip
-from trading_rl.config import ConfigError
+from trading_rl.config import ConfigError, stored_section
 from trading_rl.data import OHLC_COLUMNS, PRICE_COLUMNS, by_symbol, infer_periods_per_year
 from trading_rl.data.synthetic import MarketModel
 from trading_rl.envs.compatibility import check_symbol_entry
@@ -95,8 +95,8 @@ class EnvSpec:
             config, market = fields.pop("config"), fields.pop("market_model", None)
             spec = cls(
                 **fields,
-                config=EnvConfig.from_mapping(config, "config"),
-                market_model=None if market is None else MarketModel.from_mapping(market, "market_model"),
+                config=stored_section(EnvConfig, config, "config"),
+                market_model=None if market is None else stored_section(MarketModel, market, "market_model"),
                 stored_config_keys=tuple(config),
                 prices={name.removeprefix("prices/"): f for name, f in frames.items() if name.startswith("prices/")},
                 features={

@@ -227,7 +227,7 @@ class ParityParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class LatencyParams(Section):
-    repeats: int = setting(1000, interval="[1, inf)")
+    repeats: int = setting(1000, interval="[1, inf)")  # single-observation inferences timed (after warmup)
     warmup: int = setting(50, interval="[0, inf)")
     intra_op_threads: int = setting(1, interval="[1, inf)")
 

@@ -40,10 +40,12 @@ class SafeguardConfig(Section):
     """``export.safeguards`` (also stored in each inference config); ``null`` switches a rule off."""
 
     max_trades_per_day: int | None = setting(10, interval="[0, inf)")
+    # |position value| / equity after an exposure-increasing trade
     max_position_pct: float | None = setting(0.15, interval="[0, inf)")
+    # no new exposure once equity is this far below the day's first equity
     daily_loss_limit: float | None = setting(0.02, interval="[0, 1]")
-    max_drawdown: float | None = setting(0.10, interval="[0, 1]")
-    min_confidence: float | None = setting(0.0, interval="[0, 1]")
+    max_drawdown: float | None = setting(0.10, interval="[0, 1]")  # ... or this far below its peak
+    min_confidence: float | None = setting(0.0, interval="[0, 1]")  # a trade needs |raw action| >= this
 
     @classmethod
     def from_mapping(

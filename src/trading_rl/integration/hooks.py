@@ -123,10 +123,16 @@ class ParameterValidationHooks:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, pipeline, catalog) -> None:
+        from trading_rl.config import plain
         from trading_rl.integration.parameter_sections import resolve_parameters
 
         used = {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
-        resolve_parameters(catalog.load("parameters"), used)
+        resolved = resolve_parameters(catalog.load("parameters"), used)
+        # The nodes, and kedro-mlflow, which logs their params: inputs, get every value the run uses,
+        # the code's defaults included, not only the keys conf/ writes out.
+        for name, section in resolved.items():
+            if f"params:{name}" in catalog:
+                catalog.save(f"params:{name}", plain(section))
 
 
 SUMMARY_ARTIFACT = "run_summary.md"

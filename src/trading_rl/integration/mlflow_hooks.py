@@ -42,7 +42,7 @@ from trading_rl.integration.mlflow_tracking import (
     run_name,
 )
 from trading_rl.integration.model_registry import SERVED_TAG
-from trading_rl.integration.parameter_sections import resolved_section
+from trading_rl.integration.parameter_sections import configured_symbol
 from trading_rl.serving.package import ServedPackage
 
 logger = logging.getLogger(__name__)
@@ -149,8 +149,7 @@ class MlflowConventionHooks:
     @hook_impl(trylast=True)  # after kedro-mlflow has started the run and ReproducibilityHooks set run_metadata
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
         self._reports, self._sources, self._models = {}, {}, []
-        section = catalog.load("params:env_construction") if "params:env_construction" in catalog else None
-        symbol = resolved_section("env_construction", section).symbol if section else None
+        symbol = configured_symbol(catalog)
         input_versions = {}
         for name in sorted(pipeline.inputs()):
             dataset = catalog.get(name) if not name.startswith("params:") else None

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from trading_rl.algorithms.options_her.from_spec import OptionsHerParams
-from trading_rl.config import ConfigError, Section
+from trading_rl.config import ConfigError, Section, plain
 from trading_rl.envs.continuous import EnvConstructionParams
 from trading_rl.evaluation.ledger.final import FinalEvaluationParams
 from trading_rl.evaluation.reporting.tearsheet_panels import TearsheetParams
@@ -40,6 +39,7 @@ from trading_rl.training.params import SacIcmParams
 
 # Top-level keys of conf/*/parameters.yml that are not sections (checked by hooks.ReproducibilityHooks).
 RUN_KEYS = ("seed", "torch_threads")
+SYMBOL_SECTION = "env_construction"  # the section naming the symbol a run trains on
 
 
 SECTIONS: dict[str, type[Section]] = {
@@ -68,8 +68,6 @@ SECTIONS: dict[str, type[Section]] = {
 # Every distinct section content resolved in this process, by (section, content): the parse a node's
 # wrapper finds instead of parsing again. Sections are frozen; nothing below mutates one.
 _RESOLVED: dict[tuple[str, str], Section] = {}
-# How many times each section was parsed in this process (the parse-once test counts them).
-PARSES: Counter[str] = Counter()
 
 
 def resolved_section(name: str, raw: Mapping[str, Any] | Section | None) -> Any:
@@ -80,11 +78,25 @@ def resolved_section(name: str, raw: Mapping[str, Any] | Section | None) -> Any:
         if not isinstance(raw, kind):
             raise TypeError(f"parameter '{name}' is a {type(raw).__name__}, not a {kind.__name__}")
         return raw
-    key = (name, json.dumps(raw, sort_keys=True, default=repr))
+    key = (name, _content(raw))
     if key not in _RESOLVED:
-        PARSES[name] += 1
-        _RESOLVED[key] = kind.from_mapping(raw, name)
+        section = _RESOLVED[key] = kind.from_mapping(raw, name)
+        # Its plain data (every value, code defaults included: what the parameter hook hands the
+        # nodes) is the same section.
+        _RESOLVED.setdefault((name, _content(plain(section))), section)
     return _RESOLVED[key]
+
+
+def _content(raw: Any) -> str:
+    return json.dumps(raw, sort_keys=True, default=repr)
+
+
+def configured_symbol(catalog: Any) -> str | None:
+    """The run's ``env_construction.symbol``, from its resolved section; ``None`` when the run's
+    parameters hold no ``env_construction``. What the hooks name the MLflow run after and check the
+    phases' inputs against."""
+    section = catalog.load(f"params:{SYMBOL_SECTION}") if f"params:{SYMBOL_SECTION}" in catalog else None
+    return resolved_section(SYMBOL_SECTION, section).symbol if section else None
 
 
 SectionOf = Callable[[str], Any]

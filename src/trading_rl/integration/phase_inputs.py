@@ -20,7 +20,7 @@ import pandas as pd
 from kedro.framework.hooks import hook_impl
 
 from trading_rl.envs.compatibility import check_deployed_model_symbol, check_spec_symbol, check_symbol_entry
-from trading_rl.integration.parameter_sections import resolved_section
+from trading_rl.integration.parameter_sections import configured_symbol
 
 ENV_PARAMS = "params:env_construction"
 # Per-symbol datasets checked next to an env spec (the phase reads the spec's symbol from them).
@@ -56,9 +56,8 @@ def check_phase_inputs(inputs: Mapping[str, Any], symbol: str, pipeline: str) ->
 class PhaseInputHooks:
     @hook_impl
     def before_node_run(self, node, catalog, inputs: dict[str, Any]) -> None:
-        section = catalog.load(ENV_PARAMS) if ENV_PARAMS in catalog else None
-        if not section:
+        symbol = configured_symbol(catalog)
+        if symbol is None:
             return
-        symbol = resolved_section("env_construction", section).symbol
         pipeline = (node.namespace or node.name).split(".")[0]
         check_phase_inputs(inputs, symbol, pipeline)

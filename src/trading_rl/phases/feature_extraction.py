@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trading_rl.config import stored_section
 from trading_rl.data import by_symbol, load_validated_prices, long_frame, quality_report, validate_features
 from trading_rl.features import (
     apply_scaler,
@@ -82,7 +83,7 @@ def build_features(prices: pd.DataFrame, feature_params: Mapping[str, Mapping[st
     ``feature_params``: ``fit_feature_params``' result as the stored dataset holds it, each symbol's
     entry read as a ``FeatureParams`` here (the one place the stored file's sections are read)."""
     typed = {
-        symbol: FeatureParams.from_mapping(entry, f"feature_params[{symbol}]")
+        symbol: stored_section(FeatureParams, entry, f"feature_params[{symbol}]")
         for symbol, entry in feature_params.items()
     }
     frames = {}

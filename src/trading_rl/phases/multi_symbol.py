@@ -51,6 +51,11 @@ def _symbols_problem(symbols: list[str]) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class SharedEncoderParams(Section):
+    """``multi_symbol.shared_encoder`` (seeds 001, phase A.2.2): a feature encoder trained once on
+    every symbol's training-split observations (``steps_per_symbol`` random-action observations per
+    symbol), frozen and injected as each agent's features extractor. ``enabled`` is also read when
+    the pipeline registry is built (false drops the encoder node)."""
+
     RENAMED = {"lr": "learning_rate"}
 
     enabled: bool = True

@@ -78,7 +78,8 @@ class ShapedTrainingParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class RewardShaperParams(Section):
-    """The ``reward_shaper`` section (conf/base states the same defaults)."""
+    """The ``reward_shaper`` section; these defaults, from the seeds' phase C template
+    (multi_objective / potential_shaping), are its one home (conf/ states only what differs)."""
 
     device: str = "auto"
     evaluation_split: Literal["train", "validation", "test"] = "validation"

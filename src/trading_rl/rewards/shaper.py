@@ -48,8 +48,8 @@ class ShapingParams(Section):
 
     initial_weight: float = 0.1
     adaptation_rate: float = 0.01
-    entropy_low: float = 0.3
-    sharpe_high: float = 1.0
+    entropy_low: float = 0.3  # beta up when the recent action entropy is below this
+    sharpe_high: float = 1.0  # beta down when the recent Sharpe is above this
     adapt_every: int = setting(500, interval="[1, inf)")
     window: int = setting(500, interval="[1, inf)")
 

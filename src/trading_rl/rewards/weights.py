@@ -54,8 +54,8 @@ class WeightNetworkParams(Section):
     learning_rate: float = setting(1e-4, interval="(0, inf)")
     epochs: int = setting(20, interval="[1, inf)")
     batch_size: int = setting(256, interval="[1, inf)")
-    horizon: int = setting(20, interval="[1, inf)")
-    balance_coef: float = setting(5.0, interval="[0, inf)")
+    horizon: int = setting(20, interval="[1, inf)")  # forward risk-adjusted return over the next 20 steps
+    balance_coef: float = setting(5.0, interval="[0, inf)")  # weight of KL(prior || w(s))
 
 
 @dataclass(frozen=True, kw_only=True)

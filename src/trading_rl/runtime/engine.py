@@ -42,7 +42,17 @@ class RayParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class RuntimeParams(Section):
-    """The ``runtime`` section (defaults = conf/base: Ray on every local core)."""
+    """The ``runtime`` section: where independent tasks run (walk-forward folds x seeds x agents,
+    per-symbol training). ``sequential``: one after another in the kedro process. ``ray`` (the
+    default): Ray tasks, one CPU each, on a local Ray (``num_cpus: null``: every core) or on the
+    cluster at ``address`` ("auto", "ray://head:10001" after ``ray start --head`` there); both give
+    the same numbers for the same seed (with ``torch_threads: 1``). ``population``: one process,
+    the walk-forward's SAC / SAC+ICM chains trained as batched populations (the same distribution of
+    results, not the same numbers). Ray by default so the walk-forward's fold x seed chains use both
+    cores of a small machine: on 2 cores the default run's 4 chains ran 1.66x sequential on Ray,
+    1.38x as one population (benchmarks/default_engine.py, docs/benchmarks.md); conf/ci keeps
+    sequential (no Ray start-up in tests). ``ray.num_gpus_per_task``: share of a GPU per task (0.25:
+    four tasks per GPU; 0 keeps tasks on CPUs). docs/scale_out.md."""
 
     engine: Literal["sequential", "ray", "population"] = "ray"
     ray: RayParams = setting(RayParams())

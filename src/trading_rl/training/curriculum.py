@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from stable_baselines3.common.vec_env import VecEnv
 
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import ConfigError, Overlay, Section, setting
 from trading_rl.envs.continuous import trading_env
 from trading_rl.evaluation.metrics.metrics import sharpe_ratio, win_rate
 from trading_rl.evaluation.validation.regimes import REGIMES, RegimeParams, bar_regimes
@@ -73,9 +73,11 @@ class StageParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class CurriculumParams(Section):
-    """``sac_icm.agent.curriculum`` (and ``options_her.curriculum``). ``regimes`` are
-    ``label_regimes`` parameters over regime_validation's defaults, kept as given (``{}``) so recorded
-    configurations and resume identities stay as they were."""
+    """``sac_icm.agent.curriculum`` (and ``options_her.curriculum``): episodes start in windows of the
+    training split picked by causal regime and volatility, with scaled costs; the agent advances when
+    at least ``success_rate`` of the last ``window`` episodes meet the stage's Sharpe and win-rate
+    thresholds, after ``min_episodes`` in the stage. ``regimes``: ``label_regimes`` parameters over
+    regime_validation's defaults (an ``Overlay``, written as given so identities stay as they were)."""
 
     enabled: bool = False
     episode_length: int | None = setting(250, interval="[2, inf)")  # null: the env's episode_length
@@ -83,7 +85,7 @@ class CurriculumParams(Section):
     window: int = setting(5, interval="[1, inf)")
     success_rate: float = setting(0.8, interval="[0, 1]")
     min_start_windows: int = setting(10, interval="[1, inf)")  # fewer eligible windows: the best-matching ones
-    regimes: dict[str, Any] = setting({})
+    regimes: Overlay[RegimeParams] = setting(Overlay(RegimeParams))
     # From easy to realistic (docs/algorithms.md): Sharpe 0.3 -> 0.7, win rate 0.5 -> 0.45.
     stages: list[StageParams] = setting(
         [
@@ -142,7 +144,6 @@ class CurriculumParams(Section):
     )
 
     def validate(self, prefix: str) -> None:
-        RegimeParams.from_mapping(self.regimes, f"{prefix}.regimes")
         for index, stage in enumerate(self.stages[:-1]):
             for key in ("min_sharpe", "min_win_rate"):
                 if getattr(stage, key) is None:
@@ -235,7 +236,7 @@ class Curriculum(gym.Wrapper):
                 f"parameter '{PARAMS_PREFIX}.episode_length'={self.episode_length} does not fit the training env's "
                 f"{base.n_bars - base.first_tradable_bar} tradable bars"
             )
-        regimes = RegimeParams(**params.regimes)
+        regimes = params.regimes.over_defaults
         labels = bar_regimes(base.close_history, base.history_positions, regimes)
         self.labels = np.array([label if label is not None else "" for label in labels], dtype=object)
         log_returns = pd.Series(np.log(base.close_history)).diff()

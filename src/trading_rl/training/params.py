@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from torch import nn
 
-from trading_rl.config import ConfigError, Section, layer_widths_problem, require_not_above, setting
+from trading_rl.config import ConfigError, Overlay, Section, layer_widths_problem, require_not_above, setting
 from trading_rl.evaluation.metrics.metrics import metric_keys
 from trading_rl.evaluation.validation.regimes import RegimeParams
 from trading_rl.monitoring.collapse import CollapseThresholds
@@ -45,9 +45,9 @@ def entropy_coefficient_problem(value: str | float) -> str | None:
     return None if value > 0 else expected
 
 
-# The sections of ``sac_icm.agent`` (docs/pipelines.md, "sac_icm"). conf/base states
-# the same values (tests/test_config.py checks it). Every section is validated here, so a typo
-# anywhere fails before training starts.
+# The sections of ``sac_icm.agent`` (docs/pipelines.md, "sac_icm"): these defaults are their one home
+# (conf/ states only what differs; `trading-rl params sac_icm` prints the resolved section). Every
+# section is validated here, so a typo anywhere fails before training starts.
 def _best_metric_problem(value: str) -> str | None:
     """``training.best_metric``: a key of the evaluation's metrics (``compute_metrics``)."""
     return None if value in metric_keys() else f"one of {list(metric_keys())}"
@@ -77,6 +77,7 @@ class SacParams(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyParams(Section):
+    # The validated learner's (docs/results.md "Controls"); conf/seeds: [256, 256, 128].
     net_arch: list[int] = setting([32, 32], check=layer_widths_problem)
     activation: str = setting("relu", choices=tuple(ACTIVATIONS))
 
@@ -123,7 +124,7 @@ class ICMConfig:
 class IcmParams(ICMConfig, Section):
     """``ICMConfig`` (its fields, defaults and checks) plus how the phase mixes curiosity in."""
 
-    enabled: bool = False
+    enabled: bool = False  # curiosity off: no gain shown on the controls (docs/results.md); conf/seeds: on
     extrinsic_weight: float = setting(0.9, interval="[0, inf)")
     intrinsic_weight: float = setting(0.1, interval="[0, inf)")
     warmup_steps: int = setting(1000, interval="[0, inf)")
@@ -166,19 +167,21 @@ def _quantiles_problem(quantiles: list[float]) -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class AuxiliaryParams(Section):
     """``sac_icm.agent.auxiliary``. ``weights`` left out of the mapping are 0 (the head is not
-    built); ``regimes`` are ``label_regimes`` parameters over regime_validation's defaults, kept as
-    given (``{}``) so recorded configurations and resume identities stay as they were."""
+    built); ``regimes`` are ``label_regimes`` parameters over regime_validation's defaults (an
+    :class:`~trading_rl.config.Overlay`: written as given, ``{}``, so recorded configurations and
+    resume identities stay as they were)."""
 
     enabled: bool = False
     weights: dict[str, float] = setting({"next_return": 1.0, "volatility": 1.0, "volume": 0.5, "regime": 0.5})
-    volatility_horizon: int = setting(5, interval="[2, inf)")
-    volume_window: int = setting(20, interval="[1, inf)")
+    volatility_horizon: int = setting(5, interval="[2, inf)")  # k: realised volatility of the next k bars
+    volume_window: int = setting(20, interval="[1, inf)")  # next bar's volume over the mean of the bars before
+    # ... classed low / normal / high at these training-bar quantiles
     volume_quantiles: list[float] = setting([0.33, 0.67], check=_quantiles_problem)
     latent_dim: int = setting(64, interval="[1, inf)")
     hidden_dim: int = setting(128, interval="[1, inf)")
     lr: float = setting(3.0e-4, interval="(0, inf)")
     grad_clip: float = setting(1.0, interval="(0, inf)")
-    regimes: dict[str, Any] = setting({})
+    regimes: Overlay[RegimeParams] = setting(Overlay(RegimeParams))
 
     def validate(self, prefix: str) -> None:
         unknown = sorted(set(self.weights) - set(HEADS))
@@ -189,7 +192,6 @@ class AuxiliaryParams(Section):
                 raise ConfigError(f"parameter '{prefix}.weights.{head}' must be a number >= 0, got {weight!r}")
         if not any(self.weights.values()):
             raise ConfigError(f"parameter '{prefix}.weights' gives every head weight 0: switch auxiliary off instead")
-        RegimeParams.from_mapping(self.regimes, f"{prefix}.regimes")
 
     def config(self) -> AuxiliaryConfig | None:
         """What the heads and targets read; ``None`` when the heads are switched off."""
@@ -204,7 +206,7 @@ class AuxiliaryParams(Section):
             hidden_dim=self.hidden_dim,
             lr=self.lr,
             grad_clip=self.grad_clip,
-            regimes=RegimeParams(**self.regimes),
+            regimes=self.regimes.over_defaults,
         )
 
 

@@ -369,7 +369,7 @@ def test_pruning_needs_trials_with_more_seeds_than_its_rung(trainer):
     with pytest.raises(ConfigError, match=message):
         run(prices(), pruning=PRUNING)  # WALK_FORWARD: one seed
     parameters = {
-        "tuning": {"pruning": PRUNING, "walk_forward": {"seeds": 1}},
+        "tuning": {"pruning": PRUNING, "walk_forward": {"seeds": 1}, "search_space": SPACE},
         "walk_forward": {"seeds": 2},
         "feature_extraction": {**FEATURES, "symbols": [{"name": "sp500", "source": "packaged"}]},
         "sac_icm": SAC_ICM_SECTION,
@@ -506,7 +506,13 @@ def test_the_params_argument_is_what_kedro_parses_back():
 )
 def test_bad_tuning_parameters_are_refused_by_key(params, message):
     with pytest.raises(ConfigError, match=message):
-        tuning.TuningParams.from_mapping(params, "tuning")
+        tuning.TuningParams.from_mapping({"search_space": SPACE, **params}, "tuning")
+
+
+def test_the_search_space_has_no_code_default():
+    """conf/base/parameters_tuning.yml is its one place: config envs merge it key by key."""
+    with pytest.raises(ConfigError, match=r"parameter 'tuning\.search_space' is missing"):
+        tuning.TuningParams.from_mapping({}, "tuning")
 
 
 def test_a_bound_the_agent_refuses_with_the_run_parameters_is_refused_before_the_run():
@@ -530,5 +536,5 @@ def test_null_drops_a_dimension_and_int_ranges_sample_integers():
     section = tuning.TuningParams.from_mapping(
         {"search_space": {"sac.batch_size": {"kind": "int", "low": 16, "high": 64}, "reward_scale": None}}, "tuning"
     )
-    assert set(section.dimensions()) == {"sac.batch_size"}  # a given search space replaces the default whole
+    assert set(section.dimensions()) == {"sac.batch_size"}
     assert section.dimensions()["sac.batch_size"].extremes() == [16, 64]

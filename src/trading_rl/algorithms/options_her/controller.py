@@ -56,6 +56,8 @@ class ControllerConfig(Section):
     min_temperature: float = setting(0.1, interval="(0, inf)")
     buffer_size: int = setting(80_000, interval="[1, inf)")
     batch_size: int = setting(128, interval="[1, inf)")
+    # Warm start (module docstring): the untrained controller mostly runs the pass-through option, so
+    # the hierarchy starts as the sac_icm policy it is built from; margin 0 is the seeds' uniform start.
     warm_start_option: str = setting("scalp", choices=OPTION_NAMES)
     warm_start_margin: float = setting(3.0, interval="[0, inf)")
 

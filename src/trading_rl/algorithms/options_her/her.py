@@ -36,8 +36,9 @@ class HerParams(Section):
     """``options_her.her``: SB3's relabelling and the goal view's reward."""
 
     enabled: bool = True
-    n_sampled_goal: int = setting(4, interval="[1, inf)")
+    n_sampled_goal: int = setting(4, interval="[1, inf)")  # relabelled fraction 4 / (4 + 1) = 0.8
     goal_selection_strategy: str = setting("future", choices=GOAL_SELECTION_STRATEGIES)
+    # The target return drawn per episode from [goal_low, goal_high].
     goal_low: float = 0.0
     goal_high: float = 0.05
     # One day's P&L noise of a position at the 15% cap is ~0.18% (daily index volatility ~1.2% x
@@ -47,7 +48,9 @@ class HerParams(Section):
     # goal-agnostic policy a small chance (the control in ``evaluate_from_spec`` measures it).
     tolerance: float = setting(0.005, interval="[0, inf)")
     reward_distance: float = setting(0.05, interval="(0, inf)")
-    goal_unit: float = 0.01
+    goal_unit: float = 0.01  # goals enter the network as return / 0.01 (5% -> 5)
+    # Step reward: pnl_weight x P&L at the warm-start source's reward scale + goal_weight x goal
+    # reward, so agents with and without HER optimise comparable objectives.
     pnl_weight: float = 1.0
     goal_weight: float = 0.1
 

@@ -60,6 +60,11 @@ CONFIGURATION_METADATA = "configuration"  # the model's trading_rl_metadata key 
 
 @dataclass(frozen=True, kw_only=True)
 class FinalEvaluationParams(Section):
+    """The ``final_evaluation`` section. ``agent``: the trained model evaluated on the test split
+    (``sac_icm``: the catalog's ``sac_icm_model``, trained with ``params:sac_icm`` on
+    ``env_construction.symbol``). ``allow_repeat``: the test split is spent once per configuration,
+    so a second evaluation of the same configuration hash is refused unless this is true."""
+
     agent: str = setting("sac_icm", choices=SUPPORTED_AGENTS)
     allow_repeat: bool = False
 

@@ -44,8 +44,10 @@ UNLABELLED = "unlabelled"
 @dataclass(frozen=True, kw_only=True)
 class RegimeParams(Section):
     trend_window: int = setting(50, interval="[2, inf)")  # bars of the trend statistic
+    # |trend / (vol x sqrt(window))| above this: bull / bear
     trend_threshold: float = setting(0.5, interval="[0, inf)")
-    vol_window: int = setting(20, interval="[2, inf)")
+    vol_window: int = setting(20, interval="[2, inf)")  # realised volatility window
+    # high_volatility: vol above its vol_quantile over this many bars
     vol_lookback: int = setting(252, interval="[2, inf)")
     vol_quantile: float = setting(0.8, interval="(0, 1)")
 

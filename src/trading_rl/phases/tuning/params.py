@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import optuna
 
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import ConfigError, Overlay, Section, setting
 from trading_rl.phases.walk_forward import WalkForwardParams, agent_section
 from trading_rl.training.params import AgentParams
 
@@ -84,7 +84,9 @@ class PruningParams(Section):
     ``n_startup_trials`` trials have completed), else it trains its other seeds. Seeds are the
     fidelity because they are independent replicates of the whole walk-forward; its windows are not
     (each fine-tunes the previous one's agent), so a prefix of windows is not a cheaper estimate of
-    the same objective."""
+    the same objective. Off by default: at 2 seeds the rung is one seed, whose 3-window median is
+    too noisy a verdict to stop a configuration on; turn it on with more seeds (e.g.
+    ``walk_forward: {seeds: 4}``, ``rung_seeds: 2``). ``n_startup_trials``: 4, the first batch."""
 
     enabled: bool = False
     rung_seeds: int = setting(1, interval="[1, inf)")
@@ -103,10 +105,14 @@ def _non_empty(space: dict) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class TuningParams(Section):
-    """The ``tuning`` section (conf/base states the same defaults; tests/test_config.py checks it).
+    """The ``tuning`` section: these defaults are its one home, but ``search_space`` has none, and
+    conf/base/parameters_tuning.yml is its one place (config envs merge it key by key).
 
-    ``walk_forward``: keys of the walk_forward section that the trials run with instead (budgets,
-    windows, seeds, symbols); each replaces walk_forward's value whole. ``search_space``: dotted
+    ``n_trials``: 20, in batches of ``trials_per_population`` 4 (TPE's first 10 trials are random
+    anyway, so batching costs the sampler little; TPE treats a batch's running trials as bad, the
+    constant liar; a failing batch is rerun one trial at a time). ``walk_forward``: keys of the
+    walk_forward section that the trials run with instead (budgets, windows, seeds, symbols); each
+    replaces walk_forward's value whole. ``search_space``: dotted
     keys of ``sac_icm.agent`` (applied over ``walk_forward.agent_overrides``) to their dimension;
     ``null`` leaves a key untuned (config envs merge the search space key by key, so this is how
     an env drops a dimension of conf/base). ``trials_per_population``: trials asked of Optuna at a
@@ -119,16 +125,8 @@ class TuningParams(Section):
     trials_per_population: int = setting(4, interval="[1, inf)")
     sampler: Literal["tpe", "random"] = "tpe"
     sampler_seed: int | None = None  # null: the run's seed
-    walk_forward: dict[str, Any] = setting({})
-    search_space: dict[str, SearchDimension | None] = setting(
-        {
-            "sac.learning_rate": SearchDimension(kind="float", low=1.0e-4, high=1.0e-3, log=True),
-            "sac.batch_size": SearchDimension(kind="categorical", choices=[32, 64, 128]),
-            "reward_scale": SearchDimension(kind="float", low=10.0, high=1000.0, log=True),
-            "icm.intrinsic_weight": SearchDimension(kind="float", low=0.0, high=0.3),
-        },
-        check=_non_empty,
-    )
+    walk_forward: Overlay[WalkForwardParams] = setting(Overlay(WalkForwardParams))
+    search_space: dict[str, SearchDimension | None] = setting(check=_non_empty)
     # The Optuna study's storage: a SQLite file (one study per run, named after its save version)
     # that `optuna-dashboard sqlite:///<file>` opens; null keeps the study in memory.
     storage: str | None = "data/07_model_output/optuna/tuning.db"
@@ -142,10 +140,12 @@ class TuningParams(Section):
         for key, reason in FIXED_PROTOCOL.items():
             if key in self.walk_forward:
                 raise ConfigError(f"parameter '{prefix}.walk_forward.{key}' is not accepted: {reason}")
-        WalkForwardParams.from_mapping(self.walk_forward, f"{prefix}.walk_forward")
+        # Each tuned key is one of sac_icm.agent, and each extreme a value it takes over the code
+        # defaults (check_search_space checks them over the run's agent and overrides).
+        defaults = AgentParams()
         for name, dimension in self.dimensions().items():
             for value in dimension.extremes():
-                AgentParams.from_mapping(nested({name: value}), f"{prefix}.search_space")
+                defaults.overlay(nested({name: value}), f"{prefix}.search_space")
 
 
 def check_search_space(tuning: TuningParams, protocol: WalkForwardParams, agent: AgentParams) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
+from trading_rl.config import Overlay
 from trading_rl.data import by_symbol
 from trading_rl.envs import EnvConstructionParams
 from trading_rl.evaluation.ledger.ledger import trial_row
@@ -21,6 +22,7 @@ from trading_rl.evaluation.metrics.metrics import return_moments
 from trading_rl.features.params import FeatureExtractionParams
 from trading_rl.phases.tuning.params import (
     AGENT,
+    PARAMS_PREFIX,
     TUNING_LEDGER_SOURCE,
     TuningParams,
     check_pruning,
@@ -42,7 +44,7 @@ from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, tr
 from trading_rl.phases.walk_forward.population import make_executor
 from trading_rl.runtime import RuntimeParams
 from trading_rl.runtime.engine import Executor
-from trading_rl.training.params import SacIcmParams
+from trading_rl.training.params import AgentParams, SacIcmParams
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +157,8 @@ def _ask(
     for _ in range(count):
         trial = study.ask()
         values = suggest(trial, search_space)
-        overrides = merge_sections(config.agent_overrides, nested(values))
+        merged = merge_sections(config.agent_overrides, nested(values))
+        overrides = Overlay(AgentParams, merged, f"{PARAMS_PREFIX}.search_space")
         pending.append(PendingTrial(trial, values, dataclasses.replace(protocol, agent_overrides=overrides)))
     return pending
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from trading_rl.algorithms.es.es import EsParams
 from trading_rl.algorithms.vtrace.actor_learner import VTraceLearnerParams
-from trading_rl.config import ConfigError, Section, setting
+from trading_rl.config import ConfigError, Overlay, Section, setting
 from trading_rl.envs import EnvConfig, EnvConstructionParams, periods_per_year_by_symbol
 from trading_rl.features import max_lookback
 from trading_rl.features.indicators import FeatureParams
@@ -42,22 +42,36 @@ def _agents_problem(agents: list[str]) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class WalkForwardParams(Section):
-    """The ``walk_forward`` section (conf/base states the same defaults; tests/test_config.py
-    checks it). ``vtrace`` and ``es`` configure those agents when ``agents`` lists them."""
+    """The ``walk_forward`` section; these defaults are its one home (conf/ states what differs).
+    ``vtrace`` and ``es`` configure those agents when ``agents`` lists them (their budget:
+    ``timesteps``, and ``es.generations``)."""
 
-    symbols: list[str] | None = None
+    symbols: list[str] | None = None  # null: every symbol in `prices`; or a list of names
+    # Bars the walk-forward may use. `validation`: through the validation split's end, so the default
+    # run (and any choice made from its numbers) never sees the test split; `final_evaluation` spends
+    # that once. `all`: every bar (reruns on new data after the test split was spent); or an ISO date.
     data_end: str | None = setting("validation", check=_data_end_problem)
+    # Windows in bars, anchored at data_end (the last test window ends on its last bar).
     train_length: int = setting(1000, interval="[1, inf)")
     test_length: int = setting(250, interval="[1, inf)")
     step: int = setting(250, interval="[1, inf)")
+    # Purge + embargo between a training window and its test window; null: the longest feature
+    # look-back (with_gap). A smaller value is refused.
     gap_bars: int | None = setting(None, interval="[0, inf)")
-    max_folds: int | None = setting(3, interval="[1, inf)")
+    max_folds: int | None = setting(3, interval="[1, inf)")  # the most recent folds only; all / null: every one
+    # Rolling retraining: fold 0 trains from scratch (`timesteps`), every later fold fine-tunes the
+    # previous fold's agent on its own training window (`finetune_timesteps`), replay buffer kept.
     retrain_frequency: int = setting(3, interval="[1, inf)")
+    # Two seeds keep the default run within its 10 minutes on 2 cores; conf/gpu runs 5, and
+    # conf/research every window with 5 seeds.
     seeds: int = setting(2, interval="[1, inf)")
+    # Names in AGENT_TRAINERS ("sac" = SAC+ICM with the ICM off).
     agents: list[str] = setting(["sac_icm"], check=_agents_problem)
-    timesteps: int = setting(10_000, interval="[1, inf)")
+    timesteps: int = setting(10_000, interval="[1, inf)")  # env steps of fold 0's agent (the validated learner's)
     finetune_timesteps: int = setting(1000, interval="[0, inf)")
-    agent_overrides: dict[str, Any] = setting({})
+    # Keys of sac_icm.agent laid over it; {}: the phase's agent as it is (the validated learner since
+    # 2026-12-06; conf/seeds restores the seeds' [64, 64] walk-forward network).
+    agent_overrides: Overlay[AgentParams] = setting(Overlay(AgentParams))
     device: str = setting("auto", runtime=True)
     vtrace: VTraceLearnerParams = setting(VTraceLearnerParams())
     es: EsParams = setting(EsParams())
@@ -68,10 +82,6 @@ class WalkForwardParams(Section):
         if isinstance(config, Mapping) and config.get("max_folds") == "all":
             config = {**config, "max_folds": None}
         return super().from_mapping(config, prefix, base)
-
-    def validate(self, prefix: str) -> None:
-        # Keys and values of the overrides are those of sac_icm.agent.
-        AgentParams.from_mapping(self.agent_overrides, f"{prefix}.agent_overrides")
 
     def with_gap(self, features: FeatureParams) -> WalkForwardParams:
         """These parameters with ``gap_bars`` checked against the features' longest look-back:
