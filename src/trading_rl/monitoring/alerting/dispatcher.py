@@ -101,11 +101,15 @@ def dispatch(alerts: Iterable[Alert], channels: Sequence[Channel], cooldown: Coo
     return outcome
 
 
-def configured_channels(config: AlertingParams, root: Path | None = None) -> tuple[list[Channel], Cooldown]:
+def configured_channels(
+    config: AlertingParams, root: Path | None = None, source: str | None = None
+) -> tuple[list[Channel], Cooldown]:
     """The channels ``alerting.channels`` names (a relative JSON-lines path under ``root``, default the
-    working directory) and the cooldown of ``alerting.cooldown`` with the JSON-lines file's history. A
-    JSON-lines file that is not JSON lines is logged at ERROR and left out, unchanged (the other
-    channels still run; without its history the cooldown starts empty)."""
+    working directory) and the cooldown of ``alerting.cooldown`` with the JSON-lines file's history:
+    with a ``source``, only the alerts whose ``context.source`` it is (the forward reruns and the
+    served model count their bars apart, and keep their cooldowns apart). A JSON-lines file that is
+    not JSON lines is logged at ERROR and left out, unchanged (the other channels still run; without
+    its history the cooldown starts empty)."""
     channels: list[Channel] = [LogChannel()] if config.channels.log else []
     history: list[dict[str, Any]] = []
     if config.channels.jsonl is not None:
@@ -116,6 +120,8 @@ def configured_channels(config: AlertingParams, root: Path | None = None) -> tup
             channels.append(channel)
         except (AlertFileError, OSError) as error:  # not JSON lines, or not readable: the others still run
             logger.error("alert channel jsonl left out: %s", error)
+    if source is not None:
+        history = [line for line in history if (line.get("context") or {}).get("source") == source]
     webhook = config.channels.webhook
     if webhook.url is not None:
         channels.append(WebhookChannel(webhook.url, webhook.timeout_s))
