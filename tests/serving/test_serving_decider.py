@@ -207,3 +207,23 @@ def test_an_example_over_the_size_limit_keeps_the_latest_bars_that_fit(serving_s
     bars = package.example["bars"]["timestamp"]
     assert request_size(package.example) <= limit and 64 <= len(bars) < len(setup.prices)
     assert bars[-1] == setup.prices.index[-1].isoformat()
+
+
+def test_the_size_limit_holds_to_the_byte_without_writing_every_float(serving_setup):
+    """The bound that spares formatting the floats never undercounts (the longest float text
+    included); at the bound or above it the size is measured exactly."""
+    from trading_rl.serving.package import request_limits
+    from trading_rl.serving.request import _size_bound, parse_request, request_size
+
+    request = request_for(serving_setup.prices)
+    size = request_size(request)
+    limits = request_limits(serving_setup.package.config)
+    assert (
+        parse_request(request, dataclasses.replace(limits, max_request_bytes=size)).index[-1]
+        == (serving_setup.prices.index[-1])
+    )
+    with pytest.raises(RequestError, match=f"body: {size} bytes as compact JSON, over the limit of {size - 1}"):
+        parse_request(request, dataclasses.replace(limits, max_request_bytes=size - 1))
+    longest = copy.deepcopy(request)
+    longest["bars"]["close"] = [-2.2250738585072014e-308, -1.2345678901234567e300, float("nan")] * 200
+    assert request_size(request) <= _size_bound(request) and request_size(longest) <= _size_bound(longest)

@@ -115,9 +115,9 @@ class Decider:
                     "decision": self._decisions,
                     "latency_ms": (time.perf_counter() - started) * 1e3,
                     "bars": {
-                        "n": len(request.bars),
-                        "first": request.bars.index[0].isoformat(),
-                        "last": request.bars.index[-1].isoformat(),
+                        "n": len(request.index),
+                        "first": request.index[0].isoformat(),
+                        "last": request.index[-1].isoformat(),
                     },
                     "portfolio": asdict(request.portfolio),
                     "reference_price": request.reference_price,
@@ -144,7 +144,7 @@ class Decider:
         )
 
     def _decide(self, request: DecisionRequest) -> tuple[dict[str, Any], list[Alert]]:
-        latest = request.bars.index[-1]
+        latest = request.index[-1]
         if self._last_bar is not None and latest < self._last_bar:
             raise RequestError(
                 "bars.timestamp",
@@ -152,14 +152,16 @@ class Decider:
                 f"({self._last_bar.isoformat()}); this server decides bars in time order",
             )
         try:
-            signal = self.engine.signal(request.bars, request.portfolio, request.reference_price)
+            signal = self.engine.checked_signal(
+                request.index, request.ohlcv, request.portfolio, request.reference_price
+            )
         except ValueError as error:  # features still in their warm-up on the bars given
             raise RequestError("bars", str(error)) from None
         if latest == self._last_bar and self._before_last_bar is not None:  # a retry of the latest bar
             before = self._before_last_bar
-            safeguards = copy.deepcopy(before.safeguards)
+            safeguards = copy.copy(before.safeguards)
         else:
-            before = AccountState(copy.deepcopy(self.state.safeguards), self.state.track)
+            before = AccountState(copy.copy(self.state.safeguards), self.state.track)
             safeguards = self.state.safeguards
         checked, violation = safeguards.verdict(signal, request.portfolio)
         track = before.track.after(signal.equity, signal.raw_action, self.alerting.collapse.window)
@@ -184,7 +186,7 @@ class Decider:
     ) -> dict[str, Any]:
         units = checked.units
         return {
-            "timestamp": request.bars.index[-1].isoformat(),
+            "timestamp": request.index[-1].isoformat(),
             "symbol": self.symbol,
             "target_position": request.portfolio.position + units,
             "signal": {
