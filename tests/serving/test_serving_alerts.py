@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from helpers.served_model import BUYER, buying_bars, request_for
 
+from trading_rl.config import ConfigError
 from trading_rl.monitoring.alerting import AlertingParams, Cooldown, JsonLinesChannel, LogChannel, WebhookChannel
 from trading_rl.serving import ALERT_WEBHOOK_ENV, ALERTS_FILE_ENV, AlertQueue, Decider, DecisionLog
 from trading_rl.serving.package import read_serving_config
@@ -143,6 +144,9 @@ def test_the_channels_come_from_the_stored_section_and_the_servers_environment(s
     assert [type(channel) for channel in served_alert_queue(stored, environ={ALERTS_FILE_ENV: ""}).channels] == [
         LogChannel
     ]
+    with pytest.raises(ConfigError, match=f"{ALERT_WEBHOOK_ENV} must be an http") as refused:
+        served_alert_queue(stored, environ={ALERT_WEBHOOK_ENV: "ftp://hooks.example.com/secret-token"})
+    assert "secret-token" not in str(refused.value)
 
 
 def test_a_cooldown_in_seconds_reads_back_the_served_alerts_only(tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trading_rl.config import ConfigError
 from trading_rl.monitoring import alerting
 from trading_rl.monitoring.alerting import Alert, AlertingParams, Channel, Cooldown
 
@@ -147,7 +148,12 @@ def served_alert_queue(config: AlertingParams, environ: Mapping[str, str] | None
         channels_config = channels_config.replaced({"jsonl": jsonl or None}, "alerting.channels")
     webhook = environ.get(ALERT_WEBHOOK_ENV)
     if webhook:
-        channels_config = channels_config.overlay({"webhook": {"url": webhook}}, "alerting.channels")
+        try:
+            channels_config = channels_config.overlay({"webhook": {"url": webhook}}, "alerting.channels")
+        except ConfigError:  # the section's message quotes the URL, which often holds a token
+            raise ConfigError(
+                f"environment variable {ALERT_WEBHOOK_ENV} must be an http:// or https:// URL (value not shown)"
+            ) from None
     resolved = replace(config, channels=channels_config)
     channels, cooldown = alerting.configured_channels(resolved, Path.cwd(), SERVED_SOURCE)
     if config.cooldown.bars is not None:  # this server's bar count starts again: so does its cooldown
