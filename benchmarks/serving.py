@@ -40,7 +40,8 @@ from inference_latency import _setup
 
 from trading_rl.export import PortfolioState, SignalEngine, export_actor, latency_percentiles
 from trading_rl.integration.mlflow_tracking import save_served_model
-from trading_rl.serving import DECISION_LOG_ENV, ServingParams, served_package
+from trading_rl.monitoring.alerting import AlertingParams
+from trading_rl.serving import ALERTS_FILE_ENV, DECISION_LOG_ENV, ServingParams, served_package
 
 TARGET_P95_MS = 10.0
 
@@ -56,7 +57,9 @@ def _package(history: str):
         "safeguards": {},
     }
     end = spec.prices["validation"].index[-1]
-    package = served_package(export_actor(model), config, prices, end, "benchmark", "sac_icm_model", ServingParams())
+    package = served_package(
+        export_actor(model), config, prices, end, "benchmark", "sac_icm_model", ServingParams(), AlertingParams()
+    )
     n_bars = package.config["min_bars"] if history == "min" else int(history)
     bars = prices.loc[:end].iloc[-n_bars:]
     request = {
@@ -79,6 +82,7 @@ def _serve(model_dir: Path, log: Path, work: Path) -> tuple[subprocess.Popen, in
     environment = {
         **os.environ,
         DECISION_LOG_ENV: str(log),
+        ALERTS_FILE_ENV: str(log.with_name("alerts.jsonl")),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", str(model_dir), "--env-manager", "local"]
@@ -127,6 +131,7 @@ def main() -> None:
         model_dir = work / "served"
         save_served_model(package, model_dir)
         os.environ[DECISION_LOG_ENV] = str(work / "in_process_decisions.jsonl")
+        os.environ[ALERTS_FILE_ENV] = str(work / "in_process_alerts.jsonl")
         import mlflow.pyfunc
 
         model = mlflow.pyfunc.load_model(str(model_dir))

@@ -40,10 +40,11 @@ def make_project_copy(target: Path, ci_data_root: str = "data") -> Path:
     return target
 
 
-def run_session(project: Path, pipeline_names, env: str = "ci", **kwargs):
+def run_session(project: Path, pipeline_names, env: str = "ci", run_options=None, **kwargs):
     """Run pipelines in a fresh KedroSession on ``project`` and return the run result, from inside
     ``project`` as ``kedro run`` runs: a relative ``sqlite:///...`` tracking URI names the project's
-    store, not one in the checkout the tests run from."""
+    store, not one in the checkout the tests run from. ``run_options`` go to ``session.run``
+    (``to_outputs``: ``kedro run --to-outputs``), ``kwargs`` to ``KedroSession.create``."""
     import mlflow
     from kedro.framework.session import KedroSession
 
@@ -52,7 +53,7 @@ def run_session(project: Path, pipeline_names, env: str = "ci", **kwargs):
     os.chdir(project)
     try:
         with KedroSession.create(project_path=project, env=env, **kwargs) as session:
-            return session.run(pipeline_names=list(pipeline_names))
+            return session.run(pipeline_names=list(pipeline_names), **(run_options or {}))
     finally:
         os.chdir(cwd)
         # kedro-mlflow leaves the run open in-process; the next session must start its own.

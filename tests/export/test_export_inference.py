@@ -94,6 +94,17 @@ def test_nan_in_bars_names_column_and_timestamp(export_setup, engine):
         engine.signal(bars, PortfolioState(**{"cash": 1e5}))
 
 
+def test_a_non_positive_price_or_an_unsorted_index_is_named(export_setup, engine):
+    """What ``compute_features`` refused when the engine built a DataFrame of features; the engine
+    now checks it itself, once, before its NumPy features."""
+    bars = export_setup.prices.copy()
+    bars.iloc[-2, bars.columns.get_loc("low")] = 0.0
+    with pytest.raises(ValueError, match=rf"bars column 'low' must be > 0 at {bars.index[-2]}"):
+        engine.signal(bars, PortfolioState(cash=1e5))
+    with pytest.raises(ValueError, match="bars index must be sorted"):
+        engine.signal(export_setup.prices.iloc[::-1], PortfolioState(cash=1e5))
+
+
 def test_wrong_feature_count_is_named(export_setup, engine, onnx_bytes):
     spec = export_setup.spec
     with pytest.raises(ValueError, match="wrong feature count: feature_params produce 24 columns"):

@@ -255,3 +255,45 @@ def test_calendar_columns_follow_bar_spacing(make_prices):
     assert "dow_sin" not in compute_features(prices, FeatureParams(garch=None, calendar=False))
     hourly = compute_features(make_prices(48, seed=4, freq="h"), NO_GARCH)
     np.testing.assert_allclose(hourly["hour_sin"].iloc[6], 1.0)  # 06:00 is a quarter of the day
+
+
+def _pandas_reference(prices: pd.DataFrame) -> dict[str, pd.Series]:
+    """The features whose arithmetic is NumPy's in ``feature_values``, written with pandas' own
+    operations as they were before (clip, where/mask, concat-max, pct_change)."""
+    close, high, low, volume = prices["close"], prices["high"], prices["low"], prices["volume"]
+    change = close.diff()
+
+    def wilder(values, window):
+        seeded = pd.Series(np.nan, index=values.index)
+        first = int(np.flatnonzero(values.notna().to_numpy())[0])
+        seeded.iloc[first + window - 1] = values.iloc[first : first + window].mean()
+        seeded.iloc[first + window :] = values.iloc[first + window :]
+        return seeded.ewm(alpha=1.0 / window, adjust=False).mean()
+
+    gain, loss = wilder(change.clip(lower=0.0), 14), wilder((-change).clip(lower=0.0), 14)
+    total = gain + loss
+    ranges = pd.concat([high - low, (high - close.shift(1)).abs(), (low - close.shift(1)).abs()], axis=1)
+    rolling, volumes = close.rolling(20), volume.rolling(20)
+    width = 2.0 * 2.0 * rolling.std(ddof=0)
+    spread = volumes.std(ddof=0)
+    return {
+        "ret_5": close.pct_change(5),
+        "rsi_14": (100.0 * gain / total.where(total > 0)).mask(total == 0, 50.0),
+        "atr_ratio_14": wilder(ranges.max(axis=1, skipna=False), 14) / close,
+        "bb_percent_b": ((close - (rolling.mean() - width / 2.0)) / width.where(width > 0)).mask(width == 0, 0.5),
+        "volume_z_20": ((volume - volumes.mean()) / spread.where(spread > 0)).mask(spread == 0, 0.0),
+    }
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_numpy_forms_equal_pandas_forms_bit_for_bit(make_prices, flat):
+    """The served model recomputes features on every request; its NumPy arithmetic must give the
+    floats the pipeline trained on, to the bit (flat stretches: the 50 / 0.5 / 0 branches)."""
+    prices = make_prices(400, seed=5)
+    if flat:
+        prices.iloc[200:260] = prices.iloc[200].to_numpy()
+    features = compute_features(prices, NO_GARCH)
+    for name, expected in _pandas_reference(prices).items():
+        lookback = max_lookback(NO_GARCH) if name != "ret_5" else 5
+        actual, wanted = features[name].to_numpy()[lookback:], expected.to_numpy()[lookback:]
+        assert np.array_equal(actual.view(np.int64), wanted.view(np.int64)), name

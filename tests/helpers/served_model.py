@@ -12,8 +12,8 @@ import urllib.request
 
 import pandas as pd
 
-from trading_rl.export.inference import BAR_COLUMNS
-from trading_rl.serving import DECISION_LOG_ENV
+from trading_rl.export.inference import BAR_COLUMNS, PortfolioState
+from trading_rl.serving import ALERTS_FILE_ENV, DECISION_LOG_ENV
 
 
 def request_for(
@@ -32,9 +32,23 @@ def request_for(
     return request
 
 
+BUYER = {"cash": 100_000.0, "last_action": 0.9}  # a flat account whose last decision was a strong buy
+
+
+def buying_bars(setup, decider) -> pd.DataFrame:
+    """The longest history of ``setup.prices`` whose last bar the policy buys on from ``BUYER``'s
+    account."""
+    prices = setup.prices
+    for end in range(len(prices), 100, -1):
+        if decider.engine.signal(prices.iloc[:end], PortfolioState(**BUYER)).units > 0.0:
+            return prices.iloc[:end]
+    raise AssertionError("the policy never buys")
+
+
 class Server:
     """MLflow's scoring server app (``scoring_server.init``) for one loaded model, served by uvicorn
-    on a free port in a thread of this process."""
+    on a free port in a thread of this process; its alerts file ``alerts.jsonl`` beside the decision
+    log."""
 
     def __init__(self, model_dir, decision_log):
         import mlflow.pyfunc
@@ -42,8 +56,11 @@ class Server:
         from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
         from mlflow.pyfunc import scoring_server
 
-        previous = {key: os.environ.get(key) for key in (DECISION_LOG_ENV, _MLFLOW_IS_IN_SERVING_ENVIRONMENT.name)}
+        names = (DECISION_LOG_ENV, ALERTS_FILE_ENV, _MLFLOW_IS_IN_SERVING_ENVIRONMENT.name)
+        previous = {key: os.environ.get(key) for key in names}
+        self.alerts_file = decision_log.with_name("alerts.jsonl")
         os.environ[DECISION_LOG_ENV] = str(decision_log)
+        os.environ[ALERTS_FILE_ENV] = str(self.alerts_file)
         try:
             self.model = mlflow.pyfunc.load_model(str(model_dir))
             app = scoring_server.init(self.model)  # marks the process as serving: undone below

@@ -276,6 +276,20 @@ def test_the_cooldown_state_is_read_back_from_the_file_after_a_restart(tmp_path)
     assert dispatch([an_alert(bar=13)], channels, cooldown).suppressed
 
 
+def test_a_sources_cooldown_reads_back_its_own_alerts_only(tmp_path):
+    """The forward reruns and the served model share the file, not their bar counts."""
+    path = tmp_path / "alerts.jsonl"
+    served = Alert("drawdown", Level.CRITICAL, "planted", 0.3, 0.2, "2026-02-02", {"source": "served"}, 10)
+    dispatch([served], [JsonLinesChannel(path)])
+    config = AlertingParams.from_mapping({"channels": {"jsonl": str(path), "log": False}}, "alerting")
+    forward = Alert("drawdown", Level.CRITICAL, "planted", 0.3, 0.2, "2026-02-02", {"source": "forward"}, 12)
+    assert configured_channels(config)[1].suppresses(forward)  # no source: every line counts
+    channels, cooldown = configured_channels(config, source="forward")
+    assert dispatch([forward], channels, cooldown).sent
+    channels, cooldown = configured_channels(config, source="served")
+    assert dispatch([served], channels, cooldown).suppressed
+
+
 def test_the_cooldown_in_seconds_uses_the_alerts_timestamps(tmp_path):
     path = tmp_path / "alerts.jsonl"
     dispatch([an_alert(timestamp="2026-02-02T00:00:00")], [JsonLinesChannel(path)], Cooldown(seconds=3600))

@@ -11,6 +11,7 @@ from helpers.export_setup import build
 from helpers.served_model import Server
 
 from trading_rl.export import export_actor
+from trading_rl.monitoring.alerting import AlertingParams
 from trading_rl.serving import ServingParams, served_package
 
 SAFEGUARDS = {"max_trades_per_day": 10, "max_position_pct": 0.15, "daily_loss_limit": 0.02, "max_drawdown": 0.10}
@@ -42,6 +43,7 @@ def serving_setup():
         "2030-01-01T00.00.00.000Z",
         "sac_icm_model",
         ServingParams(),
+        AlertingParams(),
     )
     return SimpleNamespace(**vars(setup), onnx=onnx, package=package)
 

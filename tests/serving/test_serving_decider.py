@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers.export_setup import SPLITS
-from helpers.served_model import next_portfolio, request_for
+from helpers.served_model import BUYER, buying_bars, next_portfolio, request_for
 
 from trading_rl.envs import build_env_spec
 from trading_rl.export import PortfolioState, SignalEngine, inference_session
@@ -27,7 +27,6 @@ from trading_rl.serving import Decider, DecisionLog, RequestError, feature_param
 from trading_rl.serving.decision_log import DECISION_LOG_ENV, DEFAULT_DECISION_LOG
 
 ROOT = Path(__file__).resolve().parents[2]
-BUYER = {"cash": 100_000.0, "last_action": 0.9}  # a flat account whose last decision was a strong buy
 
 
 def _decider(setup, safeguards=None, log=None) -> Decider:
@@ -35,15 +34,6 @@ def _decider(setup, safeguards=None, log=None) -> Decider:
     if safeguards is not None:
         config = {**config, "safeguards": safeguards}
     return Decider(setup.package.onnx, config, DecisionLog(log))
-
-
-def _buying_bars(setup, decider):
-    """The longest history whose last bar the policy buys on from ``BUYER``'s account."""
-    prices = setup.prices
-    for end in range(len(prices), 100, -1):
-        if decider.engine.signal(prices.iloc[:end], PortfolioState(**BUYER)).units > 0.0:
-            return prices.iloc[:end]
-    raise AssertionError("the policy never buys")
 
 
 def test_the_package_states_what_requests_are_checked_against(serving_setup):
@@ -93,7 +83,7 @@ def test_a_decision_is_the_signal_engines_and_is_logged(serving_setup, tmp_path)
 
 def test_a_retried_bar_is_decided_again_without_counting_its_trade_twice(serving_setup):
     decider = _decider(serving_setup, safeguards={"max_trades_per_day": 1})
-    bars = _buying_bars(serving_setup, decider)
+    bars = buying_bars(serving_setup, decider)
     first = decider.decide(request_for(bars, BUYER))
     assert first["safeguard"]["verdict"] == "passed" and first["signal"]["action"] == "BUY"
     # The same bar again (a retry): decided from the safeguards' state before its first decision, so
@@ -106,7 +96,7 @@ def test_a_retried_bar_is_decided_again_without_counting_its_trade_twice(serving
 def test_a_second_trade_on_a_day_is_blocked_with_its_rule(serving_setup):
     """Two decisions on one calendar day: the last bar, then the same bar an hour later."""
     decider = _decider(serving_setup, safeguards={"max_trades_per_day": 1})
-    bars = _buying_bars(serving_setup, decider)
+    bars = buying_bars(serving_setup, decider)
     assert decider.decide(request_for(bars, BUYER))["safeguard"]["verdict"] == "passed"
     later = bars.copy()
     later.index = later.index[:-1].append(later.index[-1:] + pd.Timedelta(hours=1))
@@ -122,7 +112,7 @@ def test_a_second_trade_on_a_day_is_blocked_with_its_rule(serving_setup):
 
 def test_a_trade_below_the_confidence_floor_is_a_hold_with_the_rule(serving_setup):
     decider = _decider(serving_setup, safeguards={"min_confidence": 1.0})
-    response = decider.decide(request_for(_buying_bars(serving_setup, decider), BUYER))
+    response = decider.decide(request_for(buying_bars(serving_setup, decider), BUYER))
     assert response["safeguard"]["rule"] == "min_confidence" and response["signal"]["order_type"] is None
 
 
@@ -199,6 +189,7 @@ def test_the_served_model_pins_every_dependency_its_code_imports_at_the_projects
 
 
 def test_an_example_over_the_size_limit_keeps_the_latest_bars_that_fit(serving_setup):
+    from trading_rl.monitoring.alerting import AlertingParams
     from trading_rl.serving import ServingParams, served_package
     from trading_rl.serving.request import request_size
 
@@ -211,7 +202,28 @@ def test_an_example_over_the_size_limit_keeps_the_latest_bars_that_fit(serving_s
         "v",
         "m",
         ServingParams(max_request_bytes=limit),
+        AlertingParams(),
     )
     bars = package.example["bars"]["timestamp"]
     assert request_size(package.example) <= limit and 64 <= len(bars) < len(setup.prices)
     assert bars[-1] == setup.prices.index[-1].isoformat()
+
+
+def test_the_size_limit_holds_to_the_byte_without_writing_every_float(serving_setup):
+    """The bound that spares formatting the floats never undercounts (the longest float text
+    included); at the bound or above it the size is measured exactly."""
+    from trading_rl.serving.package import request_limits
+    from trading_rl.serving.request import _size_bound, parse_request, request_size
+
+    request = request_for(serving_setup.prices)
+    size = request_size(request)
+    limits = request_limits(serving_setup.package.config)
+    assert (
+        parse_request(request, dataclasses.replace(limits, max_request_bytes=size)).index[-1]
+        == (serving_setup.prices.index[-1])
+    )
+    with pytest.raises(RequestError, match=f"body: {size} bytes as compact JSON, over the limit of {size - 1}"):
+        parse_request(request, dataclasses.replace(limits, max_request_bytes=size - 1))
+    longest = copy.deepcopy(request)
+    longest["bars"]["close"] = [-2.2250738585072014e-308, -1.2345678901234567e300, float("nan")] * 200
+    assert request_size(request) <= _size_bound(request) and request_size(longest) <= _size_bound(longest)

@@ -91,6 +91,7 @@ def test_responses_equal_the_forward_record_of_the_deployed_model(tmp_path, monk
     from trading_rl.export import export_actor
     from trading_rl.integration.datasets import SB3ModelDataset
     from trading_rl.integration.mlflow_tracking import save_served_model
+    from trading_rl.monitoring.alerting import AlertingParams
     from trading_rl.phases.forward import FORWARD_SPLIT, forward_data
     from trading_rl.serving import ServingParams, served_package
 
@@ -123,7 +124,14 @@ def test_responses_equal_the_forward_record_of_the_deployed_model(tmp_path, monk
         "safeguards": {},
     }
     package = served_package(
-        export_actor(model), config, prices, deployment.data_end, deployed, "sac_icm_model", ServingParams()
+        export_actor(model),
+        config,
+        prices,
+        deployment.data_end,
+        deployed,
+        "sac_icm_model",
+        ServingParams(),
+        AlertingParams(),
     )
     save_served_model(package, tmp_path / "served")
     server = Server(tmp_path / "served", tmp_path / "decisions.jsonl")

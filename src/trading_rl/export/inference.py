@@ -1,8 +1,9 @@
 """Live signals from an exported actor: latest bars + current portfolio -> HOLD / BUY / SELL.
 
-The observation is rebuilt the way the pipeline and the env build it: ``compute_features`` with the
-stored (train-fitted) feature parameters, ``apply_scaler`` with the stored scaler, the last
-``window_size`` rows time-major as float32 (``ObservationLayout``), then the portfolio state block
+The observation is rebuilt the way the pipeline and the env build it: the features of
+``compute_features`` (``feature_values``: the same floats, no DataFrame) with the stored
+(train-fitted) feature parameters, ``apply_scaler``'s arithmetic with the stored scaler on the last
+``window_size`` rows, time-major as float32 (``ObservationLayout``), then the portfolio state block
 marked at the latest close. The action goes through the env's clip and EMA smoothing and the trade
 decision is the env's own ``Portfolio.execute`` (``Portfolio.rebalance`` towards the target exposure
 under ``action_mode: target``), so a signal is what the env would have done.
@@ -29,10 +30,12 @@ from trading_rl.envs.layout import STATE_FIELDS, ObservationLayout
 from trading_rl.envs.portfolio import Portfolio
 from trading_rl.envs.step_rules import portfolio_state, smooth_action, trade_on_action
 from trading_rl.export.onnx_export import INPUT_NAME, OUTPUT_NAME, inference_session
-from trading_rl.features import apply_scaler, compute_features, max_lookback
+from trading_rl.features import feature_values, max_lookback
 from trading_rl.features.indicators import FeatureParams
+from trading_rl.features.splits import check_time_index
 
 BAR_COLUMNS = ("open", "high", "low", "close", "volume")
+CLOSE = BAR_COLUMNS.index("close")
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,10 @@ class SignalEngine:
                 f"columns {list(self.layout.feature_columns)}, the scaler has {len(scaler_columns)} "
                 f"{scaler_columns}"
             )
+        # the scaler as arrays in the observation's column order: what apply_scaler computes, per bar
+        self._feature_columns = list(self.layout.feature_columns)
+        self._center = np.array([self.scaler["center"][column] for column in self._feature_columns])
+        self._scale = np.array([self.scaler["scale"][column] for column in self._feature_columns])
         self.warmup_bars = max_lookback(self.feature_params)
         self.min_bars = self.warmup_bars + self.config.window_size
         self._alpha = 2.0 / (self.config.smoothing_window + 1.0)
@@ -156,7 +163,8 @@ class SignalEngine:
         env_config, feature_params = stored_sections(config, "inference_config")
         return cls(model, feature_params, config["scaler"], env_config, config["feature_columns"], **kwargs)
 
-    def _check_bars(self, bars: pd.DataFrame) -> None:
+    def _checked_bars(self, bars: pd.DataFrame) -> np.ndarray:
+        """``bars``' OHLCV as float64, after the checks ``compute_features`` would make."""
         if not isinstance(bars, pd.DataFrame):
             raise ValueError(f"bars must be a pandas DataFrame, got {type(bars).__name__}")
         missing = [column for column in BAR_COLUMNS if column not in bars.columns]
@@ -168,6 +176,7 @@ class SignalEngine:
                 f"({self.warmup_bars} warm-up bars of the longest feature + window_size "
                 f"{self.config.window_size})"
             )
+        check_time_index(bars.index, "bars index")
         values = bars[list(BAR_COLUMNS)].to_numpy(np.float64)
         bad = ~np.isfinite(values)
         if bad.any():
@@ -176,27 +185,38 @@ class SignalEngine:
             raise ValueError(
                 f"bars contain NaN/inf in column(s) {columns}, first in '{BAR_COLUMNS[column]}' at {bars.index[row]}"
             )
+        bad = values[:, :4] <= 0.0
+        if bad.any():
+            row, column = np.argwhere(bad)[0]
+            raise ValueError(f"bars column '{BAR_COLUMNS[column]}' must be > 0 at {bars.index[row]}")
+        return values
 
     def feature_window(self, bars: pd.DataFrame) -> np.ndarray:
-        """Scaled features of the last ``window_size`` bars, float32, oldest first."""
-        self._check_bars(bars)
-        features = compute_features(bars, self.feature_params)
-        columns = list(self.layout.feature_columns)
-        if sorted(map(str, features.columns)) != sorted(columns):
-            missing = sorted(set(columns) - set(map(str, features.columns)))
-            extra = sorted(set(map(str, features.columns)) - set(columns))
+        """Scaled features of the last ``window_size`` bars, float32, oldest first: the features
+        over every bar given (the recursions start at the first), the scaler on the window only."""
+        return self._feature_window(bars.index, self._checked_bars(bars))
+
+    def _feature_window(self, index: pd.DatetimeIndex, ohlcv: np.ndarray) -> np.ndarray:
+        features = feature_values(index, ohlcv, self.feature_params)
+        columns = self._feature_columns
+        if sorted(features) != sorted(columns):
+            missing = sorted(set(columns) - set(features))
+            extra = sorted(set(features) - set(columns))
             raise ValueError(
-                f"wrong feature count: feature_params produce {features.shape[1]} columns, the model "
+                f"wrong feature count: feature_params produce {len(features)} columns, the model "
                 f"takes {len(columns)}; missing {missing}, extra {extra}"
             )
-        window = apply_scaler(features, self.scaler)[columns].iloc[-self.config.window_size :]
-        values = window.to_numpy(np.float64)
-        if not np.isfinite(values).all():
-            bad_rows = window.index[~np.isfinite(values).all(axis=1)]
+        window = self.config.window_size
+        values = np.column_stack([features[column][-window:] for column in columns])
+        scaled = (values - self._center) / self._scale
+        if self.scaler["clip"] is not None:
+            scaled = np.clip(scaled, -self.scaler["clip"], self.scaler["clip"])
+        if not np.isfinite(scaled).all():
+            bad_rows = index[-window:][~np.isfinite(scaled).all(axis=1)]
             raise ValueError(
                 f"missing bars: features are NaN at {list(bad_rows)} (still in the warm-up); pass a longer history"
             )
-        return values.astype(np.float32)
+        return scaled.astype(np.float32)
 
     def _portfolio(self, state: PortfolioState) -> Portfolio:
         cfg = self.config
@@ -214,9 +234,12 @@ class SignalEngine:
 
     def observation(self, bars: pd.DataFrame, state: PortfolioState) -> np.ndarray:
         """The env's observation at the latest bar for the portfolio ``state``."""
+        return self._observation(bars.index, self._checked_bars(bars), state)
+
+    def _observation(self, index: pd.DatetimeIndex, ohlcv: np.ndarray, state: PortfolioState) -> np.ndarray:
         observation = np.empty(self.layout.dim, dtype=np.float32)
-        observation[self.layout["features"]] = self.feature_window(bars).reshape(-1)
-        close = float(bars["close"].iloc[-1])
+        observation[self.layout["features"]] = self._feature_window(index, ohlcv).reshape(-1)
+        close = float(ohlcv[-1, CLOSE])
         last_action = 0.0 if state.last_action is None else state.last_action
         observation[self.layout["state"]] = portfolio_state(
             self._portfolio(state), close, state.time_in_position, self.config.episode_length, last_action
@@ -245,9 +268,21 @@ class SignalEngine:
         """Decision at the latest bar's close for the portfolio ``state``; sizes are estimated at
         ``reference_price`` (the expected fill reference, i.e. the next open; default: the latest
         close)."""
-        raw = min(max(self.action(self.observation(bars, state)), -1.0), 1.0)
+        return self.checked_signal(bars.index, self._checked_bars(bars), state, reference_price)
+
+    def checked_signal(
+        self,
+        index: pd.DatetimeIndex,
+        ohlcv: np.ndarray,
+        state: PortfolioState,
+        reference_price: float | None = None,
+    ) -> Signal:
+        """:meth:`signal` on bars the caller checked as it checks them (``serving.request``: a sorted,
+        duplicate-free ``index``; ``ohlcv`` float64 open, high, low, close, volume, finite, prices
+        > 0, at least ``min_bars`` rows), without checking them again."""
+        raw = min(max(self.action(self._observation(index, ohlcv, state)), -1.0), 1.0)
         smoothed = smooth_action(raw, state.last_action, self._alpha)
-        close = float(bars["close"].iloc[-1])
+        close = float(ohlcv[-1, CLOSE])
         price = close if reference_price is None else float(reference_price)
         if not (np.isfinite(price) and price > 0.0):
             raise ValueError(f"reference_price must be finite and > 0, got {reference_price!r}")
@@ -256,7 +291,7 @@ class SignalEngine:
             account, smoothed, price, cfg.action_mode, cfg.max_position_pct, cfg.allow_short
         )
         signal = Signal(
-            timestamp=bars.index[-1],
+            timestamp=index[-1],
             kind=kind,
             units=float(units),
             value=abs(float(units)) * fill_price,

@@ -4,6 +4,7 @@ from trading_rl.features.garch import fit_garch, garch_volatility
 from trading_rl.features.indicators import (
     FeatureParams,
     compute_features,
+    feature_values,
     max_lookback,
     without_masked_entries,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "FeatureParams",
     "apply_scaler",
     "compute_features",
+    "feature_values",
     "fit_garch",
     "fit_scaler",
     "garch_volatility",

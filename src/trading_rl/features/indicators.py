@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pandas.api.typing import Rolling
 
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.data.quality import STALE_OPEN_RTOL, stale_open_mask
@@ -154,71 +155,90 @@ def max_lookback(params: FeatureParams) -> int:
     return max(_lookbacks(params).values())
 
 
-def ema(values: pd.Series, window: int) -> pd.Series:
+def _shifted(values: np.ndarray, periods: int) -> np.ndarray:
+    """``values`` moved ``periods`` rows later, NaN in front (``Series.shift``)."""
+    shifted = np.full(len(values), np.nan)
+    if periods < len(values):
+        shifted[periods:] = values[: len(values) - periods]
+    return shifted
+
+
+def _rolling(values: np.ndarray, window: int) -> Rolling:
+    """pandas' rolling window over ``values``: its running sums are what the pipeline's features
+    were computed with, so every caller gets the same floats, bit for bit."""
+    return pd.Series(values, copy=False).rolling(window)
+
+
+def ema(values: np.ndarray, window: int) -> np.ndarray:
     """EMA with ``alpha = 2 / (window + 1)`` seeded with the first value (prefix-invariant)."""
-    return values.ewm(span=window, adjust=False).mean()
+    return pd.Series(values, copy=False).ewm(span=window, adjust=False).mean().to_numpy()
 
 
-def wilder_average(values: pd.Series, window: int) -> pd.Series:
+def wilder_average(values: np.ndarray, window: int) -> np.ndarray:
     """Wilder's smoothing: seeded with the mean of the first ``window`` values, then
     ``avg_t = avg_{t-1} + (x_t - avg_{t-1}) / window``. NaN before the seed."""
-    valid = np.flatnonzero(values.notna().to_numpy())
-    seeded = pd.Series(np.nan, index=values.index)
+    valid = np.flatnonzero(~np.isnan(values))
+    seeded = np.full(len(values), np.nan)
     if valid.size < window:
         return seeded
     seed_row = int(valid[0]) + window - 1
-    seeded.iloc[seed_row] = values.iloc[valid[0] : seed_row + 1].mean()
-    seeded.iloc[seed_row + 1 :] = values.iloc[seed_row + 1 :]
-    return seeded.ewm(alpha=1.0 / window, adjust=False).mean()
+    seeded[seed_row] = pd.Series(values[valid[0] : seed_row + 1]).mean()
+    seeded[seed_row + 1 :] = values[seed_row + 1 :]
+    return pd.Series(seeded, copy=False).ewm(alpha=1.0 / window, adjust=False).mean().to_numpy()
 
 
-def rsi(close: pd.Series, window: int) -> pd.Series:
+def _at_least_zero(values: np.ndarray) -> np.ndarray:
+    """``Series.clip(lower=0.0)``: negatives to 0, NaN and ``-0.0`` kept."""
+    return np.where(np.isnan(values) | (values >= 0.0), values, 0.0)
+
+
+def _over(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """``numerator / denominator`` where the denominator is > 0, NaN elsewhere."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return numerator / np.where(denominator > 0, denominator, np.nan)
+
+
+def rsi(close: np.ndarray, window: int) -> np.ndarray:
     """Wilder's RSI in [0, 100]: 100 * avg gain / (avg gain + avg loss); 50 when flat."""
-    change = close.diff()
-    average_gain = wilder_average(change.clip(lower=0.0), window)
-    average_loss = wilder_average((-change).clip(lower=0.0), window)
+    change = close - _shifted(close, 1)
+    average_gain = wilder_average(_at_least_zero(change), window)
+    average_loss = wilder_average(_at_least_zero(-change), window)
     total = average_gain + average_loss
-    return (100.0 * average_gain / total.where(total > 0)).mask(total == 0, 50.0)
+    return np.where(total == 0, 50.0, _over(100.0 * average_gain, total))
 
 
-def true_range(high: pd.Series, low: pd.Series, close: pd.Series) -> pd.Series:
+def true_range(high: np.ndarray, low: np.ndarray, close: np.ndarray) -> np.ndarray:
     """Largest of high-low and the gaps to the previous close; NaN on the first bar."""
-    previous_close = close.shift(1)
-    ranges = pd.concat([high - low, (high - previous_close).abs(), (low - previous_close).abs()], axis=1)
-    return ranges.max(axis=1, skipna=False)
+    previous_close = _shifted(close, 1)
+    return np.maximum(np.maximum(high - low, np.abs(high - previous_close)), np.abs(low - previous_close))
 
 
-def macd(close: pd.Series, fast: int, slow: int, signal: int) -> pd.DataFrame:
-    """MACD line, signal and histogram divided by close (scale-free)."""
-    line = ema(close, fast) - ema(close, slow)
+def macd(close: np.ndarray, fast_ema: np.ndarray, slow_ema: np.ndarray, signal: int) -> dict[str, np.ndarray]:
+    """MACD line (the fast minus the slow EMA of close), signal and histogram divided by close
+    (scale-free)."""
+    line = fast_ema - slow_ema
     signal_line = ema(line, signal)
-    return pd.DataFrame(
-        {
-            "macd": line / close,
-            "macd_signal": signal_line / close,
-            "macd_hist": (line - signal_line) / close,
-        }
-    )
+    return {"macd": line / close, "macd_signal": signal_line / close, "macd_hist": (line - signal_line) / close}
 
 
-def bollinger(close: pd.Series, window: int, num_std: float) -> pd.DataFrame:
+def bollinger(close: np.ndarray, window: int, num_std: float) -> dict[str, np.ndarray]:
     """%B (position of close inside the bands; 0.5 when the bands collapse) and bandwidth."""
-    rolling = close.rolling(window)
-    middle = rolling.mean()
-    width = 2.0 * num_std * rolling.std(ddof=0)
+    rolling = _rolling(close, window)
+    middle = rolling.mean().to_numpy()
+    width = 2.0 * num_std * rolling.std(ddof=0).to_numpy()
     lower = middle - width / 2.0
-    percent_b = ((close - lower) / width.where(width > 0)).mask(width == 0, 0.5)
-    return pd.DataFrame({"bb_percent_b": percent_b, "bb_bandwidth": width / middle})
+    percent_b = np.where(width == 0, 0.5, _over(close - lower, width))
+    return {"bb_percent_b": percent_b, "bb_bandwidth": width / middle}
 
 
-def rolling_zscore(values: pd.Series, window: int) -> pd.Series:
+def rolling_zscore(values: np.ndarray, window: int) -> np.ndarray:
     """(x - rolling mean) / rolling population std, 0 where the window is flat."""
-    rolling = values.rolling(window)
-    spread = rolling.std(ddof=0)
-    return ((values - rolling.mean()) / spread.where(spread > 0)).mask(spread == 0, 0.0)
+    rolling = _rolling(values, window)
+    spread = rolling.std(ddof=0).to_numpy()
+    return np.where(spread == 0, 0.0, _over(values - rolling.mean().to_numpy(), spread))
 
 
-def calendar_features(index: pd.DatetimeIndex) -> pd.DataFrame:
+def calendar_features(index: pd.DatetimeIndex) -> dict[str, np.ndarray]:
     """Cyclical time-of-week (and time-of-day for intraday bars) encodings."""
     spacing = pd.Timedelta(np.median(np.diff(index.asi8))) if len(index) > 1 else pd.Timedelta(days=1)
     columns: dict[str, np.ndarray] = {}
@@ -229,7 +249,7 @@ def calendar_features(index: pd.DatetimeIndex) -> pd.DataFrame:
         hours = index.hour.to_numpy() + index.minute.to_numpy() / 60.0
         hour_angle = 2.0 * np.pi * hours / 24.0
         columns["hour_sin"], columns["hour_cos"] = np.sin(hour_angle), np.cos(hour_angle)
-    return pd.DataFrame(columns, index=index, dtype=np.float64)
+    return {name: values.astype(np.float64) for name, values in columns.items()}
 
 
 def _check_prices(prices: pd.DataFrame) -> pd.DataFrame:
@@ -290,44 +310,56 @@ def without_masked_entries(features: pd.DataFrame, prices: pd.DataFrame, params:
     return features.assign(co_return=unmasked) if unmasked.notna().any() else features
 
 
-def compute_features(prices: pd.DataFrame, params: FeatureParams, symbol: str | None = None) -> pd.DataFrame:
-    """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows. ``symbol``
-    only names the series in the GARCH fit's messages."""
-    ohlcv = _check_prices(prices)
-    open_, high, low, close, volume = (ohlcv[column] for column in PRICE_COLUMNS)
+def feature_values(
+    index: pd.DatetimeIndex, ohlcv: np.ndarray, params: FeatureParams, symbol: str | None = None
+) -> dict[str, np.ndarray]:
+    """Every feature column (in ``compute_features``' order) of bars already checked: ``ohlcv`` the
+    float64 open, high, low, close and volume columns of ``index``'s bars, finite, prices > 0.
+    NumPy, with pandas' own rolling and EWM loops: the same floats as ``compute_features``, without
+    a DataFrame per step (the served model computes these on every request)."""
+    open_, high, low, close, volume = (ohlcv[:, column] for column in range(len(PRICE_COLUMNS)))
     log_close = np.log(close)
-    log_return = log_close.diff()
+    log_return = log_close - _shifted(log_close, 1)
 
-    columns: dict[str, pd.Series] = {}
+    columns: dict[str, np.ndarray] = {}
     for horizon in params.return_horizons:
-        columns[f"ret_{horizon}"] = close.pct_change(horizon)
-        columns[f"logret_{horizon}"] = log_close.diff(horizon)
+        columns[f"ret_{horizon}"] = close / _shifted(close, horizon) - 1
+        columns[f"logret_{horizon}"] = log_close - _shifted(log_close, horizon)
     for window in params.sma_windows:
-        columns[f"sma_ratio_{window}"] = close / close.rolling(window).mean() - 1.0
+        columns[f"sma_ratio_{window}"] = close / _rolling(close, window).mean().to_numpy() - 1.0
+    emas = {window: ema(close, window) for window in {*params.ema_windows, params.macd.fast, params.macd.slow}}
     for window in params.ema_windows:
-        columns[f"ema_ratio_{window}"] = close / ema(close, window) - 1.0
+        columns[f"ema_ratio_{window}"] = close / emas[window] - 1.0
     columns[f"rsi_{params.rsi_window}"] = rsi(close, params.rsi_window)
-    columns.update(macd(close, params.macd.fast, params.macd.slow, params.macd.signal).items())
-    columns.update(bollinger(close, params.bollinger.window, params.bollinger.num_std).items())
+    columns.update(macd(close, emas[params.macd.fast], emas[params.macd.slow], params.macd.signal))
+    columns.update(bollinger(close, params.bollinger.window, params.bollinger.num_std))
     columns[f"atr_ratio_{params.atr_window}"] = wilder_average(true_range(high, low, close), params.atr_window) / close
     for window in params.vol_windows:
-        columns[f"realized_vol_{window}"] = log_return.rolling(window).std()
+        columns[f"realized_vol_{window}"] = _rolling(log_return, window).std().to_numpy()
     columns[f"volume_z_{params.volume_z_window}"] = rolling_zscore(volume, params.volume_z_window)
     drawdown_window = params.drawdown_window
-    columns[f"drawdown_{drawdown_window}"] = close / close.rolling(drawdown_window).max() - 1.0
+    columns[f"drawdown_{drawdown_window}"] = close / _rolling(close, drawdown_window).max().to_numpy() - 1.0
     columns["hl_range"] = (high - low) / close
     columns["co_return"] = close / open_ - 1.0
     if params.stale_opens.mask:
         stale = stale_open_mask(open_, close, params.stale_opens.rtol)
-        columns["co_return"] = columns["co_return"].mask(stale, 0.0)
+        columns["co_return"] = np.where(stale, 0.0, columns["co_return"])
     if params.garch is not None:
-        columns["garch_vol"] = garch_volatility(log_return, _garch_params(log_return, params.garch, symbol))
+        returns = pd.Series(log_return, index=index)
+        columns["garch_vol"] = garch_volatility(returns, _garch_params(returns, params.garch, symbol)).to_numpy()
 
-    lookbacks = _lookbacks(params)
-    warm_up = np.arange(len(close))[:, None] < np.array(list(lookbacks.values()))[None, :]
-    features = pd.DataFrame({name: columns[name].to_numpy(np.float64) for name in lookbacks}, index=prices.index).mask(
-        warm_up
-    )
+    features = {}
+    for name, lookback in _lookbacks(params).items():
+        values = np.array(columns[name], dtype=np.float64)
+        values[:lookback] = np.nan
+        features[name] = values
     if params.calendar:
-        features = features.join(calendar_features(prices.index))
+        features.update(calendar_features(index))
     return features
+
+
+def compute_features(prices: pd.DataFrame, params: FeatureParams, symbol: str | None = None) -> pd.DataFrame:
+    """Causal feature matrix on ``prices``' index; NaN on each feature's warm-up rows. ``symbol``
+    only names the series in the GARCH fit's messages."""
+    ohlcv = _check_prices(prices)
+    return pd.DataFrame(feature_values(prices.index, ohlcv.to_numpy(), params, symbol), index=prices.index)

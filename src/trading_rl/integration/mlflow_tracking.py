@@ -33,6 +33,7 @@ from mlflow.models import ModelSignature
 from mlflow.types import Schema, TensorSpec
 
 from trading_rl.algorithms.saved import agent_bytes
+from trading_rl.serving.alerts import ALERT_WEBHOOK_ENV, ALERTS_FILE_ENV
 from trading_rl.serving.decision_log import DECISION_LOG_ENV
 from trading_rl.serving.package import ServedPackage
 
@@ -185,11 +186,15 @@ def pinned(packages: Iterable[str]) -> list[str]:
 def _served_model_arguments(package: ServedPackage, metadata: Mapping[str, Any] | None):
     """The arguments of ``mlflow.pyfunc.log_model`` / ``save_model`` for ``package``, its artifacts
     written to a temporary folder for the duration. MLflow decides the input example through
-    ``predict`` while it saves the model: no decision log is written for it."""
+    ``predict`` while it saves the model: no decision log is written and no alert file or webhook
+    is used for it."""
     from trading_rl.serving import mlflow_model, pyfunc
 
     config = package.config
-    with tempfile.TemporaryDirectory() as folder, _environment({DECISION_LOG_ENV: ""}):
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        _environment({DECISION_LOG_ENV: "", ALERTS_FILE_ENV: "", ALERT_WEBHOOK_ENV: ""}),
+    ):
         actor, serving = Path(folder) / "actor.onnx", Path(folder) / "serving_config.json"
         actor.write_bytes(package.onnx)
         serving.write_text(json.dumps(config, indent=1, sort_keys=True))

@@ -4,8 +4,9 @@
 ``<agent>_inference_config``: feature parameters, scaler, env config, feature columns, safeguards)
 plus what a server checks requests against (the model's symbol, bar spacing, time zone and the
 request size limit) and what every response names (the model version: the Kedro save version of
-the trained agent, as the forward record names it; and the feature-parameter digest). The MLflow
-model (``serving.pyfunc``) stores the two as artifacts and an example request as its input example.
+the trained agent, as the forward record names it; and the feature-parameter digest), and the
+``alerting`` section its decisions are judged by (``serving.alerts``). The MLflow model
+(``serving.pyfunc``) stores the two as artifacts and an example request as its input example.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from trading_rl.export.inference import BAR_COLUMNS
 from trading_rl.export.safeguards import SafeguardConfig
 from trading_rl.features import max_lookback
 from trading_rl.features.indicators import FeatureParams
+from trading_rl.monitoring.alerting import AlertingParams
+from trading_rl.serving.alerts import packaged_alerting
 from trading_rl.serving.request import TIMESTAMP_FIELD, RequestLimits, request_size
 
 # The inference-config keys the feature-parameter digest covers: everything that turns bars into the
@@ -63,12 +66,14 @@ class StoredServing:
     env_config: EnvConfig
     feature_params: FeatureParams
     safeguards: SafeguardConfig
+    alerting: AlertingParams
 
 
 def read_serving_config(config: Mapping[str, Any]) -> StoredServing:
-    """A stored serving config's env config, feature parameters and safeguards read into their
-    sections, once (``ConfigError`` naming the stored key), after its digest is checked: a config
-    whose features were edited after it was built is refused."""
+    """A stored serving config's env config, feature parameters, safeguards and alerting read into
+    their sections, once (``ConfigError`` naming the stored key), after its digest is checked: a
+    config whose features were edited after it was built is refused. A config packaged before the
+    served model alerted has no ``alerting``: the section's defaults."""
     digest = feature_params_digest(config)
     if digest != config.get("feature_params_digest"):
         raise ValueError(
@@ -77,7 +82,8 @@ def read_serving_config(config: Mapping[str, Any]) -> StoredServing:
         )
     env_config, feature_params = stored_sections(config, "serving_config")
     safeguards = SafeguardConfig.from_mapping(config.get("safeguards") or {}, "serving_config.safeguards")
-    return StoredServing(env_config, feature_params, safeguards)
+    alerting = AlertingParams.from_mapping(config.get("alerting"), "serving_config.alerting")
+    return StoredServing(env_config, feature_params, safeguards, alerting)
 
 
 def min_bars(config: Mapping[str, Any]) -> int:
@@ -135,11 +141,13 @@ def served_package(
     model_version: str,
     source_dataset: str,
     params: ServingParams,
+    alerting: AlertingParams,
 ) -> ServedPackage:
     """The package of an exported actor: ``inference_config`` plus ``model_version`` (the trained
     agent's save version), ``source_dataset`` (its catalog name), the bar spacing and time zone of
     ``history`` (the symbol's OHLCV bars from the first bar its features were computed on, oldest
-    first), the bars a decision needs and ``params``' size limit. The example request is ``history``
+    first), the bars a decision needs, ``params``' size limit and ``alerting`` (without the webhook's
+    URL: ``serving.alerts.packaged_alerting``). The example request is ``history``
     up to ``decision_bar`` for a flat account: with the env's first decision bar of a split, its
     answer is that step of the env."""
     index = pd.DatetimeIndex(history.index)
@@ -150,6 +158,7 @@ def served_package(
         "bar_interval_seconds": bar_interval(index).total_seconds(),
         "timezone": None if index.tz is None else str(index.tz),
         "max_request_bytes": params.max_request_bytes,
+        "alerting": packaged_alerting(alerting),
     }
     config["min_bars"] = min_bars(config)
     config["feature_params_digest"] = feature_params_digest(config)

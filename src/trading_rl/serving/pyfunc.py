@@ -28,8 +28,10 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
+from trading_rl.serving.alerts import served_alert_queue
 from trading_rl.serving.decider import Decider
 from trading_rl.serving.decision_log import DecisionLog
+from trading_rl.serving.package import read_serving_config
 from trading_rl.serving.request import RequestError
 
 ACTOR_ARTIFACT = "actor"
@@ -86,7 +88,8 @@ with any_values_unvalidated_quietly():
         def load_context(self, context) -> None:
             config = json.loads(Path(context.artifacts[CONFIG_ARTIFACT]).read_text())
             onnx = Path(context.artifacts[ACTOR_ARTIFACT]).read_bytes()
-            self._decider = Decider(onnx, config, DecisionLog.configured())
+            alerts = served_alert_queue(read_serving_config(config).alerting)
+            self._decider = Decider(onnx, config, DecisionLog.configured(), alerts)
 
         @property
         def decider(self) -> Decider:

@@ -38,6 +38,8 @@ REQUEST_FIELDS = ("symbol", "bars", "portfolio", "reference_price")
 PORTFOLIO_FIELDS = tuple(PortfolioState.__dataclass_fields__)
 # A JSON number as the parsed request holds it (``bool`` is a subclass of ``int``, not a number here).
 NUMBER_TYPES = frozenset({int, float})
+# The longest JSON text of a float (``-2.2250738585072014e-308``) and the comma after it.
+FLOAT_JSON_BYTES = 25
 # The request's bar spacing (median) may differ from the model's by this factor either way.
 BAR_INTERVAL_TOLERANCE = 1.5
 
@@ -66,7 +68,10 @@ class RequestLimits:
 
 @dataclass(frozen=True)
 class DecisionRequest:
-    bars: pd.DataFrame  # OHLCV float64, DatetimeIndex (the model's time zone), strictly increasing
+    """A checked request: what ``SignalEngine.checked_signal`` takes, as it takes it."""
+
+    index: pd.DatetimeIndex  # the bars' timestamps in the model's time zone, strictly increasing
+    ohlcv: np.ndarray  # float64 rows of BAR_COLUMNS, finite, prices > 0, volume >= 0
     portfolio: PortfolioState
     reference_price: float | None
 
@@ -85,6 +90,18 @@ def request_size(raw: Any) -> int:
     """Bytes of ``raw`` as compact JSON: the size the limit applies to (the body the scoring server
     parsed, without its whitespace and the ``{"inputs": [...]}`` wrapper)."""
     return len(json.dumps(raw, separators=(",", ":"), default=str).encode())
+
+
+def _size_bound(raw: Any) -> int | None:
+    """At least :func:`request_size` of ``raw``, without writing its floats as text (most of the
+    cost): the bar columns that hold only floats counted at ``FLOAT_JSON_BYTES`` a value, the rest
+    written out. ``None`` for a request without a ``bars`` object of lists."""
+    bars = raw.get("bars") if isinstance(raw, Mapping) else None
+    if not isinstance(bars, Mapping) or not all(isinstance(values, list) for values in bars.values()):
+        return None
+    floats = [name for name in BAR_COLUMNS if name in bars and set(map(type, bars[name])) <= {float}]
+    rest = {**raw, "bars": {name: [] if name in floats else values for name, values in bars.items()}}
+    return request_size(rest) + sum(FLOAT_JSON_BYTES * len(bars[name]) for name in floats)
 
 
 def _mapping(raw: Any, field: str, known: tuple[str, ...]) -> Mapping[str, Any]:
@@ -154,7 +171,7 @@ def _timestamps(values: list[Any], limits: RequestLimits) -> pd.DatetimeIndex:
     return parsed.rename(TIMESTAMP_FIELD)
 
 
-def _prices(bars: Mapping[str, list[Any]], index: pd.DatetimeIndex) -> pd.DataFrame:
+def _prices(bars: Mapping[str, list[Any]], index: pd.DatetimeIndex) -> np.ndarray:
     columns: dict[str, np.ndarray] = {}
     for name in BAR_COLUMNS:
         field = f"bars.{name}"
@@ -181,10 +198,10 @@ def _prices(bars: Mapping[str, list[Any]], index: pd.DatetimeIndex) -> pd.DataFr
             raise RequestError(
                 f"bars.{name}", f"row {row} ({index[row].isoformat()}) is {_shown(columns[name][row])}, {side}"
             )
-    return pd.DataFrame(columns, index=index)
+    return np.column_stack([columns[name] for name in BAR_COLUMNS])
 
 
-def _bars(raw: Any, limits: RequestLimits) -> pd.DataFrame:
+def _bars(raw: Any, limits: RequestLimits) -> tuple[pd.DatetimeIndex, np.ndarray]:
     bars = _mapping(raw, "bars", BAR_FIELDS)
     for name in BAR_FIELDS:
         if name not in bars:
@@ -200,7 +217,8 @@ def _bars(raw: Any, limits: RequestLimits) -> pd.DataFrame:
         raise RequestError(
             "bars", f"too few bars: {n_bars} given, the model needs at least {limits.min_bars} (oldest first)"
         )
-    return _prices(bars, _timestamps(bars[TIMESTAMP_FIELD], limits))
+    index = _timestamps(bars[TIMESTAMP_FIELD], limits)
+    return index, _prices(bars, index)
 
 
 def _portfolio(raw: Any, limits: RequestLimits) -> PortfolioState:
@@ -240,20 +258,22 @@ def parse_request(raw: Any, limits: RequestLimits) -> DecisionRequest:
     """``raw`` (one request, plain JSON) checked against ``limits``; ``RequestError`` naming the
     first wrong field. The checks' order: size, keys, symbol, bars (columns, count, timestamps,
     numbers), portfolio, reference price."""
-    size = request_size(raw)
-    if size > limits.max_request_bytes:
-        raise RequestError("body", f"{size} bytes as compact JSON, over the limit of {limits.max_request_bytes}")
+    bound = _size_bound(raw)
+    if bound is None or bound > limits.max_request_bytes:  # near or over the limit: measured exactly
+        size = request_size(raw)
+        if size > limits.max_request_bytes:
+            raise RequestError("body", f"{size} bytes as compact JSON, over the limit of {limits.max_request_bytes}")
     request = _mapping(raw, "", REQUEST_FIELDS)
     for name in ("symbol", "bars", "portfolio"):
         if name not in request:
             raise RequestError(name, f"missing; a request has {list(REQUEST_FIELDS)} (reference_price optional)")
     if request["symbol"] != limits.symbol:
         raise RequestError("symbol", f"the model trades {limits.symbol!r}, got {_shown(request['symbol'])}")
-    bars = _bars(request["bars"], limits)
+    index, ohlcv = _bars(request["bars"], limits)
     portfolio = _portfolio(request["portfolio"], limits)
     reference = request.get("reference_price")
     if reference is not None and not (_is_number(reference) and math.isfinite(reference) and reference > 0.0):
         raise RequestError(
             "reference_price", f"must be a finite number > 0 or null (latest close), got {_shown(reference)}"
         )
-    return DecisionRequest(bars, portfolio, None if reference is None else float(reference))
+    return DecisionRequest(index, ohlcv, portfolio, None if reference is None else float(reference))

@@ -20,6 +20,7 @@ class KeptDataset(MemoryDataset):
         pass
 
 
+HOOK = "https://hooks.example.com/services/T0/B0/secret-token"
 PARAMS = {
     "parity": {"split": "validation", "n_observations": 1000, "max_real": 100, "tolerance": 1e-5},
     "latency": {"repeats": 100, "warmup": 10, "intra_op_threads": 1},
@@ -38,6 +39,7 @@ def _catalog(setup, params):
             "params:seed": MemoryDataset(7),
             "prices": MemoryDataset(setup.prices.assign(symbol="sp500")),
             "params:serving": MemoryDataset({"max_request_bytes": 500_000}),
+            "params:alerting": MemoryDataset({"drawdown": {"critical": 0.3}, "channels": {"webhook": {"url": HOOK}}}),
             "run_metadata": MemoryDataset({"save_version": "2030-01-01T00.00.00.000Z"}),
             # the outputs the package node consumes, kept to be read after the run
             "sac_icm_model_onnx": KeptDataset(),
@@ -78,6 +80,10 @@ def test_pipeline_writes_onnx_report_and_a_working_inference_config(export_pipel
     assert package.config["bar_interval_seconds"] == 86400.0 and package.config["timezone"] is None
     assert package.config["min_bars"] == 60 + 4 and package.config["max_request_bytes"] == 500_000
     assert package.config["feature_params_digest"] == feature_params_digest(config)
+    # The run's alerting section, stored without the webhook's URL (it may hold a token).
+    assert package.config["alerting"]["drawdown"]["critical"] == 0.3
+    assert package.config["alerting"]["channels"]["webhook"]["url"] is None
+    assert HOOK not in json.dumps(package.config)
     # The example request: every bar up to the env's first decision of the validation split, flat.
     example = package.example
     first_decision = setup.spec.prices["validation"].index[3]

@@ -13,6 +13,9 @@ import pandas as pd
 from trading_rl.monitoring import alerting
 from trading_rl.monitoring.alerting import Alert, AlertingParams, Dispatched
 
+# ``context.source`` of the forward alerts: the cooldown reads back these only (not the served model's).
+FORWARD_SOURCE = "forward"
+
 
 def forward_rule_alerts(
     report: Mapping[str, Any],
@@ -30,7 +33,7 @@ def forward_rule_alerts(
         return []
     stamp = report.get("last_bar") or record["timestamp"].iloc[-1]
     bar = int(report["n_bars"])
-    context = {"source": "forward", "model_version": report.get("model_version"), "symbol": report.get("symbol")}
+    context = {"source": FORWARD_SOURCE, "model_version": report.get("model_version"), "symbol": report.get("symbol")}
     return [
         *alerting.drawdown(record["equity"].to_numpy(), config.drawdown, timestamp=stamp, bar=bar, context=context),
         *alerting.daily_loss(record["return"].to_numpy(), config.daily_loss, timestamp=stamp, bar=bar, context=context),
@@ -57,9 +60,10 @@ def send_forward_alerts(
     root: Path | None = None,
 ) -> Dispatched:
     """The forward alerts dispatched through the configured channels under the configured cooldown
-    (its state read back from the JSON-lines file); a failing channel is logged, never raised."""
+    (its state read back from the JSON-lines file's forward alerts); a failing channel is logged,
+    never raised."""
     alerts = forward_rule_alerts(report, record, drift, checks, hold_threshold, config)
     if not alerts:
         return Dispatched()
-    channels, cooldown = alerting.configured_channels(config, root)
+    channels, cooldown = alerting.configured_channels(config, root, source=FORWARD_SOURCE)
     return alerting.dispatch(alerts, channels, cooldown)

@@ -11,6 +11,7 @@ from trading_rl.envs import EnvSpec
 from trading_rl.envs.compatibility import check_model_fits_spec, model_metadata
 from trading_rl.export.inference import BAR_COLUMNS
 from trading_rl.export.onnx_export import ExportParams, export_and_verify
+from trading_rl.monitoring.alerting import AlertingParams
 from trading_rl.serving.package import ServedPackage, ServingParams, served_package
 
 
@@ -56,6 +57,7 @@ def package_served_model(
     env_spec: EnvSpec,
     prices: pd.DataFrame,
     section: ServingParams,
+    alerting: AlertingParams,
     run_metadata: dict[str, Any],
     model_dataset: str = "sac_icm_model",
 ) -> ServedPackage:
@@ -63,9 +65,11 @@ def package_served_model(
     config, the model version (the agent's save version; this run's for an agent without one), the
     symbol's bar spacing, and as example request the env's first decision of the validation split
     (every bar of the symbol's prices up to it, a flat account), so the example's answer is that
-    step of the env."""
+    step of the env; its decisions alert by the run's ``alerting`` section."""
     history = by_symbol(prices)[env_spec.symbol][list(BAR_COLUMNS)]
     split = "validation" if "validation" in env_spec.prices else "train"
     decision_bar = env_spec.prices[split].index[env_spec.config.window_size - 1]  # the env's first_tradable_bar
     version = model_metadata(model).get("save_version") or run_metadata["save_version"]
-    return served_package(onnx_bytes, inference_config, history, decision_bar, str(version), model_dataset, section)
+    return served_package(
+        onnx_bytes, inference_config, history, decision_bar, str(version), model_dataset, section, alerting
+    )

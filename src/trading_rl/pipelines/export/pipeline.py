@@ -44,6 +44,7 @@ def create_pipeline(agents: Sequence[str] = EXPORTED_AGENTS, **kwargs) -> Pipeli
                         "env_spec",
                         "prices",
                         "params:serving",
+                        "params:alerting",
                         "run_metadata",
                     ],
                     outputs=f"{agent}_served",
