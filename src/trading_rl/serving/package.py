@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trading_rl.config import Section, setting
+from trading_rl.config import Section, setting, stored_section
 from trading_rl.envs.continuous import EnvConfig
 from trading_rl.envs.deployment import stored_sections
 from trading_rl.export.inference import BAR_COLUMNS
@@ -81,8 +81,8 @@ def read_serving_config(config: Mapping[str, Any]) -> StoredServing:
             f"feature parameters, scaler and columns ({digest}): the config was edited after it was built"
         )
     env_config, feature_params = stored_sections(config, "serving_config")
-    safeguards = SafeguardConfig.from_mapping(config.get("safeguards") or {}, "serving_config.safeguards")
-    alerting = AlertingParams.from_mapping(config.get("alerting"), "serving_config.alerting")
+    safeguards = stored_section(SafeguardConfig, config.get("safeguards") or {}, "serving_config.safeguards")
+    alerting = stored_section(AlertingParams, config.get("alerting"), "serving_config.alerting")
     return StoredServing(env_config, feature_params, safeguards, alerting)
 
 
