@@ -347,7 +347,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.from_csv:
-        table = pd.concat([pd.read_csv(path, keep_default_na=True) for path in args.from_csv], ignore_index=True)
+        table = pd.concat([read_rows(path) for path in args.from_csv], ignore_index=True)
     else:
         table = train_and_score(args)
         table.to_csv(out, index=False)
@@ -358,6 +358,11 @@ def main() -> None:
     print(text)
     out.with_suffix(".md").write_text(f"`{shlex.join(sys.argv)}`\n\n{text}")
     plot(table, out.with_suffix(".png"), order)
+
+
+def read_rows(path: str) -> pd.DataFrame:
+    """Rows as ``to_csv`` wrote them: only empty cells are missing (the ``null`` family stays a name)."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
 def train_and_score(args: argparse.Namespace) -> pd.DataFrame:

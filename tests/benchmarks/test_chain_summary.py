@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from chain_controls import STEP_KEYS, market_params, scaled_budgets
+from chain_controls import STEP_KEYS, market_params, read_rows, scaled_budgets
 from chain_summary import markdown_table, paired_rows, plot, summarise_agents
 from learning_curve import load_parameters
 
@@ -117,3 +117,13 @@ def test_budget_scale_shrinks_every_step_budget_and_nothing_else():
     assert scaled["sac_icm"]["agent"]["sac"]["batch_size"] == params["sac_icm"]["agent"]["sac"]["batch_size"]
     assert scaled_budgets(params, 1.0) is params
     assert all(key.count(".") >= 2 for key in STEP_KEYS)
+
+
+def test_rows_read_back_keep_the_null_family_and_the_missing_scores(tmp_path):
+    """pandas reads ``null`` as missing by default: the null control's rows would vanish from a
+    ``--from-csv`` summary."""
+    path = tmp_path / "rows.csv"
+    pd.DataFrame({"family": ["null", "fast"], "capture": [float("nan"), 0.5]}).to_csv(path, index=False)
+    rows = read_rows(str(path))
+    assert rows["family"].tolist() == ["null", "fast"]
+    assert rows["capture"].isna().tolist() == [True, False]
