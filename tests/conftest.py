@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from helpers.kedro_project import PROJECT_ROOT, bootstrap
-from helpers.mlflow_store import add_empty_stores, empty_store
+from helpers.mlflow_store import add_empty_stores, copy_without_runs, empty_store
+from helpers.shared_setup import shared_folder
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -62,16 +63,26 @@ def run_session(project: Path, pipeline_names, env: str = "ci", run_options=None
 
 
 @pytest.fixture(scope="session")
-def foundation_project(tmp_path_factory) -> Path:
-    """A project copy on which feature_extraction and env_construction ran once (ci env)."""
-    project = make_project_copy(tmp_path_factory.mktemp("project"))
-    cwd = os.getcwd()
-    os.chdir(project)
-    try:
-        run_session(project, ["feature_extraction", "env_construction"])
-    finally:
-        os.chdir(cwd)
-    return project
+def foundation_project(request) -> Path:
+    """A project copy on which feature_extraction and env_construction ran once (ci env). Tests read
+    it or run their sessions on a copy of it, so both xdist workers share one build."""
+
+    def build(folder: Path) -> None:
+        run_session(make_project_copy(folder), ["feature_extraction", "env_construction"])
+
+    return shared_folder(request, "foundation", build)
+
+
+@pytest.fixture(scope="session")
+def sac_icm_project(request, foundation_project) -> Path:
+    """A copy of the foundation project on which the ci ``sac_icm`` pipeline ran once: the sac_icm
+    session test reads its outputs and the final_evaluation test evaluates a copy of its model (one
+    training of the ci agent for the run; the auxiliary-heads test trains its own variant)."""
+
+    def build(folder: Path) -> None:
+        run_session(copy_without_runs(foundation_project, folder / "project"), ["sac_icm"])
+
+    return shared_folder(request, "sac_icm", build) / "project"
 
 
 @pytest.fixture(scope="session")

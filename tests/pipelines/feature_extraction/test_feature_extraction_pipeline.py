@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers.kedro_project import bootstrap
+from helpers.mlflow_store import copy_without_runs
 
 from trading_rl.data import PriceValidationError, load_prices
 from trading_rl.features import FeatureParams, compute_features, max_lookback
@@ -189,13 +190,13 @@ def test_bad_raw_file_stops_with_named_error_and_file_untouched(tmp_path, case):
 
 
 @pytest.mark.slow
-def test_bad_input_session_writes_nothing(tmp_path, project_copy, kedro_run):
-    """A failing run on a project with earlier outputs leaves every saved file as it was."""
-    project = project_copy(tmp_path / "project")
+def test_bad_input_session_writes_nothing(tmp_path, foundation_project, kedro_run):
+    """A failing run on a project with earlier outputs (the foundation's ci run) leaves every saved
+    file as it was."""
+    project = copy_without_runs(foundation_project, tmp_path / "project")
     cwd = os.getcwd()
     os.chdir(project)
     try:
-        kedro_run(project, ["feature_extraction", "env_construction"])
         before = _snapshot(project / "data")
         bad = _good_frame()
         bad.iloc[40, bad.columns.get_loc("Low")] = bad.iloc[40]["High"] * 1.1

@@ -37,15 +37,15 @@ def _reports(project: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_test_split_is_spent_once_per_model(foundation_project, kedro_run, tmp_path):
+def test_the_test_split_is_spent_once_per_model(sac_icm_project, kedro_run, tmp_path):
+    """On a copy of ``sac_icm_project``: the model its ci sac_icm session trained, no trial yet."""
     from trading_rl.evaluation.ledger.ledger import read_ledger
 
     project = tmp_path / "project"
-    copy_without_runs(foundation_project, project)
+    copy_without_runs(sac_icm_project, project)
     cwd = os.getcwd()
     os.chdir(project)
     try:
-        kedro_run(project, ["sac_icm"])
         # first run: evaluates on the test split, writes the report and one ledger row
         kedro_run(project, ["final_evaluation"])
         ledger = read_ledger(project / LEDGER)

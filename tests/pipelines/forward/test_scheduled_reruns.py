@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from helpers.forward_setup import (
     versions,
     write_prices,
 )
+from helpers.shared_setup import shared_folder
 
 from trading_rl.data import load_prices
 from trading_rl.envs.deployment import Deployment
@@ -34,6 +36,7 @@ DRIFT = "data/08_reporting/forward/forward_drift.json"
 ALERTS_FILE = "data/08_reporting/alerts/alerts.jsonl"  # run_forward's alerting.channels.jsonl under the root
 RUNS = ["2026-02-01T06.00.00.000Z", "2026-02-02T06.00.00.000Z", "2026-02-03T06.00.00.000Z"]
 VOLATILITY_FEATURES = ["realized_vol_20", "hl_range"]
+DIGESTS = "record_digests_after_each_rerun.json"
 
 
 def _digest(path: Path) -> str:
@@ -41,17 +44,23 @@ def _digest(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def three_reruns(tmp_path_factory):
-    root = tmp_path_factory.mktemp("forward")
-    write_prices(root, market(TRAINED_BARS))
-    deploy(root, "2026-01-31T06.00.00.000Z")
-    digests = []
-    files = [market(TRAINED_BARS), market(TRAINED_BARS + 20), market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20)]
-    for run, prices in zip(RUNS, files):
-        write_prices(root, prices)
-        rerun(root, run)
-        digests.append({str(path): _digest(path) for path in versions(root, RECORD)})
-    return root, digests
+def three_reruns(request):
+    """The root after the three reruns (tests only read it: one build for both xdist workers) and,
+    after each rerun, the digest of every forward record version."""
+
+    def build(root: Path) -> None:
+        write_prices(root, market(TRAINED_BARS))
+        deploy(root, "2026-01-31T06.00.00.000Z")
+        digests = []
+        files = [market(TRAINED_BARS), market(TRAINED_BARS + 20), market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20)]
+        for run, prices in zip(RUNS, files):
+            write_prices(root, prices)
+            rerun(root, run)
+            digests.append({str(path): _digest(path) for path in versions(root, RECORD)})
+        (root / DIGESTS).write_text(json.dumps(digests))
+
+    root = shared_folder(request, "forward_three_reruns", build)
+    return root, json.loads((root / DIGESTS).read_text())
 
 
 @pytest.mark.slow
@@ -127,7 +136,7 @@ def test_the_forward_tearsheet_shows_equity_since_deployment_and_the_drift_table
 
 @pytest.mark.slow
 def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_path):
-    root, _ = three_reruns
+    root = shutil.copytree(three_reruns[0], tmp_path / "root")  # the other tests read the fixture's files
     prices = market(TRAINED_BARS + 41, break_at=TRAINED_BARS + 20)
     prices.iloc[TRAINED_BARS + 5, prices.columns.get_loc("close")] *= 0.999  # a vendor revised a scored bar
     write_prices(root, prices)
@@ -135,7 +144,6 @@ def test_a_revised_past_bar_is_refused_and_nothing_is_written(three_reruns, tmp_
     with pytest.raises(ForwardRecordError, match="does not reproduce the stored forward record"):
         rerun(root, "2026-02-04T06.00.00.000Z")
     assert versions(root, RECORD) == before
-    write_prices(root, market(TRAINED_BARS + 40, break_at=TRAINED_BARS + 20))  # leave the fixture as it was
 
 
 @pytest.mark.slow
