@@ -85,6 +85,8 @@ def test_variants_and_markets_parse_into_their_sections():
 
 @pytest.mark.slow
 def test_tiny_end_to_end_run_reports_capture_against_the_oracle(tmp_path):
+    """The script's whole path on ci parameters; 60 steps (10 updates past ci's learning_starts) per
+    agent: capture is checked for being reported, not for what the agent learned."""
     out = tmp_path / "controls.json"
     command = [
         sys.executable,
@@ -94,6 +96,7 @@ def test_tiny_end_to_end_run_reports_capture_against_the_oracle(tmp_path):
         "--n-bars", "700",
         "--seeds", "1",
         "--max-folds", "1",
+        "--timesteps", "60",
         "--engine", "sequential",
         "--no-ledger",
         "--variant", "target env.action_mode=target env.smoothing_window=1",
