@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers.served_model import next_portfolio_state
 
 from trading_rl.export import PortfolioState, SignalEngine, inference_session
 
@@ -12,24 +13,6 @@ from trading_rl.export import PortfolioState, SignalEngine, inference_session
 def engine(export_setup, onnx_bytes):
     spec = export_setup.spec
     return SignalEngine(onnx_bytes, export_setup.feature_params, export_setup.scaler, spec.config, spec.feature_columns)
-
-
-def _next_state(state, info):
-    """The account after a step, from the env's info; the average entry price and the time in
-    position are recomputed here from the fills (the env does not report them)."""
-    units_before, units = state.position, info["position"]
-    entry = state.entry_price
-    if units == 0.0:
-        entry = 0.0
-    elif info["trade_units"] > 0.0:
-        entry = (units_before * entry + info["trade_units"] * info["fill_price"]) / units
-    if units == 0.0:
-        time_in_position = 0
-    elif units * units_before > 0.0:
-        time_in_position = state.time_in_position + 1
-    else:
-        time_in_position = 1
-    return PortfolioState(info["cash"], units, entry, time_in_position, info["action_smoothed"])
 
 
 @pytest.mark.slow
@@ -56,7 +39,7 @@ def test_signals_equal_the_env_driven_by_the_onnx_policy_over_the_validation_spl
         assert signal.fill_price == info["fill_price"]
         kinds.add(signal.kind)
         trades += signal.trades
-        state = _next_state(state, info)
+        state = next_portfolio_state(state, info)
         steps += 1
     assert steps == len(spec.prices["validation"]) - spec.layout.window_size
     # The comparison went through holds, buys, sells and fills (entry price, time in position).

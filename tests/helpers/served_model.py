@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
 import time
 import urllib.error
 import urllib.request
+from unittest.mock import patch
 
 import pandas as pd
 
@@ -53,23 +55,15 @@ class Server:
     def __init__(self, model_dir, decision_log):
         import mlflow.pyfunc
         import uvicorn
-        from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
         from mlflow.pyfunc import scoring_server
 
-        names = (DECISION_LOG_ENV, ALERTS_FILE_ENV, _MLFLOW_IS_IN_SERVING_ENVIRONMENT.name)
-        previous = {key: os.environ.get(key) for key in names}
         self.alerts_file = decision_log.with_name("alerts.jsonl")
-        os.environ[DECISION_LOG_ENV] = str(decision_log)
-        os.environ[ALERTS_FILE_ENV] = str(self.alerts_file)
-        try:
+        # patch.dict restores the whole environment after: the two paths, and the serving mark that
+        # scoring_server.init sets in this process.
+        paths = {DECISION_LOG_ENV: str(decision_log), ALERTS_FILE_ENV: str(self.alerts_file)}
+        with patch.dict(os.environ, paths):
             self.model = mlflow.pyfunc.load_model(str(model_dir))
-            app = scoring_server.init(self.model)  # marks the process as serving: undone below
-        finally:
-            for key, value in previous.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            app = scoring_server.init(self.model)
         self.decision_log = decision_log
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
@@ -99,12 +93,11 @@ class Server:
         self._thread.join(timeout=10)
 
 
-def next_portfolio(state: dict, info: dict) -> dict:
-    """The account after an env step, as a request's ``portfolio``: cash, position and the smoothed
-    action from the env's info; the average entry price and the time in position recomputed from the
-    fills (the env does not report them)."""
-    units_before, units = state.get("position", 0.0), info["position"]
-    entry = state.get("entry_price", 0.0)
+def next_portfolio_state(state: PortfolioState, info: dict) -> PortfolioState:
+    """The account after an env step, from the env's info; the average entry price and the time in
+    position are recomputed from the fills (the env does not report them)."""
+    units_before, units = state.position, info["position"]
+    entry = state.entry_price
     if units == 0.0:
         entry = 0.0
     elif info["trade_units"] > 0.0:
@@ -112,13 +105,12 @@ def next_portfolio(state: dict, info: dict) -> dict:
     if units == 0.0:
         time_in_position = 0
     elif units * units_before > 0.0:
-        time_in_position = state.get("time_in_position", 0) + 1
+        time_in_position = state.time_in_position + 1
     else:
         time_in_position = 1
-    return {
-        "cash": info["cash"],
-        "position": units,
-        "entry_price": entry,
-        "time_in_position": time_in_position,
-        "last_action": info["action_smoothed"],
-    }
+    return PortfolioState(info["cash"], units, entry, time_in_position, info["action_smoothed"])
+
+
+def next_portfolio(state: dict, info: dict) -> dict:
+    """:func:`next_portfolio_state` on a request's ``portfolio`` mapping."""
+    return dataclasses.asdict(next_portfolio_state(PortfolioState(**state), info))
