@@ -180,7 +180,8 @@ def train_sac_chain(env_spec, sections: dict, seed: int, fitted: dict | None) ->
         "sac_icm",
         lambda: options_her.train_options_her(env_spec, source, sections["options_her"], seed)[0],
     )
-    # The phase's neutral candidate: the warm-started hierarchy untrained (training.total_timesteps 0).
+    # The warm-started hierarchy untrained (training.total_timesteps 0, base's neutral setting): with
+    # --param options_her.training.total_timesteps=5000 the row above is the trained lever beside it.
     timed(
         "options_her@0",
         "sac_icm",

@@ -4,12 +4,10 @@ and is paired with the agent it is built from, on the same market and seed.
 
 options_her (the source SAC+ICM model -> the hierarchical agent):
 
-- ``sac_icm@options_env``: the source model itself on options_her's env (``env_overrides``: shorting
-  on, no action smoothing), untrained: what the env change alone does to the source's policy;
-- ``options_her@0``: the hierarchical agent right after its warm start (0 training steps): the
-  option layer's constraint on the source's actions (the low-level SAC acts as the source bit for
-  bit before training, ``algorithms.options_her.widening``);
-- ``options_her:flat``: options and HER off, the same budget: plain SAC fine-tuning on that env;
+- ``sac_icm@options_env``: the source model itself on options_her's env (``env_overrides``), untrained:
+  what the env change alone does to the source's policy;
+- ``options_her:flat``: options and HER off, the same budget: plain SAC fine-tuning on that env
+  (base trains options_her 0 steps, so give ``--param options_her.training.total_timesteps=5000``);
 - ``options_her:no_her``: options on, HER off.
 
 reward_shaper (the source -> the source continued on the shaped reward):
@@ -63,8 +61,6 @@ def options_probes(source, env_spec, sections: dict, seed: int) -> dict:
 
     options = sections["options_her"]
     found = {"sac_icm@options_env": (SourceOnEnv(source, dict(options.env_overrides)), "sac_icm", 0.0)}
-    warm, seconds = _timed(lambda: train_from_spec(env_spec, source, options, seed, timesteps=0)[0])
-    found["options_her@0"] = (warm, "sac_icm@options_env", seconds)
     variants = {
         "options_her:flat": {"options": False, "her": False},
         "options_her:no_her": {"options": True, "her": False},
