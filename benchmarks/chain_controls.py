@@ -22,7 +22,7 @@ weights), not the phases' chain: options_her warm-started from that window's sac
 shaper fitted on its rollouts, the migration. Until the walk-forward runs the phase chain per
 window, the chain is scored on its own evaluation split (539 bars of a 4,000-bar market).
 
-``--probes`` adds the diagnostic agents of ``chain_probes.py`` (why a later phase loses its
+``--probes [PHASE ...]`` adds the diagnostic agents of ``chain_probes.py`` (why a later phase loses its
 source's capture). ``--budget-scale`` multiplies every step budget (smoke runs).
 Writes ``--out`` (CSV, one row per run x agent), ``<out>.md`` (the summary table) and ``<out>.png``.
 """
@@ -45,7 +45,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_common import apply_overrides  # noqa: E402
-from chain_probes import probe_agents, rollout_columns  # noqa: E402
+from chain_probes import PROBED_PHASES, option_alignment_columns, probe_agents, rollout_columns  # noqa: E402
 from chain_summary import markdown_table, plot, summarise_agents  # noqa: E402
 from controls import ORACLE_FOR_LONG_ONLY, ratio  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
@@ -288,9 +288,7 @@ def score(rollout: pd.DataFrame, attribute, yardstick: dict, edge: bool) -> dict
     }
 
 
-def run_one(
-    env_spec, sections: dict, market: str, realisation: int, seed: int, probes: bool, parts=PARTS
-) -> list[dict]:
+def run_one(env_spec, sections: dict, market: str, realisation: int, seed: int, probes=(), parts=PARTS) -> list[dict]:
     """The chain on one market and seed, every agent scored; one row per agent."""
     import torch
 
@@ -303,9 +301,10 @@ def run_one(
     agents = train_chain(env_spec, sections, seed, fitted, parts)
     extras: dict[str, dict] = {}
     if probes:
-        probe_found, extras = probe_agents(agents, env_spec, sections, seed, fitted)
+        probe_found, extras = probe_agents(agents, env_spec, sections, seed, fitted, probes)
         agents.update(probe_found)
     rows = []
+    regime_env = env_spec.make_env(split, evaluation=True)  # the market's closes and the oracle's regime
     for name, (agent, source, seconds) in agents.items():
         rollout = agent_rollout(name, agent, env_spec, sections, seed)
         rows.append(
@@ -319,6 +318,7 @@ def run_one(
                 "train_seconds": round(seconds, 1),
                 **score(rollout, attribute, yardstick, family != "null"),
                 **rollout_columns(rollout),
+                **option_alignment_columns(rollout, regime_env),
                 **extras.get(name, {}),
             }
         )
@@ -337,7 +337,12 @@ def main() -> None:
     parser.add_argument(
         "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE", help="override one parameter"
     )
-    parser.add_argument("--probes", action="store_true", help="also train and score the diagnostic agents")
+    parser.add_argument(
+        "--probes",
+        nargs="*",
+        choices=PROBED_PHASES,
+        help="also train and score the diagnostic agents of these phases (no name: both)",
+    )
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which chains to train (both by default)"
     )
@@ -371,6 +376,7 @@ def train_and_score(args: argparse.Namespace) -> pd.DataFrame:
     go to ``<out>.partial.csv`` at once, so a run cut short keeps them."""
     base = scaled_budgets(apply_overrides(load_parameters(args.env), args.param), args.budget_scale)
     work = tempfile.mkdtemp(prefix="chain_controls_")
+    probes = () if args.probes is None else tuple(args.probes or PROBED_PHASES)
     jobs = []
     for market in args.families:
         for realisation in args.realisations:
@@ -378,7 +384,7 @@ def train_and_score(args: argparse.Namespace) -> pd.DataFrame:
                 market_params(base, market, realisation, args.n_bars), f"{work}/{market}_{realisation}"
             )
             spec = build_env_spec(sections)
-            jobs += [(spec, sections, market, realisation, seed, args.probes, args.parts) for seed in args.seeds]
+            jobs += [(spec, sections, market, realisation, seed, probes, args.parts) for seed in args.seeds]
     partial_path = Path(f"{args.out}.partial.csv")
     partial_path.unlink(missing_ok=True)
     started, rows = time.perf_counter(), []

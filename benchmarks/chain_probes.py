@@ -136,23 +136,34 @@ def reward_scales(source, env_spec, sections: dict, seed: int, weights=None, pot
     }
 
 
-def probe_agents(agents: dict, env_spec, sections: dict, seed: int, fitted: dict) -> tuple[dict, dict]:
-    """The probes of both phases, built from the chain's source model; and the extra columns of the
+PROBED_PHASES = ("options_her", "reward_shaper")
+
+
+def probe_agents(
+    agents: dict, env_spec, sections: dict, seed: int, fitted: dict, phases=PROBED_PHASES
+) -> tuple[dict, dict]:
+    """The probes of ``phases``, built from the chain's source model; and the extra columns of the
     rows (the reward scales of the phase's shaper and of the P&L prior)."""
     from trading_rl.rewards.weights import InitialWeights
 
     source = agents["sac_icm"][0]
-    found = {**options_probes(source, env_spec, sections, seed), **shaper_probes(source, env_spec, sections, seed)}
-    shaper = sections["reward_shaper"]
-    prior = dataclasses.replace(
-        shaper, weight_network=dataclasses.replace(shaper.weight_network, initial_weights=InitialWeights(**PNL_PRIOR))
-    )
-    extras = {
-        "reward_shaper": reward_scales(
-            source, env_spec, sections, seed, fitted.get("weights"), fitted.get("potential")
-        ),
-        "reward_shaper:pnl_prior": reward_scales(source, env_spec, {**sections, "reward_shaper": prior}, seed),
-    }
+    found: dict = {}
+    extras: dict = {}
+    if "options_her" in phases:
+        found.update(options_probes(source, env_spec, sections, seed))
+    if "reward_shaper" in phases:
+        found.update(shaper_probes(source, env_spec, sections, seed))
+        shaper = sections["reward_shaper"]
+        prior = dataclasses.replace(
+            shaper,
+            weight_network=dataclasses.replace(shaper.weight_network, initial_weights=InitialWeights(**PNL_PRIOR)),
+        )
+        extras = {
+            "reward_shaper": reward_scales(
+                source, env_spec, sections, seed, fitted.get("weights"), fitted.get("potential")
+            ),
+            "reward_shaper:pnl_prior": reward_scales(source, env_spec, {**sections, "reward_shaper": prior}, seed),
+        }
     return found, extras
 
 
@@ -172,3 +183,24 @@ def rollout_columns(rollout: pd.DataFrame) -> dict:
             options_used=int(share.size),
         )
     return columns
+
+
+def option_alignment_columns(rollout: pd.DataFrame, env) -> dict:
+    """On a regime family: how much the active option tells about the oracle's filtered regime
+    (``evaluation.metrics.alignment``), each decision read at the bar it was taken on."""
+    from trading_rl.data.synthetic import REGIME_FAMILIES, oracle_regime_probability
+    from trading_rl.evaluation.metrics.alignment import regime_alignment
+
+    model = env.market_model
+    if "option" not in rollout or model is None or model.family not in REGIME_FAMILIES:
+        return {}
+    probability = oracle_regime_probability(env.close_history, model)
+    decided_at = env.history_positions[rollout["bar_index"].to_numpy() - 1]
+    found = regime_alignment(rollout["option"].to_numpy(), probability[decided_at])
+    return {
+        "option_regime_mi": found.mutual_information,
+        "option_regime_mi_share": found.share,
+        "option_regime_mi_null_median": found.null_median,
+        "option_regime_mi_null_q95": found.null_q95,
+        "option_regime_p": found.p_value,
+    }

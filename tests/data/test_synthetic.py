@@ -19,6 +19,7 @@ from trading_rl.data.synthetic import (
     MarketModel,
     forecast_horizon,
     oracle_forecasts,
+    oracle_regime_probability,
     oracle_target_exposure,
     synthetic_prices,
 )
@@ -108,12 +109,15 @@ def test_vol_forecast_is_the_true_garch_recursion_and_forecasts_are_causal():
             h_t = sigma**2 * 0.05 + 0.12 * (r - mu) ** 2 + 0.83 * h_t
         assert variance[t] == pytest.approx(h_t, rel=1e-12)
     assert variance[0] == h
-    for family, strength in (("fast", 0.2), ("slow", 0.3), ("vol", 0.1), ("regime_vol", 0.6)):
+    for family, strength in (("fast", 0.2), ("slow", 0.3), ("vol", 0.1), ("regime_vol", 0.6), ("regime_fast", 0.3)):
         m = model(family, strength, n_bars=600)
         closes = synthetic_prices(m).close.to_numpy()
         full, prefix = oracle_forecasts(closes, m), oracle_forecasts(closes[:301], m)
         np.testing.assert_allclose(full[0][:301], prefix[0])
         np.testing.assert_allclose(full[1][:301], prefix[1])
+        if family in ("slow", "regime_vol", "regime_fast"):
+            regime = oracle_regime_probability(closes, m)
+            np.testing.assert_allclose(regime[:301], oracle_regime_probability(closes[:301], m))
 
 
 def test_oracle_target_respects_cost_band_shorting_and_vol_weights():
@@ -211,3 +215,60 @@ def test_symbols_config_carries_validated_markets():
         section({"name": "X", "source": "synthetic", "market": {"family": "trend"}})
     with pytest.raises(ConfigError, match=r"market\.strength"):
         section({"name": "X", "source": "synthetic", "market": {"family": "vol", "strength": 0.99}})
+
+
+def _brute_force_regime_fast(returns, mu, phi, scale, stay):
+    """``(P(s_n = +1 | r_1..r_n), E[r_{n+1} | r_1..r_n])`` by enumerating every regime path (uniform
+    first regime; the first return's predecessor is unseen, so it carries no evidence)."""
+    weight_up = weight_next_up = weight_total = 0.0
+    for path in itertools.product((1.0, -1.0), repeat=len(returns)):
+        probability = 0.5
+        for t in range(len(returns)):
+            if t:
+                probability *= stay if path[t] == path[t - 1] else 1.0 - stay
+                predicted = phi * path[t] * (returns[t - 1] - mu)
+                probability *= math.exp(-0.5 * ((returns[t] - mu - predicted) / scale) ** 2)
+        weight_up += probability * (path[-1] > 0)
+        weight_next_up += probability * (stay if path[-1] > 0 else 1.0 - stay)
+        weight_total += probability
+    lean = 2.0 * weight_next_up / weight_total - 1.0
+    return weight_up / weight_total, mu + phi * lean * (returns[-1] - mu)
+
+
+def test_regime_fast_filter_equals_brute_force_over_regime_paths():
+    market = model("regime_fast", 0.5, regime_persistence=0.9, n_bars=100, seed=4)
+    closes = synthetic_prices(market).close.to_numpy()[:10]
+    mean, variance = oracle_forecasts(closes, market)
+    regime = oracle_regime_probability(closes, market)
+    mu, sigma = market.per_bar()
+    returns = np.diff(np.log(closes))
+    assert regime[0] == 0.5 and mean[0] == mu
+    for t in range(1, len(closes)):
+        up, expected = _brute_force_regime_fast(returns[:t], mu, 0.5, math.sqrt(0.75) * sigma, 0.9)
+        assert regime[t] == pytest.approx(up, rel=1e-9)
+        assert mean[t] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    assert np.all(variance >= 0.75 * sigma**2 * (1 - 1e-12))
+
+
+def test_regime_fast_hides_its_edge_from_each_timescale_alone_and_the_oracle_is_calibrated():
+    market = model("regime_fast", 0.4, regime_persistence=0.98, n_bars=30_000, seed=1)
+    closes = synthetic_prices(market).close.to_numpy()
+    mu, sigma = market.per_bar()
+    deviation = np.diff(np.log(closes)) - mu
+    assert np.var(deviation) == pytest.approx(sigma**2, rel=0.05)  # unconditional variance sigma^2
+    assert abs(np.corrcoef(deviation[:-1], deviation[1:])[0, 1]) < 0.05  # the fast rule alone: nothing
+    trailing = np.convolve(deviation, np.ones(20), "valid")[:-1]
+    assert abs(np.corrcoef(trailing, deviation[20:])[0, 1]) < 0.05  # trailing drift alone: nothing
+    mean, _ = oracle_forecasts(closes, market)
+    forecast = mean[1:-1] - mu  # the forecast at t of the return at t + 1
+    slope = np.dot(forecast, deviation[1:]) / np.dot(forecast, forecast)
+    assert slope == pytest.approx(1.0, abs=0.1)  # calibrated: the realised move is the forecast on average
+    assert np.corrcoef(forecast, deviation[1:])[0, 1] > 0.2  # and the regime-aware forecast has an edge
+    regime = oracle_regime_probability(closes, market)
+    assert np.mean(np.abs(regime - 0.5) > 0.3) > 0.5  # persistent regimes are mostly told apart
+
+
+def test_the_regime_probability_is_refused_where_there_is_no_regime():
+    market = model("fast", 0.2, n_bars=200)
+    with pytest.raises(ValueError, match="family 'fast' has no hidden regime"):
+        oracle_regime_probability(synthetic_prices(market).close.to_numpy(), market)

@@ -22,6 +22,13 @@ unconditional volatility per bar, both from the annual figures and the bar spaci
   The drift is constant, the unconditional variance is ``sigma^2``; the high state is revealed, with
   a lag, by large returns. GARCH(1,1) is the wrong model here, and on persistent regimes its fit
   tends to integrated (``alpha + beta = 1``): the family pins the GARCH feature's fallback.
+- ``regime_fast``: two timescales. A hidden two-state Markov regime ``s_t = +-1`` (stay probability
+  ``regime_persistence``) sets the sign of a fast AR(1) edge, ``r_t - mu = phi s_t (r_{t-1} - mu) +
+  sqrt(1 - phi^2) sigma e_t`` with ``phi = strength``: momentum in one regime, reversal in the
+  other. The unconditional variance is ``sigma^2`` and the returns are uncorrelated on average, so
+  neither the fast rule nor the regime alone pays: the regime must be inferred (from the products
+  of successive returns) to know which way to trade the last return. The control of temporal
+  abstraction: an option per regime is the structure the options layer is meant to find.
 
 Bars: the open sits on the Brownian bridge between the previous close and this close at the
 fraction ``overnight_share`` of the bar's variance (so the gap carries that share of the move, and
@@ -32,8 +39,10 @@ log-normal and rises with the bar's volatility.
 
 Oracle (``oracle_forecasts``): from the closes up to bar ``t`` and the true parameters, the
 expected next log return ``E[r_{t+1} | closes <= t]`` (the forward filter of the hidden regime for
-``slow``, the Hamilton filter of the hidden volatility state for ``regime_vol``) and its variance
-forecast. ``OraclePolicy`` turns them into the env's actions.
+``slow`` and ``regime_fast``, the Hamilton filter of the hidden volatility state for ``regime_vol``)
+and its variance forecast. ``OraclePolicy`` turns them into the env's actions.
+``oracle_regime_probability`` is the filtered probability of the hidden state itself (what an
+agent's options should align with).
 """
 
 from __future__ import annotations
@@ -49,7 +58,9 @@ import pandas as pd
 from trading_rl.config import ConfigError, Section, setting
 from trading_rl.data.quality import infer_periods_per_year
 
-FAMILIES = ("null", "fast", "slow", "vol", "regime_vol")
+FAMILIES = ("null", "fast", "slow", "vol", "regime_vol", "regime_fast")
+# Families with a hidden two-state regime, whose filtered probability the oracle reads.
+REGIME_FAMILIES = ("slow", "regime_vol", "regime_fast")
 # Families whose mean is the constant drift and whose variance is predictable: their oracle times risk.
 RISK_FAMILIES = ("vol", "regime_vol")
 # The risk families' oracle holds cap x min(1, VOL_TARGET_SHARE sigma^2 / variance): weights proportional to
@@ -64,9 +75,10 @@ class MarketModel(Section):
     """A planted-edge market (``feature_extraction.symbols[i].market``). ``strength``: ``fast`` the
     AR(1) coefficient of returns, ``slow`` the regime's mean shift in units of ``sigma``, ``vol`` the
     GARCH ``alpha``, ``regime_vol`` the regimes' variance shift in units of ``sigma^2`` (variance
-    ``sigma^2 (1 +- strength)``); ignored by ``null``."""
+    ``sigma^2 (1 +- strength)``), ``regime_fast`` the AR(1) coefficient whose sign the regime sets;
+    ignored by ``null``."""
 
-    family: Literal["null", "fast", "slow", "vol", "regime_vol"]
+    family: Literal["null", "fast", "slow", "vol", "regime_vol", "regime_fast"]
     strength: float = setting(0.0, interval="[0, 1)")
     n_bars: int = setting(5000, interval="[100, inf)")
     seed: int = setting(0, interval="[0, inf)")
@@ -75,7 +87,7 @@ class MarketModel(Section):
     drift: float = setting(0.05, interval="(-1, 1)")  # annual log drift
     volatility: float = setting(0.16, interval="(0, 2)")  # annual, unconditional
     overnight_share: float = setting(0.2, interval="(0, 1)")  # share of a bar's variance before its open
-    regime_persistence: float = setting(0.99, interval="(0.5, 1)")  # slow, regime_vol: P(regime stays)
+    regime_persistence: float = setting(0.99, interval="(0.5, 1)")  # regime families: P(regime stays)
     vol_persistence: float = setting(0.97, interval="(0, 1)")  # vol: alpha + beta
     start_price: float = setting(100.0, interval="(0, inf)")
 
@@ -117,12 +129,13 @@ def _log_returns(model: MarketModel, rng: np.random.Generator) -> tuple[np.ndarr
     mu, sigma = model.per_bar()
     n, phi = model.n_bars, model.strength
     shocks = rng.standard_normal(n)
-    if model.family == "fast":
+    if model.family in ("fast", "regime_fast"):
+        coefficient = phi * (_hidden_regime(model, rng) if model.family == "regime_fast" else np.ones(n))
         deviation = np.empty(n)
         deviation[0] = sigma * shocks[0]
         scale = math.sqrt(1.0 - phi * phi) * sigma
         for t in range(1, n):
-            deviation[t] = phi * deviation[t - 1] + scale * shocks[t]
+            deviation[t] = coefficient[t] * deviation[t - 1] + scale * shocks[t]
         return mu + deviation, np.full(n, scale)
     if model.family == "slow":
         regime = _hidden_regime(model, rng)
@@ -187,17 +200,6 @@ def oracle_forecasts(closes: np.ndarray, model: MarketModel) -> tuple[np.ndarray
         phi = model.strength
         mean[1:] = mu + phi * (returns - mu)
         variance[:] = (1.0 - phi * phi) * sigma * sigma
-    elif model.family == "slow":
-        shift, stay = model.strength * sigma, model.regime_persistence
-        up = 0.5  # P(regime +1 | returns so far), before the first return
-        for t, r in enumerate(returns, start=1):
-            prior = stay * up + (1.0 - stay) * (1.0 - up)
-            like_up = math.exp(-0.5 * ((r - mu - shift) / sigma) ** 2)
-            like_down = math.exp(-0.5 * ((r - mu + shift) / sigma) ** 2)
-            up = prior * like_up / (prior * like_up + (1.0 - prior) * like_down)
-            next_up = stay * up + (1.0 - stay) * (1.0 - up)
-            mean[t] = mu + shift * (2.0 * next_up - 1.0)
-        variance[:] = sigma * sigma + shift * shift - (mean - mu) ** 2
     elif model.family == "vol":
         alpha = model.strength
         beta = model.vol_persistence - alpha
@@ -206,38 +208,65 @@ def oracle_forecasts(closes: np.ndarray, model: MarketModel) -> tuple[np.ndarray
         for t, r in enumerate(returns, start=1):
             h = omega + alpha * (r - mu) ** 2 + beta * h
             variance[t] = h
-    elif model.family == "regime_vol":
-        variance[1:] = _regime_vol_variance_forecasts(returns, model)
+    elif model.family in REGIME_FAMILIES:
+        stay = model.regime_persistence
+        up = _filtered_regime(returns, model)
+        lean = 2.0 * (stay * up + (1.0 - stay) * (1.0 - up)) - 1.0  # E[s_{t+1} | returns so far]
+        if model.family == "slow":
+            shift = model.strength * sigma
+            mean[1:] = mu + shift * lean
+            variance[:] = sigma * sigma + shift * shift - (mean - mu) ** 2
+        elif model.family == "regime_vol":
+            variance[1:] = sigma * sigma * (1.0 + model.strength * lean)
+        else:  # regime_fast: the regime signs the AR(1) coefficient
+            phi, deviation = model.strength, returns - mu
+            mean[1:] = mu + phi * lean * deviation
+            variance[:] = (1.0 - phi * phi) * sigma * sigma
+            variance[1:] += (phi * deviation) ** 2 * (1.0 - lean * lean)
     return mean, variance
 
 
-def _regime_vol_variance_forecasts(returns: np.ndarray, model: MarketModel) -> np.ndarray:
-    """Hamilton filter of the hidden volatility state: entry ``k`` is the variance of
-    ``returns[k + 1]`` given ``returns[: k + 1]``, ``P(high next) sigma_high^2 + P(low next)
-    sigma_low^2`` (both states share the drift, so the mixture has no mean term). Updated in
-    log-odds: the two normal densities differ in scale, and a return far out in the tail would
-    underflow both."""
+def oracle_regime_probability(closes: np.ndarray, model: MarketModel) -> np.ndarray:
+    """``P(s_t = +1 | closes <= t)``, the filtered probability of the hidden regime at each bar
+    (``regime_vol``: of the high-variance state); 1/2 at the first bar, which has no return yet.
+    What an agent's options or exposure should follow on a regime family."""
+    if model.family not in REGIME_FAMILIES:
+        raise ValueError(f"market family '{model.family}' has no hidden regime (one of {REGIME_FAMILIES})")
+    returns = np.diff(np.log(np.asarray(closes, dtype=np.float64)))
+    return np.concatenate([[0.5], _filtered_regime(returns, model)])
+
+
+def _filtered_regime(returns: np.ndarray, model: MarketModel) -> np.ndarray:
+    """Forward (Hamilton) filter of a regime family's hidden state: entry ``k`` is ``P(s = +1 |
+    returns[: k + 1])``. Each return's log-likelihood ratio of the two states enters a log-odds
+    recursion, which neither underflows (a return far in the tail) nor reaches 0 or 1 (the prior
+    stays in ``[1 - stay, stay]``)."""
     mu, sigma = model.per_bar()
-    stay = model.regime_persistence
-    high, low = sigma * sigma * (1.0 + model.strength), sigma * sigma * (1.0 - model.strength)
-    log_scale_ratio = 0.5 * math.log(high / low)
-    p_high = 0.5  # P(high state | returns so far), before the first return
-    forecasts = np.empty(len(returns))
-    for t, r in enumerate(returns):
-        prior = stay * p_high + (1.0 - stay) * (1.0 - p_high)  # in [1 - stay, stay]: never 0 or 1
-        squared = (r - mu) ** 2
-        log_odds = math.log(prior / (1.0 - prior)) - 0.5 * squared * (1.0 / high - 1.0 / low) - log_scale_ratio
-        p_high = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds >= 0 else 1.0 - 1.0 / (1.0 + math.exp(log_odds))
-        next_high = stay * p_high + (1.0 - stay) * (1.0 - p_high)
-        forecasts[t] = next_high * high + (1.0 - next_high) * low
-    return forecasts
+    stay, deviation = model.regime_persistence, returns - mu
+    if model.family == "slow":  # N(+shift, sigma^2) against N(-shift, sigma^2)
+        log_ratio = 2.0 * model.strength * deviation / sigma
+    elif model.family == "regime_vol":  # N(0, high) against N(0, low)
+        high, low = sigma * sigma * (1.0 + model.strength), sigma * sigma * (1.0 - model.strength)
+        log_ratio = -0.5 * deviation**2 * (1.0 / high - 1.0 / low) - 0.5 * math.log(high / low)
+    else:  # regime_fast: N(+phi d_prev, scale^2) against N(-phi d_prev, scale^2)
+        scale_squared = (1.0 - model.strength**2) * sigma * sigma
+        log_ratio = np.zeros_like(deviation)  # the first return's predecessor is unseen: no evidence
+        log_ratio[1:] = 2.0 * model.strength * deviation[1:] * deviation[:-1] / scale_squared
+    up, filtered = 0.5, np.empty(len(returns))
+    for k, evidence in enumerate(log_ratio):
+        prior = stay * up + (1.0 - stay) * (1.0 - up)
+        log_odds = math.log(prior / (1.0 - prior)) + evidence
+        up = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds >= 0 else 1.0 - 1.0 / (1.0 + math.exp(log_odds))
+        filtered[k] = up
+    return filtered
 
 
 def forecast_horizon(model: MarketModel) -> float:
     """Bars over which a forecast's deviation from the drift persists (its sum over the future is
-    ``horizon x`` the next bar's): ``1 / (1 - phi)`` for ``fast``, ``1 / (2 (1 - p))`` for ``slow``;
-    infinite where only the constant drift is forecast (``null``, ``vol``, ``regime_vol``)."""
-    if model.family == "fast":
+    ``horizon x`` the next bar's): ``1 / (1 - phi)`` for ``fast`` (and ``regime_fast``, whose regime
+    persists over many bars), ``1 / (2 (1 - p))`` for ``slow``; infinite where only the constant
+    drift is forecast (``null``, ``vol``, ``regime_vol``)."""
+    if model.family in ("fast", "regime_fast"):
         return 1.0 / (1.0 - model.strength)
     if model.family == "slow":
         return 1.0 / (2.0 * (1.0 - model.regime_persistence))
