@@ -13,6 +13,7 @@ from trading_rl.algorithms.options_her.her import (
     HerParams,
     goal_achievement,
     goal_achievement_against_control,
+    goal_responsiveness,
     goal_view,
     relabelled_fraction,
 )
@@ -77,13 +78,16 @@ def _filled_buffer(
     buffer_class=FastHerReplayBuffer,
     size: int = 500,
     unfinished_last: bool = False,
+    n_sampled_goal: int = 4,
 ) -> HerReplayBuffer:
     """Episodes of the given lengths (the last one left without its ``done`` if ``unfinished_last``);
     ``observation`` carries ``(episode, step)`` and the achieved goal encodes both too."""
     spec = small_spec()
     venv = DummyVecEnv([lambda: goal_view(spec.make_env("train"), HerParams())])
     space = venv.observation_space
-    buffer = buffer_class(size, space, venv.action_space, env=venv, n_sampled_goal=4, goal_selection_strategy=strategy)
+    buffer = buffer_class(
+        size, space, venv.action_space, env=venv, n_sampled_goal=n_sampled_goal, goal_selection_strategy=strategy
+    )
     obs_dim = space["observation"].shape[0]
 
     def goal_obs(episode: int, step: int, length: int, k: int) -> dict[str, np.ndarray]:
@@ -198,3 +202,31 @@ def test_goal_achievement_against_control_pairs_episodes_and_needs_a_ci_above_ze
     assert same["achievement_difference_ci"] == [0.0, 0.0] and not same["beats_control"]
     with pytest.raises(ValueError, match="goal_selection_strategy"):
         HerParams.from_mapping({"goal_selection_strategy": "final_ish"}, "options_her.her")
+
+
+def test_no_sampled_goal_keeps_the_goals_and_relabels_nothing():
+    """``n_sampled_goal: 0``, HER's ablation: the same goal-conditioned agent and reward, no relabelling."""
+    assert HerParams.from_mapping({"n_sampled_goal": 0}, "options_her.her").n_sampled_goal == 0
+    np.random.seed(0)
+    batch = _filled_buffer("future", n_sampled_goal=0).sample(500)
+    assert (batch.observations["desired_goal"].numpy() == -9.0).all()  # every goal is the stored one
+    assert (batch.rewards.numpy() == -5.0).all()  # and so is every reward
+    with pytest.raises(ValueError, match="n_sampled_goal"):
+        HerParams.from_mapping({"n_sampled_goal": -1}, "options_her.her")
+
+
+def test_goal_responsiveness_ranks_steering_above_ignoring_and_counts_success_per_level():
+    rng = np.random.default_rng(3)
+    desired = rng.uniform(0.0, 0.06, 90)
+    steering = desired + rng.normal(0, 0.004, 90)
+    steered = goal_responsiveness(steering, desired, tolerance=0.005)
+    steered_low, steered_high = steered["goal_rank_correlation_ci"]
+    assert 0.8 < steered_low <= steered["goal_rank_correlation"] <= steered_high
+    ignoring = goal_responsiveness(np.full(90, 0.01) + rng.normal(0, 0.004, 90), desired, tolerance=0.005)
+    low, high = ignoring["goal_rank_correlation_ci"]
+    assert abs(ignoring["goal_rank_correlation"]) < 0.3 and high < steered_low
+    # ignoring the goal hits only the lowest third (targets 0-2%, returns around 1%)
+    assert ignoring["goal_level_edges"] == pytest.approx(np.linspace(desired.min(), desired.max(), 4).tolist())
+    first, second, third = ignoring["achievement_rate_by_level"]
+    assert first > 0.3 and second < 0.1 and third == 0.0
+    assert min(steered["achievement_rate_by_level"]) > 0.6

@@ -36,7 +36,9 @@ class HerParams(Section):
     """``options_her.her``: SB3's relabelling and the goal view's reward."""
 
     enabled: bool = True
-    n_sampled_goal: int = setting(4, interval="[1, inf)")  # relabelled fraction 4 / (4 + 1) = 0.8
+    # Relabelled fraction 4 / (4 + 1) = 0.8; 0 keeps the goals and their reward but relabels nothing:
+    # HER's own ablation at equal steps (benchmarks/her_control.py).
+    n_sampled_goal: int = setting(4, interval="[0, inf)")
     goal_selection_strategy: str = setting("future", choices=GOAL_SELECTION_STRATEGIES)
     # The target return drawn per episode from [goal_low, goal_high].
     goal_low: float = 0.0
@@ -164,6 +166,40 @@ def goal_achievement(achieved: np.ndarray, desired: np.ndarray, tolerance: float
     }
 
 
+GOAL_LEVELS = 3  # the goal range in thirds: success per level of the commanded target
+
+
+def goal_responsiveness(achieved, desired, tolerance: float, level: float = 0.9) -> dict[str, Any]:
+    """Does the achieved return follow the commanded goal? Spearman's rank correlation of target and
+    final return over episodes, with a paired bootstrap interval, and the success rate per third
+    of the targets' range (an agent that ignores its goal hits only the targets near its usual
+    return)."""
+    from scipy.stats import spearmanr
+
+    from trading_rl.evaluation.metrics.bootstrap import bootstrap_ci
+
+    achieved, desired = np.asarray(achieved, dtype=np.float64), np.asarray(desired, dtype=np.float64)
+
+    def rank_correlation(episodes: np.ndarray) -> float:
+        chosen = episodes.astype(int)
+        if np.ptp(achieved[chosen]) == 0 or np.ptp(desired[chosen]) == 0:
+            return 0.0  # nothing to rank (one episode drawn over and over)
+        return float(spearmanr(desired[chosen], achieved[chosen]).statistic)
+
+    correlation, low, high = bootstrap_ci(np.arange(achieved.size), rank_correlation, level)
+    edges = np.linspace(desired.min(), desired.max(), GOAL_LEVELS + 1)
+    levels = np.clip(np.searchsorted(edges, desired, side="right") - 1, 0, GOAL_LEVELS - 1)
+    hits = np.abs(achieved - desired) <= tolerance
+    return {
+        "goal_rank_correlation": correlation,
+        "goal_rank_correlation_ci": [low, high],
+        "goal_level_edges": edges.tolist(),
+        "achievement_rate_by_level": [
+            float(hits[levels == k].mean()) if np.any(levels == k) else None for k in range(GOAL_LEVELS)
+        ],
+    }
+
+
 def goal_achievement_against_control(
     achieved: np.ndarray, control: np.ndarray, desired: np.ndarray, tolerance: float, level: float = 0.9
 ) -> dict[str, Any]:
@@ -191,7 +227,11 @@ def goal_achievement_against_control(
         "ci_level": level,
         "beats_control": bool(low > 0.0),
         "mean_miss_reduction": float(miss_gap.mean()),
+        **goal_responsiveness(achieved, desired, tolerance, level),
+        "control_responsiveness": goal_responsiveness(control, desired, tolerance, level),
         # per episode, so runs can be pooled (seeds) with the same paired bootstrap
         "episode_hits": hits.astype(int).tolist(),
         "control_episode_hits": control_hits.astype(int).tolist(),
+        "episode_targets": np.asarray(desired, dtype=np.float64).tolist(),
+        "episode_final_returns": np.asarray(achieved, dtype=np.float64).tolist(),
     }

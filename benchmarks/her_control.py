@@ -1,0 +1,184 @@
+"""HER's own control (issue 43): the goal-conditioned agent with and without relabelling, at equal steps.
+
+    python benchmarks/her_control.py --families fast:0.25 --realisations 1 2 --seeds 0 1 2 3 4 \\
+        --steps 5000 --jobs 2 --out docs/results/her_control/her_fast.csv
+
+The seeds' claims: *HER increases success rate by > 30%* and *goal achievement improves
+monotonically* (the achieved return rises with the commanded one). Per family x realisation the
+base ``sac_icm`` trains once (seed 0: it is the input, not the lever). On it, per seed, the
+``options_her`` phase trains ``--steps`` env steps with options off and the goal view on, twice:
+``relabel`` (HER as configured, ``n_sampled_goal`` 4: 80% of each batch relabelled) and
+``no_relabel`` (``n_sampled_goal`` 0: the same goals in the observation, the same reward, nothing
+relabelled). Both arms are scored by the phase's own goal evaluation (``evaluate_from_spec``:
+``evaluation.goal_episodes`` episodes on the validation split with targets drawn from the goal
+range, each also run with a shuffled target as the goal-agnostic control): success rate (final
+return within ``tolerance`` of the target), its difference from the shuffled-target control,
+Spearman's rank correlation of target and achieved return, and the success rate per third of the
+goal range. Paired over runs (same market, source and seed): relabel - no_relabel.
+Writes ``--out`` (one row per run x arm) and ``<out>.md`` (the summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_common import apply_overrides  # noqa: E402
+from chain_controls import build_env_spec, chain_sections, market_params, scaled_budgets  # noqa: E402
+from learning_curve import load_parameters  # noqa: E402
+
+ARMS = {"relabel": None, "no_relabel": 0}  # n_sampled_goal: None keeps the configured value
+SOURCES: dict = {}  # (market, realisation) -> (env_spec, sections, source model); inherited by forked workers
+
+
+def train_source(market: str, realisation: int, params: dict, n_bars: int, work: str) -> None:
+    from trading_rl.phases import sac_icm
+
+    sections = chain_sections(market_params(params, market, realisation, n_bars), f"{work}/{market}_{realisation}")
+    env_spec = build_env_spec(sections)
+    started = time.perf_counter()
+    source = sac_icm.train_sac_icm(env_spec, sections["sac_icm"], 0, {})[0]
+    print(f"{market} r{realisation}: source in {time.perf_counter() - started:.0f} s", flush=True)
+    SOURCES[(market, realisation)] = (env_spec, sections, source)
+
+
+def run_arm(market: str, realisation: int, seed: int, arm: str, steps: int) -> dict:
+    """One HER arm on one source and seed, scored by the phase's goal evaluation."""
+    import torch
+
+    from trading_rl.algorithms.options_her.from_spec import evaluate_from_spec, train_from_spec
+
+    torch.set_num_threads(1)
+    env_spec, sections, source = SOURCES[(market, realisation)]
+    params = sections["options_her"]
+    her = params.her
+    if ARMS[arm] is not None:
+        her = dataclasses.replace(her, n_sampled_goal=ARMS[arm])
+    params = dataclasses.replace(
+        params, options=dataclasses.replace(params.options, enabled=False), her=dataclasses.replace(her, enabled=True)
+    )
+    started = time.perf_counter()
+    agent = train_from_spec(env_spec, source, params, seed, timesteps=steps)[0]
+    seconds = time.perf_counter() - started
+    found = evaluate_from_spec(agent, env_spec, params, seed)
+    goals = found["goals"]
+    by_level = goals["achievement_rate_by_level"]
+    return {
+        "family": market.partition(":")[0],
+        "market": market,
+        "realisation": realisation,
+        "seed": seed,
+        "arm": arm,
+        "n_sampled_goal": her.n_sampled_goal,
+        "steps": steps,
+        "train_seconds": round(seconds, 1),
+        "episodes": goals["episodes"],
+        "success": goals["goal_achievement_rate"],
+        "control_success": goals["control"]["goal_achievement_rate"],
+        "success_vs_control": goals["achievement_difference"],
+        "rank_correlation": goals["goal_rank_correlation"],
+        "control_rank_correlation": goals["control_responsiveness"]["goal_rank_correlation"],
+        "success_low_third": by_level[0],
+        "success_middle_third": by_level[1],
+        "success_high_third": by_level[2],
+        "mean_abs_goal_miss": goals["mean_abs_goal_miss"],
+        "sharpe": found["metrics"].get("sharpe"),
+    }
+
+
+def summarise(rows: pd.DataFrame) -> str:
+    """Per arm: medians with 90% CIs; paired relabel - no_relabel over runs (same market, source, seed)."""
+    from trading_rl.evaluation.metrics.bootstrap import bootstrap_ci, difference_ci
+
+    def cell(values) -> str:
+        median, low, high = bootstrap_ci(np.asarray(values, dtype=float))
+        return f"{median:.2f} [{low:.2f}, {high:.2f}]"
+
+    lines = [
+        "| family | arm | runs | success | vs shuffled-target control | rank corr. target ~ achieved "
+        "| success by third of the goal range (low / mid / high) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    paired = []
+    for family, group in rows.groupby("family"):
+        for arm in ARMS:
+            mine = group[group["arm"] == arm]
+            thirds = " / ".join(
+                f"{mine[c].mean():.2f}" for c in ("success_low_third", "success_middle_third", "success_high_third")
+            )
+            lines.append(
+                f"| {family} | {arm} | {len(mine)} | {cell(mine['success'])} | {cell(mine['success_vs_control'])} "
+                f"| {cell(mine['rank_correlation'])} | {thirds} |"
+            )
+        wide = group.pivot_table(index=["market", "realisation", "seed"], columns="arm", values="success")
+        wide = wide.dropna()
+        delta, low, high = difference_ci(wide["relabel"], wide["no_relabel"])
+        base = float(wide["no_relabel"].mean())
+        gain = f"{(wide['relabel'].mean() / base - 1) * 100:+.0f}%" if base > 0 else "n/a (no_relabel 0)"
+        paired.append(f"| {family} | {len(wide)} | {delta:+.2f} [{low:+.2f}, {high:+.2f}] | {gain} |")
+    lines += [
+        "",
+        "| family | paired runs | success, relabel - no_relabel [90% CI] | relative gain of the mean |",
+        "|---|---|---|---|",
+        *paired,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="base")
+    parser.add_argument("--families", nargs="+", default=["fast:0.25"], help="family:strength")
+    parser.add_argument("--realisations", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--steps", type=int, default=5000, help="options_her env steps per arm")
+    parser.add_argument("--n-bars", type=int, default=4000)
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply the source's budget (smoke runs)")
+    parser.add_argument("--param", action="append", default=[], metavar="DOTTED.KEY=VALUE")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", default="her_control.csv")
+    args = parser.parse_args()
+    params = scaled_budgets(apply_overrides(load_parameters(args.env), args.param), args.budget_scale)
+    work = tempfile.mkdtemp(prefix="her_control_")
+    started = time.perf_counter()
+    for market in args.families:
+        for realisation in args.realisations:
+            train_source(market, realisation, params, args.n_bars, work)
+    jobs = [
+        (m, r, s, arm, args.steps) for m in args.families for r in args.realisations for s in args.seeds for arm in ARMS
+    ]
+    rows = []
+    # fork: the workers inherit SOURCES (env specs and trained models) instead of pickling them
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        for future in as_completed([pool.submit(run_arm, *job) for job in jobs]):
+            rows.append(future.result())
+            print(
+                f"{rows[-1]['market']} r{rows[-1]['realisation']} seed {rows[-1]['seed']} {rows[-1]['arm']}: "
+                f"success {rows[-1]['success']:.2f}",
+                flush=True,
+            )
+    frame = pd.DataFrame(rows).sort_values(["family", "realisation", "seed", "arm"])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out, index=False)
+    table = summarise(frame)
+    out.with_suffix(".md").write_text(
+        f"`python benchmarks/her_control.py {' '.join(sys.argv[1:])}` on {os.cpu_count()} core(s), "
+        f"{time.perf_counter() - started:.0f} s\n\n{table}"
+    )
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
