@@ -51,8 +51,8 @@ class PopulationExecutor(Executor):
     walk-forward's SAC retrain chains as populations, split into up to ``workers`` groups that each
     train as one ``base`` task (``run_retrain_groups``)."""
 
-    def __init__(self, base: SequentialExecutor | RayExecutor, workers: int = 1) -> None:
-        self.base = base
+    def __init__(self, base: SequentialExecutor | RayExecutor | None = None, workers: int = 1) -> None:
+        self.base = base or SequentialExecutor()
         self.workers = workers
 
     def share(self, value: Any) -> Any:
@@ -120,7 +120,7 @@ def make_executor(runtime: RuntimeParams) -> Executor:
         return make_runtime_executor(runtime)
     workers = runtime.population.workers
     if workers == 1:
-        return PopulationExecutor(SequentialExecutor())
+        return PopulationExecutor()
     return PopulationExecutor(make_runtime_executor(dataclasses.replace(runtime, engine="ray")), workers)
 
 
