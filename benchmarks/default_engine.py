@@ -1,6 +1,6 @@
 """Which ``runtime.engine`` runs the default run's walk-forward fastest on this machine?
 
-    python benchmarks/default_engine.py [--timesteps 5000] [--engines sequential ray population]
+    python benchmarks/default_engine.py [--timesteps 5000] [--engines sequential ray population population-ray]
 
 Runs ``run_walk_forward`` with the default run's own work — conf/base's ``walk_forward`` section
 (its symbols, folds, seeds, agents, nets and ``agent_overrides``), features, env and ``sac_icm``
@@ -14,6 +14,8 @@ Prints each engine's wall seconds, this process's CPU seconds (Ray's work runs i
 its CPU column is the driver's only) and the speed-up over the sequential engine; the fastest
 engine is the one conf/base should name. Sequential and Ray give identical tables (asserted); the
 population's are the same in distribution only (``population_walk_forward_ab.py``).
+``population-ray`` is the population engine with ``runtime.population.workers: --workers`` (a
+population per Ray worker; its tables equal ``population``'s, asserted).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from trading_rl.phases.walk_forward.population import make_executor  # noqa: E40
 from trading_rl.runtime import RuntimeParams, connect_ray  # noqa: E402
 from trading_rl.training.params import AgentParams  # noqa: E402
 
-ENGINES = ("sequential", "ray", "population")
+ENGINES = ("sequential", "ray", "population", "population-ray")
 SYMBOLS = ("sp500", "nasdaq")
 
 
@@ -51,6 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timesteps", type=int, default=5000, help="from-scratch budget (conf/base: 20000)")
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    parser.add_argument("--workers", type=int, default=os.cpu_count(), help="population-ray's workers")
     args = parser.parse_args()
 
     params = load_parameters("base")
@@ -78,25 +81,34 @@ def main() -> None:
     tables: dict[str, pd.DataFrame] = {}
     ray_start = 0.0
     for engine in args.engines:
-        if engine == "ray":
+        on_ray = engine in ("ray", "population-ray")
+        if on_ray and not ray_start:
             start = time.perf_counter()
             connect_ray()
             ray_start = time.perf_counter() - start
-        executor = make_executor(RuntimeParams.from_mapping({"engine": engine}, "runtime"))
+        runtime = {"engine": engine}
+        if engine == "population-ray":
+            runtime = {"engine": "population", "population": {"workers": args.workers}}
+        executor = make_executor(RuntimeParams.from_mapping(runtime, "runtime"))
         wall, cpu = time.perf_counter(), time.process_time()
         tables[engine] = run_walk_forward(*arguments, executor=executor).folds
         walls[engine] = time.perf_counter() - wall
-        extra = f" (+ {ray_start:.1f} s Ray start)" if engine == "ray" else ""
+        extra = f" (+ {ray_start:.1f} s Ray start)" if on_ray else ""
         print(f"{engine}: {walls[engine]:.1f} s wall{extra}, {time.process_time() - cpu:.1f} CPU-s here", flush=True)
     if {"sequential", "ray"} <= set(tables):
         pd.testing.assert_frame_equal(tables["ray"], tables["sequential"], check_exact=True)
         print("sequential and ray tables identical")
-    with_start = {engine: wall + (ray_start if engine == "ray" else 0.0) for engine, wall in walls.items()}
-    if "sequential" in walls:
-        print("| engine | wall s | speed-up over sequential |")
-        print("|---|---:|---:|")
-        for engine, wall in with_start.items():
-            print(f"| {engine} | {wall:.1f} | {walls['sequential'] / wall:.2f}x |")
+    if {"population", "population-ray"} <= set(tables):
+        pd.testing.assert_frame_equal(tables["population-ray"], tables["population"], check_exact=True)
+        print("population and population-ray tables identical")
+    with_start = {
+        engine: wall + (ray_start if engine in ("ray", "population-ray") else 0.0) for engine, wall in walls.items()
+    }
+    reference = "sequential" if "sequential" in walls else next(iter(walls))
+    print(f"| engine | wall s | speed-up over {reference} |")
+    print("|---|---:|---:|")
+    for engine, wall in with_start.items():
+        print(f"| {engine} | {wall:.1f} | {with_start[reference] / wall:.2f}x |")
     print(f"fastest here: {min(with_start, key=with_start.__getitem__)} (load average {os.getloadavg()[0]:.2f})")
 
 

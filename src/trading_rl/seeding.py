@@ -25,6 +25,7 @@ class SeedRole(IntEnum):
     GOAL_EPISODES = 2  # options_her's goal-achievement episodes (indices: episode)
     VTRACE_ACTORS = 7  # the V-trace actors' env seeds
     EVOLUTION_STRATEGY = 11  # ES: initial parameters, perturbation noise, episode starts
+    POPULATION_MEMBER = 13  # a population member's own draws: actor noise, replay indices
 
 
 def seed_sequence(seed: int, role: SeedRole) -> np.random.SeedSequence:

@@ -31,6 +31,11 @@ def runtime(params):
         ({"ray": {"num_gpus_per_task": 1.5}}, r"runtime\.ray\.num_gpus_per_task"),
         ({"ray": {"num_gpus_per_task": -0.1}}, r"runtime\.ray\.num_gpus_per_task"),
         ({"ray": {"address": 6379}}, r"runtime\.ray\.address"),
+        ({"population": {"workers": 0}}, r"runtime\.population\.workers"),
+        ({"population": {"workers": -2}}, r"runtime\.population\.workers"),
+        ({"population": {"workers": 1.5}}, r"runtime\.population\.workers"),
+        ({"population": {"workers": "two"}}, r"runtime\.population\.workers"),
+        ({"population": {"worker": 2}}, r"runtime\.population\.worker"),
     ],
 )
 def test_bad_runtime_parameters_are_rejected_by_key(params, key):
@@ -42,6 +47,7 @@ def test_defaults_and_accepted_gpu_shares():
     assert runtime(None).to_dict() == {
         "engine": "ray",
         "ray": {"address": None, "num_cpus": None, "num_gpus_per_task": 0.0},
+        "population": {"workers": 1},
     }
     assert runtime({"ray": {"num_gpus_per_task": 0.25}}).ray.num_gpus_per_task == 0.25
     assert runtime({"ray": {"num_gpus_per_task": 2}}).ray.num_gpus_per_task == 2.0

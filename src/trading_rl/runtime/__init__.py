@@ -3,6 +3,7 @@ the project's one Ray connection (``connect_ray``)."""
 
 from trading_rl.runtime.engine import (
     Executor,
+    PopulationParams,
     RayExecutor,
     RuntimeParams,
     SequentialExecutor,
@@ -12,6 +13,7 @@ from trading_rl.runtime.engine import (
 
 __all__ = [
     "Executor",
+    "PopulationParams",
     "RayExecutor",
     "RuntimeParams",
     "SequentialExecutor",

@@ -41,6 +41,14 @@ class RayParams(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PopulationParams(Section):
+    """``runtime.population``, read by the population engine only: ``workers`` groups of walk-forward
+    chains, each trained as populations in one Ray task (1: every chain in this process, no Ray)."""
+
+    workers: int = setting(1, interval="[1, inf)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RuntimeParams(Section):
     """The ``runtime`` section: where independent tasks run (walk-forward folds x seeds x agents,
     per-symbol training). ``sequential``: one after another in the kedro process. ``ray`` (the
@@ -48,14 +56,17 @@ class RuntimeParams(Section):
     cluster at ``address`` ("auto", "ray://head:10001" after ``ray start --head`` there); both give
     the same numbers for the same seed (with ``torch_threads: 1``). ``population``: one process,
     the walk-forward's SAC / SAC+ICM chains trained as batched populations (the same distribution of
-    results, not the same numbers). Ray by default so the walk-forward's fold x seed chains use both
-    cores of a small machine: on 2 cores the default run's 4 chains ran 1.66x sequential on Ray,
-    1.38x as one population (benchmarks/default_engine.py, docs/benchmarks.md); conf/ci keeps
-    sequential (no Ray start-up in tests). ``ray.num_gpus_per_task``: share of a GPU per task (0.25:
-    four tasks per GPU; 0 keeps tasks on CPUs). docs/scale_out.md."""
+    results, not the same numbers); ``population.workers`` > 1 splits the chains into that many
+    groups, each a Ray task running its populations (the same numbers as one process). Ray by
+    default so the walk-forward's fold x seed chains use both cores of a small machine: on 2 cores
+    the default run's 4 chains ran 1.66x sequential on Ray, 1.38x as one population
+    (benchmarks/default_engine.py, docs/benchmarks.md); conf/ci keeps sequential (no Ray start-up
+    in tests). ``ray.num_gpus_per_task``: share of a GPU per task (0.25: four tasks per GPU; 0 keeps
+    tasks on CPUs). docs/scale_out.md."""
 
     engine: Literal["sequential", "ray", "population"] = "ray"
     ray: RayParams = setting(RayParams())
+    population: PopulationParams = setting(PopulationParams())
 
 
 # Called with (task index, result) as each task finishes, so a long map can say what it has done.
@@ -154,11 +165,14 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None) -> None
 def _resolve_shared(value: Any) -> Any:
     """Fetch object-store references: Ray resolves a reference given directly as an argument, not
     one inside a list, and a task often needs a list of shared inputs (e.g. a chain's fold specs),
-    also as a field of a task dataclass."""
+    also as a field of a task dataclass, or a list of such dataclasses."""
     import ray
 
     if isinstance(value, list) and value and all(isinstance(item, ray.ObjectRef) for item in value):
         return ray.get(value)
+    if isinstance(value, list):  # e.g. a population group's retrain tasks
+        fetched_items = [_resolve_shared(item) for item in value]
+        return fetched_items if any(a is not b for a, b in zip(fetched_items, value)) else value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fetched = {
             field.name: _resolve_shared(getattr(value, field.name)) for field in dataclasses.fields(value) if field.init

@@ -2,7 +2,8 @@
 ``BatchedTradingEnv`` for all members) each member's replay buffer, episode statistics, step count
 and env state equal those of the same agent run alone by SB3, and an SB3 ``learn`` after the
 population continues its episodes as if SB3 had run all along. The batched action selection is each
-member's own policy; the stacked replay samples each member's own transitions."""
+member's own policy; the stacked replay samples each member's own transitions; and a member's
+training does not depend on the other members of its population."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_act_is_each_members_policy_and_the_replay_samples_its_own_transitions()
         np.testing.assert_allclose(deterministic[i], expected, atol=1e-6, err_msg=f"member {i}")
     draws = np.stack([population.act(obs) for _ in range(200)])
     assert draws.std(axis=0).min() > 0 and np.abs(draws).max() <= 1.0, "stochastic actions are sampled"
-    batch = population.replay.sample(64)
+    batch = population.replay.sample(64, population.streams)
     for i, member in enumerate(members):
         stored = {row.tobytes() for row in member.replay_buffer.observations[:40, 0]}
         assert {row.tobytes() for row in batch.observations[i].numpy()} <= stored, f"member {i} sampled another's"
@@ -116,7 +117,7 @@ def test_replay_keeps_each_members_position_capacity_and_timeouts():
     replay = PopulationReplay(buffers, th.device("cpu"))
     for _ in range(2):  # member 0 wraps after one add, member 1 after two
         replay.add(np.full((2, 2), 99.0), np.zeros((2, 2)), np.zeros((2, 1)), np.zeros(2), np.zeros(2), np.zeros(2))
-    batch = replay.sample(500)
+    batch = replay.sample(500, [th.Generator().manual_seed(seed) for seed in (0, 1)])
     for i, (expected, timeout) in enumerate((({1.0, 2.0, 99.0}, 2.0), ({10.0, 11.0, 12.0, 13.0, 99.0}, 13.0))):
         values = batch.observations[i, :, 0]
         assert set(values.tolist()) == expected, f"member {i}"
@@ -132,3 +133,27 @@ def test_replay_keeps_each_members_position_capacity_and_timeouts():
 
 class _OtherBuffer(ReplayBuffer):
     pass
+
+
+def _trained(groups: list[list[int]]) -> dict[int, SACWithICM]:
+    members = {}
+    for group in groups:
+        models = [_agent(i, learning_starts=10) for i in group]
+        PopulationSAC(models).learn(60).release()
+        members.update(zip(group, models))
+    return members
+
+
+def test_a_member_trains_the_same_whichever_members_share_its_population():
+    """Its own random stream (noise, replay indices) and row-by-row statistics: a member alone, or
+    with another in the other order, ends with the weights, ICM statistics and replay it has in a
+    population of all three (two of them curious, 50 updates each)."""
+    together = _trained([[0, 1, 2]])
+    split = _trained([[2], [1, 0]])
+    for i in range(len(MARKETS)):
+        modules = [lambda m: m.policy] + ([lambda m: m.icm] if together[i].icm is not None else [])
+        for module in modules:
+            expected, actual = module(together[i]).state_dict(), module(split[i]).state_dict()
+            for name, value in expected.items():
+                assert th.equal(actual[name], value), f"member {i}: {name}"
+        np.testing.assert_equal(_buffer(split[i], 60), _buffer(together[i], 60), err_msg=f"member {i}")

@@ -1,8 +1,10 @@
 """Walk-forward on Ray gives exactly the sequential numbers: the validation pipeline's node with the
-ci parameters and real data, and a run with several retrain groups per chain."""
+ci parameters and real data, and a run with several retrain groups per chain; populations split over
+Ray workers give exactly the one population's numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +18,15 @@ from kedro.config import OmegaConfigLoader
 from trading_rl.data import load_prices
 from trading_rl.evaluation.validation import folds as windows
 from trading_rl.phases import walk_forward as wf
+from trading_rl.phases.walk_forward.population import PopulationExecutor, make_executor
 from trading_rl.pipelines.walk_forward.pipeline import create_pipeline
-from trading_rl.runtime import RuntimeParams, SequentialExecutor, make_runtime_executor
+from trading_rl.runtime import (
+    PopulationParams,
+    RayExecutor,
+    RuntimeParams,
+    SequentialExecutor,
+    make_runtime_executor,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
@@ -68,38 +77,45 @@ def test_validation_node_with_ci_parameters_gives_the_same_tables_on_ray(ray_ses
     assert agents["action_entropy"].notna().all()
 
 
+# Three folds retraining every second fold: groups [0, 1] and [2] per agent × seed.
+RETRAIN_FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
+RETRAIN_PARAMS = {
+    "train_length": 200,
+    "test_length": 40,
+    "step": 40,
+    "max_folds": 3,
+    "retrain_frequency": 2,
+    "data_end": "all",
+    "seeds": 2,
+    "agents": ["sac_icm", "vtrace", "es"],
+    "timesteps": 60,
+    "finetune_timesteps": 20,
+    "device": "cpu",
+}
+RETRAIN_AGENT = {
+    "sac_icm": {
+        "sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
+        "policy": {"net_arch": [16]},
+        "icm": {"warmup_steps": 20, "feature_dim": 8, "hidden_dim": 8},
+    },
+    "vtrace": {"unroll_length": 10, "net_arch": [8]},
+    "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]},
+}
+
+
+def retrain_arguments() -> tuple:
+    return (
+        {"X": random_walk_prices(520, 4)},
+        section(RETRAIN_PARAMS),
+        job(RETRAIN_FEATURES, {"window_size": 5}, {"X": 252.0}, RETRAIN_AGENT, 3),
+    )
+
+
 @pytest.mark.slow
 def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session):
     """Three folds retraining every second fold: groups [0, 1] and [2] per agent × seed, for SAC+ICM,
     the V-trace actor-learner and the evolution strategy, so the Ray tasks interleave in any order."""
-    features = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
-    params = {
-        "train_length": 200,
-        "test_length": 40,
-        "step": 40,
-        "max_folds": 3,
-        "retrain_frequency": 2,
-        "data_end": "all",
-        "seeds": 2,
-        "agents": ["sac_icm", "vtrace", "es"],
-        "timesteps": 60,
-        "finetune_timesteps": 20,
-        "device": "cpu",
-    }
-    agent = {
-        "sac_icm": {
-            "sac": {"learning_starts": 20, "batch_size": 16, "buffer_size": 500},
-            "policy": {"net_arch": [16]},
-            "icm": {"warmup_steps": 20, "feature_dim": 8, "hidden_dim": 8},
-        },
-        "vtrace": {"unroll_length": 10, "net_arch": [8]},
-        "es": {"generations": 2, "population_size": 4, "hidden_sizes": [4]},
-    }
-    arguments = (
-        {"X": random_walk_prices(520, 4)},
-        section(params),
-        job(features, {"window_size": 5}, {"X": 252.0}, agent, 3),
-    )
+    arguments = retrain_arguments()
     assert [
         [fold.index for fold in group]
         for group in windows.retrain_groups(windows.make_folds(500, 200, 40, 40, 20, 2, 3))
@@ -115,3 +131,18 @@ def test_retrain_groups_run_as_separate_tasks_with_identical_results(ray_session
     # Seeds differ, so the identity above is not two copies of one constant policy.
     actions = sequential.returns[sequential.returns["kind"] == "agent"].groupby(["agent", "seed"])["action_raw"].sum()
     assert actions.nunique() == len(actions)
+
+
+@pytest.mark.slow
+def test_population_workers_on_ray_give_the_one_process_populations_tables(ray_session):
+    """The 4 SAC+ICM chains as 2 Ray tasks of 2-member populations (V-trace and ES as Ray tasks of
+    their own): every number of the one population in this process."""
+    runtime = RuntimeParams.from_mapping({"engine": "population", "population": {"workers": 2}}, "runtime")
+    executor = make_executor(runtime)
+    assert isinstance(executor, PopulationExecutor) and isinstance(executor.base, RayExecutor)
+    one_process = wf.run_walk_forward(
+        *retrain_arguments(), make_executor(dataclasses.replace(runtime, population=PopulationParams()))
+    )
+    on_ray = wf.run_walk_forward(*retrain_arguments(), executor)
+    pd.testing.assert_frame_equal(on_ray.folds, one_process.folds, check_exact=True)
+    pd.testing.assert_frame_equal(on_ray.returns, one_process.returns, check_exact=True)

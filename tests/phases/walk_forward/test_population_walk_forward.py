@@ -13,7 +13,8 @@ from scipy import stats
 
 from trading_rl.algorithms.population import membership, population_sac
 from trading_rl.phases import walk_forward as wf
-from trading_rl.phases.walk_forward.population import PopulationExecutor, make_executor
+from trading_rl.phases.walk_forward.chains import RetrainTask
+from trading_rl.phases.walk_forward.population import PopulationExecutor, make_executor, split_chains
 from trading_rl.runtime import RuntimeParams, SequentialExecutor
 
 FEATURES = {"features": {"garch": None}, "scaler": {"method": "robust", "clip": 5.0}}
@@ -85,6 +86,47 @@ def test_population_engine_trains_sac_chains_stage_by_stage_and_keeps_every_row(
     agent_steps = population.returns[population.returns["agent"].isin(["sac", "sac_icm"])]
     actions = agent_steps.groupby(["agent", "seed"])["action_raw"].sum()
     assert (actions.groupby(level="agent").nunique() == 2).all()
+
+
+def _retrain_task(retrains: list[bool], timesteps: int = 100, finetune_timesteps: int = 10) -> RetrainTask:
+    return RetrainTask("sac", None, [None] * len(retrains), retrains, None, 0, timesteps, finetune_timesteps, "cpu")
+
+
+def test_split_chains_gives_runs_of_consecutive_chains_with_equal_env_steps():
+    equal = [_retrain_task([True, False, False]) for _ in range(10)]
+    assert split_chains(equal, 2) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    assert split_chains(equal, 3) == [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]]
+    # 120 steps each, then two one-fold chains of 100: the last group takes both short chains and a long one
+    uneven = [_retrain_task([True, False, False])] * 4 + [_retrain_task([True])] * 2
+    assert split_chains(uneven, 2) == [[0, 1, 2], [3, 4, 5]]
+    assert split_chains(equal[:2], 4) == [[0], [1]], "no empty group"
+    assert split_chains([], 2) == []
+
+
+@pytest.mark.slow
+def test_population_workers_give_the_one_process_populations_tables(monkeypatch):
+    """Chains split over 3 workers (here in this process, one group after another; Ray:
+    test_engines_walk_forward) train in smaller populations with every number of the one population."""
+    sizes = []
+    original_init = population_sac.PopulationSAC.__init__
+
+    def recording_init(self, members, *args, **kwargs):
+        sizes.append(len(members))
+        original_init(self, members, *args, **kwargs)
+
+    arguments = (
+        {"X": random_walk_prices(520, 4)},
+        section(PARAMS),
+        job(FEATURES, {"window_size": 5}, {"X": 252.0}, AGENT, 3),
+    )
+    one = wf.run_walk_forward(*arguments, make_executor(POPULATION))
+    monkeypatch.setattr(population_sac.PopulationSAC, "__init__", recording_init)
+    split = wf.run_walk_forward(*arguments, PopulationExecutor(SequentialExecutor(), workers=3))
+    # 8 sac / sac_icm chains of 80 and 60 steps in turn, in groups of 3, 2 and 3 (220, 140 and 200
+    # steps): each group's agents from scratch, then its fine-tunes (the 80-step chains)
+    assert sizes == [3, 2, 2, 1, 3, 1]
+    pd.testing.assert_frame_equal(split.folds, one.folds, check_exact=True)
+    pd.testing.assert_frame_equal(split.returns, one.returns, check_exact=True)
 
 
 def test_variants_join_one_population_where_they_can_and_split_by_batch_size(monkeypatch):

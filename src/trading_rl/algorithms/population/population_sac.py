@@ -33,6 +33,12 @@ member's action, the walk-forward's trading envs step as one ``BatchedTradingEnv
 replay buffers are one set of stacked tensors on the learner's device (``replay.PopulationReplay``),
 sampled for all members at once.
 
+Each member draws its actor noise and replay indices from its own torch generator
+(``member_stream``: seeded from the member's seed, or handed in to continue a stream), never from
+torch's global one: what a member draws, and so what it learns, does not depend on which members
+share its population or in which order (the engine may split chains over workers,
+``phases.walk_forward.population``).
+
 Not supported (refused with a message): gSDE, auxiliary heads, batch-norm buffers, episode-based
 ``train_freq``, replay buffers other than SB3's plain ``ReplayBuffer``, and members that differ in
 batch size, gradient steps, train frequency, learning starts, step count, device, network shapes or
@@ -60,6 +66,7 @@ from trading_rl.algorithms.population.membership import _check_members, _curiosi
 from trading_rl.algorithms.population.replay import PopulationReplay
 from trading_rl.algorithms.population.stacking import _AdamGroup, _PopulationCuriosity
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
+from trading_rl.seeding import SeedRole, trial_seed
 from trading_rl.training.sb3_logging import quiet_logging_for_setup
 
 # SB3's squashed Gaussian (stable_baselines3.common.distributions.SquashedDiagGaussianDistribution).
@@ -90,6 +97,14 @@ def squashed_gaussian_sample(mean: th.Tensor, log_std: th.Tensor, noise: th.Tens
     return action, log_prob.reshape(-1, 1)
 
 
+def member_stream(member: SAC) -> th.Generator:
+    """A new random stream for ``member``'s population draws on its device: seeded from its seed's
+    ``POPULATION_MEMBER`` role (not the seed itself, whose global stream drew the initial weights); an
+    unseeded member's seed is drawn from torch's global generator."""
+    seed = member.seed if member.seed is not None else int(th.randint(0, 2**31 - 1, ()).item())
+    return th.Generator(device=member.device).manual_seed(trial_seed(seed, SeedRole.POPULATION_MEMBER))
+
+
 def population_groups(members: Sequence[SAC]) -> list[list[int]]:
     """``members``' indices split into the fewest populations ``PopulationSAC`` accepts: one per
     ``population_key``, split further by ICM shape and ``icm.train_freq`` cycle; members without an
@@ -117,11 +132,15 @@ def _quiet_setup(member: SAC, total_timesteps: int, reset_num_timesteps: bool) -
 class PopulationSAC:
     """N SB3 SAC (or ``SACWithICM``) models trained together: ``learn`` steps every member's env once
     per env step and runs their gradient steps as one batched update. Call ``release()`` when done
-    (before saving or training a member on its own)."""
+    (before saving or training a member on its own). ``streams``: each member's random stream, to
+    continue one from an earlier population (default: ``member_stream`` of each)."""
 
-    def __init__(self, members: Sequence[SAC]) -> None:
+    def __init__(self, members: Sequence[SAC], streams: Sequence[th.Generator] | None = None) -> None:
         _check_members(members)
         self.members = list(members)
+        self.streams = list(streams) if streams is not None else [member_stream(m) for m in self.members]
+        if len(self.streams) != len(self.members):
+            raise ValueError(f"{len(self.streams)} random streams for {len(self.members)} members")
         self.device = members[0].device
         heads = [_ActorHead(member.actor) for member in self.members]
         self._actor_template = heads[0]
@@ -210,14 +229,14 @@ class PopulationSAC:
         return dict(zip(group.names, group.params))
 
     def _standard_normal(self, shape: tuple[int, ...]) -> th.Tensor:
-        """The reparameterisation noise (torch's global RNG, as SB3 draws it)."""
-        return th.randn(shape, device=self.device)
+        """The reparameterisation noise ``shape`` (``[N, ...]``), each member's row from its own stream."""
+        return th.stack([th.randn(shape[1:], generator=stream, device=self.device) for stream in self.streams])
 
     # ------------------------------------------------------------------ training
 
     def _replay_batch(self, batch_size: int) -> ReplayBufferSamples:
         """Every member's batch from its own transitions, stacked ``[N, batch, ...]``."""
-        return self.replay.sample(batch_size)
+        return self.replay.sample(batch_size, self.streams)
 
     def _sample(self, batch_size: int) -> ReplayBufferSamples:
         """One learner batch per member (what ``SACWithICM.learner_batch`` gives: reward scale, then

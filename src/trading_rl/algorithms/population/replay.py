@@ -2,12 +2,12 @@
 
 Each member's SB3 ``ReplayBuffer`` becomes one row of stacked tensors ``[N, capacity, ...]``; a
 population step adds every member's transition with one indexed write, and a gradient step samples
-every member's batch with one ``randint`` and one gather, with no per-member Python call and no copy
-back to the host. Each member keeps its own capacity, write position and fill state, and its batch is
-drawn uniformly from its own stored transitions, as SB3's ``ReplayBuffer.sample`` draws it (from
-torch's generator, not NumPy's). On the CPU the members' own buffer arrays are views of the rows while
-the population lives (no second copy); ``release`` hands every member its buffer back, contents, write
-position and fill state as SB3 would have left them.
+every member's batch with one gather, its indices one ``randint`` per member from the member's own
+random stream, and no copy back to the host. Each member keeps its own capacity, write position and
+fill state, and its batch is drawn uniformly from its own stored transitions, as SB3's
+``ReplayBuffer.sample`` draws it (from a torch generator, not NumPy's). On the CPU the members' own
+buffer arrays are views of the rows while the population lives (no second copy); ``release`` hands
+every member its buffer back, contents, write position and fill state as SB3 would have left them.
 """
 
 from __future__ import annotations
@@ -84,14 +84,16 @@ class PopulationReplay:
         self.full |= wrapped
         self.pos[wrapped] = 0
 
-    def sample(self, batch_size: int) -> ReplayBufferSamples:
-        """``batch_size`` transitions per member, uniformly from its stored ones: ``[N, batch, ...]``
-        (dones without the timeouts, as SB3's ``ReplayBuffer.sample``)."""
+    def sample(self, batch_size: int, streams: Sequence[th.Generator]) -> ReplayBufferSamples:
+        """``batch_size`` transitions per member, uniformly from its stored ones, drawn from its own
+        random stream (``streams[i]``): ``[N, batch, ...]`` (dones without the timeouts, as SB3's
+        ``ReplayBuffer.sample``)."""
         upper = np.where(self.full, self.capacity, self.pos)
         if (upper == 0).any():
             raise PopulationError("a member's replay buffer is empty; collect transitions before sampling")
         bounds = th.as_tensor(upper, device=self.device)[:, None]
-        index = th.randint(0, 2**62, (len(upper), batch_size), device=self.device) % bounds
+        draws = [th.randint(0, 2**62, (batch_size,), generator=stream, device=self.device) for stream in streams]
+        index = th.stack(draws) % bounds
         rows = self._rows[:, None]
         t = self.tensors
         dones = t["dones"][rows, index] * (1 - t["timeouts"][rows, index])

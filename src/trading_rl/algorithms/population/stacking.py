@@ -32,6 +32,47 @@ from trading_rl.algorithms.sac_icm.icm import (
 )
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM, mix_curiosity
 
+# Float32 elements in 64 bytes, torch's widest CPU vector (AVX-512): the fused Adam kernel's vector
+# loop takes whole multiples of it and leaves the rest of a tensor to a scalar loop that rounds
+# differently (no fused multiply-add).
+_VECTOR_ELEMENTS = 16
+
+
+@dataclass
+class _PaddedRows:
+    """A stacked leaf whose member rows are not whole vectors, copied for the fused Adam step into
+    rows padded to whole vectors (its Adam moments live there): every element then takes the vector
+    loop, as in any other population. Over the unpadded stack, the kernel's scalar tail would fall on
+    the last member's last elements for some population sizes and not others, so a member's numbers
+    would depend on how many members share its population."""
+
+    param: th.Tensor  # [N, padded row]
+    grad: th.Tensor
+    exp_avg: th.Tensor
+    exp_avg_sq: th.Tensor
+
+    @classmethod
+    def around(cls, exp_avg: th.Tensor, exp_avg_sq: th.Tensor) -> _PaddedRows:
+        n, row = exp_avg.shape[0], exp_avg[0].numel()
+        padded = -(-row // _VECTOR_ELEMENTS) * _VECTOR_ELEMENTS
+        buffers = [th.zeros(n, padded, dtype=exp_avg.dtype, device=exp_avg.device) for _ in range(4)]
+        buffers[2][:, :row] = exp_avg.reshape(n, row)
+        buffers[3][:, :row] = exp_avg_sq.reshape(n, row)
+        return cls(*buffers)
+
+    def moment_views(self, shape: th.Size) -> tuple[th.Tensor, th.Tensor]:
+        """The moments as ``shape`` tensors, views of the padded rows."""
+        row = shape[1:].numel()
+        return self.exp_avg[:, :row].view(shape), self.exp_avg_sq[:, :row].view(shape)
+
+    def load(self, param: th.Tensor, grad: th.Tensor) -> None:
+        row = param[0].numel()
+        self.param[:, :row] = param.reshape(len(param), row)
+        self.grad[:, :row] = grad.reshape(len(param), row)
+
+    def store(self, param: th.Tensor) -> None:
+        param.copy_(self.param[:, : param[0].numel()].view(param.shape))
+
 
 @dataclass
 class _AdamGroup:
@@ -48,6 +89,7 @@ class _AdamGroup:
     exp_avg_sq: list[th.Tensor] = field(default_factory=list)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     names: list[str] = field(default_factory=list)
+    padded: list[_PaddedRows | None] = field(default_factory=list)  # per leaf, rows not whole vectors
 
     @classmethod
     def stack(cls, stacked: list[th.Tensor], member_tensors: Sequence[Sequence[th.Tensor]], optimizers, what: str):
@@ -76,8 +118,14 @@ class _AdamGroup:
             steps.append(int(states[0]["step"]) if states[0] else 0)
         for index, param in enumerate(stacked):
             moments = [optimizers[i].state.get(member_tensors[index][i], {}) for i in range(len(optimizers))]
-            adam.exp_avg.append(th.stack([m["exp_avg"] if m else th.zeros_like(param[0]) for m in moments]))
-            adam.exp_avg_sq.append(th.stack([m["exp_avg_sq"] if m else th.zeros_like(param[0]) for m in moments]))
+            exp_avg = th.stack([m["exp_avg"] if m else th.zeros_like(param[0]) for m in moments])
+            exp_avg_sq = th.stack([m["exp_avg_sq"] if m else th.zeros_like(param[0]) for m in moments])
+            padded = _PaddedRows.around(exp_avg, exp_avg_sq) if param[0].numel() % _VECTOR_ELEMENTS else None
+            if padded is not None:
+                exp_avg, exp_avg_sq = padded.moment_views(param.shape)
+            adam.exp_avg.append(exp_avg)
+            adam.exp_avg_sq.append(exp_avg_sq)
+            adam.padded.append(padded)
         adam.steps = np.asarray(steps, dtype=np.int64)
         adam.bind()
         return adam
@@ -122,12 +170,21 @@ class _AdamGroup:
     def _fused_step(self, grads: Sequence[th.Tensor], learning_rate: float) -> None:
         step = th.tensor(float(self.steps[0]), device=self.params[0].device)
         fused = th._fused_adamw_ if self.weight_decay[0] else th._fused_adam_
+        # The kernel walks memory in order: vmap's weight gradients can come transposed.
+        leaves, contiguous, exp_avg, exp_avg_sq = [], [], [], []
+        for param, grad, padded, moments in zip(self.params, grads, self.padded, zip(self.exp_avg, self.exp_avg_sq)):
+            if padded is not None:
+                padded.load(param, grad)
+                param, grad, moments = padded.param, padded.grad, (padded.exp_avg, padded.exp_avg_sq)
+            leaves.append(param)
+            contiguous.append(grad.contiguous())
+            exp_avg.append(moments[0])
+            exp_avg_sq.append(moments[1])
         fused(
-            self.params,
-            # The kernel walks memory in order: vmap's weight gradients can come transposed.
-            [grad.contiguous() for grad in grads],
-            self.exp_avg,
-            self.exp_avg_sq,
+            leaves,
+            contiguous,
+            exp_avg,
+            exp_avg_sq,
             [],
             [step] * len(self.params),
             lr=learning_rate,
@@ -138,6 +195,9 @@ class _AdamGroup:
             amsgrad=False,
             maximize=False,
         )
+        for param, padded in zip(self.params, self.padded):
+            if padded is not None:
+                padded.store(param)
 
     def _per_member_step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
         beta1, beta2 = self.betas

@@ -73,6 +73,15 @@ def _compressed(raw: th.Tensor, median: th.Tensor) -> th.Tensor:
     return th.log1p(raw.to(th.float64) / (median[..., None] + 1e-12))
 
 
+def _row_std(values: th.Tensor) -> th.Tensor:
+    """Population standard deviation over the last axis, each row on its own: torch rounds the std
+    of an ``[M, batch]`` tensor's rows differently from a lone row's (a whole-tensor reduction), so a
+    population member's spread, and its training, would depend on how many curious members share its
+    population. One row (``SACWithICM``'s batch) is torch's own ``std``."""
+    rows = values.reshape(-1, values.shape[-1])
+    return th.stack([row.std(unbiased=False) for row in rows]).reshape(values.shape[:-1])
+
+
 def normalised_surprise(
     raw: th.Tensor, median: MovingAverage, spread: MovingAverage, reward_clip: float | th.Tensor, update: bool
 ) -> th.Tensor:
@@ -82,7 +91,7 @@ def normalised_surprise(
     if update and raw.shape[-1] >= 2:
         detached = raw.detach()
         median.update(detached.median(dim=-1).values)
-        spread.update(_compressed(detached, median.value).std(dim=-1, unbiased=False))
+        spread.update(_row_std(_compressed(detached, median.value)))
     scaled = _compressed(raw, median.value) / (spread.value[..., None] + 1e-8)
     return scaled.clamp(max=reward_clip).to(raw.dtype)
 
