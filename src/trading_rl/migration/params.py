@@ -15,12 +15,14 @@ class PpoParams(Section):
     batch_size: int = setting(interval="[1, inf)")
     n_epochs: int = setting(interval="[1, inf)")
     learning_rate: float = setting(interval="(0, inf)")
+    gamma: float = setting(interval="[0, 1]")
 
 
 @dataclass(frozen=True, kw_only=True)
 class DiscreteBaselineParams(Section):
     hidden_sizes: list[int] = setting(check=layer_widths_problem)
     total_timesteps: int = setting(interval="[1, inf)")
+    reward_scale: float = setting(interval="(0, inf)")  # PPO's training rewards x this (1: the env's)
     ppo: PpoParams
 
 

@@ -88,6 +88,7 @@ def provide_discrete_checkpoints(
         seed=seed,
         device=resolve_device(params.device),
         ppo_kwargs=baseline.ppo.to_dict(),
+        reward_scale=baseline.reward_scale,
     )
     name = f"{env_spec.symbol}.zip"
     return {name: _inspect(sb3_zip_bytes(model), name, env_spec, params, check_hidden_sizes=False)}
