@@ -170,39 +170,47 @@ def run_one(
 
 
 def seconds_to_skill(curve: pd.DataFrame, bar: float) -> pd.DataFrame:
-    """Per run: the training seconds and steps of the first checkpoint with capture >= ``bar`` (NaN if
-    none), and the run's total training seconds."""
+    """Per run: the training seconds and steps of the first checkpoint with capture >= ``bar``
+    (``reached``) and of the first from which every later checkpoint stays >= ``bar`` (``held``; the
+    curve swings, so a first crossing can be lost again); NaN where none; ``late_swing``, the median
+    change of capture between consecutive checkpoints of the budget's second half (how far the
+    policy still moves); the run's training seconds."""
     keys = ["variant", "family", "market", "realisation", "seed"]
     out = []
     for run, group in curve.sort_values("step").groupby(keys, sort=False):
-        reached = group[group["capture"] >= bar]
-        first = reached.iloc[0] if len(reached) else None
-        out.append(
-            {
-                **dict(zip(keys, run)),
-                "seconds_to_skill": float(first["train_seconds"]) if first is not None else np.nan,
-                "steps_to_skill": int(first["step"]) if first is not None else np.nan,
-                "train_seconds": float(group["train_seconds"].max()),
-            }
-        )
+        above = (group["capture"] >= bar).to_numpy()
+        held_from = np.flatnonzero(~above)
+        first_held = held_from[-1] + 1 if held_from.size else 0
+        row = dict(zip(keys, run))
+        for label, index in (("reached", np.argmax(above) if above.any() else None), ("held", first_held)):
+            point = group.iloc[index] if index is not None and index < len(group) else None
+            row[f"seconds_{label}"] = float(point["train_seconds"]) if point is not None else np.nan
+            row[f"steps_{label}"] = float(point["step"]) if point is not None else np.nan
+        late = group[group["step"] > group["step"].max() / 2]["capture"].to_numpy()
+        row["late_swing"] = float(np.median(np.abs(np.diff(late)))) if late.size > 1 else np.nan
+        out.append({**row, "train_seconds": float(group["train_seconds"].max())})
     return pd.DataFrame(out)
 
 
 def skill_table(curve: pd.DataFrame, bar: float) -> str:
-    """Per variant x family: runs reaching the bar, median seconds and steps to it (over the runs
-    that reach it) and median training seconds per run."""
+    """Per variant x family: runs reaching the bar and holding it to the end, median training seconds
+    and steps to each (over the runs that do) and median training seconds per run."""
     found = seconds_to_skill(curve[curve["family"] != "null"], bar)
     lines = [
-        f"| family | variant | runs reaching capture {bar:g} | median s to it | median steps to it | median train s |",
-        "|---|---|---|---|---|---|",
+        f"| family | variant | runs reaching capture {bar:g} | median s (steps) to it | "
+        "runs holding it to the end | median s (steps) from which held | late swing | median train s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for (family, variant), group in found.groupby(["family", "variant"], sort=False):
-        reached = group.dropna(subset=["seconds_to_skill"])
-        lines.append(
-            f"| {family} | {variant} | {len(reached)}/{len(group)} | "
-            f"{reached['seconds_to_skill'].median():.0f} | {reached['steps_to_skill'].median():.0f} | "
-            f"{group['train_seconds'].median():.0f} |"
-        )
+        cells = []
+        for label in ("reached", "held"):
+            done = group.dropna(subset=[f"seconds_{label}"])
+            cells += [
+                f"{len(done)}/{len(group)}",
+                f"{done[f'seconds_{label}'].median():.0f} ({done[f'steps_{label}'].median():.0f})",
+            ]
+        swing, seconds = group["late_swing"].median(), group["train_seconds"].median()
+        lines.append(f"| {family} | {variant} | {' | '.join(cells)} | {swing:.2f} | {seconds:.0f} |")
     return "\n".join(lines)
 
 
