@@ -170,14 +170,17 @@ def run_one(
 
 
 def seconds_to_skill(curve: pd.DataFrame, bar: float) -> pd.DataFrame:
-    """Per run: the training seconds and steps of the first checkpoint with capture >= ``bar``
+    """Per run with a curve: the training seconds and steps of the first checkpoint with capture >= ``bar``
     (``reached``) and of the first from which every later checkpoint stays >= ``bar`` (``held``; the
     curve swings, so a first crossing can be lost again); NaN where none; ``late_swing``, the median
     change of capture between consecutive checkpoints of the budget's second half (how far the
-    policy still moves); the run's training seconds."""
+    policy still moves), and ``late_negative``, the share of those checkpoints whose timing is
+    backwards (capture < 0); the run's training seconds."""
     keys = ["variant", "family", "market", "realisation", "seed"]
     out = []
     for run, group in curve.sort_values("step").groupby(keys, sort=False):
+        if len(group) < 2:  # a final score without its curve (a run of another benchmark): no time to skill
+            continue
         above = (group["capture"] >= bar).to_numpy()
         held_from = np.flatnonzero(~above)
         first_held = held_from[-1] + 1 if held_from.size else 0
@@ -188,6 +191,7 @@ def seconds_to_skill(curve: pd.DataFrame, bar: float) -> pd.DataFrame:
             row[f"steps_{label}"] = float(point["step"]) if point is not None else np.nan
         late = group[group["step"] > group["step"].max() / 2]["capture"].to_numpy()
         row["late_swing"] = float(np.median(np.abs(np.diff(late)))) if late.size > 1 else np.nan
+        row["late_negative"] = float(np.mean(late < 0)) if late.size else np.nan
         out.append({**row, "train_seconds": float(group["train_seconds"].max())})
     return pd.DataFrame(out)
 
@@ -198,8 +202,9 @@ def skill_table(curve: pd.DataFrame, bar: float) -> str:
     found = seconds_to_skill(curve[curve["family"] != "null"], bar)
     lines = [
         f"| family | variant | runs reaching capture {bar:g} | median s (steps) to it | "
-        "runs holding it to the end | median s (steps) from which held | late swing | median train s |",
-        "|---|---|---|---|---|---|---|---|",
+        "runs holding it to the end | median s (steps) from which held | late swing | late checkpoints < 0 | "
+        "median train s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (family, variant), group in found.groupby(["family", "variant"], sort=False):
         cells = []
@@ -209,8 +214,9 @@ def skill_table(curve: pd.DataFrame, bar: float) -> str:
                 f"{len(done)}/{len(group)}",
                 f"{done[f'seconds_{label}'].median():.0f} ({done[f'steps_{label}'].median():.0f})",
             ]
-        swing, seconds = group["late_swing"].median(), group["train_seconds"].median()
-        lines.append(f"| {family} | {variant} | {' | '.join(cells)} | {swing:.2f} | {seconds:.0f} |")
+        swing, negative = group["late_swing"].median(), group["late_negative"].mean()
+        seconds = group["train_seconds"].median()
+        lines.append(f"| {family} | {variant} | {' | '.join(cells)} | {swing:.2f} | {negative:.0%} | {seconds:.0f} |")
     return "\n".join(lines)
 
 

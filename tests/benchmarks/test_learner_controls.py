@@ -53,6 +53,7 @@ def test_time_to_skill_separates_a_first_crossing_from_holding_the_bar():
     assert (found.loc[0, "seconds_reached"], found.loc[0, "train_seconds"]) == (20.0, 50.0)
     assert np.isnan(found.loc[1, "steps_reached"]) and np.isnan(found.loc[1, "steps_held"])
     assert found.loc[0, "late_swing"] == pytest.approx(0.5)  # steps 3000-5000: |0.7 + 0.2|, |0.8 - 0.7|
+    assert found.loc[0, "late_negative"] == pytest.approx(1 / 3)
 
 
 def test_final_checkpoints_are_paired_with_the_reference_variant():
