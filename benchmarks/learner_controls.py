@@ -1,7 +1,7 @@
 """The base learner alone on the planted-edge controls, with its learning curve and time to skill.
 
     python benchmarks/learner_controls.py --families fast:0.25 --realisations 1 2 --seeds 0 1 2 3 4 \\
-        --variant base --variant "gamma0 sac_icm.agent.sac.gamma=0.5" --jobs 2 \\
+        --variant base --variant "gamma0.5 sac_icm.agent.sac.gamma=0.5" --jobs 2 \\
         --out docs/results/learner_controls.csv
 
 ``chain_controls.py --parts sac_chain`` trains options_her and reward_shaper too (neutral at base,
@@ -10,8 +10,10 @@ spec and scoring (``chain_controls.score``: capture = IR against the market line
 oracle's, on the evaluation split), and also scores the policy every ``--curve-every`` steps: the
 learning curve, and the **training** wall seconds (scoring excluded) at which capture first reaches
 ``--skill-capture`` (issue 46's "faster to skill"). The agent is built by ``build_agent`` and trained
-by SB3's ``learn`` as ``train_agent`` does (no resume slot, no collapse monitor: neither changes
-what is learned), so the final row is the agent ``sac_icm`` returns as its final model.
+by SB3's ``learn`` for the phase's budget, as ``train_agent`` does but without its resume slot,
+collapse monitor and periodic evaluations: the same learner, not bit for bit the phase's run (the
+chain study's realisation 1 seeds 1 and 2 ended at 1.37 and 0.00 there, 1.18 and 0.00 here).
+``learner=crossq`` in a variant trains sb3-contrib's CrossQ instead (``parse_variant``).
 
 A variant is ``"name dotted.key=value ..."`` over ``--env``'s parameters; every variant runs on the
 same markets and seeds and is paired with the first (``--variant`` order). Writes ``--out`` (one row
