@@ -64,3 +64,11 @@ def test_regularised_critics_train_and_come_back_from_a_checkpoint(tmp_path):
     np.testing.assert_array_equal(
         loaded.predict(PROBE_OBS, deterministic=True)[0], model.predict(PROBE_OBS, deterministic=True)[0]
     )
+
+
+def test_the_update_to_data_ratio_reaches_sb3():
+    params = toy_params(icm=False)
+    params["sac"] = {**params["sac"], "gradient_steps": 4}
+    model = build_agent(ToyTradingEnv(), AgentParams.from_mapping(params, "sac_icm.agent"), seed=0, device="cpu")
+    model.learn(40)  # 8 steps past learning_starts (32), 4 updates each
+    assert model.gradient_steps == 4 and model._n_updates == 4 * (40 - 32)
