@@ -202,6 +202,8 @@ def skill_table(curve: pd.DataFrame, bar: float) -> str:
     """Per variant x family: runs reaching the bar and holding it to the end, median training seconds
     and steps to each (over the runs that do) and median training seconds per run."""
     found = seconds_to_skill(curve[curve["family"] != "null"], bar)
+    if found.empty:
+        return "(no run with a curve on an edge family)"
     lines = [
         f"| family | variant | runs reaching capture {bar:g} | median s (steps) to it | "
         "runs holding it to the end | median s (steps) from which held | late swing | late checkpoints < 0 | "
@@ -223,9 +225,14 @@ def skill_table(curve: pd.DataFrame, bar: float) -> str:
 
 
 def final_rows(curve: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """The final checkpoints as ``chain_summary`` rows: each variant an agent, paired with ``reference``."""
+    """The final checkpoints as ``chain_summary`` rows: each variant an agent, paired with
+    ``reference`` where it ran on the same market and seed (unpaired runs still count as runs)."""
     final = curve[curve["final"].astype(bool)]
-    return final.assign(agent=final["variant"], input=np.where(final["variant"] == reference, "", reference))
+    keys = ["family", "market", "realisation", "seed"]
+    ran = set(map(tuple, final.loc[final["variant"] == reference, keys].astype(str).to_numpy()))
+    paired = [tuple(row) in ran for row in final[keys].astype(str).to_numpy()]
+    inputs = np.where((final["variant"] != reference) & np.array(paired, dtype=bool), reference, "")
+    return final.assign(agent=final["variant"], input=inputs)
 
 
 def report(curve: pd.DataFrame, variants: list[str], bar: float) -> str:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch as th
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
-from learner_controls import ScaledCrossQ, build_learner, final_rows, parse_variant, seconds_to_skill
+from learner_controls import ScaledCrossQ, build_learner, final_rows, parse_variant, seconds_to_skill, skill_table
 from sb3_contrib import CrossQ
 
 from trading_rl.training.params import AgentParams
@@ -56,12 +56,17 @@ def test_time_to_skill_separates_a_first_crossing_from_holding_the_bar():
     assert found.loc[0, "late_negative"] == pytest.approx(1 / 3)
 
 
+def test_null_runs_alone_have_no_time_to_skill():
+    assert skill_table(_curve([0.1, 0.2]).assign(family="null"), 0.5) == "(no run with a curve on an edge family)"
+
+
 def test_final_checkpoints_are_paired_with_the_reference_variant():
     base = _curve([0.2, 0.9])
     other = _curve([0.3, 0.4]).assign(variant="b256")
-    final = final_rows(pd.concat([base, other]), "base")
-    assert list(final["capture"]) == [0.9, 0.4]
-    assert list(final["input"]) == ["", "base"] and list(final["agent"]) == ["base", "b256"]
+    unpaired = _curve([0.1, 0.5], seed=7).assign(variant="b256")
+    final = final_rows(pd.concat([base, other, unpaired]), "base")
+    assert list(final["capture"]) == [0.9, 0.4, 0.5]
+    assert list(final["input"]) == ["", "base", ""] and list(final["agent"]) == ["base", "b256", "b256"]
 
 
 def test_the_crossq_arm_reads_its_rewards_times_the_learners_scale(monkeypatch):
