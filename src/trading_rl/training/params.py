@@ -80,6 +80,26 @@ class PolicyParams(Section):
     # The validated learner's (docs/results.md "Controls"); conf/seeds: [256, 256, 128].
     net_arch: list[int] = setting([32, 32], check=layer_widths_problem)
     activation: str = setting("relu", choices=tuple(ACTIVATIONS))
+    # Sample-efficient critics (docs/algorithms.md, "Critic options"): REDQ-style ensembles (more Q
+    # networks, SAC's target the minimum over all) and DroQ's dropout and layer norm in every hidden
+    # layer of the Q networks, both meant for a higher update-to-data ratio (``sac.gradient_steps``).
+    n_critics: int = setting(2, interval="[1, inf)", omitted_at_default=True)
+    critic_dropout: float = setting(0.0, interval="[0, 1)", omitted_at_default=True)
+    critic_layer_norm: bool = setting(False, omitted_at_default=True)
+
+    def policy_kwargs(self) -> dict:
+        """SB3's ``policy_kwargs``; the critics' regularisers only where switched on (the
+        ``RegularisedCriticPolicy`` reads them)."""
+        kwargs: dict = {"net_arch": list(self.net_arch), "activation_fn": ACTIVATIONS[self.activation]}
+        if self.n_critics != 2:
+            kwargs["n_critics"] = self.n_critics
+        if self.regularised_critics:
+            kwargs.update(critic_dropout=self.critic_dropout, critic_layer_norm=self.critic_layer_norm)
+        return kwargs
+
+    @property
+    def regularised_critics(self) -> bool:
+        return self.critic_dropout > 0 or self.critic_layer_norm
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,12 @@ from trading_rl.algorithms.sac_icm.auxiliary import (
     auxiliary_agent_kwargs,
     policy_encoder,
 )
+from trading_rl.algorithms.sac_icm.critics import RegularisedCriticPolicy
 from trading_rl.algorithms.sac_icm.icm import IntrinsicCuriosityModule, MovingAverage
 from trading_rl.algorithms.sac_icm.training_env import wrap_training_env
 from trading_rl.training.device import resolve_device
 from trading_rl.training.moved_classes import moved_class_objects
-from trading_rl.training.params import ACTIVATIONS, AgentParams, AuxiliaryConfig, ICMConfig, TrainingDivergedError
+from trading_rl.training.params import AgentParams, AuxiliaryConfig, ICMConfig, TrainingDivergedError
 from trading_rl.training.sb3_logging import quiet_logging_for_setup
 
 # Losses SB3's SAC.train records (means over the gradient steps of one call).
@@ -271,13 +272,12 @@ class SACWithICM(SAC):
 def sac_kwargs(params: AgentParams) -> dict[str, Any]:
     """Keyword arguments for SB3's ``SAC`` (hyper-parameters and policy nets) from the agent
     section; shared by ``build_agent`` and the plain-SAC baseline of the throughput benchmark."""
-    return {
-        **params.sac.to_dict(),
-        "policy_kwargs": {
-            "net_arch": list(params.policy.net_arch),
-            "activation_fn": ACTIVATIONS[params.policy.activation],
-        },
-    }
+    return {**params.sac.to_dict(), "policy_kwargs": params.policy.policy_kwargs()}
+
+
+def policy_class(params: AgentParams) -> str | type[RegularisedCriticPolicy]:
+    """SB3's ``MlpPolicy``, or the DroQ critics' policy where ``policy.critic_*`` switch them on."""
+    return RegularisedCriticPolicy if params.policy.regularised_critics else "MlpPolicy"
 
 
 def build_agent(env, params: AgentParams, seed: int, device: str = "auto") -> SACWithICM:
@@ -295,7 +295,7 @@ def build_agent(env, params: AgentParams, seed: int, device: str = "auto") -> SA
         kwargs = auxiliary_agent_kwargs(env, auxiliary, kwargs)
     icm = params.icm
     return SACWithICM(
-        "MlpPolicy",
+        policy_class(params),
         env,
         icm=ICMConfig(**{f.name: getattr(icm, f.name) for f in fields(ICMConfig)}) if icm.enabled else None,
         extrinsic_weight=icm.extrinsic_weight,

@@ -1,0 +1,87 @@
+"""benchmarks/learner_controls: variants (the CrossQ arm), time to skill on a learning curve and the
+final checkpoints paired with the reference variant; one CrossQ learner built and trained a few steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch as th
+from helpers.sac_icm_toy import ToyTradingEnv, toy_params
+from learner_controls import ScaledCrossQ, build_learner, final_rows, parse_variant, seconds_to_skill, skill_table
+from sb3_contrib import CrossQ
+
+from trading_rl.training.params import AgentParams
+
+
+def test_a_variant_splits_parameter_overrides_from_the_crossq_arm():
+    assert parse_variant("base") == ("base", [], None)
+    assert parse_variant("b256 sac_icm.agent.sac.batch_size=256") == (
+        "b256",
+        ["sac_icm.agent.sac.batch_size=256"],
+        None,
+    )
+    name, overrides, crossq = parse_variant("cq learner=crossq crossq.qf=[256,256] sac_icm.agent.sac.gamma=0.9")
+    assert (name, overrides, crossq) == ("cq", ["sac_icm.agent.sac.gamma=0.9"], {"qf": [256, 256]})
+    with pytest.raises(SystemExit, match="learner must be sac or crossq"):
+        parse_variant("x learner=td3")
+    with pytest.raises(SystemExit, match="expected dotted.key=value"):
+        parse_variant("x gamma")
+
+
+def _curve(captures: list[float], seed: int = 0) -> pd.DataFrame:
+    steps = np.arange(1, len(captures) + 1) * 1000
+    return pd.DataFrame(
+        {
+            "variant": "base",
+            "family": "fast",
+            "market": "fast:0.25",
+            "realisation": 1,
+            "seed": seed,
+            "step": steps,
+            "train_seconds": steps / 100.0,
+            "capture": captures,
+            "final": steps == steps[-1],
+        }
+    )
+
+
+def test_time_to_skill_separates_a_first_crossing_from_holding_the_bar():
+    runs = pd.concat([_curve([0.1, 0.6, -0.2, 0.7, 0.8]), _curve([0.1, 0.2, 0.3, 0.4, 0.45], seed=1)])
+    found = seconds_to_skill(runs, 0.5).set_index("seed")
+    assert (found.loc[0, "steps_reached"], found.loc[0, "steps_held"]) == (2000, 4000)
+    assert (found.loc[0, "seconds_reached"], found.loc[0, "train_seconds"]) == (20.0, 50.0)
+    assert np.isnan(found.loc[1, "steps_reached"]) and np.isnan(found.loc[1, "steps_held"])
+    assert found.loc[0, "late_swing"] == pytest.approx(0.5)  # steps 3000-5000: |0.7 + 0.2|, |0.8 - 0.7|
+    assert found.loc[0, "late_negative"] == pytest.approx(1 / 3)
+
+
+def test_null_runs_alone_have_no_time_to_skill():
+    assert skill_table(_curve([0.1, 0.2]).assign(family="null"), 0.5) == "(no run with a curve on an edge family)"
+
+
+def test_final_checkpoints_are_paired_with_the_reference_variant():
+    base = _curve([0.2, 0.9])
+    other = _curve([0.3, 0.4]).assign(variant="b256")
+    unpaired = _curve([0.1, 0.5], seed=7).assign(variant="b256")
+    final = final_rows(pd.concat([base, other, unpaired]), "base")
+    assert list(final["capture"]) == [0.9, 0.4, 0.5]
+    assert list(final["input"]) == ["", "base", ""] and list(final["agent"]) == ["base", "b256", "b256"]
+
+
+def test_the_crossq_arm_reads_its_rewards_times_the_learners_scale(monkeypatch):
+    params = AgentParams.from_mapping({**toy_params(icm=False), "reward_scale": 10.0}, "sac_icm.agent")
+    model = build_learner(ToyTradingEnv(), params, seed=0, crossq={"qf": [16, 16]})
+    assert isinstance(model, ScaledCrossQ) and model.policy.net_arch == {"pi": [32, 32], "qf": [16, 16]}
+    model.learn(40)  # past learning_starts (32): CrossQ's own update ran on scaled batches
+    seen = {}
+
+    def sample_in_train(self, gradient_steps, batch_size=64):
+        np.random.seed(0)
+        seen["rewards"] = self.replay_buffer.sample(8).rewards
+
+    monkeypatch.setattr(CrossQ, "train", sample_in_train)
+    model.train(1, 8)
+    np.random.seed(0)
+    assert th.allclose(seen["rewards"], 10.0 * model.replay_buffer.sample(8).rewards)
+    assert "sample" not in vars(model.replay_buffer)  # the scaling is gone after the update
