@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import ci_default_run as default_run
 from helpers.kedro_project import PROJECT_ROOT, bootstrap
-from helpers.mlflow_store import add_empty_stores, copy_without_runs, empty_store
+from helpers.mlflow_store import add_empty_stores, copy_without_runs, empty_store, without_fsync
 from helpers.shared_setup import run_root, shared_folder
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
@@ -146,6 +146,7 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)  # as the project's default `torch_threads: 1`; tests share 2 cores
+    without_fsync()  # MLflow's sqlite stores (helpers.mlflow_store)
 
 
 # What a session, a benchmark or an MLflow call run from the checkout would write to: its data/ (the

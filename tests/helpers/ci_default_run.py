@@ -115,9 +115,11 @@ def _run_counting_parses(project: Path) -> None:
     from kedro.framework.session import KedroSession
 
     from helpers.kedro_project import bootstrap
+    from helpers.mlflow_store import without_fsync
     from helpers.parse_count import count_section_parses
 
     bootstrap()
+    without_fsync()  # as in the test processes
     os.chdir(project)
     with pytest.MonkeyPatch.context() as monkeypatch:
         parses = count_section_parses(monkeypatch)
