@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import ci_default_run as default_run
 from helpers.kedro_project import PROJECT_ROOT, bootstrap
-from helpers.mlflow_store import add_empty_stores, copy_without_runs, empty_store
-from helpers.shared_setup import shared_folder
+from helpers.mlflow_store import add_empty_stores, copy_without_runs, empty_store, without_fsync
+from helpers.shared_setup import run_root, shared_folder
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -85,6 +86,24 @@ def sac_icm_project(request, foundation_project) -> Path:
     return shared_folder(request, "sac_icm", build) / "project"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ci_default_run_started_early(request):
+    """Start the default ci run with the suite when a selected test needs it, beside the first tests
+    rather than as one long test late in the run (``helpers.ci_default_run``)."""
+    if any("ci_default_run" in item.fixturenames for item in request.session.items):
+        default_run.start(run_root(request), make_project_copy)
+    yield
+    default_run.finish()
+
+
+@pytest.fixture(scope="session")
+def ci_default_run(request) -> default_run.DefaultRun:
+    """One default ``kedro run --env ci`` on a fresh project copy, in a fresh process, for the whole
+    test run: the MLflow-run test reads its run and parse counts, the end-to-end serve test a copy of
+    its project (started with the suite, above)."""
+    return default_run.wait(run_root(request))
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One local 2-CPU Ray for every test that needs it (starting Ray costs seconds)."""
@@ -127,6 +146,7 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)  # as the project's default `torch_threads: 1`; tests share 2 cores
+    without_fsync()  # MLflow's sqlite stores (helpers.mlflow_store)
 
 
 # What a session, a benchmark or an MLflow call run from the checkout would write to: its data/ (the

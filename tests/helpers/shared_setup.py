@@ -18,16 +18,22 @@ import pytest
 BUILT = ".built"  # written next to the folder once its build returned
 
 
+def run_root(request: pytest.FixtureRequest) -> Path:
+    """The temporary folder that every process of this test run sees: the run's own basetemp."""
+    basetemp = request.getfixturevalue("tmp_path_factory").getbasetemp()
+    # xdist gives each worker <the run's basetemp>/<worker id>
+    return basetemp.parent if hasattr(request.config, "workerinput") else basetemp
+
+
 def shared_folder(request: pytest.FixtureRequest, name: str, build: Callable[[Path], None]) -> Path:
     """The folder ``name`` after ``build(folder)`` ran on it, once for every worker of this run."""
-    factory = request.getfixturevalue("tmp_path_factory")
     if not hasattr(request.config, "workerinput"):  # no xdist (or its controller): nothing to share
-        folder = factory.mktemp(name, numbered=True)
+        folder = request.getfixturevalue("tmp_path_factory").mktemp(name, numbered=True)
         build(folder)
         return folder
-    run_root = factory.getbasetemp().parent  # xdist gives each worker <the run's basetemp>/<worker id>
-    folder, built = run_root / name, run_root / f"{name}{BUILT}"
-    with open(run_root / f"{name}.lock", "w") as lock:
+    root = run_root(request)
+    folder, built = root / name, root / f"{name}{BUILT}"
+    with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not built.exists():  # first here, or the worker before failed half-way: build afresh
             shutil.rmtree(folder, ignore_errors=True)

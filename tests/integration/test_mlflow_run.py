@@ -1,4 +1,5 @@
-"""A real default `kedro run --env ci` (every phase of ``__default__``) queried through the MLflow API:
+"""A real default `kedro run --env ci` (every phase of ``__default__``, the ``ci_default_run`` fixture's,
+which the end-to-end serve test shares) queried through the MLflow API:
 one logged model per trained agent, every phase's training metrics logged with their steps, once, no
 NaN, every parameter section parsed once, and every value a node reads logged as a parameter.
 (The hook-level conventions and the gated registration: ``test_mlflow_hooks.py``.)"""
@@ -7,14 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
-from helpers.mlflow_store import copy_without_runs
-from helpers.parse_count import count_section_parses
+from helpers.kedro_project import bootstrap
 from kedro.framework.project import pipelines
 
 from trading_rl.integration.parameter_sections import SECTIONS
@@ -22,25 +21,26 @@ from trading_rl.integration.parameter_sections import SECTIONS
 SYMBOLS = ("sp500", "nasdaq")  # conf/ci/parameters_feature_extraction.yml
 
 
+@pytest.fixture
+def run_store(ci_default_run):
+    """A client of the run's store, which is the process's tracking URI meanwhile: MLflow lists a
+    run's logged-model artifacts through the latter whatever client asks."""
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(ci_default_run.tracking_uri)
+    yield mlflow.MlflowClient(ci_default_run.tracking_uri)
+    mlflow.set_tracking_uri(previous)
+
+
 @pytest.mark.slow
 def test_a_default_run_parses_each_section_once_and_logs_one_model_per_trained_agent(
-    foundation_project, kedro_run, tmp_path, monkeypatch
+    ci_default_run, run_store, tmp_path
 ):
-    project = tmp_path / "project"
-    copy_without_runs(foundation_project, project)
-    parses = count_section_parses(monkeypatch)
-    cwd = os.getcwd()
-    os.chdir(project)
-    try:
-        kedro_run(project, ["__default__"])
-        # The store the run went to: MLflow keeps one store per URI in a process, and the
-        # project's relative `sqlite:///mlflow.db` may already name an earlier session's file.
-        client, run = mlflow.MlflowClient(), mlflow.last_active_run()
-    finally:
-        os.chdir(cwd)
+    project, parses, client = ci_default_run.project, ci_default_run.parses, run_store
+    run = client.get_run(ci_default_run.run_id)
 
     # every section the default run reads was parsed once, by the run's parameter check (the nodes got
     # it typed; kedro-mlflow logged its resolved values)
+    bootstrap()  # the pipeline registry
     read = {name.removeprefix("params:") for name in pipelines["__default__"].inputs()} & set(SECTIONS)
     assert len(read) == 15 and read <= set(parses) and set(parses.values()) == {1}, parses
     # a value conf/ leaves to the code is logged as the run used it

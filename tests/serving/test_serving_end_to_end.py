@@ -3,17 +3,16 @@ served model; ``promote`` makes it the champion; the ci symbol's newest bars arr
 scheduled ``forward`` rerun records them; ``mlflow models serve`` on the champion is sent those bars
 one request at a time as a client would send them, then bars planted to draw the account down.
 
-The ci run is ``kedro run --env ci`` cut to what the served model needs: the phases of its agent,
-gates and export (``TRAINED_PHASES``) up to the served package and the two gate reports its
-registration needs (``--to-outputs``: no tearsheet or plot), on ``sp500`` alone, read from a file
-without its newest ``NEW_BARS`` bars; the options, reward-shaper and checkpoint-migration phases,
-the drawings and the second ci symbol would only add minutes. One test: the ci run is its cost
+The ci run is the suite's one default ``kedro run --env ci`` (the ``ci_default_run`` fixture, which
+the MLflow-run test reads too), its sp500 read from a file without its newest ``NEW_BARS`` bars;
+promote and forward run on a copy of its project. One test: the ci run is its cost
 (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.ci_default_run import HELD_BACK_BARS, SYMBOL
 
 from trading_rl.data import load_prices
 from trading_rl.export.inference import BAR_COLUMNS
@@ -32,12 +32,9 @@ from trading_rl.monitoring.dashboard.decisions import DecisionLogReader
 from trading_rl.monitoring.dashboard.sources import DashboardSources, read_alerts
 from trading_rl.serving import ALERT_WEBHOOK_ENV, ALERTS_FILE_ENV, DECISION_LOG_ENV
 
-SYMBOL = "sp500"
-NEW_BARS = 5  # the newest bars of the ci symbol: not trained on, recorded by forward, posted one by one
+NEW_BARS = HELD_BACK_BARS  # the ci symbol's newest bars: not trained on, recorded by forward, posted one by one
 PLANTED_BARS = 7  # bars that fall PLANTED_FALL each from the last real close, a long position held
 PLANTED_FALL = 0.04  # 4 % a bar: below daily_loss's critical 5 %; the drawdown is critical from bar 6
-TRAINED_PHASES = ["feature_extraction", "env_construction", "sac_icm", "validation", "export"]
-REGISTERED_WITH = ["sac_icm_model_served", "sac_icm_collapse_report", "validation_report"]
 ONLY_SP500_FROM_A_FILE = {"feature_extraction": {"symbols": [{"name": SYMBOL, "source": "file"}]}}
 SERVE_START_S = 60
 
@@ -109,18 +106,13 @@ def _account_after(state: dict, row, response: dict) -> dict:
 
 
 @pytest.fixture
-def served_champion(tmp_path, project_copy, kedro_run):
-    """The ci run, promote and forward in a project copy, and ``mlflow models serve`` on the champion
-    started from the project root (its decision log and alerts file at their defaults there)."""
-    project = project_copy(tmp_path / "project")
+def served_champion(tmp_path, ci_default_run, kedro_run):
+    """Promote and forward on a copy of the ci run's project, and ``mlflow models serve`` on the
+    champion started from the project root (its decision log and alerts file at their defaults there)."""
+    project = Path(shutil.copytree(ci_default_run.project, tmp_path / "project"))
     prices = load_prices(SYMBOL)
-    file = project / f"data/01_raw/prices/{SYMBOL}.csv"
-    prices.iloc[:-NEW_BARS].to_csv(file)
-    kedro_run(
-        project, TRAINED_PHASES, run_options={"to_outputs": REGISTERED_WITH}, runtime_params=ONLY_SP500_FROM_A_FILE
-    )
     kedro_run(project, ["promote"], runtime_params=ONLY_SP500_FROM_A_FILE)
-    prices.to_csv(file)  # the newest bars arrive
+    prices.to_csv(project / f"data/01_raw/prices/{SYMBOL}.csv")  # the newest bars arrive
     kedro_run(project, ["forward"], runtime_params=ONLY_SP500_FROM_A_FILE)
 
     port, output = _free_port(), tmp_path / "serve.log"
