@@ -326,13 +326,18 @@ def run_one(env_spec, sections: dict, market: str, realisation: int, seed: int, 
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_market_arguments(parser: argparse.ArgumentParser, families=("fast:0.25", "slow:0.3", "null:0")) -> None:
+    """The planted markets and seeds a controls benchmark runs on (chain, learner, HER)."""
     parser.add_argument("--env", default="base", help="conf/<env> merged over conf/base (default base)")
-    parser.add_argument("--families", nargs="+", default=["fast:0.25", "slow:0.3", "null:0"], help="family:strength")
+    parser.add_argument("--families", nargs="+", default=list(families), help="family:strength")
     parser.add_argument("--realisations", type=int, nargs="+", default=[1, 2], help="market seeds")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--n-bars", type=int, default=4000)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_market_arguments(parser)
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every step budget (smoke runs)")
     parser.add_argument(
         "--param", action="append", default=[], metavar="DOTTED.KEY=VALUE", help="override one parameter"

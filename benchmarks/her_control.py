@@ -35,7 +35,13 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_common import apply_overrides  # noqa: E402
-from chain_controls import build_env_spec, chain_sections, market_params, scaled_budgets  # noqa: E402
+from chain_controls import (  # noqa: E402
+    add_market_arguments,
+    build_env_spec,
+    chain_sections,
+    market_params,
+    scaled_budgets,
+)
 from learning_curve import load_parameters  # noqa: E402
 
 ARMS = {"relabel": None, "no_relabel": 0}  # n_sampled_goal: None keeps the configured value
@@ -138,12 +144,8 @@ def summarise(rows: pd.DataFrame) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="base")
-    parser.add_argument("--families", nargs="+", default=["fast:0.25"], help="family:strength")
-    parser.add_argument("--realisations", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    add_market_arguments(parser, families=("fast:0.25",))
     parser.add_argument("--steps", type=int, default=5000, help="options_her env steps per arm")
-    parser.add_argument("--n-bars", type=int, default=4000)
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply the source's budget (smoke runs)")
     parser.add_argument("--param", action="append", default=[], metavar="DOTTED.KEY=VALUE")
     parser.add_argument("--jobs", type=int, default=1)

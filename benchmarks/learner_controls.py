@@ -41,7 +41,14 @@ from trading_rl.training.params import ACTIVATIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_common import apply_overrides  # noqa: E402
-from chain_controls import build_env_spec, chain_sections, market_params, oracle_yardstick, score  # noqa: E402
+from chain_controls import (  # noqa: E402
+    add_market_arguments,
+    build_env_spec,
+    chain_sections,
+    market_params,
+    oracle_yardstick,
+    score,
+)
 from chain_summary import markdown_table, summarise_agents  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
 
@@ -243,11 +250,7 @@ def report(curve: pd.DataFrame, variants: list[str], bar: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="base", help="conf/<env> merged over conf/base (default base)")
-    parser.add_argument("--families", nargs="+", default=["fast:0.25", "slow:0.3", "null:0"], help="family:strength")
-    parser.add_argument("--realisations", type=int, nargs="+", default=[1, 2], help="market seeds")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--n-bars", type=int, default=4000)
+    add_market_arguments(parser)
     parser.add_argument("--variant", action="append", default=[], help='"name dotted.key=value ..." (first: reference)')
     parser.add_argument("--curve-every", type=int, default=1000, help="score the policy every this many steps")
     parser.add_argument("--skill-capture", type=float, default=0.5, help="the capture that counts as skill reached")
