@@ -173,6 +173,8 @@ class PopulationSAC:
         self._reward_scale = th.tensor(
             [[[getattr(m, "reward_scale", 1.0)]] for m in self.members], device=self.device, dtype=th.float32
         )
+        # Aliases of the critics' stacked weights outside autograd (the optimiser's in-place steps show).
+        self._critic_constants = {name: param.detach() for name, param in self._params(self.critic).items()}
         self.replay = PopulationReplay([m.replay_buffer for m in self.members], self.device)  # type: ignore[misc]
         self._released = False
 
@@ -281,7 +283,8 @@ class PopulationSAC:
         grads = th.autograd.grad(critic_loss.sum(), self.critic.params)
         self.critic.step(grads, learning_rates)
 
-        q_pi = self._critic_net(critic_params, batch.observations, actions_pi)
+        # The actor's loss differentiates the critics' inputs only: their weights enter as constants.
+        q_pi = self._critic_net(self._critic_constants, batch.observations, actions_pi)
         min_q_pi = th.min(q_pi, dim=-1, keepdim=True)[0]
         actor_loss = (ent_coef * log_prob - min_q_pi).mean(dim=(1, 2))
         grads = th.autograd.grad(actor_loss.sum(), self.actor.params)
@@ -317,17 +320,21 @@ class PopulationSAC:
         for gradient_step in range(gradient_steps):
             batch = self._sample(batch_size)
             losses.append(self.gradient_step(batch, learning_rates, polyak=gradient_step % intervals == 0))
-        means = th.stack(losses).mean(dim=0).tolist()  # [4][N]
+        # SB3's train/ records per member; the loss rows as gradient_step returns them.
+        rows = {"actor_loss": 0, "critic_loss": 1, "ent_coef": 3} | ({"ent_coef_loss": 2} if self.entropy is not None else {})
+        means = th.stack(losses).mean(dim=0)[list(rows.values())]
+        keys = [f"train/{name}" for name in rows]
+        columns = means.tolist()  # [stat][member]
+        diverged = not th.isfinite(means).all()
         for i, member in enumerate(self.members):
             member._n_updates += gradient_steps
-            stats = {"actor_loss": means[0][i], "critic_loss": means[1][i], "ent_coef": means[3][i]}
-            if self.entropy is not None:
-                stats["ent_coef_loss"] = means[2][i]
+            stats = {key: column[i] for key, column in zip(keys, columns)}
             for key, value in stats.items():
-                member.logger.record(f"train/{key}", value)
+                member.logger.record(key, value)
             if isinstance(member, SACWithICM):  # its divergence guard and training statistics
-                member._raise_if_diverged(stats)
-                member._accumulate({f"train/{key}": value for key, value in stats.items()})
+                if diverged:
+                    member._raise_if_diverged({key.removeprefix("train/"): value for key, value in stats.items()})
+                member._accumulate(stats)
 
     def learn(self, total_timesteps: int, reset_num_timesteps: bool = True, log_interval: int = 4) -> PopulationSAC:
         """SB3's ``learn`` for every member in lockstep: ``train_freq`` env steps of all members
