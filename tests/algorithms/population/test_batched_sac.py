@@ -14,7 +14,7 @@ from stable_baselines3 import SAC
 from torch import nn
 from torch.func import stack_module_state
 
-from trading_rl.algorithms.population.batched_sac import BatchedActor, BatchedCritics
+from trading_rl.algorithms.population.batched_sac import BatchedActor, BatchedCritics, layer_views
 from trading_rl.algorithms.population.membership import PopulationError
 from trading_rl.algorithms.population.population_sac import PopulationSAC
 from trading_rl.algorithms.sac_icm.critics import RegularisedCriticPolicy
@@ -50,7 +50,7 @@ def _members(policy, policy_kwargs, seeds=(0, 1, 2)) -> list[SAC]:
 
 def _stacked(modules) -> dict[str, th.Tensor]:
     params, _ = stack_module_state(modules)
-    return params
+    return layer_views(params)
 
 
 @pytest.mark.parametrize(("policy", "policy_kwargs"), [PLAIN, DROQ])

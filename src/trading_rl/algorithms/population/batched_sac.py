@@ -34,21 +34,29 @@ from trading_rl.training.params import ACTIVATIONS
 _ELEMENTWISE = tuple(ACTIVATIONS.values())
 
 
-def batched_linear(weights: dict[str, th.Tensor], layer: str, inputs: th.Tensor) -> th.Tensor:
-    """``inputs @ weightᵀ + bias`` per member: ``[M, rows, in]`` → ``[M, rows, out]``."""
-    return th.baddbmm(weights[f"{layer}.bias"][:, None, :], inputs, weights[f"{layer}.weight"].transpose(1, 2))
+def layer_views(weights: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
+    """Stacked weights as the batched layers read them: each matrix ``[M, out, in]`` as ``[M, in, out]``,
+    each vector ``[M, d]`` as ``[M, 1, d]``. Views, so an optimiser's in-place steps show through:
+    taken once per update (or once for good, of weights outside autograd), not once per layer call."""
+    return {name: weight.transpose(1, 2) if weight.dim() == 3 else weight[:, None] for name, weight in weights.items()}
 
 
-def _layer_norm(weights: dict[str, th.Tensor], layer: str, eps: float, inputs: th.Tensor) -> th.Tensor:
+def batched_linear(views: dict[str, th.Tensor], layer: str, inputs: th.Tensor) -> th.Tensor:
+    """``inputs @ weightᵀ + bias`` per member (``views`` from ``layer_views``): ``[M, rows, in]`` → ``[M, rows, out]``."""
+    return th.baddbmm(views[f"{layer}.bias"], inputs, views[f"{layer}.weight"])
+
+
+def _layer_norm(views: dict[str, th.Tensor], layer: str, eps: float, inputs: th.Tensor) -> th.Tensor:
     """``nn.LayerNorm`` over the last axis with each member's own scale and shift."""
     normalised = F.layer_norm(inputs, inputs.shape[-1:], eps=eps)
-    return th.addcmul(weights[f"{layer}.bias"][:, None, :], normalised, weights[f"{layer}.weight"][:, None, :])
+    return th.addcmul(views[f"{layer}.bias"], normalised, views[f"{layer}.weight"])
 
 
 class BatchedMLP:
     """An ``nn.Sequential`` of ``Linear``, ``LayerNorm`` and elementwise activations (SB3's
     ``create_mlp``, ``regularised_q_network`` without dropout) over stacked weights named
-    ``{prefix}.{index}.weight`` etc. (``stack_module_state``'s names of the enclosing module)."""
+    ``{prefix}.{index}.weight`` etc. (``stack_module_state``'s names of the enclosing module), read
+    through ``layer_views``."""
 
     def __init__(self, module: nn.Sequential, prefix: str, what: str) -> None:
         self.layers: list[Callable[[dict[str, th.Tensor], th.Tensor], th.Tensor]] = []
@@ -56,12 +64,12 @@ class BatchedMLP:
         for index, layer in enumerate(module):
             name = f"{prefix}.{index}"
             if isinstance(layer, nn.Linear) and layer.bias is not None:
-                self.layers.append(lambda weights, x, name=name: batched_linear(weights, name, x))
+                self.layers.append(lambda views, x, name=name: batched_linear(views, name, x))
             elif isinstance(layer, nn.LayerNorm) and layer.elementwise_affine and layer.bias is not None:
                 eps = layer.eps
-                self.layers.append(lambda weights, x, name=name, eps=eps: _layer_norm(weights, name, eps, x))
+                self.layers.append(lambda views, x, name=name, eps=eps: _layer_norm(views, name, eps, x))
             elif isinstance(layer, _ELEMENTWISE):
-                self.layers.append(lambda weights, x, forward=layer.forward: forward(x))
+                self.layers.append(lambda views, x, forward=layer.forward: forward(x))
             elif isinstance(layer, nn.Dropout) and layer.p == 0:
                 continue
             else:
@@ -72,9 +80,9 @@ class BatchedMLP:
                 )
             self.parameter_names += [f"{name}.{kind}" for kind, _ in layer.named_parameters()]
 
-    def __call__(self, weights: dict[str, th.Tensor], inputs: th.Tensor) -> th.Tensor:
+    def __call__(self, views: dict[str, th.Tensor], inputs: th.Tensor) -> th.Tensor:
         for layer in self.layers:
-            inputs = layer(weights, inputs)
+            inputs = layer(views, inputs)
         return inputs
 
 
@@ -109,11 +117,11 @@ class BatchedActor:
         self.parameter_names += ["log_std.weight", "log_std.bias"]
         _check_names(self.parameter_names, actor, "actor")
 
-    def __call__(self, weights: dict[str, th.Tensor], observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    def __call__(self, views: dict[str, th.Tensor], observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         """The Gaussians' means and log-stds ``[N, B, A]``."""
-        latent = self.latent(weights, observations.flatten(2).float())
-        log_std = batched_linear(weights, "log_std", latent).clamp(LOG_STD_MIN, LOG_STD_MAX)
-        return batched_linear(weights, "mu", latent), log_std
+        latent = self.latent(views, observations.flatten(2).float())
+        log_std = batched_linear(views, "log_std", latent).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return batched_linear(views, "mu", latent), log_std
 
 
 class BatchedCritics:
@@ -128,6 +136,6 @@ class BatchedCritics:
         self.parameter_names = [name for q_net in self.q_networks for name in q_net.parameter_names]
         _check_names(self.parameter_names, critic, "critic")
 
-    def __call__(self, weights: dict[str, th.Tensor], observations: th.Tensor, actions: th.Tensor) -> th.Tensor:
+    def __call__(self, views: dict[str, th.Tensor], observations: th.Tensor, actions: th.Tensor) -> th.Tensor:
         inputs = th.cat([observations.flatten(2).float(), actions], dim=2)
-        return th.cat([q_net(weights, inputs) for q_net in self.q_networks], dim=2)
+        return th.cat([q_net(views, inputs) for q_net in self.q_networks], dim=2)

@@ -60,7 +60,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from torch import nn
 from torch.func import stack_module_state
 
-from trading_rl.algorithms.population.batched_sac import BatchedActor, BatchedCritics
+from trading_rl.algorithms.population.batched_sac import BatchedActor, BatchedCritics, layer_views
 from trading_rl.algorithms.population.collection import PopulationCollector
 from trading_rl.algorithms.population.membership import _check_members, _curiosity_key, population_key
 from trading_rl.algorithms.population.replay import PopulationReplay
@@ -173,8 +173,12 @@ class PopulationSAC:
         self._reward_scale = th.tensor(
             [[[getattr(m, "reward_scale", 1.0)]] for m in self.members], device=self.device, dtype=th.float32
         )
-        # Aliases of the critics' stacked weights outside autograd (the optimiser's in-place steps show).
-        self._critic_constants = {name: param.detach() for name, param in self._params(self.critic).items()}
+        # Layer views of weights outside autograd, taken once (the optimiser's in-place steps show through
+        # them): the actor's for acting, the critics' where the actor's loss reads them as constants,
+        # the target critics'.
+        self._actor_constants = layer_views({name: p.detach() for name, p in self._params(self.actor).items()})
+        self._critic_constants = layer_views({name: p.detach() for name, p in self._params(self.critic).items()})
+        self._target_views = layer_views(dict(zip(self._target_names, self.critic_target)))
         self.replay = PopulationReplay([m.replay_buffer for m in self.members], self.device)  # type: ignore[misc]
         self._released = False
 
@@ -190,9 +194,12 @@ class PopulationSAC:
 
     # ------------------------------------------------------------------ batched network calls
 
-    def _sample_actions(self, observations: th.Tensor, noise: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        """Squashed Gaussian actions ``[N, B, A]`` of the members' actors and their log-probabilities ``[N, B, 1]``."""
-        mean, log_std = self._actor_net(self._params(self.actor), observations)
+    def _sample_actions(
+        self, views: dict[str, th.Tensor], observations: th.Tensor, noise: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """Squashed Gaussian actions ``[N, B, A]`` of the members' actors (``views``: their layer views)
+        and their log-probabilities ``[N, B, 1]``."""
+        mean, log_std = self._actor_net(views, observations)
         return squashed_gaussian_sample(mean, log_std, noise)
 
     @th.no_grad()
@@ -201,7 +208,7 @@ class PopulationSAC:
         one forward of the stacked actors: SB3's ``policy._predict`` output before ``unscale_action``
         (a squashed Gaussian sample, or ``tanh`` of its mean when ``deterministic``), ``[N, action]``."""
         obs = th.as_tensor(observations, device=self.device)[:, None]
-        mean, log_std = self._actor_net(self._params(self.actor), obs)
+        mean, log_std = self._actor_net(self._actor_constants, obs)
         if deterministic:
             actions = th.tanh(mean)
         else:
@@ -251,7 +258,8 @@ class PopulationSAC:
         ``i`` updates its target critic this step."""
         n = len(self.members)
         action_shape = batch.actions.shape
-        actions_pi, log_prob = self._sample_actions(batch.observations, self._standard_normal(action_shape))
+        actor_views = layer_views(self._params(self.actor))
+        actions_pi, log_prob = self._sample_actions(actor_views, batch.observations, self._standard_normal(action_shape))
 
         if self.entropy is not None:
             log_ent_coef = self.entropy.params[0]  # [N, 1]
@@ -268,16 +276,15 @@ class PopulationSAC:
 
         with th.no_grad():
             next_actions, next_log_prob = self._sample_actions(
-                batch.next_observations, self._standard_normal(action_shape)
+                self._actor_constants, batch.next_observations, self._standard_normal(action_shape)
             )
-            target_params = dict(zip(self._target_names, self.critic_target))
-            next_q = self._critic_net(target_params, batch.next_observations, next_actions)
+            next_q = self._critic_net(self._target_views, batch.next_observations, next_actions)
             next_q = th.min(next_q, dim=-1, keepdim=True)[0] - ent_coef * next_log_prob
             discounts = batch.discounts if batch.discounts is not None else self._gamma
             target_q = batch.rewards + (1 - batch.dones) * discounts * next_q
 
-        critic_params = self._params(self.critic)
-        current_q = self._critic_net(critic_params, batch.observations, batch.actions)  # [N, B, n_critics]
+        critic_views = layer_views(self._params(self.critic))
+        current_q = self._critic_net(critic_views, batch.observations, batch.actions)  # [N, B, n_critics]
         # SB3: 0.5 · Σ_critics mse(q_j, target), each mean over the batch.
         critic_loss = 0.5 * (current_q - target_q).square().mean(dim=1).sum(dim=1)
         grads = th.autograd.grad(critic_loss.sum(), self.critic.params)
