@@ -36,7 +36,8 @@ class _GridEnv(gym.Env):
 
 
 PLAIN = ("MlpPolicy", {"net_arch": [16, 8]})
-DROQ = (RegularisedCriticPolicy, {"net_arch": [12], "critic_layer_norm": True, "n_critics": 3, "activation_fn": nn.Tanh})
+DROQ_KWARGS = {"net_arch": [12], "critic_layer_norm": True, "n_critics": 3, "activation_fn": nn.Tanh}
+DROQ = (RegularisedCriticPolicy, DROQ_KWARGS)
 
 
 def _members(policy, policy_kwargs, seeds=(0, 1, 2)) -> list[SAC]:

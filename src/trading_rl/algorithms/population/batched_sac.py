@@ -42,7 +42,7 @@ def layer_views(weights: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
 
 
 def batched_linear(views: dict[str, th.Tensor], layer: str, inputs: th.Tensor) -> th.Tensor:
-    """``inputs @ weightᵀ + bias`` per member (``views`` from ``layer_views``): ``[M, rows, in]`` → ``[M, rows, out]``."""
+    """``inputs @ weightᵀ + bias`` per member (``views``: ``layer_views``), ``[M, rows, in]`` → ``[M, rows, out]``."""
     return th.baddbmm(views[f"{layer}.bias"], inputs, views[f"{layer}.weight"])
 
 
@@ -52,6 +52,22 @@ def _layer_norm(views: dict[str, th.Tensor], layer: str, eps: float, inputs: th.
     return th.addcmul(views[f"{layer}.bias"], normalised, views[f"{layer}.weight"])
 
 
+# One layer over the layer views: (views, inputs) -> outputs.
+Layer = Callable[[dict[str, th.Tensor], th.Tensor], th.Tensor]
+
+
+def _linear_layer(name: str) -> Layer:
+    return lambda views, inputs: batched_linear(views, name, inputs)
+
+
+def _layer_norm_layer(name: str, eps: float) -> Layer:
+    return lambda views, inputs: _layer_norm(views, name, eps, inputs)
+
+
+def _elementwise_layer(activation: nn.Module) -> Layer:
+    return lambda views, inputs: activation.forward(inputs)
+
+
 class BatchedMLP:
     """An ``nn.Sequential`` of ``Linear``, ``LayerNorm`` and elementwise activations (SB3's
     ``create_mlp``, ``regularised_q_network`` without dropout) over stacked weights named
@@ -59,17 +75,16 @@ class BatchedMLP:
     through ``layer_views``."""
 
     def __init__(self, module: nn.Sequential, prefix: str, what: str) -> None:
-        self.layers: list[Callable[[dict[str, th.Tensor], th.Tensor], th.Tensor]] = []
+        self.layers: list[Layer] = []
         self.parameter_names: list[str] = []
         for index, layer in enumerate(module):
             name = f"{prefix}.{index}"
             if isinstance(layer, nn.Linear) and layer.bias is not None:
-                self.layers.append(lambda views, x, name=name: batched_linear(views, name, x))
+                self.layers.append(_linear_layer(name))
             elif isinstance(layer, nn.LayerNorm) and layer.elementwise_affine and layer.bias is not None:
-                eps = layer.eps
-                self.layers.append(lambda views, x, name=name, eps=eps: _layer_norm(views, name, eps, x))
+                self.layers.append(_layer_norm_layer(name, layer.eps))
             elif isinstance(layer, _ELEMENTWISE):
-                self.layers.append(lambda views, x, forward=layer.forward: forward(x))
+                self.layers.append(_elementwise_layer(layer))
             elif isinstance(layer, nn.Dropout) and layer.p == 0:
                 continue
             else:

@@ -259,7 +259,9 @@ class PopulationSAC:
         n = len(self.members)
         action_shape = batch.actions.shape
         actor_views = layer_views(self._params(self.actor))
-        actions_pi, log_prob = self._sample_actions(actor_views, batch.observations, self._standard_normal(action_shape))
+        actions_pi, log_prob = self._sample_actions(
+            actor_views, batch.observations, self._standard_normal(action_shape)
+        )
 
         if self.entropy is not None:
             log_ent_coef = self.entropy.params[0]  # [N, 1]
@@ -311,11 +313,11 @@ class PopulationSAC:
             th._foreach_mul_(self.critic_target, 1 - tau)
             th._foreach_add_(self.critic_target, critics, alpha=tau)
             return
-        tau = th.as_tensor(np.where(polyak, self._tau, 0.0), device=self.device, dtype=th.float32)
+        taus = th.as_tensor(np.where(polyak, self._tau, 0.0), device=self.device, dtype=th.float32)
         for critic, target in zip(critics, self.critic_target):
             shape = (-1,) + (1,) * (critic.dim() - 1)
-            target.mul_(1 - tau.view(shape))
-            target.add_(critic * tau.view(shape))
+            target.mul_(1 - taus.view(shape))
+            target.add_(critic * taus.view(shape))
 
     def train(self, gradient_steps: int, batch_size: int) -> None:
         """SB3's ``SAC.train(gradient_steps, batch_size)`` for every member at once."""
@@ -328,7 +330,9 @@ class PopulationSAC:
             batch = self._sample(batch_size)
             losses.append(self.gradient_step(batch, learning_rates, polyak=gradient_step % intervals == 0))
         # SB3's train/ records per member; the loss rows as gradient_step returns them.
-        rows = {"actor_loss": 0, "critic_loss": 1, "ent_coef": 3} | ({"ent_coef_loss": 2} if self.entropy is not None else {})
+        rows = {"actor_loss": 0, "critic_loss": 1, "ent_coef": 3} | (
+            {"ent_coef_loss": 2} if self.entropy is not None else {}
+        )
         means = th.stack(losses).mean(dim=0)[list(rows.values())]
         keys = [f"train/{name}" for name in rows]
         columns = means.tolist()  # [stat][member]

@@ -79,7 +79,7 @@ class PopulationReplay:
         for name, values in zip(_FIELDS, (obs, next_obs, actions, rewards, dones, timeouts)):
             target = self.tensors[name]
             rows = th.as_tensor(values, device=self.device).to(target.dtype).view(len(flat), *target.shape[2:])
-            target.view(-1, *target.shape[2:]).index_copy_(0, flat, rows)
+            target.flatten(0, 1).index_copy_(0, flat, rows)
         self.pos += 1
         wrapped = self.pos == self.capacity
         self.full |= wrapped
@@ -97,7 +97,7 @@ class PopulationReplay:
         # Row-major positions in the [N · capacity] flattened fields: one index_select per field.
         flat = (th.stack(draws) % bounds).add_(self._row_starts).view(-1)
         picked = {
-            name: tensor.view(-1, *tensor.shape[2:]).index_select(0, flat).view(len(upper), batch_size, *tensor.shape[2:])
+            name: tensor.flatten(0, 1).index_select(0, flat).view(len(upper), batch_size, *tensor.shape[2:])
             for name, tensor in self.tensors.items()
         }
         return ReplayBufferSamples(
