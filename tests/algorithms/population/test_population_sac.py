@@ -13,9 +13,11 @@ import pytest
 import torch as th
 from stable_baselines3 import SAC
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
+from torch import nn
 
 from trading_rl.algorithms.population.membership import PopulationError, population_key
 from trading_rl.algorithms.population.population_sac import PopulationSAC, population_groups
+from trading_rl.algorithms.sac_icm.critics import RegularisedCriticPolicy
 from trading_rl.algorithms.sac_icm.sac_icm import SACWithICM
 from trading_rl.runtime.engine import single_threaded
 from trading_rl.training.params import ICMConfig
@@ -39,13 +41,19 @@ MEMBERS = [
     (SAC, {"learning_rate": 3e-3, "gamma": 0.9, "seed": 2}),
     (SACWithICM, {"learning_rate": 1e-3, "reward_scale": 10.0, "seed": 3}),
 ]
+# DroQ's layer-normalised critics (three of them) with tanh layers: the batched networks' other layers.
+DROQ = {"critic_layer_norm": True, "n_critics": 3, "activation_fn": nn.Tanh}
+DROQ_MEMBERS = [(SAC, {"seed": seed, "policy": RegularisedCriticPolicy, "policy_kwargs": DROQ}) for seed in (5, 6)]
 
 
 def _agent(cls, kwargs, logger: bool = True):
     """A member; with a logger of its own (what ``train`` records into outside ``learn``) unless
     ``logger`` is false, as SB3 builds it."""
-    common = {"policy_kwargs": {"net_arch": [16, 16]}, "tau": 0.05, "target_update_interval": 2, "verbose": 0}
-    model = cls("MlpPolicy", gym.make("Pendulum-v1"), **common, **kwargs)
+    kwargs = dict(kwargs)
+    policy = kwargs.pop("policy", "MlpPolicy")
+    policy_kwargs = {"net_arch": [16, 16], **kwargs.pop("policy_kwargs", {})}
+    common = {"policy_kwargs": policy_kwargs, "tau": 0.05, "target_update_interval": 2, "verbose": 0}
+    model = cls(policy, gym.make("Pendulum-v1"), **common, **kwargs)
     if logger:
         model.set_logger(quiet_logger(0))
     return model
@@ -121,9 +129,9 @@ def _train_together(members, batches, noise) -> None:
     population.release()
 
 
-@pytest.mark.parametrize("n_members", [1, 3])
-def test_population_update_equals_sb3_sac_train(monkeypatch, n_members):
-    specs = MEMBERS[:n_members]
+@pytest.mark.parametrize("specs", [MEMBERS[:1], MEMBERS, DROQ_MEMBERS], ids=["one", "three", "droq"])
+def test_population_update_equals_sb3_sac_train(monkeypatch, specs):
+    n_members = len(specs)
     batches = [_fixed_batches(100 + i) for i in range(n_members)]
     noise = _noise(n_members, seed=1000)
     reference = []

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch as th
 
+from trading_rl.algorithms.population.batched_sac import batched_linear, layer_views
 from trading_rl.algorithms.population.membership import PopulationError
 
 # The ICM's parameters as ``stack_module_state`` names them, in the layers' order.
@@ -38,11 +39,6 @@ def check_parameter_names(names: Sequence[str]) -> None:
             f"the members' ICM has parameters {sorted(names)}; the batched ICM knows {sorted(PARAMETER_NAMES)} "
             "(IntrinsicCuriosityModule's encoder, forward and inverse MLPs)"
         )
-
-
-def _linear(weights: dict[str, th.Tensor], layer: str, inputs: th.Tensor) -> th.Tensor:
-    """``inputs @ weightᵀ + bias`` per member: ``[M, rows, in]`` → ``[M, rows, out]``."""
-    return th.baddbmm(weights[f"{layer}.bias"][:, None, :], inputs, weights[f"{layer}.weight"].transpose(1, 2))
 
 
 def _linear_backward(
@@ -81,14 +77,15 @@ def curiosity_forward(
     """What ``IntrinsicCuriosityModule.forward`` computes, for every member at once; without
     ``train`` only the forward error (the reward needs nothing else)."""
     batch = observations.shape[1]
+    views = layer_views(weights)
     both = th.cat([observations.flatten(2), next_observations.flatten(2)], dim=1).float()
-    encoder_hidden = _linear(weights, _ENCODER[0], both).relu_()
-    features = _linear(weights, _ENCODER[1], encoder_hidden)
+    encoder_hidden = batched_linear(views, _ENCODER[0], both).relu_()
+    features = batched_linear(views, _ENCODER[1], encoder_hidden)
     phi, phi_next = features[:, :batch], features[:, batch:]
     actions = actions.flatten(2).float()
     forward_input = th.cat([phi, actions], dim=2)
-    forward_hidden = _linear(weights, _FORWARD_MODEL[0], forward_input).relu_()
-    difference = _linear(weights, _FORWARD_MODEL[1], forward_hidden).sub_(phi_next)
+    forward_hidden = batched_linear(views, _FORWARD_MODEL[0], forward_input).relu_()
+    difference = batched_linear(views, _FORWARD_MODEL[1], forward_hidden).sub_(phi_next)
     error = 0.5 * difference.square().sum(dim=2)
     activations = {
         "both": both,
@@ -101,8 +98,8 @@ def curiosity_forward(
     if not train:
         return CuriosityPass(error, None, activations)
     inverse_input = th.cat([phi, phi_next], dim=2)
-    inverse_hidden = _linear(weights, _INVERSE_MODEL[0], inverse_input).relu_()
-    predicted_action = _linear(weights, _INVERSE_MODEL[1], inverse_hidden).tanh_()
+    inverse_hidden = batched_linear(views, _INVERSE_MODEL[0], inverse_input).relu_()
+    predicted_action = batched_linear(views, _INVERSE_MODEL[1], inverse_hidden).tanh_()
     inverse_loss = (predicted_action - actions).square().mean(dim=(1, 2))
     activations |= {
         "inverse_input": inverse_input,

@@ -4,8 +4,9 @@ Walk-forward validation trains folds × seeds × configurations of small SAC age
 bound by its gradient steps, and a step of a [64, 64] network on a batch of 64 is a few hundred tiny
 kernels whose cost is Python and dispatch overhead, not arithmetic. Here N agents share those
 kernels: their parameters are stacked along a leading member axis (``torch.func.stack_module_state``)
-and every network call is ``torch.func.vmap`` over ``torch.func.functional_call`` of the member's own
-SB3 module, so the forward code is SB3's; only the SAC update is written here.
+and every network call is one batched kernel per layer over the stacked weights (``batched_sac``:
+SB3's actor and critics as ``baddbmm`` calls, differentiated by autograd); the SAC update is
+written here.
 
 What stays per member, exactly as in SB3: the env, its episodes and its replay buffer's contents
 (each member's own transitions), the reward scale, the entropy coefficient and target entropy, ``learning_rate`` (and
@@ -28,7 +29,7 @@ current weights; after ``release()`` each member owns its weights and optimiser 
 as a normal SB3 zip.
 
 The env loop is batched too (``collection.PopulationCollector``): one ``act`` (the stacked actors in
-one ``vmap``; stochastic while collecting, ``deterministic=True`` for evaluation) picks every
+one batched forward; stochastic while collecting, ``deterministic=True`` for evaluation) picks every
 member's action, the walk-forward's trading envs step as one ``BatchedTradingEnv``, and the members'
 replay buffers are one set of stacked tensors on the learner's device (``replay.PopulationReplay``),
 sampled for all members at once.
@@ -56,11 +57,10 @@ import torch as th
 from stable_baselines3 import SAC
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
-from stable_baselines3.sac.policies import Actor
 from torch import nn
-from torch.func import functional_call, stack_module_state, vmap
-from torch.nn import functional as F
+from torch.func import stack_module_state
 
+from trading_rl.algorithms.population.batched_sac import BatchedActor, BatchedCritics, layer_views
 from trading_rl.algorithms.population.collection import PopulationCollector
 from trading_rl.algorithms.population.membership import _check_members, _curiosity_key, population_key
 from trading_rl.algorithms.population.replay import PopulationReplay
@@ -74,27 +74,16 @@ _SQUASH_EPSILON = 1e-6
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
 
-class _ActorHead(nn.Module):
-    """SB3's actor up to the Gaussian's parameters (features, latent net, mean, clamped log-std)."""
-
-    def __init__(self, actor: Actor) -> None:
-        super().__init__()
-        self.actor = actor
-
-    def forward(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        mean, log_std, _ = self.actor.get_action_dist_params(obs)
-        return mean, log_std
-
-
 def squashed_gaussian_sample(mean: th.Tensor, log_std: th.Tensor, noise: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-    """``tanh(mean + noise·std)`` and its log-probability ``[batch, 1]``, as SB3 computes them (torch's
-    ``Normal.rsample``/``log_prob`` formulas, then the tanh correction with SB3's epsilon)."""
-    std = th.ones_like(mean) * log_std.exp()
-    gaussian = mean + noise * std
+    """``tanh(mean + noise·std)`` and its log-probability ``[..., 1]``: SB3's squashed Gaussian
+    (``SquashedDiagGaussianDistribution``: torch's ``Normal`` log-density, then the tanh correction
+    with SB3's epsilon) in fewer kernels. The Gaussian's standardised sample is ``noise`` itself, so
+    its log-density is ``-noise²/2 - log_std - log √(2π)``, as torch's formula gives up to rounding."""
+    gaussian = th.addcmul(mean, noise, log_std.exp())
     action = th.tanh(gaussian)
-    log_prob = (-((gaussian - mean) ** 2) / (2 * std**2) - std.log() - _LOG_SQRT_2PI).sum(dim=-1)
-    log_prob = log_prob - th.log(1 - action**2 + _SQUASH_EPSILON).sum(dim=-1)
-    return action, log_prob.reshape(-1, 1)
+    neg_density = log_std - (-0.5 * noise.square() - _LOG_SQRT_2PI)
+    squash = th.log(1 + _SQUASH_EPSILON - action.square())
+    return action, -(neg_density + squash).sum(dim=-1, keepdim=True)
 
 
 def member_stream(member: SAC) -> th.Generator:
@@ -142,10 +131,11 @@ class PopulationSAC:
         if len(self.streams) != len(self.members):
             raise ValueError(f"{len(self.streams)} random streams for {len(self.members)} members")
         self.device = members[0].device
-        heads = [_ActorHead(member.actor) for member in self.members]
-        self._actor_template = heads[0]
-        self._critic_template = self.members[0].critic
-        self.actor = self._stack_modules(heads, [m.actor.optimizer for m in self.members], "actor")
+        self._actor_net = BatchedActor(self.members[0].actor)
+        self._critic_net = BatchedCritics(self.members[0].critic)
+        self.actor = self._stack_modules(
+            [m.actor for m in self.members], [m.actor.optimizer for m in self.members], "actor"
+        )
         self.critic = self._stack_modules(
             [m.critic for m in self.members], [m.critic.optimizer for m in self.members], "critic"
         )
@@ -183,10 +173,13 @@ class PopulationSAC:
         self._reward_scale = th.tensor(
             [[[getattr(m, "reward_scale", 1.0)]] for m in self.members], device=self.device, dtype=th.float32
         )
+        # Layer views of weights outside autograd, taken once (the optimiser's in-place steps show through
+        # them): the actor's for acting, the critics' where the actor's loss reads them as constants,
+        # the target critics'.
+        self._actor_constants = layer_views({name: p.detach() for name, p in self._params(self.actor).items()})
+        self._critic_constants = layer_views({name: p.detach() for name, p in self._params(self.critic).items()})
+        self._target_views = layer_views(dict(zip(self._target_names, self.critic_target)))
         self.replay = PopulationReplay([m.replay_buffer for m in self.members], self.device)  # type: ignore[misc]
-        self._actor_call = vmap(self._call_actor)
-        self._actor_head_call = vmap(self._call_actor_head)
-        self._critic_call = vmap(self._call_critic)
         self._released = False
 
     def _stack_modules(
@@ -201,29 +194,26 @@ class PopulationSAC:
 
     # ------------------------------------------------------------------ batched network calls
 
-    def _call_actor(self, params: dict[str, th.Tensor], obs: th.Tensor, noise: th.Tensor):
-        mean, log_std = functional_call(self._actor_template, params, (obs,))
+    def _sample_actions(
+        self, views: dict[str, th.Tensor], observations: th.Tensor, noise: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """Squashed Gaussian actions ``[N, B, A]`` of the members' actors (``views``: their layer views)
+        and their log-probabilities ``[N, B, 1]``."""
+        mean, log_std = self._actor_net(views, observations)
         return squashed_gaussian_sample(mean, log_std, noise)
-
-    def _call_actor_head(self, params: dict[str, th.Tensor], obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        return functional_call(self._actor_template, params, (obs,))
 
     @th.no_grad()
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Every member's action for its observation (row ``i`` of ``observations``, ``[N, obs]``) in
         one forward of the stacked actors: SB3's ``policy._predict`` output before ``unscale_action``
         (a squashed Gaussian sample, or ``tanh`` of its mean when ``deterministic``), ``[N, action]``."""
-        obs = th.as_tensor(observations, device=self.device).float()[:, None, :]
-        mean, log_std = self._actor_head_call(self._params(self.actor), obs)
+        obs = th.as_tensor(observations, device=self.device)[:, None]
+        mean, log_std = self._actor_net(self._actor_constants, obs)
         if deterministic:
             actions = th.tanh(mean)
         else:
             actions, _ = squashed_gaussian_sample(mean, log_std, self._standard_normal(mean.shape))
         return actions[:, 0].cpu().numpy()
-
-    def _call_critic(self, params: dict[str, th.Tensor], obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
-        """The member's critics' Q-values side by side, ``[batch, n_critics]``."""
-        return th.cat(functional_call(self._critic_template, params, (obs, actions)), dim=1)
 
     def _params(self, group: _AdamGroup) -> dict[str, th.Tensor]:
         return dict(zip(group.names, group.params))
@@ -268,17 +258,18 @@ class PopulationSAC:
         ``i`` updates its target critic this step."""
         n = len(self.members)
         action_shape = batch.actions.shape
-        actor_params = self._params(self.actor)
-        actions_pi, log_prob = self._actor_call(actor_params, batch.observations, self._standard_normal(action_shape))
+        actor_views = layer_views(self._params(self.actor))
+        actions_pi, log_prob = self._sample_actions(
+            actor_views, batch.observations, self._standard_normal(action_shape)
+        )
 
         if self.entropy is not None:
             log_ent_coef = self.entropy.params[0]  # [N, 1]
             ent_coef = th.exp(log_ent_coef.detach())
-            ent_coef_loss = -(log_ent_coef[:, None, :] * (log_prob + self._target_entropy[:, None, :]).detach()).mean(
-                dim=(1, 2)
-            )
-            (grad,) = th.autograd.grad(ent_coef_loss.sum(), [log_ent_coef])
-            self.entropy.step([grad], learning_rates)
+            # SB3's loss -mean(log α · (log π + target)) has the gradient -mean(log π + target) in log α.
+            surplus = (log_prob.detach() + self._target_entropy[:, None, :]).mean(dim=(1, 2))
+            ent_coef_loss = -log_ent_coef.detach()[:, 0] * surplus
+            self.entropy.step([-surplus[:, None]], learning_rates)
         else:
             assert self._fixed_ent_coef is not None
             ent_coef = self._fixed_ent_coef
@@ -286,40 +277,47 @@ class PopulationSAC:
         ent_coef = ent_coef[:, None, :]  # [N, 1, 1]
 
         with th.no_grad():
-            next_actions, next_log_prob = self._actor_call(
-                actor_params, batch.next_observations, self._standard_normal(action_shape)
+            next_actions, next_log_prob = self._sample_actions(
+                self._actor_constants, batch.next_observations, self._standard_normal(action_shape)
             )
-            target_params = dict(zip(self._target_names, self.critic_target))
-            next_q = self._critic_call(target_params, batch.next_observations, next_actions)
+            next_q = self._critic_net(self._target_views, batch.next_observations, next_actions)
             next_q = th.min(next_q, dim=-1, keepdim=True)[0] - ent_coef * next_log_prob
             discounts = batch.discounts if batch.discounts is not None else self._gamma
             target_q = batch.rewards + (1 - batch.dones) * discounts * next_q
 
-        critic_params = self._params(self.critic)
-        current_q = self._critic_call(critic_params, batch.observations, batch.actions)  # [N, B, n_critics]
-        critic_loss = 0.5 * th.stack(
-            [
-                F.mse_loss(current_q[..., j : j + 1], target_q, reduction="none").mean(dim=(1, 2))
-                for j in range(current_q.shape[-1])
-            ]
-        ).sum(dim=0)
+        critic_views = layer_views(self._params(self.critic))
+        current_q = self._critic_net(critic_views, batch.observations, batch.actions)  # [N, B, n_critics]
+        # SB3: 0.5 · Σ_critics mse(q_j, target), each mean over the batch.
+        critic_loss = 0.5 * (current_q - target_q).square().mean(dim=1).sum(dim=1)
         grads = th.autograd.grad(critic_loss.sum(), self.critic.params)
         self.critic.step(grads, learning_rates)
 
-        q_pi = self._critic_call(critic_params, batch.observations, actions_pi)
+        # The actor's loss differentiates the critics' inputs only: their weights enter as constants.
+        q_pi = self._critic_net(self._critic_constants, batch.observations, actions_pi)
         min_q_pi = th.min(q_pi, dim=-1, keepdim=True)[0]
         actor_loss = (ent_coef * log_prob - min_q_pi).mean(dim=(1, 2))
         grads = th.autograd.grad(actor_loss.sum(), self.actor.params)
         self.actor.step(grads, learning_rates)
 
         if polyak.any():
-            tau = th.as_tensor(np.where(polyak, self._tau, 0.0), device=self.device, dtype=th.float32)
-            with th.no_grad():
-                for param, target in zip(self.critic.params, self.critic_target):
-                    shape = (-1,) + (1,) * (param.dim() - 1)
-                    target.mul_(1 - tau.view(shape))
-                    target.add_(param.detach() * tau.view(shape))
-        return th.stack([actor_loss.detach(), critic_loss.detach(), ent_coef_loss.detach(), ent_coef.reshape(n)])
+            self._polyak(polyak)
+        return th.stack([actor_loss.detach(), critic_loss.detach(), ent_coef_loss, ent_coef.reshape(n)])
+
+    @th.no_grad()
+    def _polyak(self, polyak: np.ndarray) -> None:
+        """SB3's ``polyak_update`` of the target critics (``target·(1 − τ) + τ·critic``), one pass over
+        all stacked tensors when every member updates with one τ, else with each member's τ (0: none)."""
+        critics = [param.detach() for param in self.critic.params]
+        if polyak.all() and (self._tau == self._tau[0]).all():
+            tau = float(self._tau[0])
+            th._foreach_mul_(self.critic_target, 1 - tau)
+            th._foreach_add_(self.critic_target, critics, alpha=tau)
+            return
+        taus = th.as_tensor(np.where(polyak, self._tau, 0.0), device=self.device, dtype=th.float32)
+        for critic, target in zip(critics, self.critic_target):
+            shape = (-1,) + (1,) * (critic.dim() - 1)
+            target.mul_(1 - taus.view(shape))
+            target.add_(critic * taus.view(shape))
 
     def train(self, gradient_steps: int, batch_size: int) -> None:
         """SB3's ``SAC.train(gradient_steps, batch_size)`` for every member at once."""
@@ -331,17 +329,23 @@ class PopulationSAC:
         for gradient_step in range(gradient_steps):
             batch = self._sample(batch_size)
             losses.append(self.gradient_step(batch, learning_rates, polyak=gradient_step % intervals == 0))
-        means = th.stack(losses).mean(dim=0).tolist()  # [4][N]
+        # SB3's train/ records per member; the loss rows as gradient_step returns them.
+        rows = {"actor_loss": 0, "critic_loss": 1, "ent_coef": 3} | (
+            {"ent_coef_loss": 2} if self.entropy is not None else {}
+        )
+        means = th.stack(losses).mean(dim=0)[list(rows.values())]
+        keys = [f"train/{name}" for name in rows]
+        columns = means.tolist()  # [stat][member]
+        diverged = not th.isfinite(means).all()
         for i, member in enumerate(self.members):
             member._n_updates += gradient_steps
-            stats = {"actor_loss": means[0][i], "critic_loss": means[1][i], "ent_coef": means[3][i]}
-            if self.entropy is not None:
-                stats["ent_coef_loss"] = means[2][i]
+            stats = {key: column[i] for key, column in zip(keys, columns)}
             for key, value in stats.items():
-                member.logger.record(f"train/{key}", value)
+                member.logger.record(key, value)
             if isinstance(member, SACWithICM):  # its divergence guard and training statistics
-                member._raise_if_diverged(stats)
-                member._accumulate({f"train/{key}": value for key, value in stats.items()})
+                if diverged:
+                    member._raise_if_diverged({key.removeprefix("train/"): value for key, value in stats.items()})
+                member._accumulate(stats)
 
     def learn(self, total_timesteps: int, reset_num_timesteps: bool = True, log_interval: int = 4) -> PopulationSAC:
         """SB3's ``learn`` for every member in lockstep: ``train_freq`` env steps of all members

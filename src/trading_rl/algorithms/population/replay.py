@@ -48,7 +48,7 @@ class PopulationReplay:
         self.capacity = np.array([b.buffer_size for b in buffers], dtype=np.int64)
         self.pos = np.array([b.pos for b in buffers], dtype=np.int64)
         self.full = np.array([b.full for b in buffers], dtype=bool)
-        self._rows = th.arange(len(buffers), device=device)
+        self._row_starts = th.arange(len(buffers), device=device)[:, None] * int(self.capacity.max())
         self._on_cpu = th.device(device).type == "cpu"
         self.tensors: dict[str, th.Tensor] = {}
         for name in _FIELDS:
@@ -75,10 +75,11 @@ class PopulationReplay:
 
     def add(self, obs, next_obs, actions, rewards, dones, timeouts) -> None:
         """One transition per member (arrays with the member axis first), at each member's write position."""
-        positions = th.as_tensor(self.pos, device=self.device)
+        flat = self._row_starts[:, 0] + th.as_tensor(self.pos, device=self.device)
         for name, values in zip(_FIELDS, (obs, next_obs, actions, rewards, dones, timeouts)):
             target = self.tensors[name]
-            target[self._rows, positions] = th.as_tensor(values, device=self.device).to(target.dtype)
+            rows = th.as_tensor(values, device=self.device).to(target.dtype).view(len(flat), *target.shape[2:])
+            target.flatten(0, 1).index_copy_(0, flat, rows)
         self.pos += 1
         wrapped = self.pos == self.capacity
         self.full |= wrapped
@@ -93,16 +94,18 @@ class PopulationReplay:
             raise PopulationError("a member's replay buffer is empty; collect transitions before sampling")
         bounds = th.as_tensor(upper, device=self.device)[:, None]
         draws = [th.randint(0, 2**62, (batch_size,), generator=stream, device=self.device) for stream in streams]
-        index = th.stack(draws) % bounds
-        rows = self._rows[:, None]
-        t = self.tensors
-        dones = t["dones"][rows, index] * (1 - t["timeouts"][rows, index])
+        # Row-major positions in the [N · capacity] flattened fields: one index_select per field.
+        flat = (th.stack(draws) % bounds).add_(self._row_starts).view(-1)
+        picked = {
+            name: tensor.flatten(0, 1).index_select(0, flat).view(len(upper), batch_size, *tensor.shape[2:])
+            for name, tensor in self.tensors.items()
+        }
         return ReplayBufferSamples(
-            observations=t["observations"][rows, index].float(),
-            actions=t["actions"][rows, index].float(),
-            next_observations=t["next_observations"][rows, index].float(),
-            dones=dones[..., None].float(),
-            rewards=t["rewards"][rows, index][..., None].float(),
+            observations=picked["observations"].float(),
+            actions=picked["actions"].float(),
+            next_observations=picked["next_observations"].float(),
+            dones=(picked["dones"] * (1 - picked["timeouts"]))[..., None].float(),
+            rewards=picked["rewards"][..., None].float(),
         )
 
     def release(self) -> None:

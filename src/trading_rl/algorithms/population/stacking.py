@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch as th
@@ -40,11 +41,12 @@ _VECTOR_ELEMENTS = 16
 
 @dataclass
 class _PaddedRows:
-    """A stacked leaf whose member rows are not whole vectors, copied for the fused Adam step into
-    rows padded to whole vectors (its Adam moments live there): every element then takes the vector
-    loop, as in any other population. Over the unpadded stack, the kernel's scalar tail would fall on
-    the last member's last elements for some population sizes and not others, so a member's numbers
-    would depend on how many members share its population."""
+    """A stacked leaf whose member rows are not whole vectors, kept in rows padded to whole vectors
+    (the leaf itself, its Adam moments and its gradient for the fused step are views of them): every
+    element then takes the fused Adam kernel's vector loop, as in any other population. Over the
+    unpadded stack, the kernel's scalar tail would fall on the last member's last elements for some
+    population sizes and not others, so a member's numbers would depend on how many members share
+    its population."""
 
     param: th.Tensor  # [N, padded row]
     grad: th.Tensor
@@ -52,26 +54,23 @@ class _PaddedRows:
     exp_avg_sq: th.Tensor
 
     @classmethod
-    def around(cls, exp_avg: th.Tensor, exp_avg_sq: th.Tensor) -> _PaddedRows:
-        n, row = exp_avg.shape[0], exp_avg[0].numel()
+    def around(cls, param: th.Tensor, exp_avg: th.Tensor, exp_avg_sq: th.Tensor) -> _PaddedRows:
+        n, row = param.shape[0], param[0].numel()
         padded = -(-row // _VECTOR_ELEMENTS) * _VECTOR_ELEMENTS
-        buffers = [th.zeros(n, padded, dtype=exp_avg.dtype, device=exp_avg.device) for _ in range(4)]
-        buffers[2][:, :row] = exp_avg.reshape(n, row)
-        buffers[3][:, :row] = exp_avg_sq.reshape(n, row)
+        buffers = [th.zeros(n, padded, dtype=param.dtype, device=param.device) for _ in range(4)]
+        for buffer, values in zip((buffers[0], buffers[2], buffers[3]), (param, exp_avg, exp_avg_sq)):
+            buffer[:, :row] = values.detach().reshape(n, row)
         return cls(*buffers)
 
-    def moment_views(self, shape: th.Size) -> tuple[th.Tensor, th.Tensor]:
-        """The moments as ``shape`` tensors, views of the padded rows."""
+    def views(self, shape: th.Size, requires_grad: bool) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """The leaf (a view that autograd treats as a leaf) and its moments as ``shape`` tensors."""
         row = shape[1:].numel()
-        return self.exp_avg[:, :row].view(shape), self.exp_avg_sq[:, :row].view(shape)
+        leaf = self.param[:, :row].view(shape).requires_grad_(requires_grad)
+        return leaf, self.exp_avg[:, :row].view(shape), self.exp_avg_sq[:, :row].view(shape)
 
-    def load(self, param: th.Tensor, grad: th.Tensor) -> None:
-        row = param[0].numel()
-        self.param[:, :row] = param.reshape(len(param), row)
-        self.grad[:, :row] = grad.reshape(len(param), row)
-
-    def store(self, param: th.Tensor) -> None:
-        param.copy_(self.param[:, : param[0].numel()].view(param.shape))
+    def load_grad(self, grad: th.Tensor) -> th.Tensor:
+        self.grad[:, : grad[0].numel()] = grad.reshape(len(grad), -1)
+        return self.grad
 
 
 @dataclass
@@ -120,9 +119,9 @@ class _AdamGroup:
             moments = [optimizers[i].state.get(member_tensors[index][i], {}) for i in range(len(optimizers))]
             exp_avg = th.stack([m["exp_avg"] if m else th.zeros_like(param[0]) for m in moments])
             exp_avg_sq = th.stack([m["exp_avg_sq"] if m else th.zeros_like(param[0]) for m in moments])
-            padded = _PaddedRows.around(exp_avg, exp_avg_sq) if param[0].numel() % _VECTOR_ELEMENTS else None
+            padded = _PaddedRows.around(param, exp_avg, exp_avg_sq) if param[0].numel() % _VECTOR_ELEMENTS else None
             if padded is not None:
-                exp_avg, exp_avg_sq = padded.moment_views(param.shape)
+                adam.params[index], exp_avg, exp_avg_sq = padded.views(param.shape, param.requires_grad)
             adam.exp_avg.append(exp_avg)
             adam.exp_avg_sq.append(exp_avg_sq)
             adam.padded.append(padded)
@@ -169,17 +168,12 @@ class _AdamGroup:
 
     def _fused_step(self, grads: Sequence[th.Tensor], learning_rate: float) -> None:
         step = th.tensor(float(self.steps[0]), device=self.params[0].device)
+        # The kernel walks memory in order: autograd's weight gradients can come transposed.
+        contiguous = [
+            grad.contiguous() if padded is None else padded.load_grad(grad) for grad, padded in zip(grads, self.padded)
+        ]
+        leaves, exp_avg, exp_avg_sq = self._fused_state
         fused = th._fused_adamw_ if self.weight_decay[0] else th._fused_adam_
-        # The kernel walks memory in order: vmap's weight gradients can come transposed.
-        leaves, contiguous, exp_avg, exp_avg_sq = [], [], [], []
-        for param, grad, padded, moments in zip(self.params, grads, self.padded, zip(self.exp_avg, self.exp_avg_sq)):
-            if padded is not None:
-                padded.load(param, grad)
-                param, grad, moments = padded.param, padded.grad, (padded.exp_avg, padded.exp_avg_sq)
-            leaves.append(param)
-            contiguous.append(grad.contiguous())
-            exp_avg.append(moments[0])
-            exp_avg_sq.append(moments[1])
         fused(
             leaves,
             contiguous,
@@ -195,9 +189,20 @@ class _AdamGroup:
             amsgrad=False,
             maximize=False,
         )
-        for param, padded in zip(self.params, self.padded):
-            if padded is not None:
-                padded.store(param)
+
+    @cached_property
+    def _fused_state(self) -> tuple[list[th.Tensor], list[th.Tensor], list[th.Tensor]]:
+        """The tensors the fused kernel updates: each leaf and its moments, padded rows where padded."""
+        state: tuple[list[th.Tensor], list[th.Tensor], list[th.Tensor]] = ([], [], [])
+        for index, padded in enumerate(self.padded):
+            tensors = (
+                (self.params[index], self.exp_avg[index], self.exp_avg_sq[index])
+                if padded is None
+                else (padded.param, padded.exp_avg, padded.exp_avg_sq)
+            )
+            for into, tensor in zip(state, tensors):
+                into.append(tensor)
+        return state
 
     def _per_member_step(self, grads: Sequence[th.Tensor], learning_rates: np.ndarray) -> None:
         beta1, beta2 = self.betas
