@@ -18,7 +18,9 @@ reward_shaper (the source -> the source continued on the shaped reward):
   prior (``weight_network.initial_weights``; no weight network, no potential), at
   ``shaped_reward_scale``: the shaped training without the learned weights;
 - ``reward_shaper:pnl_prior``: the same with a prior that is almost all profit: the shaped
-  training's mechanics (scale, envs) without the other objectives.
+  training's mechanics (scale, envs) without the other objectives;
+- ``reward_shaper:risk_prior``: the same with profit and a small risk weight (``RISK_PRIOR``): the
+  risk control's candidate, a threshold on the predicted volatility.
 
 On a risk family (``vol``, ``regime_vol``) every row also says whether the agent times the risk:
 ``risk_timing_columns`` (its exposure against the oracle's target exposure, and whether it went flat).
@@ -39,6 +41,11 @@ import pandas as pd
 
 # The prior that is (almost) all profit: InitialWeights must be positive and sum to 1.
 PNL_PRIOR = {"profit": 0.996, "risk": 0.001, "activity": 0.001, "timing": 0.001, "exploration": 0.001}
+# Profit with a small risk weight: the risk objective is linear in the equity's volatility, so it
+# sets a threshold (hold while the drift beats weight x predicted volatility); sized by hand so
+# that, with the fitted scales, the threshold falls between regime_vol:0.8's calm and volatile states.
+RISK_PRIOR = {"profit": 0.967, "risk": 0.03, "activity": 0.001, "timing": 0.001, "exploration": 0.001}
+FIXED_PRIORS = {"reward_shaper:pnl_prior": PNL_PRIOR, "reward_shaper:risk_prior": RISK_PRIOR}
 SCALE_STEPS = 2000  # source steps whose rewards measure the scales
 # An agent whose mean |exposure| is under this share of the oracle's went flat (risk families).
 FLAT_SHARE = 0.25
@@ -106,18 +113,19 @@ def shaper_probes(source, env_spec, sections: dict, seed: int) -> dict:
                 source, env_spec, ShapedRewardVecEnv(venv, shaper), section, seed, work_dir, reward_scale=scale
             ).model
 
-    for name, section in (("reward_shaper:prior", params), ("reward_shaper:pnl_prior", with_pnl_prior(params))):
+    sections = {"reward_shaper:prior": params, **{name: with_prior(params, w) for name, w in FIXED_PRIORS.items()}}
+    for name, section in sections.items():
         agent, seconds = _timed(lambda section=section: fixed_weights(section))
         found[name] = (agent, "sac_icm", seconds)
     return found
 
 
-def with_pnl_prior(params):
-    """The reward_shaper section with the almost-all-profit prior weights."""
+def with_prior(params, weights: dict):
+    """The reward_shaper section with these prior objective weights."""
     from trading_rl.rewards.weights import InitialWeights
 
-    weights = dataclasses.replace(params.weight_network, initial_weights=InitialWeights(**PNL_PRIOR))
-    return dataclasses.replace(params, weight_network=weights)
+    network = dataclasses.replace(params.weight_network, initial_weights=InitialWeights(**weights))
+    return dataclasses.replace(params, weight_network=network)
 
 
 def reward_scales(source, env_spec, sections: dict, seed: int, weights=None, potential=None) -> dict:
@@ -165,13 +173,16 @@ def probe_agents(
         found.update(options_probes(source, env_spec, sections, seed))
     if "reward_shaper" in phases:
         found.update(shaper_probes(source, env_spec, sections, seed))
-        pnl_prior = {**sections, "reward_shaper": with_pnl_prior(sections["reward_shaper"])}
+        shaper = sections["reward_shaper"]
         extras = {
             "reward_shaper": reward_scales(
                 source, env_spec, sections, seed, fitted.get("weights"), fitted.get("potential")
             ),
             "reward_shaper:prior": reward_scales(source, env_spec, sections, seed),
-            "reward_shaper:pnl_prior": reward_scales(source, env_spec, pnl_prior, seed),
+            **{
+                name: reward_scales(source, env_spec, {**sections, "reward_shaper": with_prior(shaper, weights)}, seed)
+                for name, weights in FIXED_PRIORS.items()
+            },
         }
     return found, extras
 
