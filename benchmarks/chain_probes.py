@@ -41,10 +41,12 @@ import pandas as pd
 
 # The prior that is (almost) all profit: InitialWeights must be positive and sum to 1.
 PNL_PRIOR = {"profit": 0.996, "risk": 0.001, "activity": 0.001, "timing": 0.001, "exploration": 0.001}
-# Profit with a small risk weight: the risk objective is linear in the equity's volatility, so it
-# sets a threshold (hold while the drift beats weight x predicted volatility); sized by hand so
-# that, with the fitted scales, the threshold falls between regime_vol:0.8's calm and volatile states.
-RISK_PRIOR = {"profit": 0.967, "risk": 0.03, "activity": 0.001, "timing": 0.001, "exploration": 0.001}
+# Profit with a small risk weight, for the risk control. Without a weight network the objectives
+# enter unscaled: per unit of exposure and step, profit earns 100 mu (0.020 at drift 5%) and risk
+# costs 100 (v + 0.01) (exposure term and the equity's volatility v per bar), so the profit weight
+# beats the risk weight while mu > (risk / profit) (v + 0.01): at 0.011 / 0.985 the threshold falls
+# between regime_vol:0.8's calm state (v 0.45%: hold) and its volatile one (v 1.35%: flat).
+RISK_PRIOR = {"profit": 0.985, "risk": 0.011, "activity": 0.001, "timing": 0.001, "exploration": 0.002}
 FIXED_PRIORS = {"reward_shaper:pnl_prior": PNL_PRIOR, "reward_shaper:risk_prior": RISK_PRIOR}
 SCALE_STEPS = 2000  # source steps whose rewards measure the scales
 # An agent whose mean |exposure| is under this share of the oracle's went flat (risk families).
