@@ -45,8 +45,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_common import apply_overrides  # noqa: E402
-from chain_probes import PROBED_PHASES, option_alignment_columns, probe_agents, rollout_columns  # noqa: E402
-from chain_summary import markdown_table, plot, summarise_agents  # noqa: E402
+from chain_probes import (  # noqa: E402
+    PROBED_PHASES,
+    option_alignment_columns,
+    probe_agents,
+    risk_timing_columns,
+    rollout_columns,
+)
+from chain_summary import markdown_table, paired_metrics, paired_metrics_table, plot, summarise_agents  # noqa: E402
 from controls import ORACLE_FOR_LONG_ONLY, ratio  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
 
@@ -304,7 +310,7 @@ def run_one(env_spec, sections: dict, market: str, realisation: int, seed: int, 
         probe_found, extras = probe_agents(agents, env_spec, sections, seed, fitted, probes)
         agents.update(probe_found)
     rows = []
-    regime_env = env_spec.make_env(split, evaluation=True)  # the market's closes and the oracle's regime
+    market_env = env_spec.make_env(split, evaluation=True)  # the market's closes, the oracle's regime and risk
     for name, (agent, source, seconds) in agents.items():
         rollout = agent_rollout(name, agent, env_spec, sections, seed)
         rows.append(
@@ -317,8 +323,9 @@ def run_one(env_spec, sections: dict, market: str, realisation: int, seed: int, 
                 "input": source,
                 "train_seconds": round(seconds, 1),
                 **score(rollout, attribute, yardstick, family != "null"),
-                **rollout_columns(rollout),
-                **option_alignment_columns(rollout, regime_env),
+                **rollout_columns(rollout, market_env.config.hold_threshold),
+                **option_alignment_columns(rollout, market_env),
+                **risk_timing_columns(rollout, market_env),
                 **extras.get(name, {}),
             }
         )
@@ -365,7 +372,7 @@ def main() -> None:
     order = [name for name in CHAIN_ORDER if name in set(table["agent"])]
     order += [name for name in dict.fromkeys(table["agent"]) if name not in order]
     summary = summarise_agents(table, order)
-    text = markdown_table(summary)
+    text = markdown_table(summary) + "\n" + paired_metrics_table(paired_metrics(table))
     print(text)
     out.with_suffix(".md").write_text(f"`{shlex.join(sys.argv)}`\n\n{text}")
     plot(table, out.with_suffix(".png"), order)

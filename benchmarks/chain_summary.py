@@ -116,6 +116,62 @@ def paired_kept(row: dict) -> bool:
     return bool(row["delta_median"] >= 0)
 
 
+# The columns a risk control is judged on, each paired with the input agent's (chain_probes adds the
+# drawdown, exposure and timing columns; the timing ones only on a risk family).
+RISK_METRICS = ("agent_sharpe", "max_drawdown", "capture", "oracle_exposure_corr", "mean_abs_exposure")
+
+
+def paired_metrics(rows: pd.DataFrame, metrics=RISK_METRICS) -> pd.DataFrame:
+    """One row per family x agent with an input: for each of ``metrics`` in ``rows``, the agent's
+    median and the median paired difference agent - input on the same market and seed [bootstrap
+    90% CI]; and how many of its runs went flat or collapsed (where those columns exist)."""
+    rng = np.random.default_rng(0)
+    present = [name for name in metrics if name in rows]
+    inputs = rows[PAIR_KEYS + ["agent", *present]].rename(
+        columns={"agent": "input", **{name: f"{name}_input" for name in present}}
+    )
+    pairs = rows[rows["input"].fillna("").astype(str) != ""].merge(inputs, on=PAIR_KEYS + ["input"], how="inner")
+    out = []
+    for (family, agent), group in pairs.groupby(["family", "agent"], sort=False):
+        row: dict = {"family": family, "agent": agent, "input": group["input"].iloc[0], "pairs": len(group)}
+        for name in present:
+            delta = _finite(group[name] - group[f"{name}_input"])
+            low, high = bootstrap_median_ci(delta, rng)
+            row.update(
+                {
+                    name: _median(_finite(group[name])),
+                    f"{name}_input": _median(_finite(group[f"{name}_input"])),
+                    f"{name}_delta": _median(delta),
+                    f"{name}_delta_ci90_low": low,
+                    f"{name}_delta_ci90_high": high,
+                }
+            )
+        for flag in ("went_flat", "collapsed"):
+            if flag in group:
+                row[flag] = int(group[flag].fillna(False).astype(bool).sum())
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def paired_metrics_table(paired: pd.DataFrame) -> str:
+    """``paired_metrics`` as markdown: per metric the agent's median, its input's, and the paired
+    difference [90% CI]."""
+    present = [name for name in RISK_METRICS if f"{name}_delta" in paired]
+    flags = [flag for flag in ("went_flat", "collapsed") if flag in paired]
+    header = ["family", "agent", "input", "pairs", *(f"{name}: agent / input, Δ [90% CI]" for name in present), *flags]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in paired.to_dict("records"):
+        cells = [row["family"], row["agent"], row["input"], str(row["pairs"])]
+        for name in present:
+            cells.append(
+                f"{_number(row[name], 3)} / {_number(row[f'{name}_input'], 3)}, {_number(row[f'{name}_delta'], 3)} "
+                f"[{_number(row[f'{name}_delta_ci90_low'], 3)}, {_number(row[f'{name}_delta_ci90_high'], 3)}]"
+            )
+        cells += [f"{row[flag]}/{row['pairs']}" for flag in flags]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _number(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 

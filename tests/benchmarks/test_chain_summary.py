@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from chain_controls import STEP_KEYS, market_params, read_rows, scaled_budgets
-from chain_summary import markdown_table, paired_rows, plot, summarise_agents
+from chain_summary import markdown_table, paired_metrics, paired_metrics_table, paired_rows, plot, summarise_agents
 from learning_curve import load_parameters
 
 
@@ -127,3 +127,18 @@ def test_rows_read_back_keep_the_null_family_and_the_missing_scores(tmp_path):
     rows = read_rows(str(path))
     assert rows["family"].tolist() == ["null", "fast"]
     assert rows["capture"].isna().tolist() == [True, False]
+
+
+def test_risk_metrics_are_paired_with_the_input_run_and_flat_runs_counted():
+    table = _table()
+    table["max_drawdown"] = np.where(table["agent"] == "reward_shaper", -0.01, -0.05)
+    table["went_flat"] = table["agent"] == "reward_shaper"
+    paired = paired_metrics(table[table["family"] == "fast"])
+    shaped = paired[paired["agent"] == "reward_shaper"].iloc[0]
+    assert shaped["pairs"] == 4 and shaped["went_flat"] == 4
+    assert np.isclose(shaped["max_drawdown_delta"], 0.04)  # a shallower drawdown is a positive difference
+    assert np.isclose(shaped["agent_sharpe_delta"], 0.0)
+    assert np.isclose(shaped["capture_delta"], np.median([0.1 - 0.8, -0.6 - 0.6, 0.3 - 0.7, 0.2 - 0.9]))
+    assert "oracle_exposure_corr_delta" not in paired  # not a risk family: no timing column
+    text = paired_metrics_table(paired)
+    assert "max_drawdown: agent / input" in text and "| 4/4 |" in text
