@@ -15,6 +15,12 @@ collapse monitor and periodic evaluations: the same learner, not bit for bit the
 chain study's realisation 1 seeds 1 and 2 ended at 1.37 and 0.00 there, 1.18 and 0.00 here).
 ``learner=crossq`` in a variant trains sb3-contrib's CrossQ instead (``parse_variant``).
 
+Sample efficiency (issue 43): the report's budget table gives each variant's capture at 25%, 50%
+and 100% of the budget, paired with the first variant's at the same step (``--curve-every`` must
+divide those steps). Each checkpoint also records what a switched-on mechanism did since the one
+before (``MechanismProbe``): the auxiliary heads' share of the shared encoder's movement and their
+losses, the curriculum's stage, so an arm that names a mechanism shows it ran.
+
 A variant is ``"name dotted.key=value ..."`` over ``--env``'s parameters; every variant runs on the
 same markets and seeds and is paired with the first (``--variant`` order). Writes ``--out`` (one row
 per run x checkpoint), ``<out>.md`` (final-checkpoint table, paired with the first variant, and the
@@ -34,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch as th
 import yaml
 from sb3_contrib import CrossQ
 
@@ -49,8 +56,13 @@ from chain_controls import (  # noqa: E402
     oracle_yardstick,
     score,
 )
-from chain_summary import markdown_table, summarise_agents  # noqa: E402
+from chain_summary import PAIR_KEYS, markdown_table, summarise_agents  # noqa: E402
+from controls import bootstrap_median_ci  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
+
+RUN_KEYS = ["variant", *PAIR_KEYS]
+# Issue 43's sample-efficiency checkpoints: capture at these shares of the budget.
+BUDGET_SHARES = (0.25, 0.5, 1.0)
 
 
 def parse_variant(text: str) -> tuple[str, list[str], dict | None]:
@@ -121,11 +133,65 @@ def build_learner(env, agent_params, seed: int, crossq: dict | None):
     )
 
 
+class MechanismProbe:
+    """What the auxiliary heads and the curriculum did between two ``read`` calls.
+
+    The shared market encoder moves under two optimisers only (SB3 leaves a shared extractor out of
+    the critic's): the actor's and the heads' own. The heads' updates are summed as they happen, the
+    rest of the encoder's movement is the actor's, so ``aux_update_share`` = |heads' movement| /
+    (|heads'| + |actor's|): 0 means the heads moved nothing, near 1 that they set the representation.
+    Adam scales each optimiser's steps, so movement says more than the raw gradients would."""
+
+    def __init__(self, model) -> None:
+        from trading_rl.algorithms.sac_icm.auxiliary import policy_encoder
+
+        self.model = model
+        self.auxiliary = getattr(model, "auxiliary", None)
+        if self.auxiliary is None:
+            return
+        self.encoder = policy_encoder(model.policy)
+        self.since = self._encoder_vector()
+        self.heads_moved = th.zeros_like(self.since)
+        train_on = self.auxiliary.train_on
+
+        def counted(*args, **kwargs):
+            before = self._encoder_vector()
+            losses = train_on(*args, **kwargs)
+            self.heads_moved += self._encoder_vector() - before
+            return losses
+
+        self.auxiliary.train_on = counted
+
+    def _encoder_vector(self) -> th.Tensor:
+        return th.cat([parameter.detach().flatten() for parameter in self.encoder.parameters()])
+
+    def read(self) -> dict:
+        """``aux_update_share`` and the mean ``aux_<head>_loss`` since the last read (with the heads
+        on); ``curriculum_stage`` and ``curriculum_episodes`` (with the curriculum on)."""
+        from trading_rl.training.curriculum import curriculum_entry
+
+        out: dict = {}
+        if self.auxiliary is not None:
+            now = self._encoder_vector()
+            heads = float(self.heads_moved.norm())
+            actor = float((now - self.since - self.heads_moved).norm())
+            out["aux_update_share"] = heads / (heads + actor) if heads + actor > 0 else float("nan")
+            stats = self.model.pop_train_stats()
+            out.update({key.replace("/", "_"): value for key, value in stats.items() if key.startswith("aux/")})
+            self.since, self.heads_moved = now, th.zeros_like(now)
+        curriculum = curriculum_entry(self.model.get_env())
+        if curriculum:
+            out["curriculum_stage"] = curriculum["curriculum/stage"]
+            out["curriculum_episodes"] = curriculum["curriculum/episodes"]
+        return out
+
+
 def train_with_curve(
     env_spec, sections: dict, seed: int, curve_every: int, attribute, yardstick, edge: bool, crossq: dict | None
 ):
     """Train ``sac_icm``'s agent for its budget; the scored deterministic policy every ``curve_every``
-    steps and at the end, each with the training seconds spent so far (scoring time excluded)."""
+    steps and at the end, each with the training seconds spent so far (scoring time excluded) and
+    what the switched-on mechanisms did since the checkpoint before (``MechanismProbe``)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
@@ -141,6 +207,7 @@ def train_with_curve(
         train_seconds = began - clock["started"] - clock["scoring"]
         points.append({"step": model.num_timesteps, "train_seconds": round(train_seconds, 2)})
         points[-1].update(score(rollout, attribute, yardstick, edge))
+        points[-1].update(probe.read())
         clock["scoring"] += time.perf_counter() - began
 
     class Curve(BaseCallback):
@@ -150,6 +217,7 @@ def train_with_curve(
             return True
 
     model = build_learner(env_spec.make_env("train", seed=seed), phase.agent, seed, crossq)
+    probe = MechanismProbe(model)
     budget = phase.agent.training.total_timesteps
     model.learn(total_timesteps=budget, callback=Curve(), log_interval=10**9)
     if not points or points[-1]["step"] != model.num_timesteps:
@@ -185,15 +253,14 @@ def seconds_to_skill(curve: pd.DataFrame, bar: float) -> pd.DataFrame:
     change of capture between consecutive checkpoints of the budget's second half (how far the
     policy still moves), and ``late_negative``, the share of those checkpoints whose timing is
     backwards (capture < 0); the run's training seconds."""
-    keys = ["variant", "family", "market", "realisation", "seed"]
     out = []
-    for run, group in curve.sort_values("step").groupby(keys, sort=False):
+    for run, group in curve.sort_values("step").groupby(RUN_KEYS, sort=False):
         if len(group) < 2:  # a final score without its curve (a run of another benchmark): no time to skill
             continue
         above = (group["capture"] >= bar).to_numpy()
         held_from = np.flatnonzero(~above)
         first_held = held_from[-1] + 1 if held_from.size else 0
-        row = dict(zip(keys, run))
+        row = dict(zip(RUN_KEYS, run))
         for label, index in (("reached", np.argmax(above) if above.any() else None), ("held", first_held)):
             point = group.iloc[index] if index is not None and index < len(group) else None
             row[f"seconds_{label}"] = float(point["train_seconds"]) if point is not None else np.nan
@@ -235,24 +302,96 @@ def final_rows(curve: pd.DataFrame, reference: str) -> pd.DataFrame:
     """The final checkpoints as ``chain_summary`` rows: each variant an agent, paired with
     ``reference`` where it ran on the same market and seed (unpaired runs still count as runs)."""
     final = curve[curve["final"].astype(bool)]
-    keys = ["family", "market", "realisation", "seed"]
-    ran = set(map(tuple, final.loc[final["variant"] == reference, keys].astype(str).to_numpy()))
-    paired = [tuple(row) in ran for row in final[keys].astype(str).to_numpy()]
+    ran = set(map(tuple, final.loc[final["variant"] == reference, PAIR_KEYS].astype(str).to_numpy()))
+    paired = [tuple(row) in ran for row in final[PAIR_KEYS].astype(str).to_numpy()]
     inputs = np.where((final["variant"] != reference) & np.array(paired, dtype=bool), reference, "")
     return final.assign(agent=final["variant"], input=inputs)
+
+
+def at_budget_shares(curve: pd.DataFrame, shares: tuple[float, ...]) -> pd.DataFrame:
+    """Each run's checkpoint at each share of its budget (its last step), with a ``share`` column; a
+    run without a checkpoint there is an error naming ``--curve-every``."""
+    rows = []
+    for run, group in curve.groupby(RUN_KEYS, sort=False):
+        budget = int(group["step"].max())
+        for share in shares:
+            found = group[group["step"] == round(share * budget)]
+            if found.empty:
+                raise ValueError(
+                    f"run {dict(zip(RUN_KEYS, run))} has no checkpoint at {share:.0%} of its {budget}-step "
+                    f"budget (step {share * budget:g}): choose a --curve-every that divides it"
+                )
+            rows.append({**found.iloc[0].to_dict(), "share": share})
+    return pd.DataFrame(rows)
+
+
+def _median_ci(values: pd.Series, rng: np.random.Generator) -> str:
+    finite = values.to_numpy(dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
+        return "n/a"
+    low, high = bootstrap_median_ci(finite, rng)  # NaN from fewer than 2 runs
+    return f"{np.median(finite):.2f} [{low:.2f}, {high:.2f}]".replace("nan", "n/a")
+
+
+def _mechanism_cell(group: pd.DataFrame) -> str:
+    cells = []
+    if "aux_update_share" in group and group["aux_update_share"].notna().any():
+        cells.append(f"aux share {group['aux_update_share'].median():.2f}")
+    if "curriculum_stage" in group and group["curriculum_stage"].notna().any():
+        stages = group["curriculum_stage"].dropna().astype(int)
+        cells.append(f"stage {stages.min()}–{stages.max()}")
+    return ", ".join(cells) or "—"
+
+
+def budget_table(curve: pd.DataFrame, reference: str, shares: tuple[float, ...] = BUDGET_SHARES) -> str:
+    """Per family x variant x share of the budget: capture median [90% CI], skill, the paired capture
+    difference against ``reference`` at the same step (same market and seed) and the mechanism's
+    state there (median auxiliary share of the encoder's movement, the curriculum's stages)."""
+    rng = np.random.default_rng(0)
+    points = at_budget_shares(curve, shares)
+    own = points[points["variant"] == reference][PAIR_KEYS + ["share", "capture"]]
+    joined = points.merge(own.rename(columns={"capture": "capture_reference"}), on=PAIR_KEYS + ["share"], how="left")
+    lines = [
+        f"| family | variant | share of budget (step) | runs | capture, median [90% CI] | skill | "
+        f"paired Δ vs {reference} [90% CI] | pairs | mechanism there |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (family, variant, share), group in joined.groupby(["family", "variant", "share"], sort=False):
+        delta = group["capture"] - group["capture_reference"]
+        pairs = int(delta.notna().sum()) if variant != reference else 0
+        paired = _median_ci(delta, rng) if pairs else "—"
+        step = int(group["step"].median())
+        lines.append(
+            f"| {family} | {variant} | {share:.0%} ({step}) | {len(group)} | {_median_ci(group['capture'], rng)} | "
+            f"{int(group['skill'].astype(bool).sum())}/{len(group)} | {paired} | {pairs} | {_mechanism_cell(group)} |"
+        )
+    return "\n".join(lines)
 
 
 def report(curve: pd.DataFrame, variants: list[str], bar: float) -> str:
     summary = summarise_agents(final_rows(curve, variants[0]), variants)
     skill = skill_table(curve, bar)
-    return f"{markdown_table(summary)}\n\nTime to skill (training seconds, scoring excluded):\n\n{skill}\n"
+    try:
+        budget = budget_table(curve, variants[0])
+    except ValueError as error:  # curves scored every 1,000 steps before the table existed
+        budget = f"(not available: {error})"
+    return (
+        f"{markdown_table(summary)}\n\nTime to skill (training seconds, scoring excluded):\n\n{skill}\n\n"
+        f"Capture by share of the budget, paired with {variants[0]} at the same step:\n\n{budget}\n"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_market_arguments(parser)
     parser.add_argument("--variant", action="append", default=[], help='"name dotted.key=value ..." (first: reference)')
-    parser.add_argument("--curve-every", type=int, default=1000, help="score the policy every this many steps")
+    parser.add_argument(
+        "--curve-every",
+        type=int,
+        default=500,
+        help="score the policy every this many steps (dividing 25%% of the budget)",
+    )
     parser.add_argument("--skill-capture", type=float, default=0.5, help="the capture that counts as skill reached")
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes (1 torch thread each)")
     parser.add_argument("--out", default="docs/results/learner_controls.csv")

@@ -1,5 +1,6 @@
-"""benchmarks/learner_controls: variants (the CrossQ arm), time to skill on a learning curve and the
-final checkpoints paired with the reference variant; one CrossQ learner built and trained a few steps."""
+"""benchmarks/learner_controls: variants (the CrossQ arm), time to skill on a learning curve, the
+final checkpoints and the budget shares paired with the reference variant, the mechanism probe; one
+CrossQ learner built and trained a few steps."""
 
 from __future__ import annotations
 
@@ -7,10 +8,25 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch as th
+from arch.data import sp500
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
-from learner_controls import ScaledCrossQ, build_learner, final_rows, parse_variant, seconds_to_skill, skill_table
+from helpers.seeds_env import seeds_env_config
+from learner_controls import (
+    BUDGET_SHARES,
+    MechanismProbe,
+    ScaledCrossQ,
+    at_budget_shares,
+    budget_table,
+    build_learner,
+    final_rows,
+    parse_variant,
+    seconds_to_skill,
+    skill_table,
+)
 from sb3_contrib import CrossQ
 
+from trading_rl.algorithms.sac_icm.sac_icm import build_agent
+from trading_rl.envs import build_env_spec
 from trading_rl.training.params import AgentParams
 
 
@@ -85,3 +101,69 @@ def test_the_crossq_arm_reads_its_rewards_times_the_learners_scale(monkeypatch):
     np.random.seed(0)
     assert th.allclose(seen["rewards"], 10.0 * model.replay_buffer.sample(8).rewards)
     assert "sample" not in vars(model.replay_buffer)  # the scaling is gone after the update
+
+
+def _budget_curves() -> pd.DataFrame:
+    """Two variants on two seeds, scored every 2,500 steps of a 10,000-step budget."""
+    runs = []
+    for seed, base, aux in (
+        (0, [0.0, 0.2, 0.4, 0.6], [0.1, 0.5, 0.5, 0.9]),
+        (1, [0.2, 0.2, 0.2, 0.2], [0.2, 0.0, 0.6, 0.3]),
+    ):
+        for variant, captures in (("base", base), ("aux", aux)):
+            curve = _curve(captures, seed=seed).assign(variant=variant, step=lambda c: c["step"] * 2.5)
+            runs.append(curve.assign(skill=curve["capture"] > 0.3))
+    return pd.concat(runs)
+
+
+def test_checkpoints_at_shares_of_the_budget_need_a_curve_that_divides_them():
+    points = at_budget_shares(_budget_curves(), BUDGET_SHARES)
+    seed0 = points[(points["variant"] == "aux") & (points["seed"] == 0)]
+    assert list(seed0["step"]) == [2500, 5000, 10000] and list(seed0["capture"]) == [0.1, 0.5, 0.9]
+    with pytest.raises(ValueError, match="no checkpoint at 25% of its 5000-step budget.*--curve-every"):
+        at_budget_shares(_curve([0.1, 0.2, 0.3, 0.4, 0.5]), BUDGET_SHARES)
+
+
+def test_the_budget_table_pairs_each_share_with_the_reference_at_the_same_step():
+    lines = budget_table(_budget_curves(), "base").splitlines()
+    rows = {tuple(cell.strip() for cell in line.split("|")[2:4]): line for line in lines[2:]}
+    assert "| 2 | 0.10 [0.00, 0.20] | 0/2 | — | 0 |" in rows[("base", "25% (2500)")]
+    # aux - base at 50%: seed 0 +0.3, seed 1 -0.2; at 100%: +0.3, +0.1
+    assert "| 1/2 | 0.05 [-0.20, 0.30] | 2 |" in rows[("aux", "50% (5000)")]
+    assert "| 0.20 [0.10, 0.30] | 2 |" in rows[("aux", "100% (10000)")]
+    with_stage = _budget_curves().assign(curriculum_stage=2, aux_update_share=0.25)
+    assert budget_table(with_stage, "base").splitlines()[-1].endswith("| aux share 0.25, stage 2–2 |")
+
+
+def _sp500_spec():
+    prices = sp500.load().loc["2003-01-01":"2010-12-31"].rename(columns=str.lower)
+    log_close = np.log(prices["close"])
+    features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
+    splits = {
+        "train": {"start": "2004-01-01", "end": "2008-12-31"},
+        "validation": {"start": "2009-01-01", "end": "2010-12-31"},
+    }
+    config = seeds_env_config(episode_length=100)
+    return build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, config, 252.0)
+
+
+def test_the_probe_reads_the_heads_share_of_the_encoder_and_the_curriculum_stage():
+    small = {
+        "sac": {"learning_starts": 32, "batch_size": 32, "buffer_size": 2000},
+        "policy": {"net_arch": [16, 16]},
+        "icm": {"enabled": False},
+        "auxiliary": {"enabled": True, "latent_dim": 8, "hidden_dim": 16},
+        "curriculum": {"enabled": True, "episode_length": 30},
+    }
+    model = build_agent(
+        _sp500_spec().make_env("train", seed=0), AgentParams.from_mapping(small, "sac_icm.agent"), 0, "cpu"
+    )
+    probe = MechanismProbe(model)
+    model.learn(96)
+    read = probe.read()
+    assert 0.0 < read["aux_update_share"] < 1.0 and read["aux_total_loss"] > 0.0
+    assert (read["curriculum_stage"], read["curriculum_episodes"]) == (0, 3)  # 96 steps: 3 episodes of 30
+    model.actor.optimizer.step = lambda *args, **kwargs: None  # the actor no longer moves the encoder
+    model.learn(32, reset_num_timesteps=False)
+    assert probe.read()["aux_update_share"] == pytest.approx(1.0)
+    assert MechanismProbe(build_learner(_sp500_spec().make_env("train"), AgentParams(), 0, None)).read() == {}
