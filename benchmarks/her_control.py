@@ -161,6 +161,8 @@ def main() -> None:
         (m, r, s, arm, args.steps) for m in args.families for r in args.realisations for s in args.seeds for arm in ARMS
     ]
     rows = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     # fork: the workers inherit SOURCES (env specs and trained models) instead of pickling them
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         for future in as_completed([pool.submit(run_arm, *job) for job in jobs]):
@@ -170,9 +172,8 @@ def main() -> None:
                 f"success {rows[-1]['success']:.2f}",
                 flush=True,
             )
+            pd.DataFrame(rows).to_csv(out, index=False)  # a study cut short keeps its finished runs
     frame = pd.DataFrame(rows).sort_values(["family", "realisation", "seed", "arm"])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out, index=False)
     table = summarise(frame)
     out.with_suffix(".md").write_text(
