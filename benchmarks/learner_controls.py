@@ -9,10 +9,13 @@ so they only copy ``sac_icm``); this trains ``sac_icm`` only, through the same m
 spec and scoring (``chain_controls.score``: capture = IR against the market line over the long-only
 oracle's, on the evaluation split), and also scores the policy every ``--curve-every`` steps: the
 learning curve, and the **training** wall seconds (scoring excluded) at which capture first reaches
-``--skill-capture`` (issue 46's "faster to skill"). The agent is built by ``build_agent`` and trained
-by SB3's ``learn`` for the phase's budget, as ``train_agent`` does but without its resume slot,
-collapse monitor and periodic evaluations: the same learner, not bit for bit the phase's run (the
-chain study's realisation 1 seeds 1 and 2 ended at 1.37 and 0.00 there, 1.18 and 0.00 here).
+``--skill-capture`` (issue 46's "faster to skill"). Each scored policy's actions also go through
+the phase's collapse gates (``collapse_columns``: entropy, dominance, trade rate, ``collapsed``),
+so a variant's collapse rate is paired with the first's (issue 43's curiosity control). The agent
+is built by ``build_agent`` and trained by SB3's ``learn`` for the phase's budget, as
+``train_agent`` does but without its resume slot, collapse monitor and periodic evaluations: the
+same learner, not bit for bit the phase's run (the chain study's realisation 1 seeds 1 and 2 ended
+at 1.37 and 0.00 there, 1.18 and 0.00 here).
 ``learner=crossq`` in a variant trains sb3-contrib's CrossQ instead (``parse_variant``).
 
 A variant is ``"name dotted.key=value ..."`` over ``--env``'s parameters; every variant runs on the
@@ -36,7 +39,9 @@ import numpy as np
 import pandas as pd
 import yaml
 from sb3_contrib import CrossQ
+from scipy.stats import binomtest
 
+from trading_rl.monitoring.collapse import CollapseThresholds, action_stats, collapse_report
 from trading_rl.training.params import ACTIVATIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,6 +126,21 @@ def build_learner(env, agent_params, seed: int, crossq: dict | None):
     )
 
 
+def collapse_columns(rollout: pd.DataFrame, hold_threshold: float, thresholds: CollapseThresholds) -> dict:
+    """The scored policy's actions as the phase's collapse gates count them (``action_stats`` over
+    the env's ``action_raw`` and ``action_type``): curiosity's claim is about collapse, not capture."""
+    stats = action_stats(
+        rollout["action_raw"].to_numpy(), rollout["action_type"].to_numpy(), hold_threshold=hold_threshold
+    )
+    return {
+        "action_entropy": stats["entropy"],
+        "action_dominance": stats["dominance"],
+        "trade_rate": stats["trade_rate"],
+        "hold_share": stats["hold_share"],
+        "collapsed": collapse_report(stats, thresholds)["collapsed"],
+    }
+
+
 def train_with_curve(
     env_spec, sections: dict, seed: int, curve_every: int, attribute, yardstick, edge: bool, crossq: dict | None
 ):
@@ -128,10 +148,12 @@ def train_with_curve(
     steps and at the end, each with the training seconds spent so far (scoring time excluded)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
+    from trading_rl.envs.continuous import trading_env
     from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 
     phase = sections["sac_icm"]
     make_eval_env = lambda: env_spec.make_env(phase.evaluation_split, evaluation=True)  # noqa: E731
+    hold_threshold = trading_env(make_eval_env(), "learner_controls").config.hold_threshold
     points: list[dict] = []
     clock = {"started": time.perf_counter(), "scoring": 0.0}
 
@@ -141,6 +163,7 @@ def train_with_curve(
         train_seconds = began - clock["started"] - clock["scoring"]
         points.append({"step": model.num_timesteps, "train_seconds": round(train_seconds, 2)})
         points[-1].update(score(rollout, attribute, yardstick, edge))
+        points[-1].update(collapse_columns(rollout, hold_threshold, phase.agent.collapse))
         clock["scoring"] += time.perf_counter() - began
 
     class Curve(BaseCallback):
@@ -242,10 +265,47 @@ def final_rows(curve: pd.DataFrame, reference: str) -> pd.DataFrame:
     return final.assign(agent=final["variant"], input=inputs)
 
 
+def collapse_table(final: pd.DataFrame, reference: str) -> str:
+    """Per family x variant at the final checkpoint: collapsed runs with the rate's exact (Clopper-
+    Pearson) 90% interval, median action entropy and trade rate, and, paired with ``reference`` on
+    the same market and seed, the collapse rate's difference with a bootstrap 90% interval."""
+    from trading_rl.evaluation.metrics.bootstrap import bootstrap_ci
+
+    if "collapsed" not in final:
+        return "(no collapse columns: rows from before they were recorded)"
+    lines = [
+        "| family | variant | runs | collapsed [90% CI] | action entropy (median) | trade rate (median) "
+        f"| paired collapse rate − {reference} [90% CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    keys = ["market", "realisation", "seed"]
+    for family, group in final.groupby("family", sort=False):
+        flags = group.assign(collapsed=group["collapsed"].astype(str).str.lower().eq("true").astype(float))
+        base = flags[flags["variant"] == reference].set_index(keys)["collapsed"]
+        for variant, mine in flags.groupby("variant", sort=False):
+            count, runs = int(mine["collapsed"].sum()), len(mine)
+            interval = binomtest(count, runs).proportion_ci(confidence_level=0.9, method="exact")
+            paired = "—"
+            both = mine.set_index(keys)["collapsed"].to_frame("mine").join(base.rename("base"), how="inner")
+            if variant != reference and len(both):
+                delta, low, high = bootstrap_ci(both["mine"] - both["base"], np.mean)
+                paired = f"{delta:+.2f} [{low:+.2f}, {high:+.2f}] ({len(both)} pairs)"
+            lines.append(
+                f"| {family} | {variant} | {runs} | {count}/{runs} [{interval.low:.2f}, {interval.high:.2f}] "
+                f"| {mine['action_entropy'].median():.2f} | {mine['trade_rate'].median():.2f} | {paired} |"
+            )
+    return "\n".join(lines)
+
+
 def report(curve: pd.DataFrame, variants: list[str], bar: float) -> str:
-    summary = summarise_agents(final_rows(curve, variants[0]), variants)
+    final = final_rows(curve, variants[0])
+    summary = summarise_agents(final, variants)
     skill = skill_table(curve, bar)
-    return f"{markdown_table(summary)}\n\nTime to skill (training seconds, scoring excluded):\n\n{skill}\n"
+    collapse = collapse_table(final, variants[0])
+    return (
+        f"{markdown_table(summary)}\n\nCollapse of the scored (deterministic) policy, the phase's gates:\n\n"
+        f"{collapse}\n\nTime to skill (training seconds, scoring excluded):\n\n{skill}\n"
+    )
 
 
 def main() -> None:
