@@ -49,8 +49,13 @@ SOURCES: dict = {}  # (market, realisation) -> (env_spec, sections, source model
 
 
 def train_source(market: str, realisation: int, params: dict, n_bars: int, work: str) -> None:
+    import torch
+
     from trading_rl.phases import sac_icm
 
+    # one torch thread, as the arms: two threads on a loaded 2-core machine spun without progress
+    # (a 10,000-step source ran 33 min at load 13 without reaching its first checkpoint)
+    torch.set_num_threads(1)
     sections = chain_sections(market_params(params, market, realisation, n_bars), f"{work}/{market}_{realisation}")
     env_spec = build_env_spec(sections)
     started = time.perf_counter()
