@@ -49,8 +49,13 @@ SOURCES: dict = {}  # (market, realisation) -> (env_spec, sections, source model
 
 
 def train_source(market: str, realisation: int, params: dict, n_bars: int, work: str) -> None:
+    import torch
+
     from trading_rl.phases import sac_icm
 
+    # one torch thread, as the arms: two threads on a loaded 2-core machine spun without progress
+    # (a 10,000-step source ran 33 min at load 13 without reaching its first checkpoint)
+    torch.set_num_threads(1)
     sections = chain_sections(market_params(params, market, realisation, n_bars), f"{work}/{market}_{realisation}")
     env_spec = build_env_spec(sections)
     started = time.perf_counter()
@@ -161,6 +166,8 @@ def main() -> None:
         (m, r, s, arm, args.steps) for m in args.families for r in args.realisations for s in args.seeds for arm in ARMS
     ]
     rows = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     # fork: the workers inherit SOURCES (env specs and trained models) instead of pickling them
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         for future in as_completed([pool.submit(run_arm, *job) for job in jobs]):
@@ -170,9 +177,8 @@ def main() -> None:
                 f"success {rows[-1]['success']:.2f}",
                 flush=True,
             )
+            pd.DataFrame(rows).to_csv(out, index=False)  # a study cut short keeps its finished runs
     frame = pd.DataFrame(rows).sort_values(["family", "realisation", "seed", "arm"])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out, index=False)
     table = summarise(frame)
     out.with_suffix(".md").write_text(

@@ -9,10 +9,13 @@ so they only copy ``sac_icm``); this trains ``sac_icm`` only, through the same m
 spec and scoring (``chain_controls.score``: capture = IR against the market line over the long-only
 oracle's, on the evaluation split), and also scores the policy every ``--curve-every`` steps: the
 learning curve, and the **training** wall seconds (scoring excluded) at which capture first reaches
-``--skill-capture`` (issue 46's "faster to skill"). The agent is built by ``build_agent`` and trained
-by SB3's ``learn`` for the phase's budget, as ``train_agent`` does but without its resume slot,
-collapse monitor and periodic evaluations: the same learner, not bit for bit the phase's run (the
-chain study's realisation 1 seeds 1 and 2 ended at 1.37 and 0.00 there, 1.18 and 0.00 here).
+``--skill-capture`` (issue 46's "faster to skill"). Each scored policy's actions also go through
+the phase's collapse gates (``collapse_columns``: entropy, dominance, trade rate, ``collapsed``),
+so a variant's collapse rate is paired with the first's (issue 43's curiosity control). The agent
+is built by ``build_agent`` and trained by SB3's ``learn`` for the phase's budget, as
+``train_agent`` does but without its resume slot, collapse monitor and periodic evaluations: the
+same learner, not bit for bit the phase's run (the chain study's realisation 1 seeds 1 and 2 ended
+at 1.37 and 0.00 there, 1.18 and 0.00 here).
 ``learner=crossq`` in a variant trains sb3-contrib's CrossQ instead (``parse_variant``).
 
 Sample efficiency (issue 43): the report's budget table gives each variant's capture at 25%, 50%
@@ -40,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch as th
 import yaml
 from sb3_contrib import CrossQ
 
@@ -58,6 +60,7 @@ from chain_controls import (  # noqa: E402
 )
 from chain_summary import PAIR_KEYS, markdown_table, summarise_agents  # noqa: E402
 from controls import bootstrap_median_ci  # noqa: E402
+from learner_probes import MechanismProbe, collapse_columns, collapse_table  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
 
 RUN_KEYS = ["variant", *PAIR_KEYS]
@@ -133,59 +136,6 @@ def build_learner(env, agent_params, seed: int, crossq: dict | None):
     )
 
 
-class MechanismProbe:
-    """What the auxiliary heads and the curriculum did between two ``read`` calls.
-
-    The shared market encoder moves under two optimisers only (SB3 leaves a shared extractor out of
-    the critic's): the actor's and the heads' own. The heads' updates are summed as they happen, the
-    rest of the encoder's movement is the actor's, so ``aux_update_share`` = |heads' movement| /
-    (|heads'| + |actor's|): 0 means the heads moved nothing, near 1 that they set the representation.
-    Adam scales each optimiser's steps, so movement says more than the raw gradients would."""
-
-    def __init__(self, model) -> None:
-        from trading_rl.algorithms.sac_icm.auxiliary import policy_encoder
-
-        self.model = model
-        self.auxiliary = getattr(model, "auxiliary", None)
-        if self.auxiliary is None:
-            return
-        self.encoder = policy_encoder(model.policy)
-        self.since = self._encoder_vector()
-        self.heads_moved = th.zeros_like(self.since)
-        train_on = self.auxiliary.train_on
-
-        def counted(*args, **kwargs):
-            before = self._encoder_vector()
-            losses = train_on(*args, **kwargs)
-            self.heads_moved += self._encoder_vector() - before
-            return losses
-
-        self.auxiliary.train_on = counted
-
-    def _encoder_vector(self) -> th.Tensor:
-        return th.cat([parameter.detach().flatten() for parameter in self.encoder.parameters()])
-
-    def read(self) -> dict:
-        """``aux_update_share`` and the mean ``aux_<head>_loss`` since the last read (with the heads
-        on); ``curriculum_stage`` and ``curriculum_episodes`` (with the curriculum on)."""
-        from trading_rl.training.curriculum import curriculum_entry
-
-        out: dict = {}
-        if self.auxiliary is not None:
-            now = self._encoder_vector()
-            heads = float(self.heads_moved.norm())
-            actor = float((now - self.since - self.heads_moved).norm())
-            out["aux_update_share"] = heads / (heads + actor) if heads + actor > 0 else float("nan")
-            stats = self.model.pop_train_stats()
-            out.update({key.replace("/", "_"): value for key, value in stats.items() if key.startswith("aux/")})
-            self.since, self.heads_moved = now, th.zeros_like(now)
-        curriculum = curriculum_entry(self.model.get_env())
-        if curriculum:
-            out["curriculum_stage"] = curriculum["curriculum/stage"]
-            out["curriculum_episodes"] = curriculum["curriculum/episodes"]
-        return out
-
-
 def train_with_curve(
     env_spec, sections: dict, seed: int, curve_every: int, attribute, yardstick, edge: bool, crossq: dict | None
 ):
@@ -194,10 +144,12 @@ def train_with_curve(
     what the switched-on mechanisms did since the checkpoint before (``MechanismProbe``)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
+    from trading_rl.envs.continuous import trading_env
     from trading_rl.evaluation.metrics.rollout import policy_from_sb3, run_episode
 
     phase = sections["sac_icm"]
     make_eval_env = lambda: env_spec.make_env(phase.evaluation_split, evaluation=True)  # noqa: E731
+    hold_threshold = trading_env(make_eval_env(), "learner_controls").config.hold_threshold
     points: list[dict] = []
     clock = {"started": time.perf_counter(), "scoring": 0.0}
 
@@ -208,6 +160,7 @@ def train_with_curve(
         points.append({"step": model.num_timesteps, "train_seconds": round(train_seconds, 2)})
         points[-1].update(score(rollout, attribute, yardstick, edge))
         points[-1].update(probe.read())
+        points[-1].update(collapse_columns(rollout, hold_threshold, phase.agent.collapse))
         clock["scoring"] += time.perf_counter() - began
 
     class Curve(BaseCallback):
@@ -370,14 +323,17 @@ def budget_table(curve: pd.DataFrame, reference: str, shares: tuple[float, ...] 
 
 
 def report(curve: pd.DataFrame, variants: list[str], bar: float) -> str:
-    summary = summarise_agents(final_rows(curve, variants[0]), variants)
+    final = final_rows(curve, variants[0])
+    summary = summarise_agents(final, variants)
     skill = skill_table(curve, bar)
     try:
         budget = budget_table(curve, variants[0])
     except ValueError as error:  # curves scored every 1,000 steps before the table existed
         budget = f"(not available: {error})"
+    collapse = collapse_table(final, variants[0])
     return (
-        f"{markdown_table(summary)}\n\nTime to skill (training seconds, scoring excluded):\n\n{skill}\n\n"
+        f"{markdown_table(summary)}\n\nCollapse of the scored (deterministic) policy, the phase's gates:\n\n"
+        f"{collapse}\n\nTime to skill (training seconds, scoring excluded):\n\n{skill}\n\n"
         f"Capture by share of the budget, paired with {variants[0]} at the same step:\n\n{budget}\n"
     )
 

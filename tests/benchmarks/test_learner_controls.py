@@ -1,6 +1,6 @@
 """benchmarks/learner_controls: variants (the CrossQ arm), time to skill on a learning curve, the
-final checkpoints and the budget shares paired with the reference variant, the mechanism probe; one
-CrossQ learner built and trained a few steps."""
+final checkpoints and the budget shares paired with the reference variant, the mechanism probe, the
+collapse columns and their paired rate; one CrossQ learner built and trained a few steps."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from learner_controls import (
     at_budget_shares,
     budget_table,
     build_learner,
+    collapse_columns,
+    collapse_table,
     final_rows,
     parse_variant,
     seconds_to_skill,
@@ -27,6 +29,7 @@ from sb3_contrib import CrossQ
 
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
 from trading_rl.envs import build_env_spec
+from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.training.params import AgentParams
 
 
@@ -83,6 +86,31 @@ def test_final_checkpoints_are_paired_with_the_reference_variant():
     final = final_rows(pd.concat([base, other, unpaired]), "base")
     assert list(final["capture"]) == [0.9, 0.4, 0.5]
     assert list(final["input"]) == ["", "base", ""] and list(final["agent"]) == ["base", "b256", "b256"]
+
+
+def test_a_policy_that_only_holds_is_flagged_collapsed_and_a_trading_one_is_not():
+    held = pd.DataFrame({"action_raw": [0.02, -0.05, 0.0, 0.08], "action_type": ["hold"] * 4})
+    found = collapse_columns(held, hold_threshold=0.1, thresholds=CollapseThresholds())
+    assert found["collapsed"] and found["action_entropy"] == 0.0 and found["hold_share"] == 1.0
+    assert found["trade_rate"] == 0.0
+    trading = pd.DataFrame(
+        {"action_raw": [0.9, -0.9, 0.3, -0.3, 0.0, 0.7], "action_type": ["buy", "sell", "buy", "sell", "hold", "buy"]}
+    )
+    found = collapse_columns(trading, hold_threshold=0.1, thresholds=CollapseThresholds())
+    assert not found["collapsed"] and found["trade_rate"] == pytest.approx(5 / 6)
+    assert found["action_dominance"] == pytest.approx(2 / 6)  # strong_buy, the largest bucket
+
+
+def test_the_collapse_rate_is_paired_with_the_reference_on_the_same_runs():
+    def final(variant: str, flags: list[bool]) -> pd.DataFrame:
+        runs = _curve([0.0]).iloc[[0] * len(flags)].assign(seed=range(len(flags)), variant=variant)
+        return runs.assign(collapsed=flags, action_entropy=0.5, trade_rate=0.1)
+
+    rows = pd.concat([final("off", [True, True, True, False]), final("icm", [True, False, False, False])])
+    table = collapse_table(rows, "off")
+    assert "| fast | off | 4 | 3/4 [0.25, 0.99] | 0.50 | 0.10 | — |" in table  # exact 90% interval
+    assert "| fast | icm | 4 | 1/4 " in table and "| -0.50 [" in table and "(4 pairs)" in table
+    assert collapse_table(rows.drop(columns="collapsed"), "off").startswith("(no collapse columns")
 
 
 def test_the_crossq_arm_reads_its_rewards_times_the_learners_scale(monkeypatch):
