@@ -317,6 +317,23 @@ def plot(summary: dict, path: Path) -> None:
     figure.savefig(path)
 
 
+def make_executor(engine: str, jobs: int, runtime: dict):
+    """The walk-forward executor of ``--engine``: ``process`` spreads chains over ``jobs`` local
+    processes; ``population`` trains them as populations, split over ``jobs`` Ray workers (a
+    population each, as ``runtime.population.workers``; one in this process when ``jobs`` is 1)
+    with ``runtime``'s Ray settings otherwise; ``sequential`` runs them one after another here."""
+    from trading_rl.phases.walk_forward import population
+    from trading_rl.runtime.engine import RuntimeParams, SequentialExecutor
+
+    if engine == "process":
+        return ProcessExecutor(jobs)
+    if engine == "sequential":
+        return SequentialExecutor()
+    ray = {**(runtime.get("ray") or {}), "num_cpus": jobs}
+    section = {**runtime, "engine": "population", "ray": ray, "population": {"workers": jobs}}
+    return population.make_executor(RuntimeParams.from_mapping(section, "runtime"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="research", help="conf/<env> merged over conf/base (default research)")
@@ -375,9 +392,7 @@ def main() -> None:
 
     from trading_rl.envs import EnvConfig
     from trading_rl.phases.walk_forward import WalkForwardJob, WalkForwardParams, run_walk_forward, trial_rows
-    from trading_rl.phases.walk_forward.population import PopulationExecutor
     from trading_rl.provenance import git_commit
-    from trading_rl.runtime.engine import SequentialExecutor
     from trading_rl.training.params import AgentParams
 
     code = git_commit()  # recorded in the JSON and each ledger row: which code gave these numbers
@@ -419,11 +434,7 @@ def main() -> None:
         arm_wf = merged(
             merged(wf, overrides["wf"]), {"agent_overrides": merged(wf["agent_overrides"], overrides["agent"])}
         )
-        executor = {
-            "process": lambda: ProcessExecutor(args.jobs),
-            "population": PopulationExecutor,
-            "sequential": SequentialExecutor,
-        }[args.engine]()
+        executor = make_executor(args.engine, args.jobs, params.get("runtime") or {})
         started = time.perf_counter()
         section = WalkForwardParams.from_mapping(arm_wf, "walk_forward")
         job = WalkForwardJob(

@@ -119,3 +119,20 @@ def test_null_false_positives_score_the_untrained_policies_on_every_null_market(
     assert set(rates) == {"random", "sma_crossover", "buy_and_hold", "oracle"}
     for entry in rates.values():
         assert entry["markets"] == 2 and 0 <= entry["passes"] <= 2 and entry["rate"] == entry["passes"] / 2
+
+
+def test_population_engine_runs_a_population_per_ray_worker_with_jobs(ray_session):
+    """``--engine population --jobs N``: the walk-forward's population executor with N Ray workers
+    (runtime.population.workers), the env's Ray settings kept; one in-process population for N = 1."""
+    from controls import make_executor
+
+    from trading_rl.phases.walk_forward.population import PopulationExecutor
+    from trading_rl.runtime.engine import RayExecutor, SequentialExecutor
+
+    split = make_executor("population", 2, {"engine": "ray", "ray": {"num_gpus_per_task": 0.0}})
+    assert isinstance(split, PopulationExecutor) and split.workers == 2 and isinstance(split.base, RayExecutor)
+    alone = make_executor("population", 1, {})
+    assert isinstance(alone, PopulationExecutor) and alone.workers == 1 and isinstance(alone.base, SequentialExecutor)
+    assert isinstance(make_executor("sequential", 2, {}), SequentialExecutor)
+    with pytest.raises(ValueError, match="runtime"):
+        make_executor("population", 0, {})
