@@ -119,7 +119,7 @@ def test_every_node_that_reads_a_section_gets_it_typed_and_kedro_instantiates_no
 # is imported inside the function that needs it (docs/benchmarks.md, "`kedro` command start-up").
 # torch and stable_baselines3 are not listed: the phase modules and the parameter sections import
 # them at module level (docs/benchmarks.md says why that was left).
-NOT_IMPORTED_BY_REGISTRATION = ("arch", "statsmodels", "scipy.stats")
+NOT_IMPORTED_BY_REGISTRATION = ("arch", "statsmodels", "scipy.stats", "matplotlib")
 
 
 def test_registering_the_pipelines_imports_none_of_the_heavy_libraries():
