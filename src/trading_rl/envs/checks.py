@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
-from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from trading_rl.envs.spec import ENV_KINDS, EnvSpec
 
@@ -84,6 +83,9 @@ def rollout_sanity(spec: EnvSpec, split: str, kind: str = "continuous") -> dict[
 
 def env_check_report(spec: EnvSpec, check_split: str = "train") -> dict[str, Any]:
     """JSON-serialisable report: checker results per env kind, layout, and rollout sanity per split."""
+    # imported here: registering the pipelines (every kedro command) must not pay for it (torch)
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
     checks: dict[str, Any] = {}
     for kind in ENV_KINDS:
         checks[kind] = {

@@ -38,9 +38,6 @@ import logging
 
 import numpy as np
 import pandas as pd
-from arch import arch_model
-from arch.univariate import ConstantMean, EWMAVariance
-from scipy.signal import lfilter
 
 from trading_rl.data.bad_bars import find_bad_bar
 from trading_rl.data.schemas import format_timestamp
@@ -133,6 +130,9 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
     )
     problem = degenerate_returns(log_returns.iloc[first:])
     if problem is None:
+        # imported here: registering the pipelines (every kedro command) must not pay for it
+        from arch import arch_model
+
         scaled = PERCENT * returns
         model = arch_model(scaled, mean="Constant", vol="GARCH", p=1, q=1, dist="normal", rescale=False)
         result = model.fit(disp="off", show_warning=False)
@@ -159,6 +159,9 @@ def fit_garch(log_returns: pd.Series, symbol: str | None = None) -> dict:
 def _integrated_fallback(scaled_returns: np.ndarray, garch: dict, context: str) -> tuple[dict, str | None]:
     """The EWMA parameters that replace an integrated GARCH fit (module docstring), logged as a
     WARNING; or the reason that fit failed too."""
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from arch.univariate import ConstantMean, EWMAVariance
+
     persistence = garch["alpha"] + garch["beta"]
     result = ConstantMean(scaled_returns, volatility=EWMAVariance(lam=None)).fit(disp="off", show_warning=False)
     lam, mu = float(result.params["lam"]), float(result.params["mu"])
@@ -204,6 +207,9 @@ def garch_volatility(log_returns: pd.Series, garch_params: dict) -> pd.Series:
         start_variance = float(garch_params[START_VARIANCE])
     else:
         start_variance = omega / (1.0 - alpha - beta)  # the unconditional variance
+    # imported here: registering the pipelines (every kedro command) must not pay for it (scipy.stats)
+    from scipy.signal import lfilter
+
     next_variance, _ = lfilter([1.0], [1.0, -beta], omega + alpha * shock_squared, zi=[beta * start_variance])
     volatility = np.full(len(log_returns), np.nan)
     volatility[first:] = np.sqrt(next_variance) / PERCENT

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram
 
@@ -57,6 +56,9 @@ def feature_drift(
     missing = [column for column in reference.columns if column not in current.columns]
     if missing:
         raise ValueError(f"the new bars lack feature column(s) {missing} of the training split")
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
     rows = []
     for column in reference.columns:
         ref = reference[column].to_numpy(dtype=np.float64)

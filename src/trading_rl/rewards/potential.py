@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch as th
-from scipy.signal import lfilter
 from torch import nn
 
 from trading_rl.config import Section, setting
@@ -52,6 +51,9 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: flo
     ends = np.flatnonzero(np.asarray(episode_ends, dtype=bool))
     if ends.size == 0 or ends[-1] != rewards.size - 1:
         ends = np.append(ends, rewards.size - 1)
+    # imported here: registering the pipelines (every kedro command) must not pay for it (scipy.stats)
+    from scipy.signal import lfilter
+
     returns = np.empty_like(rewards)
     start = 0
     for end in ends:

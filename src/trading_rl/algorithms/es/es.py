@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from gymnasium.spaces import flatdim
-from scipy.stats import rankdata
 
 from trading_rl.config import Section, setting
 from trading_rl.envs import EnvSpec
@@ -94,6 +93,9 @@ def centered_ranks(fitness: np.ndarray) -> np.ndarray:
     fitness = np.asarray(fitness, dtype=np.float64)
     if fitness.size < 2:
         return np.zeros_like(fitness)
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy.stats import rankdata
+
     return (rankdata(fitness, method="average") - 1.0) / (fitness.size - 1) - 0.5
 
 

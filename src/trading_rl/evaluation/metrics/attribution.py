@@ -33,12 +33,12 @@ constant market line, a constant exposure (no timing correlation), zero residual
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from trading_rl.envs import EnvConfig
 from trading_rl.evaluation.metrics.metrics import json_ready, sharpe_ratio, total_return
@@ -48,7 +48,15 @@ CI_LEVEL = 0.90
 # Residuals this small relative to the returns are round-off of an exact fit (cash, a fixed
 # fraction of the market): no standard error, rather than a t-statistic of noise over noise.
 EXACT_FIT_TOLERANCE = 1e-12
-_Z = float(stats.norm.ppf(0.5 + CI_LEVEL / 2.0))
+
+
+@functools.cache
+def _ci_z() -> float:
+    """The standard normal quantile of the two-sided ``CI_LEVEL`` interval."""
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + CI_LEVEL / 2.0))
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,9 @@ def sharpe_standard_error(returns: np.ndarray, periods_per_year: float) -> float
     sharpe = sharpe_ratio(r, periods_per_year=1)
     if not math.isfinite(sharpe):
         return math.nan
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
     skew, kurtosis = float(stats.skew(r)), float(stats.kurtosis(r, fisher=False))
     variance = (1.0 - skew * sharpe + (kurtosis - 1.0) / 4.0 * sharpe**2) / (r.size - 1)
     return math.sqrt(variance * periods_per_year) if variance > 0 else math.nan
@@ -203,8 +214,8 @@ def return_attribution(returns, exposure, market, *, periods_per_year: float, co
         alpha_annual=alpha,
         alpha_se=alpha_se,
         alpha_t=alpha_t,
-        alpha_ci90_low=alpha - _Z * alpha_se,
-        alpha_ci90_high=alpha + _Z * alpha_se,
+        alpha_ci90_low=alpha - _ci_z() * alpha_se,
+        alpha_ci90_high=alpha + _ci_z() * alpha_se,
         hac_lags=lags,
         information_ratio=information_ratio,
         timing_corr=timing,

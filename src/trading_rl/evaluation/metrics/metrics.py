@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from trading_rl.evaluation.metrics.rollout import trade_returns
 from trading_rl.monitoring.actions import ACTION_BUCKETS, action_histogram, histogram_entropy
@@ -140,6 +139,9 @@ def psr_from_statistics(
     if n_obs < 2 or not np.isfinite(sharpe) or variance_factor <= 0:
         return math.nan
     z = (sharpe - sr_benchmark) * math.sqrt(n_obs - 1) / math.sqrt(variance_factor)
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
     return float(stats.norm.cdf(z))
 
 
@@ -150,6 +152,9 @@ def probabilistic_sharpe_ratio(returns, sr_benchmark: float = 0.0) -> float:
     sharpe = sharpe_ratio(r, periods_per_year=1)
     if not np.isfinite(sharpe):
         return math.nan
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
     return psr_from_statistics(
         sharpe, r.size, float(stats.skew(r)), float(stats.kurtosis(r, fisher=True) + 3.0), sr_benchmark
     )
@@ -166,6 +171,9 @@ def return_moments(returns) -> dict[str, float]:
     if r.size == 0:
         return {"n_obs": 0, "mean": math.nan, "std": math.nan, "skew": math.nan, "kurtosis": math.nan}
     constant = r.max() == r.min()
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
     return {
         "n_obs": int(r.size),
         "mean": float(r.mean()),
@@ -244,6 +252,9 @@ def expected_max_sharpe(sr_trials) -> float:
     if n < 2:
         raise ValueError(f"expected_max_sharpe needs at least 2 trials, got {n}")
     gamma = np.euler_gamma
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from scipy import stats
+
     quantiles = (1.0 - gamma) * stats.norm.ppf(1.0 - 1.0 / n) + gamma * stats.norm.ppf(1.0 - 1.0 / (n * math.e))
     return float(math.sqrt(trials.var(ddof=1)) * quantiles)
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from trading_rl.envs import EnvSpec
@@ -96,6 +95,9 @@ def render_tearsheet(
     spec without sections (a phase with nothing to show yet, e.g. no forward bars) gives an empty
     table, one figure and a page that say so under the spec's title."""
     if not spec.sections:
+        # imported here: registering the pipelines (every kedro command) must not pay for it
+        import matplotlib.pyplot as plt
+
         figure = plt.figure(figsize=(6, 1))
         figure.text(0.5, 0.5, spec.title, ha="center", va="center")
         title = html.escape(spec.title)

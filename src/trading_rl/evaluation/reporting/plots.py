@@ -5,16 +5,17 @@ fold Sharpe ratios, action histograms and regime-shaded prices. Each function re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from trading_rl.evaluation.validation.regimes import REGIMES
 from trading_rl.monitoring.actions import ACTION_BUCKETS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
 REGIME_COLOURS = {"bull": "#2ca02c", "bear": "#d62728", "sideways": "#7f7f7f", "high_volatility": "#ff7f0e"}
 REFERENCE_LINES = ("buy_and_hold", "buy_and_hold_full")
@@ -36,6 +37,9 @@ def shade_regimes(ax, index: pd.DatetimeIndex, labels: pd.Series) -> list[Patch]
         if regime in REGIME_COLOURS:
             right = index[stop] if stop < len(index) else index[-1]
             ax.axvspan(index[start], right, color=REGIME_COLOURS[regime], alpha=0.18, lw=0, zorder=0)
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from matplotlib.patches import Patch
+
     return [Patch(color=REGIME_COLOURS[r], alpha=0.35, label=r) for r in REGIMES]
 
 
@@ -58,6 +62,10 @@ def out_of_sample_equity(stitched: pd.DataFrame) -> Figure:
     buy-and-hold references (black) and the 1.0 line (under everything). A test window in which an
     agent seed filled no order is shaded and labelled, so a flat line reads as "did not trade"."""
     symbols = list(dict.fromkeys(stitched["symbol"]))
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(symbols), 1, figsize=(11, 3.5 * len(symbols)), squeeze=False)
     for ax, symbol in zip(axes[:, 0], symbols):
         data = stitched[stitched["symbol"] == symbol]
@@ -116,6 +124,9 @@ def fold_sharpe_distribution(folds: pd.DataFrame) -> Figure:
     the best seed."""
     names = list(dict.fromkeys(folds["agent"]))
     data = [pd.to_numeric(folds.loc[folds["agent"] == name, "sharpe"], errors="coerce").dropna() for name in names]
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4))
     ax.boxplot([values.to_numpy() for values in data], tick_labels=names, showfliers=False)
     rng = np.random.default_rng(0)
@@ -134,6 +145,9 @@ def action_histograms(folds: pd.DataFrame) -> Figure:
     columns = [f"action_share_{bucket}" for bucket in ACTION_BUCKETS]
     rows = folds.dropna(subset=columns)
     shares = rows.groupby("agent", sort=False)[columns].mean()
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(10, 4))
     width = 0.8 / max(len(shares), 1)
     x = np.arange(len(ACTION_BUCKETS))
@@ -151,6 +165,9 @@ def action_histograms(folds: pd.DataFrame) -> Figure:
 def regime_shaded_panels(panels: Mapping[str, tuple[pd.Series, pd.Series]], title: str) -> Figure:
     """One panel per symbol: ``(close, labels)``, the closes with each bar's background coloured by
     its (causal) regime label; bars without a label (``None``/NaN) stay white."""
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4 * len(panels)), squeeze=False)
     for ax, (symbol, (close, labels)) in zip(axes[:, 0], panels.items()):
         ax.plot(close.index, close.to_numpy(), color="black", lw=0.9)

@@ -18,16 +18,18 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from trading_rl.evaluation.ledger.ledger import Trials
 from trading_rl.evaluation.reporting.tearsheet_metrics import attribution_html, formatted_table, metrics_table
 from trading_rl.evaluation.reporting.tearsheet_panels import PANELS, TearsheetOptions, panel_images, tearsheet_figure
 from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection, rollout_table, rollout_timestamps
 from trading_rl.evaluation.reporting.tearsheet_statistics import STATISTICS_BLOCKS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Marks the page of a phase with nothing to show (e.g. forward without new bars): the run summary
 # does not list it as a tearsheet.

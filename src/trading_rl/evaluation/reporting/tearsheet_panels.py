@@ -11,17 +11,10 @@ import io
 import math
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import matplotlib
-import matplotlib.pyplot as plt
-import matplotlib.ticker
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.transforms import Bbox
-from matplotlib.typing import ColorType
 
 from trading_rl.config import Section, setting
 from trading_rl.evaluation.metrics.baselines import MARKET
@@ -31,6 +24,11 @@ from trading_rl.evaluation.reporting.tearsheet_metrics import formatted_table
 from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection, rollout_returns, rollout_timestamps
 from trading_rl.evaluation.reporting.tearsheet_statistics import return_histogram
 from trading_rl.monitoring.actions import ACTION_BUCKETS, bucketize
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.typing import ColorType
 
 # Panel key -> title. The HTML gives every panel a section with this title (tests and the
 # screenshot check look for them); the PNG draws them as axis titles.
@@ -57,6 +55,9 @@ BASELINE_STYLE = {
 
 
 def _agent_colours(section: TearsheetSection) -> dict[str, ColorType]:
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib
+
     return dict(zip(section.agents, matplotlib.color_sequences["tab10"]))
 
 
@@ -85,6 +86,9 @@ def draw_equity(ax: Axes, section: TearsheetSection) -> None:
             label=name,
         )
     ax.set_yscale("log")  # the uncapped market line no longer squeezes the capped curves flat
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib.ticker
+
     plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.3g}")
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(plain)
@@ -226,6 +230,9 @@ def draw_distribution(ax: Axes, section: TearsheetSection) -> None:
     for (name, column), colour in zip(counts.items(), colours):
         ax.bar(counts.index, column, width=width, align="edge", alpha=0.45, color=colour, label=str(name))
     ax.axvline(0.0, color="grey", lw=0.8)
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib.ticker
+
     ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.set_ylabel("bars")
     _legend_outside(ax)
@@ -233,6 +240,9 @@ def draw_distribution(ax: Axes, section: TearsheetSection) -> None:
 
 def draw_metrics(ax: Axes, table: pd.DataFrame) -> None:
     shown = formatted_table(table)
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    from matplotlib.transforms import Bbox
+
     ax.axis("off")
     cell = ax.table(
         cellText=shown.to_numpy(),
@@ -281,6 +291,9 @@ def _draw(key: str, ax: Axes, section: TearsheetSection, table: pd.DataFrame, op
 
 def tearsheet_figure(section: TearsheetSection, table: pd.DataFrame, options: TearsheetOptions) -> Figure:
     """Every panel of one section in one figure (the versioned PNG)."""
+    # imported here: registering the pipelines (every kedro command) must not pay for it
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(PANELS), 1, figsize=(11, 3.0 * len(PANELS)))
     # fixed margins: a layout engine (tight/constrained) measures every label and costs seconds
     fig.subplots_adjust(left=0.08, right=PANEL_RIGHT, top=TITLE_TOP - 0.015, bottom=0.02, hspace=0.45)
@@ -294,6 +307,7 @@ def panel_images(fig: Figure, dpi: int) -> dict[str, str]:
     """Each chart panel of ``tearsheet_figure``'s figure as a base64 PNG: one rendering at ``dpi``,
     cut into full-width bands halfway between neighbouring panels (drawing every panel again on its
     own figure, or measuring each panel's extent, would double the time)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
     original_dpi = fig.dpi

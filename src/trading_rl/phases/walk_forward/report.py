@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
-from matplotlib.figure import Figure
 
 from trading_rl.data import by_symbol
 from trading_rl.envs import periods_per_year_by_symbol
@@ -13,6 +14,9 @@ from trading_rl.evaluation.reporting import plots
 from trading_rl.evaluation.reporting.phase_tearsheet import TearsheetInput
 from trading_rl.evaluation.reporting.tearsheet_section import TearsheetSection
 from trading_rl.evaluation.validation.regimes import RegimeValidationParams, label_regimes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def plot_walk_forward(folds: pd.DataFrame, stitched: pd.DataFrame) -> tuple[Figure, Figure, Figure]:

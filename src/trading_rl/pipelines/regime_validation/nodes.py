@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
-from matplotlib.figure import Figure
 
 from trading_rl.data import by_symbol
 from trading_rl.envs import periods_per_year_by_symbol
@@ -16,6 +17,9 @@ from trading_rl.evaluation.validation.regimes import (
     label_regimes,
     walk_forward_regime_metrics,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def label_market_regimes(prices: pd.DataFrame, returns: pd.DataFrame, params: RegimeValidationParams) -> pd.DataFrame:
