@@ -40,20 +40,19 @@ from trading_rl.serving.package import ServedPackage
 REQUIREMENTS = ("stable-baselines3", "torch", "gymnasium", "numpy")
 # The project dependencies the served model's code imports (the package itself is the project's
 # install: serve with `--env-manager local` from its environment), pinned at the installed versions;
-# tests/serving/test_serving_decider.py checks the list against the imports and pyproject.toml.
+# tests/serving/test_serving_decider.py checks the list against the imports and pyproject.toml. arch
+# (the GARCH fit) and matplotlib (drawing) are imported only where they run, never at serve time.
 SERVED_REQUIREMENTS = (
     "mlflow",
     "numpy",
     "pandas",
     "pyarrow",
     "scipy",
-    "arch",
     "pandera",
     "gymnasium",
     "stable-baselines3",
     "torch",
     "onnxruntime",
-    "matplotlib",
     "rich",
     "tqdm",
 )
