@@ -120,19 +120,32 @@ CTRL_C_POINTS = [
 ]
 
 
+@contextlib.contextmanager
+def _sigint_not_ignored():
+    """Start a child as a terminal would: a child inherits an *ignored* SIGINT (an earlier test in
+    this worker, Ray's start for one, may leave it so), and Python then never raises
+    KeyboardInterrupt in it (a fresh-clone suite run failed all four points that way)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("point", CTRL_C_POINTS)
 def test_ctrl_c_on_a_real_kedro_run_exits_with_its_mlflow_run_killed(tmp_path, project_copy, point):
     """The whole path: ``kedro run`` in a process of its own, held at ``point``, then SIGINT."""
     project = project_copy(tmp_path / "project")
-    process = subprocess.Popen(
-        [sys.executable, str(HELD_KEDRO_RUN), "run", "--env", "ci", "--pipelines", "feature_extraction"],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "TRADING_RL_HOLD_AT": point},
-    )
+    with _sigint_not_ignored():
+        process = subprocess.Popen(
+            [sys.executable, str(HELD_KEDRO_RUN), "run", "--env", "ci", "--pipelines", "feature_extraction"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "TRADING_RL_HOLD_AT": point},
+        )
     output, interrupted = [], False
     try:
         for line in process.stdout:  # type: ignore[union-attr]
