@@ -86,6 +86,11 @@ with any_values_unvalidated_quietly():
         model, its decision log ``DecisionLog.configured()``."""
 
         def load_context(self, context) -> None:
+            # The features' GARCH filter imports scipy.signal (and with it scipy.stats) where it runs,
+            # so that `kedro` commands start without it; load it with the model, not in the first
+            # request (about 0.4 s).
+            import scipy.signal  # noqa: F401
+
             config = json.loads(Path(context.artifacts[CONFIG_ARTIFACT]).read_text())
             onnx = Path(context.artifacts[ACTOR_ARTIFACT]).read_bytes()
             alerts = served_alert_queue(read_serving_config(config).alerting)
