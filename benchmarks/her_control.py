@@ -14,7 +14,15 @@ relabelled). Both arms are scored by the phase's own goal evaluation (``evaluate
 range, each also run with a shuffled target as the goal-agnostic control): success rate (final
 return within ``tolerance`` of the target), its difference from the shuffled-target control,
 Spearman's rank correlation of target and achieved return, and the success rate per third of the
-goal range. Paired over runs (same market, source and seed): relabel - no_relabel.
+goal range. Paired over runs (same market, source and seed): relabel - no_relabel. Two scripted
+references play the same episodes and targets (``scripted_success``): ``steer`` (the cap until the
+return is within half the tolerance below the target, then flat) shows how many goals are reachable
+at all, ``flat`` (never trades) what doing nothing scores.
+
+The goal *task* (``--param options_her.her.pnl_weight=0 --param options_her.her.goal_weight=1``:
+the reward is the goal reward alone, HER's own setting) on shorter episodes
+(``--param options_her.env_overrides.episode_length=100``) gives the learner more episodes per step
+budget; the goal range and tolerance are ``options_her.her.goal_high`` and ``.tolerance``.
 Writes ``--out`` (one row per run x arm) and ``<out>.md`` (the summary).
 """
 
@@ -42,6 +50,7 @@ from chain_controls import (  # noqa: E402
     market_params,
     scaled_budgets,
 )
+from controls import ORACLE_FOR_LONG_ONLY  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
 
 ARMS = {"relabel": None, "no_relabel": 0}  # n_sampled_goal: None keeps the configured value
@@ -83,6 +92,7 @@ def run_arm(market: str, realisation: int, seed: int, arm: str, steps: int) -> d
     agent = train_from_spec(env_spec, source, params, seed, timesteps=steps)[0]
     seconds = time.perf_counter() - started
     found = evaluate_from_spec(agent, env_spec, params, seed)
+    scripted = scripted_success(env_spec, params, seed)
     goals = found["goals"]
     by_level = goals["achievement_rate_by_level"]
     return {
@@ -104,7 +114,45 @@ def run_arm(market: str, realisation: int, seed: int, arm: str, steps: int) -> d
         "success_middle_third": by_level[1],
         "success_high_third": by_level[2],
         "mean_abs_goal_miss": goals["mean_abs_goal_miss"],
+        "steer_success": scripted["steer"],
+        "flat_success": scripted["flat"],
         "sharpe": found["metrics"].get("sharpe"),
+        # capture (the chain study's unit) = information_ratio / oracle_information_ratio on the split
+        "information_ratio": found["metrics"].get("information_ratio"),
+        "oracle_information_ratio": found["baselines"].get(ORACLE_FOR_LONG_ONLY, {}).get("information_ratio"),
+    }
+
+
+def scripted_success(env_spec, params, seed: int) -> dict[str, float]:
+    """Success rates of the scripted references on the goal evaluation's own episodes (same starts,
+    same targets): ``steer`` holds the cap until its return is within half the tolerance below the
+    target, then holds nothing (it reads only its own return and the target, so it is causal);
+    ``flat`` never trades."""
+    from trading_rl.algorithms.options_her.from_spec import goal_episode_targets
+    from trading_rl.algorithms.options_her.her import goal_achievement, goal_view
+    from trading_rl.envs.continuous import trading_env
+    from trading_rl.seeding import SeedRole, trial_seed
+
+    her = params.her
+    targets, _ = goal_episode_targets(params, seed)
+    finals: dict[str, list[float]] = {"steer": [], "flat": []}
+    for episode, target in enumerate(targets):
+        for policy, returns in finals.items():
+            env = goal_view(env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides), her)
+            flat = np.array([trading_env(env, "the scripted references").flat_signal], dtype=np.float32)
+            observation, info = env.reset(
+                seed=trial_seed(seed, SeedRole.GOAL_EPISODES, episode), options={"desired_goal": float(target)}
+            )
+            done = False
+            while not done:
+                below = info["achieved_goal"] < target - her.tolerance / 2
+                action = np.ones(1, dtype=np.float32) if policy == "steer" and below else flat
+                observation, _, terminated, truncated, info = env.step(action)
+                done = terminated or truncated
+            returns.append(info["achieved_goal"])
+    return {
+        policy: goal_achievement(np.array(returns), targets, her.tolerance)["goal_achievement_rate"]
+        for policy, returns in finals.items()
     }
 
 
@@ -118,8 +166,8 @@ def summarise(rows: pd.DataFrame) -> str:
 
     lines = [
         "| family | arm | runs | success | vs shuffled-target control | rank corr. target ~ achieved "
-        "| success by third of the goal range (low / mid / high) |",
-        "|---|---|---|---|---|---|---|",
+        "| success by third of the goal range (low / mid / high) | scripted: steer / flat |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     paired = []
     for family, group in rows.groupby("family"):
@@ -130,18 +178,25 @@ def summarise(rows: pd.DataFrame) -> str:
             )
             lines.append(
                 f"| {family} | {arm} | {len(mine)} | {cell(mine['success'])} | {cell(mine['success_vs_control'])} "
-                f"| {cell(mine['rank_correlation'])} | {thirds} |"
+                f"| {cell(mine['rank_correlation'])} | {thirds} "
+                f"| {mine['steer_success'].mean():.2f} / {mine['flat_success'].mean():.2f} |"
             )
         wide = group.pivot_table(index=["market", "realisation", "seed"], columns="arm", values="success")
         wide = wide.dropna()
         delta, low, high = difference_ci(wide["relabel"], wide["no_relabel"])
         base = float(wide["no_relabel"].mean())
         gain = f"{(wide['relabel'].mean() / base - 1) * 100:+.0f}%" if base > 0 else "n/a (no_relabel 0)"
-        paired.append(f"| {family} | {len(wide)} | {delta:+.2f} [{low:+.2f}, {high:+.2f}] | {gain} |")
+        sharpe = group.pivot_table(index=["market", "realisation", "seed"], columns="arm", values="sharpe").dropna()
+        sharpe_delta, sharpe_low, sharpe_high = difference_ci(sharpe["relabel"], sharpe["no_relabel"])
+        paired.append(
+            f"| {family} | {len(wide)} | {delta:+.2f} [{low:+.2f}, {high:+.2f}] | {gain} "
+            f"| {sharpe_delta:+.2f} [{sharpe_low:+.2f}, {sharpe_high:+.2f}] |"
+        )
     lines += [
         "",
-        "| family | paired runs | success, relabel - no_relabel [90% CI] | relative gain of the mean |",
-        "|---|---|---|---|",
+        "| family | paired runs | success, relabel - no_relabel [90% CI] | relative gain of the mean "
+        "| Sharpe, relabel - no_relabel [90% CI] |",
+        "|---|---|---|---|---|",
         *paired,
     ]
     return "\n".join(lines) + "\n"

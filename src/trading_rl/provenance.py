@@ -22,7 +22,7 @@ from typing import Any
 # 2 (2026-12-06): the code defaults became the validated learner's (target action, one bar, [32, 32],
 # no curiosity), so a configuration that leaves those keys unwritten now means other values.
 ALGORITHM_VERSION = 2
-ALGORITHM_SOURCE_DIGEST = "ed9750561b8be9d9"
+ALGORITHM_SOURCE_DIGEST = "012deb216f91e24f"
 BEHAVIOUR_PACKAGES = ("algorithms", "data", "envs", "features", "phases", "rewards", "training", "seeding.py")
 # Floats are compared at this many significant digits: a change below it (1e-19 on a learning rate
 # of 3e-4) cannot reach float32 weights and is not a new configuration.

@@ -1,10 +1,10 @@
-"""benchmarks/her_control's summary: the two HER arms paired run by run (same market, source, seed).
-No training."""
+"""benchmarks/her_control: the two HER arms paired run by run (same market, source, seed), and the
+scripted references that say how many goals are reachable. No training."""
 
 from __future__ import annotations
 
 import pandas as pd
-from her_control import ARMS, summarise
+from her_control import ARMS, scripted_success, summarise
 
 
 def _row(realisation: int, seed: int, arm: str, success: float) -> dict:
@@ -20,6 +20,9 @@ def _row(realisation: int, seed: int, arm: str, success: float) -> dict:
         "success_low_third": success,
         "success_middle_third": success,
         "success_high_third": success,
+        "sharpe": 1.0 + success,
+        "steer_success": 0.9,
+        "flat_success": 0.1,
     }
 
 
@@ -33,5 +36,29 @@ def test_the_arms_are_paired_run_by_run():
     table = summarise(pd.DataFrame(rows))
     # every run is 0.2 better with relabelling, whatever its level: the paired delta is exactly 0.2,
     # and the mean's relative gain is 0.2 / mean(0.1, 0.3, 0.2, 0.5) = +73%
-    assert "| fast | 4 | +0.20 [+0.20, +0.20] | +73% |" in table
+    assert "| fast | 4 | +0.20 [+0.20, +0.20] | +73% | +0.20 [+0.20, +0.20] |" in table
     assert "| fast | relabel | 4 |" in table and "| fast | no_relabel | 4 |" in table
+    assert "| 0.90 / 0.10 |" in table  # the scripted references' success next to each arm
+
+
+def test_the_scripted_references_steer_to_every_target_on_a_rising_market_and_flat_hits_only_the_zero_ones():
+    """On a market that rises every bar, holding the cap until the return is within half the tolerance
+    of the target, then nothing, lands every target of the range (each bar adds ~0.03% at the 15% cap,
+    under the tolerance); never trading ends at 0, inside the tolerance only of targets below it."""
+    import dataclasses
+
+    import numpy as np
+    from helpers.synthetic_prices import tiny_env_spec
+
+    from trading_rl.algorithms.options_her.from_spec import OptionsHerParams, goal_episode_targets
+
+    params = OptionsHerParams()
+    params = dataclasses.replace(
+        params,
+        her=dataclasses.replace(params.her, goal_low=0.0, goal_high=0.004, tolerance=0.001),
+        evaluation=dataclasses.replace(params.evaluation, goal_episodes=12),
+    )
+    found = scripted_success(tiny_env_spec(), params, seed=3)
+    targets, _ = goal_episode_targets(params, seed=3)
+    assert found["steer"] == 1.0
+    assert found["flat"] == np.mean(targets <= 0.001) < 0.5

@@ -175,6 +175,15 @@ def continue_on_spec(agent: HierarchicalAgent, env_spec, params: OptionsHerParam
     low_level.learn(total_timesteps=int(timesteps), callback=callback, reset_num_timesteps=False, progress_bar=False)
 
 
+def goal_episode_targets(params: OptionsHerParams, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The goal evaluation's targets, one per episode (episode ``i`` starts from the env seed
+    ``trial_seed(seed, SeedRole.GOAL_EPISODES, i)``), and the same targets shuffled: what the
+    goal-agnostic control is shown. Shared with the scripted references of ``benchmarks/her_control.py``."""
+    rng = np.random.default_rng(seed)
+    targets = rng.uniform(params.her.goal_low, params.her.goal_high, size=int(params.evaluation.goal_episodes))
+    return targets, rng.permutation(targets)
+
+
 def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: OptionsHerParams, seed: int) -> dict[str, Any]:
     """Validation metrics next to the baselines, option usage and goal achievement.
 
@@ -200,9 +209,7 @@ def evaluate_from_spec(agent: HierarchicalAgent, env_spec, params: OptionsHerPar
     metrics, _ = attributed_metrics(rollout, make_eval_env, env_spec.periods_per_year, seed)
     baselines = evaluate_baselines(make_eval_env, env_spec.periods_per_year, seed)
 
-    rng = np.random.default_rng(seed)
-    targets = rng.uniform(her.goal_low, her.goal_high, size=int(params.evaluation.goal_episodes))
-    shown_to_control = rng.permutation(targets)
+    targets, shown_to_control = goal_episode_targets(params, seed)
 
     def final_return(episode: int, shown_target: float) -> float:
         episode_rollout, _ = rollout_agent(
