@@ -52,7 +52,14 @@ from chain_probes import (  # noqa: E402
     risk_timing_columns,
     rollout_columns,
 )
-from chain_summary import markdown_table, paired_metrics, paired_metrics_table, plot, summarise_agents  # noqa: E402
+from chain_summary import (  # noqa: E402
+    alignment_table,
+    markdown_table,
+    paired_metrics,
+    paired_metrics_table,
+    plot,
+    summarise_agents,
+)
 from controls import ORACLE_FOR_LONG_ONLY, ratio  # noqa: E402
 from learning_curve import load_parameters  # noqa: E402
 
@@ -373,6 +380,8 @@ def main() -> None:
     order += [name for name in dict.fromkeys(table["agent"]) if name not in order]
     summary = summarise_agents(table, order)
     text = markdown_table(summary) + "\n" + paired_metrics_table(paired_metrics(table))
+    alignment = alignment_table(table)
+    text += "\n" + alignment if alignment else ""
     print(text)
     out.with_suffix(".md").write_text(f"`{shlex.join(sys.argv)}`\n\n{text}")
     plot(table, out.with_suffix(".png"), order)

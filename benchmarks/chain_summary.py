@@ -172,6 +172,40 @@ def paired_metrics_table(paired: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+ALIGNMENT = "option_regime_mi"  # chain_probes.option_alignment_columns' prefix
+ALIGNMENT_P = 0.05
+
+
+def alignment_table(rows: pd.DataFrame) -> str:
+    """Options' regime alignment per family x agent (runs with ``option_regime_*`` columns): the
+    active option's share of the regime's entropy, median [90% CI]; its mutual information above
+    the median of its circular-shift control (nats: the estimator's bias is in both), median [90%
+    CI] over runs; the runs whose own shift test has p < 0.05; the dominant options. Empty without
+    those columns (no options agent, or no regime family)."""
+    if f"{ALIGNMENT}_share" not in rows:
+        return ""
+    rng = np.random.default_rng(0)
+    scored = rows[np.isfinite(rows[f"{ALIGNMENT}_share"].to_numpy(dtype=float))]
+    lines = [
+        "| family | agent | runs | regime information shared, median [90% CI] | MI − shifted control's median, "
+        f"nats [90% CI] | p < {ALIGNMENT_P} | dominant option (runs), share |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (family, agent), group in scored.groupby(["family", "agent"], sort=False):
+        share = _finite(group[f"{ALIGNMENT}_share"]) * 100
+        excess = _finite(group[ALIGNMENT] - group[f"{ALIGNMENT}_null_median"])
+        share_low, share_high = bootstrap_median_ci(share, rng)
+        excess_low, excess_high = bootstrap_median_ci(excess, rng)
+        dominant = ", ".join(f"{name} ({count})" for name, count in group["dominant_option"].value_counts().items())
+        lines.append(
+            f"| {family} | {agent} | {len(group)} | {_number(_median(share), 1)}% [{_number(share_low, 1)}, "
+            f"{_number(share_high, 1)}] | {_median(excess):+.4f} [{excess_low:+.4f}, {excess_high:+.4f}] "
+            f"| {int((group['option_regime_p'] < ALIGNMENT_P).sum())}/{len(group)} | {dominant}; "
+            f"{group['dominant_option_share'].min():.2f}–{group['dominant_option_share'].max():.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _number(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 

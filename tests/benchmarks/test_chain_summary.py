@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from chain_controls import STEP_KEYS, market_params, read_rows, scaled_budgets
-from chain_summary import markdown_table, paired_metrics, paired_metrics_table, paired_rows, plot, summarise_agents
+from chain_summary import (
+    alignment_table,
+    markdown_table,
+    paired_metrics,
+    paired_metrics_table,
+    paired_rows,
+    plot,
+    summarise_agents,
+)
 from learning_curve import load_parameters
 
 
@@ -142,3 +150,25 @@ def test_risk_metrics_are_paired_with_the_input_run_and_flat_runs_counted():
     assert "oracle_exposure_corr_delta" not in paired  # not a risk family: no timing column
     text = paired_metrics_table(paired)
     assert "max_drawdown: agent / input" in text and "| 4/4 |" in text
+
+
+def test_the_alignment_table_reads_each_run_against_its_shifted_control():
+    """Three options runs: information above the shift control's median 0.010, 0.020 and -0.002
+    nats (median +0.010), one shift test under 0.05; a flat agent's row has no option columns."""
+    rows = pd.DataFrame(
+        {
+            "family": "regime_fast",
+            "agent": ["options_her"] * 3 + ["sac_icm"],
+            "option_regime_mi": [0.015, 0.030, 0.003, np.nan],
+            "option_regime_mi_share": [0.03, 0.06, 0.006, np.nan],
+            "option_regime_mi_null_median": [0.005, 0.010, 0.005, np.nan],
+            "option_regime_p": [0.2, 0.01, 0.9, np.nan],
+            "dominant_option": ["wait", "trend_follow", "wait", np.nan],
+            "dominant_option_share": [0.9, 0.7, 1.0, np.nan],
+        }
+    )
+    table = alignment_table(rows)
+    [row] = [line for line in table.splitlines() if line.startswith("| regime_fast")]
+    assert row.startswith("| regime_fast | options_her | 3 | 3.0% [")
+    assert "| +0.0100 [" in row and "| 1/3 | wait (2), trend_follow (1); 0.70–1.00 |" in row
+    assert alignment_table(rows.drop(columns=[c for c in rows if c.startswith("option_")])) == ""
