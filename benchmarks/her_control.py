@@ -140,14 +140,14 @@ def scripted_success(env_spec, params, seed: int) -> dict[str, float]:
         for policy, returns in finals.items():
             env = goal_view(env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides), her)
             flat = np.array([trading_env(env, "the scripted references").flat_signal], dtype=np.float32)
-            observation, info = env.reset(
+            _, info = env.reset(
                 seed=trial_seed(seed, SeedRole.GOAL_EPISODES, episode), options={"desired_goal": float(target)}
             )
             done = False
             while not done:
                 below = info["achieved_goal"] < target - her.tolerance / 2
                 action = np.ones(1, dtype=np.float32) if policy == "steer" and below else flat
-                observation, _, terminated, truncated, info = env.step(action)
+                _, _, terminated, truncated, info = env.step(action)
                 done = terminated or truncated
             returns.append(info["achieved_goal"])
     return {
