@@ -23,6 +23,7 @@ The goal *task* (``--param options_her.her.pnl_weight=0 --param options_her.her.
 the reward is the goal reward alone, HER's own setting) on shorter episodes
 (``--param options_her.env_overrides.episode_length=100``) gives the learner more episodes per step
 budget; the goal range and tolerance are ``options_her.her.goal_high`` and ``.tolerance``.
+``goal_sensitivity`` says whether a policy reads its goal at all (``goal_sensitivity``).
 Writes ``--out`` (one row per run x arm) and ``<out>.md`` (the summary).
 """
 
@@ -93,6 +94,7 @@ def run_arm(market: str, realisation: int, seed: int, arm: str, steps: int) -> d
     seconds = time.perf_counter() - started
     found = evaluate_from_spec(agent, env_spec, params, seed)
     scripted = scripted_success(env_spec, params, seed)
+    sensitivity = goal_sensitivity(agent, env_spec, params, seed)
     goals = found["goals"]
     by_level = goals["achievement_rate_by_level"]
     return {
@@ -114,6 +116,7 @@ def run_arm(market: str, realisation: int, seed: int, arm: str, steps: int) -> d
         "success_middle_third": by_level[1],
         "success_high_third": by_level[2],
         "mean_abs_goal_miss": goals["mean_abs_goal_miss"],
+        "goal_sensitivity": sensitivity,
         "steer_success": scripted["steer"],
         "flat_success": scripted["flat"],
         "sharpe": found["metrics"].get("sharpe"),
@@ -156,6 +159,41 @@ def scripted_success(env_spec, params, seed: int) -> dict[str, float]:
     }
 
 
+SENSITIVITY_EPISODES = 5
+
+
+def goal_sensitivity(agent, env_spec, params, seed: int) -> float:
+    """How much the commanded goal moves the policy: the mean |action(goal_high) - action(goal_low)|
+    (action units, 2 = the whole range) over the states of the agent's first ``SENSITIVITY_EPISODES``
+    goal episodes. A steering policy moves by up to 2 where the return lies between the two goals; 0
+    is a policy that ignores its goal, whatever its success rate."""
+    from trading_rl.algorithms.options_her.from_spec import goal_episode_targets
+    from trading_rl.algorithms.options_her.her import goal_view
+    from trading_rl.seeding import SeedRole, trial_seed
+
+    her = params.her
+    targets, _ = goal_episode_targets(params, seed)
+    states: list[dict] = []
+    for episode, target in enumerate(targets[:SENSITIVITY_EPISODES]):
+        env = goal_view(env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides), her)
+        observation, _ = env.reset(
+            seed=trial_seed(seed, SeedRole.GOAL_EPISODES, episode), options={"desired_goal": float(target)}
+        )
+        done = False
+        while not done:
+            states.append(observation)
+            action, _ = agent.low_level.predict(observation, deterministic=True)
+            observation, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+    batch = {key: np.stack([state[key] for state in states]) for key in states[0]}
+
+    def actions_at(goal: float) -> np.ndarray:
+        commanded = {**batch, "desired_goal": np.full_like(batch["desired_goal"], goal / her.goal_unit)}
+        return agent.low_level.predict(commanded, deterministic=True)[0]
+
+    return float(np.mean(np.abs(actions_at(her.goal_high) - actions_at(her.goal_low))))
+
+
 def summarise(rows: pd.DataFrame) -> str:
     """Per arm: medians with 90% CIs; paired relabel - no_relabel over runs (same market, source, seed)."""
     from trading_rl.evaluation.metrics.bootstrap import bootstrap_ci, difference_ci
@@ -166,8 +204,8 @@ def summarise(rows: pd.DataFrame) -> str:
 
     lines = [
         "| family | arm | runs | success | vs shuffled-target control | rank corr. target ~ achieved "
-        "| success by third of the goal range (low / mid / high) | scripted: steer / flat |",
-        "|---|---|---|---|---|---|---|---|",
+        "| success by third of the goal range (low / mid / high) | scripted: steer / flat | goal sensitivity |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     paired = []
     for family, group in rows.groupby("family"):
@@ -179,7 +217,8 @@ def summarise(rows: pd.DataFrame) -> str:
             lines.append(
                 f"| {family} | {arm} | {len(mine)} | {cell(mine['success'])} | {cell(mine['success_vs_control'])} "
                 f"| {cell(mine['rank_correlation'])} | {thirds} "
-                f"| {mine['steer_success'].mean():.2f} / {mine['flat_success'].mean():.2f} |"
+                f"| {mine['steer_success'].mean():.2f} / {mine['flat_success'].mean():.2f} "
+                f"| {cell(mine['goal_sensitivity']) if 'goal_sensitivity' in mine else 'n/a'} |"
             )
         wide = group.pivot_table(index=["market", "realisation", "seed"], columns="arm", values="success")
         wide = wide.dropna()
