@@ -126,36 +126,51 @@ def run_arm(market: str, realisation: int, seed: int, arm: str, steps: int) -> d
     }
 
 
-def scripted_success(env_spec, params, seed: int) -> dict[str, float]:
-    """Success rates of the scripted references on the goal evaluation's own episodes (same starts,
-    same targets): ``steer`` holds the cap until its return is within half the tolerance below the
-    target, then holds nothing (it reads only its own return and the target, so it is causal);
-    ``flat`` never trades."""
+def _goal_episodes(env_spec, params, seed: int, policy, episodes: int | None = None) -> np.ndarray:
+    """Final return of ``policy`` (``run_episode``'s) on the goal evaluation's own episodes (same
+    starts, same targets; the first ``episodes`` of them)."""
     from trading_rl.algorithms.options_her.from_spec import goal_episode_targets
-    from trading_rl.algorithms.options_her.her import goal_achievement, goal_view
-    from trading_rl.envs.continuous import trading_env
+    from trading_rl.algorithms.options_her.her import goal_view
+    from trading_rl.evaluation.metrics.rollout import run_episode
     from trading_rl.seeding import SeedRole, trial_seed
+
+    targets, _ = goal_episode_targets(params, seed)
+    finals = []
+    for episode, target in enumerate(targets[:episodes]):
+        env = goal_view(
+            env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides), params.her
+        )
+        rollout = run_episode(
+            env, policy, seed=trial_seed(seed, SeedRole.GOAL_EPISODES, episode), options={"desired_goal": float(target)}
+        )
+        finals.append(float(rollout["achieved_goal"].iloc[-1]))
+    return np.array(finals)
+
+
+def scripted_success(env_spec, params, seed: int) -> dict[str, float]:
+    """Success rates of the scripted references on the goal evaluation's own episodes:
+    ``steer`` holds the cap until its return is within half the tolerance below the target, then
+    holds nothing (it reads only its own return and the target, so it is causal); ``flat`` never
+    trades."""
+    from trading_rl.algorithms.options_her.from_spec import goal_episode_targets
+    from trading_rl.algorithms.options_her.her import goal_achievement
+    from trading_rl.envs.continuous import trading_env
 
     her = params.her
     targets, _ = goal_episode_targets(params, seed)
-    finals: dict[str, list[float]] = {"steer": [], "flat": []}
-    for episode, target in enumerate(targets):
-        for policy, returns in finals.items():
-            env = goal_view(env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides), her)
-            flat = np.array([trading_env(env, "the scripted references").flat_signal], dtype=np.float32)
-            _, info = env.reset(
-                seed=trial_seed(seed, SeedRole.GOAL_EPISODES, episode), options={"desired_goal": float(target)}
-            )
-            done = False
-            while not done:
-                below = info["achieved_goal"] < target - her.tolerance / 2
-                action = np.ones(1, dtype=np.float32) if policy == "steer" and below else flat
-                _, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-            returns.append(info["achieved_goal"])
+    probe = env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides)
+    flat = np.array([trading_env(probe, "the scripted references").flat_signal], dtype=np.float32)
+    cap = np.ones(1, dtype=np.float32)
+
+    def steer(observation) -> np.ndarray:
+        achieved, desired = (float(observation[key][0]) * her.goal_unit for key in ("achieved_goal", "desired_goal"))
+        return cap if achieved < desired - her.tolerance / 2 else flat
+
     return {
-        policy: goal_achievement(np.array(returns), targets, her.tolerance)["goal_achievement_rate"]
-        for policy, returns in finals.items()
+        name: goal_achievement(_goal_episodes(env_spec, params, seed, policy), targets, her.tolerance)[
+            "goal_achievement_rate"
+        ]
+        for name, policy in (("steer", steer), ("flat", lambda observation: flat))
     }
 
 
@@ -167,24 +182,14 @@ def goal_sensitivity(agent, env_spec, params, seed: int) -> float:
     (action units, 2 = the whole range) over the states of the agent's first ``SENSITIVITY_EPISODES``
     goal episodes. A steering policy moves by up to 2 where the return lies between the two goals; 0
     is a policy that ignores its goal, whatever its success rate."""
-    from trading_rl.algorithms.options_her.from_spec import goal_episode_targets
-    from trading_rl.algorithms.options_her.her import goal_view
-    from trading_rl.seeding import SeedRole, trial_seed
-
     her = params.her
-    targets, _ = goal_episode_targets(params, seed)
     states: list[dict] = []
-    for episode, target in enumerate(targets[:SENSITIVITY_EPISODES]):
-        env = goal_view(env_spec.make_env(params.evaluation.split, evaluation=False, **params.env_overrides), her)
-        observation, _ = env.reset(
-            seed=trial_seed(seed, SeedRole.GOAL_EPISODES, episode), options={"desired_goal": float(target)}
-        )
-        done = False
-        while not done:
-            states.append(observation)
-            action, _ = agent.low_level.predict(observation, deterministic=True)
-            observation, _, terminated, truncated, _ = env.step(action)
-            done = terminated or truncated
+
+    def play(observation) -> np.ndarray:
+        states.append(observation)
+        return agent.low_level.predict(observation, deterministic=True)[0]
+
+    _goal_episodes(env_spec, params, seed, play, SENSITIVITY_EPISODES)
     batch = {key: np.stack([state[key] for state in states]) for key in states[0]}
 
     def actions_at(goal: float) -> np.ndarray:

@@ -29,10 +29,12 @@ class ScriptedEnv(gym.Env):
         self.truncate_at = truncate_at
         self.actions = []
         self.reset_seeds = []
+        self.reset_options = []
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.reset_seeds.append(seed)
+        self.reset_options.append(options)
         self.t = 0
         return np.array([0.0], np.float32), {"equity": self.initial_equity, "cash": self.initial_equity}
 
@@ -60,8 +62,8 @@ def test_run_episode_records_one_row_per_step_with_info_and_returns():
         seen.append(float(obs[0]))
         return np.array([0.25 * len(seen)], np.float32)
 
-    rollout = run_episode(env, policy, seed=42)
-    assert env.reset_seeds == [42]
+    rollout = run_episode(env, policy, seed=42, options={"desired_goal": 0.02})
+    assert env.reset_seeds == [42] and env.reset_options == [{"desired_goal": 0.02}]
     assert seen == [0.0, 1.0, 2.0]
     assert len(rollout) == 3 and rollout.index.tolist() == [0, 1, 2]
     np.testing.assert_allclose(rollout["return"], [0.01, 999.9 / 1010 - 1, 1030 / 999.9 - 1])

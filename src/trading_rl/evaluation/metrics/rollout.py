@@ -39,14 +39,17 @@ class StepReturns:
         return step_return
 
 
-def run_episode(env, policy: Policy, seed: int | None = None, max_steps: int | None = None) -> pd.DataFrame:
-    """Reset ``env`` with ``seed`` and step ``policy(observation) -> action`` until the episode ends.
+def run_episode(
+    env, policy: Policy, seed: int | None = None, max_steps: int | None = None, options: dict | None = None
+) -> pd.DataFrame:
+    """Reset ``env`` with ``seed`` (and ``options``, e.g. a goal view's ``desired_goal``) and step
+    ``policy(observation) -> action`` until the episode ends.
 
     Returns one row per step (a ``RangeIndex``) with the step's ``info`` entries plus ``reward``,
     ``terminated``, ``truncated`` and ``return`` (``StepReturns``). ``max_steps`` stops early, for
     smoke tests.
     """
-    observation, info = env.reset(seed=seed)
+    observation, info = env.reset(seed=seed, options=options)
     step_return = StepReturns(info)
     rows: list[dict[str, Any]] = []
     terminated = truncated = False
